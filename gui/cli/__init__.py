@@ -1,0 +1,1 @@
+"""Headless ``herd`` commands. Each module here registers its own sub-commands."""

