@@ -202,7 +202,8 @@ def _which(names: tuple[str, ...]) -> Path | None:
     return None
 
 
-_VERSION_RE = re.compile(r"version:\s*(\d+)\s*\(")
+# Builds print either "version: 11434 (abc1234)" or "version: 0.6.0-dev (build 11434, commit …)".
+_VERSION_RE = re.compile(r"\(build\s+(\d+)|version:\s*(\d+)\s*\(")
 
 
 def read_build_number(program: str | os.PathLike, timeout: float = 20.0) -> int:
@@ -215,7 +216,7 @@ def read_build_number(program: str | os.PathLike, timeout: float = 20.0) -> int:
     m = _VERSION_RE.search(out.stdout + out.stderr)
     if not m:
         raise EngineError(f"{program} --version did not print a llama.cpp build number")
-    return int(m.group(1))
+    return int(m.group(1) or m.group(2))
 
 
 def rpc_hello(host: str, port: int, timeout: float = 3.0) -> str:

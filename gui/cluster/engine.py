@@ -68,6 +68,8 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DCMAKE_BUILD_TYPE=Release",
+    # The programs are moved out of the build tree: find the shared libraries beside them.
+    "-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON",
     # The sdist is not a git checkout, so llama.cpp cannot find its own build number.
     f"-DLLAMA_BUILD_NUMBER={PINNED_BUILD}",
 )
@@ -240,7 +242,7 @@ def _flatten_programs(tree: Path, into: Path) -> None:
             src = hits[0].parent
             for item in src.iterdir():
                 if item.is_file():
-                    shutil.copy2(item, into / item.name)
+                    shutil.copy2(item, into / item.name, follow_symlinks=False)
             return
     raise EngineError("The archive does not contain llama-server: it is not a llama.cpp release.")
 
@@ -387,7 +389,8 @@ def install_from_source(*, backend: str = "cpu", index_url: str = DEFAULT_INDEX,
         for item in bindir.iterdir():
             if item.is_file() and (item.suffix in (".so", ".dll", ".dylib") or ".so." in item.name
                                    or item.stem in BUILD_TARGETS):
-                shutil.copy2(item, staging / item.name)
+                # keep libfoo.so -> libfoo.so.0 links as links
+                shutil.copy2(item, staging / item.name, follow_symlinks=False)
         progress("Checking the programs", None)
         verify_engine_folder(staging)
         (staging / MANIFEST_NAME).write_text(json.dumps(_manifest(staging, "source", backend, got), indent=2))
