@@ -1,0 +1,110 @@
+"""The Qt ⇄ asyncio bridge: results arrive on the GUI thread as signals, cancellation works."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from PySide6.QtCore import QThread
+
+from gui.bridge import AsyncBridge
+
+
+async def _answer(value, delay=0.0):
+    await asyncio.sleep(delay)
+    return value, threading.get_ident()
+
+
+def test_result_arrives_on_gui_thread(qtbot, bridge):
+    call = bridge.submit(_answer(42), "answer")
+    with qtbot.waitSignal(call.finished, timeout=5000) as sig:
+        pass
+    value, loop_thread = sig.args[0]
+    assert value == 42
+    # The coroutine ran on another thread, the slot on this one.
+    assert loop_thread != threading.get_ident()
+
+
+def test_early_result_is_not_lost(qtbot, bridge):
+    # The coroutine finishes before we connect: the queued delivery still reaches the slot.
+    call = bridge.submit(_answer("early"), "early")
+    call.future.result(timeout=5)
+    got = []
+    call.finished.connect(lambda r: got.append(r[0]))
+    qtbot.waitUntil(lambda: got == ["early"], timeout=5000)
+
+
+def test_failure_is_reported(qtbot, bridge):
+    async def boom():
+        raise ValueError("node-a answered 500")
+
+    call = bridge.submit(boom(), "status")
+    with qtbot.waitSignal(call.failed, timeout=5000) as sig:
+        pass
+    assert isinstance(sig.args[0], ValueError)
+
+
+def test_unhandled_failure_goes_to_bridge_error(qtbot, bridge):
+    async def boom():
+        raise RuntimeError("pairing refused")
+
+    with qtbot.waitSignal(bridge.error, timeout=5000) as sig:
+        bridge.submit(boom(), "pair node-b")
+    assert sig.args == ["pair node-b", "pairing refused"]
+
+
+def test_stream_items_in_order_and_cancel(qtbot, bridge):
+    cleaned = threading.Event()
+
+    async def ticks():
+        try:
+            i = 0
+            while True:
+                yield i
+                i += 1
+                await asyncio.sleep(0.001)
+        finally:
+            cleaned.set()
+
+    call = bridge.stream(ticks(), "ticks")
+    seen = []
+    call.item.connect(seen.append)
+    qtbot.waitUntil(lambda: len(seen) >= 20, timeout=5000)
+    with qtbot.waitSignals([call.cancelled, call.done], order="strict", timeout=5000):
+        call.cancel()
+    assert seen[:20] == list(range(20))
+    assert cleaned.wait(2)
+    assert not call.running()
+
+
+def test_close_joins_thread_and_cancels_work(qtbot, qapp):
+    b = AsyncBridge()
+    started = threading.Event()
+    finalised = threading.Event()
+
+    async def forever():
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            finalised.set()
+
+    b.submit(forever(), "forever")
+    assert started.wait(5)
+    b.close()
+    assert not b.is_running()
+    assert finalised.is_set()
+    with pytest.raises(RuntimeError):
+        b.submit(_answer(1), "late")
+
+
+def test_dangling_thread_is_detected(no_dangling_qthreads):
+    # The autouse fixture sees every started QThread, so a leaked one would fail the test.
+    t = QThread()
+    t.start()
+    try:
+        assert any(x is t and x.isRunning() for x in no_dangling_qthreads)
+    finally:
+        t.quit()
+        t.wait()
