@@ -308,7 +308,10 @@ def install_from_release(*, backend: str = "cpu", base_url: str = DEFAULT_RELEAS
 
 # ----------------------------------------------------------------------------------- source
 
-_PCT_RE = re.compile(r"^\[\s*(\d+)%\]")
+_STEP_RE = re.compile(r"^\[\s*\d+%\] (Building|Linking) ")
+#: Compile and link steps of the pinned build's three targets. cmake's own percentages restart
+#: for each sub-project, so progress counts steps against this known total instead.
+BUILD_STEPS = 216
 
 
 def check_build_tools() -> None:
@@ -324,18 +327,22 @@ def check_build_tools() -> None:
 
 
 def _run_logged(cmd: list[str], cwd: Path, log: Path, stage: str, progress: Progress,
-                env: dict | None = None) -> None:
+                total_steps: int | None = None) -> None:
     with open(log, "a", encoding="utf-8", errors="replace") as logf:
         logf.write(f"$ {' '.join(cmd)}\n")
         logf.flush()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", env=env, stdin=subprocess.DEVNULL)
+                                text=True, errors="replace", stdin=subprocess.DEVNULL)
+        steps = 0
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
                 logf.write(line)
-                m = _PCT_RE.match(line)
-                progress(stage, int(m.group(1)) / 100 if m else None)
+                if total_steps and _STEP_RE.match(line):
+                    steps += 1
+                    progress(stage, min(0.99, steps / total_steps))
+                elif not total_steps:
+                    progress(stage, None)
             rc = proc.wait()
         except BaseException:
             proc.kill()
@@ -382,7 +389,7 @@ def install_from_source(*, backend: str = "cpu", index_url: str = DEFAULT_INDEX,
         _run_logged(["cmake", str(tree), *CMAKE_FLAGS], build, log, "Configuring llama.cpp", progress)
         jobs = jobs or os.cpu_count() or 2
         _run_logged(["cmake", "--build", ".", "--config", "Release", f"-j{jobs}", "--target", *BUILD_TARGETS],
-                    build, log, "Building llama.cpp", progress)
+                    build, log, "Building llama.cpp", progress, total_steps=BUILD_STEPS)
         staging = tmpdir / "engine"
         staging.mkdir()
         bindir = build / "bin"
