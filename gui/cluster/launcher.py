@@ -1,0 +1,446 @@
+"""Running the master's ``llama-server`` against the workers, and checking what it did.
+
+Three layers, each usable on its own:
+
+* :class:`ServerSpec` — the exact ``llama-server`` command line for a split: ``--rpc`` in the
+  plan's device order, ``--fit off -ngl N -ts c0,c1,…`` as whole numbers (the exact inverse of
+  llama.cpp's layer map), ``--metrics`` for telemetry and ``-lv 5`` so the log says which layer
+  went to which device.
+* :class:`ServerProcess` — starts that command and supervises it through
+  ``starting → loading → ready → stopped`` (or ``failed``), keeps its log, explains a failure in
+  words (:func:`explain_failure`) and stops it without leaving an orphan.
+* :func:`parse_placement` / :func:`compare_placement` — read back from the log which layer slot
+  each device really holds, and compare it with what was asked for.
+
+:class:`ClusterLauncher` ties them to the agents: it asks each planned node's agent to start its
+RPC worker, runs the server, verifies placement, and on stop undoes exactly what it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+# Server states, in the order a healthy launch goes through them.
+STARTING = "starting"   # process spawned, HTTP not answering yet
+LOADING = "loading"     # HTTP answers 503 while the model is sent to the devices
+READY = "ready"         # /health says ok
+STOPPING = "stopping"
+STOPPED = "stopped"     # stopped on request
+FAILED = "failed"       # exited or never came up; ``error`` says why
+
+
+class LaunchError(RuntimeError):
+    """A launch could not go ahead or did not come up. The message is for the user."""
+
+
+@dataclass
+class ServerSpec:
+    """Everything that goes on ``llama-server``'s command line.
+
+    Attributes:
+        model: the GGUF file.
+        rpc: worker endpoints ``host:port`` in the plan's device order (RPC0, RPC1, …).
+        ngl: layer slots offloaded to devices (``-ngl``); the rest stay on the host CPU.
+        tensor_split: whole-number layer counts per device in model order (``-ts``), or empty.
+        ctx: context size (``-c``).
+        host, port: where the OpenAI-compatible endpoint listens.
+        extra_args: further options, passed as they are (after ours, so they win).
+        verbosity: ``-lv`` level; 5 prints the per-layer device assignment placement needs.
+    """
+
+    model: Path
+    rpc: list[str] = field(default_factory=list)
+    ngl: int | None = None
+    tensor_split: list[int] = field(default_factory=list)
+    ctx: int = 4096
+    host: str = "127.0.0.1"
+    port: int = 8080
+    extra_args: list[str] = field(default_factory=list)
+    verbosity: int = 5
+
+    def args(self) -> list[str]:
+        """The arguments after the program name."""
+        a = ["-m", str(self.model)]
+        if self.rpc:
+            a += ["--rpc", ",".join(self.rpc)]
+        if self.ngl is not None:
+            # --fit (on by default) would re-plan layers and context behind our back.
+            a += ["--fit", "off", "-ngl", str(self.ngl)]
+            if self.tensor_split:
+                a += ["-ts", ",".join(str(int(c)) for c in self.tensor_split)]
+        a += ["-c", str(self.ctx), "--host", self.host, "--port", str(self.port), "--metrics",
+              "-lv", str(self.verbosity)]
+        return a + [str(x) for x in self.extra_args]
+
+    def argv(self, llama_server: str | os.PathLike) -> list[str]:
+        """The whole command line."""
+        return [str(llama_server), *self.args()]
+
+    @property
+    def url(self) -> str:
+        """Base URL of the endpoint (``/v1/chat/completions`` lives under it)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"
+
+
+# --- reading llama-server's log ---------------------------------------------------------------
+
+_DEVICE_RE = re.compile(r"llama_prepare_model_devices: using device (\S+) \(([^)]*)\)")
+_LAYER_RE = re.compile(r"load_tensors: layer\s+(\d+) assigned to device (\S+?),")
+_LISTEN_RE = re.compile(r"listening on (http://\S+)")
+
+
+@dataclass
+class Placement:
+    """Where llama-server put each layer slot, as its log reports it.
+
+    Attributes:
+        devices: model-order devices as ``(name, endpoint)``; RPC devices carry ``host:port``.
+        slots: device name per layer slot (``CPU`` for the host); slot ``n_layer`` is the output.
+    """
+
+    devices: list[tuple[str, str]] = field(default_factory=list)
+    slots: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.slots)
+
+    def endpoint_of(self, device: str) -> str:
+        """The endpoint a device name refers to (``host`` for the CPU)."""
+        for name, ep in self.devices:
+            if name == device:
+                return ep
+        return "host" if device.upper().startswith("CPU") else device
+
+    def by_endpoint(self) -> dict[str, list[int]]:
+        """{endpoint or ``host``: sorted slots it holds}."""
+        out: dict[str, list[int]] = {}
+        for slot in sorted(self.slots):
+            out.setdefault(self.endpoint_of(self.slots[slot]), []).append(slot)
+        return out
+
+    def to_json(self) -> dict:
+        return {"devices": [{"name": n, "endpoint": e} for n, e in self.devices],
+                "slots": {str(k): v for k, v in sorted(self.slots.items())},
+                "by_endpoint": self.by_endpoint()}
+
+
+def parse_placement(lines: list[str]) -> Placement:
+    """Read the device order and the layer → device lines (needs ``-lv 5``) from a log."""
+    p = Placement()
+    for line in lines:
+        m = _DEVICE_RE.search(line)
+        if m:
+            p.devices.append((m.group(1), m.group(2)))
+            continue
+        m = _LAYER_RE.search(line)
+        if m:
+            p.slots[int(m.group(1))] = m.group(2)
+    return p
+
+
+@dataclass(frozen=True)
+class PlacementCheck:
+    """Result of comparing the placement llama-server reports with the one asked for.
+
+    Attributes:
+        ok: every slot is where it was asked to be.
+        expected, actual: {endpoint or ``host``: slots}.
+        problems: one sentence per difference.
+    """
+
+    ok: bool
+    expected: dict[str, list[int]]
+    actual: dict[str, list[int]]
+    problems: list[str]
+
+
+def expected_slots(host_layers: int, devices: list[tuple[str, int]]) -> dict[str, list[int]]:
+    """Slots each endpoint should hold: the first ``host_layers`` on the host, then each
+    ``(endpoint, count)`` in order takes the next ``count`` contiguous slots.
+
+    An endpoint listed twice (a worker with two devices) collects both ranges.
+    """
+    out: dict[str, list[int]] = {}
+    if host_layers:
+        out["host"] = list(range(host_layers))
+    nxt = host_layers
+    for ep, count in devices:
+        if count:
+            out.setdefault(ep, []).extend(range(nxt, nxt + count))
+        nxt += count
+    return out
+
+
+def compare_placement(expected: dict[str, list[int]], placement: Placement) -> PlacementCheck:
+    """Compare ``expected`` ({endpoint: slots}) with what the log says."""
+    actual = placement.by_endpoint()
+    problems: list[str] = []
+    if not placement.slots:
+        problems.append("llama-server's log has no layer assignment lines (was it run with -lv 5?)")
+    else:
+        for ep in sorted(set(expected) | set(actual)):
+            want, got = sorted(expected.get(ep, [])), sorted(actual.get(ep, []))
+            if want != got:
+                problems.append(f"{ep} holds layer slots {_ranges(got) or 'none'}, "
+                                f"the plan gave it {_ranges(want) or 'none'}")
+    return PlacementCheck(not problems, expected, actual, problems)
+
+
+def _ranges(slots: list[int]) -> str:
+    """[0,1,2,5] → "0-2, 5"."""
+    out, start, prev = [], None, None
+    for s in sorted(slots):
+        if start is None:
+            start = prev = s
+        elif s == prev + 1:
+            prev = s
+        else:
+            out.append(f"{start}-{prev}" if prev != start else f"{start}")
+            start = prev = s
+    if start is not None:
+        out.append(f"{start}-{prev}" if prev != start else f"{start}")
+    return ", ".join(out)
+
+
+# What a failed llama-server said, and what that means for the user. First match wins.
+_FAILURES: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"Failed to connect to (\S+)"),
+     "the RPC worker at {0} is unreachable (is its agent running and the worker started?)"),
+    (re.compile(r"RPC server version mismatch|RPC handshake failed"),
+     "an RPC worker runs a different llama.cpp RPC protocol version than this llama-server; "
+     "install the same llama.cpp build on every node"),
+    (re.compile(r"Remote RPC server crashed|returned malformed response"),
+     "an RPC worker crashed or dropped the connection during the run"),
+    (re.compile(r"couldn't bind HTTP server socket.*port: (\d+)|Address already in use"),
+     "the port {0} is already in use on this machine; choose another with --port"),
+    (re.compile(r"out of memory|failed to allocate|unable to allocate|cudaMalloc failed|"
+                r"ggml_backend_\w+_buffer_type_alloc_buffer: allocating .* failed", re.I),
+     "a device ran out of memory while loading the model; give it fewer layers or use a "
+     "smaller context"),
+    (re.compile(r"failed to load model '?([^']*)'?|error loading model"),
+     "llama-server could not load the model {0} (not a valid GGUF for this build?)"),
+]
+
+
+def explain_failure(lines: list[str], returncode: int | None) -> str:
+    """One sentence saying why llama-server stopped, from its log and exit status."""
+    for pattern, message in _FAILURES:
+        for line in lines:
+            m = pattern.search(line)
+            if m:
+                groups = [g for g in m.groups() if g] or [""]
+                return message.format(*groups).replace("  ", " ")
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = str(-returncode)
+        return f"llama-server was killed by signal {name}"
+    errors = [ln for ln in lines if " E " in ln[:20] or "error" in ln.lower()]
+    last = (errors or lines or ["(no output)"])[-1].strip()
+    return f"llama-server exited with status {returncode}: {last}"
+
+
+# --- supervising llama-server -----------------------------------------------------------------
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    # Linux: if herd itself is killed (-9), the kernel sends the server SIGTERM, so a crash of
+    # the master never leaves a llama-server holding the workers.
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class ServerProcess:
+    """One supervised ``llama-server``.
+
+    Attributes:
+        spec: what it runs.
+        state: ``starting``, ``loading``, ``ready``, ``stopping``, ``stopped`` or ``failed``.
+        error: why it failed, in words (None otherwise).
+        log: every line it printed (stderr and stdout, interleaved), capped at ``log_lines``.
+        returncode: exit status once it exited.
+
+    ``on_state(callback)`` registers ``callback(state, error)`` for every state change.
+    """
+
+    def __init__(self, llama_server: str | os.PathLike, spec: ServerSpec, *,
+                 log_lines: int = 20000, poll_interval: float = 0.2) -> None:
+        self.program = Path(llama_server)
+        self.spec = spec
+        self.state = STOPPED
+        self.error: str | None = None
+        self.log: deque[str] = deque(maxlen=log_lines)
+        self.returncode: int | None = None
+        self.poll_interval = poll_interval
+        self._proc: asyncio.subprocess.Process | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._callbacks: list[Callable[[str, str | None], None]] = []
+        self._changed = asyncio.Event()
+        self._stop_requested = False
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def url(self) -> str:
+        return self.spec.url
+
+    def on_state(self, callback: Callable[[str, str | None], None]) -> None:
+        """Call ``callback(state, error)`` on every state change."""
+        self._callbacks.append(callback)
+
+    def _set(self, state: str, error: str | None = None) -> None:
+        if state == self.state and error == self.error:
+            return
+        self.state, self.error = state, error
+        log.info("llama-server %s%s", state, f": {error}" if error else "")
+        for cb in list(self._callbacks):
+            try:
+                cb(state, error)
+            except Exception:
+                log.exception("state callback failed")
+        self._changed.set()
+
+    async def start(self) -> None:
+        """Spawn the process and begin supervising it (returns at once; see :meth:`wait_ready`)."""
+        if self._proc is not None and self._proc.returncode is None:
+            raise LaunchError("llama-server is already running")
+        self.log.clear()
+        self.returncode = None
+        self._stop_requested = False
+        argv = self.spec.argv(self.program)
+        log.info("starting %s", " ".join(argv))
+        kw: dict = {}
+        if sys.platform.startswith("linux"):
+            kw["preexec_fn"] = _die_with_parent
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, **kw)
+        except OSError as exc:
+            self._set(FAILED, f"cannot run {self.program}: {exc}")
+            raise LaunchError(self.error) from exc
+        self._set(STARTING)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._read_output(), name="llama-server-output"),
+                       loop.create_task(self._watch(), name="llama-server-watch")]
+
+    async def _read_output(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        while True:
+            try:
+                raw = await self._proc.stdout.readline()
+            except ValueError:  # a line longer than the stream limit: keep going
+                continue
+            if not raw:
+                return
+            self.log.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+    async def _watch(self) -> None:
+        assert self._proc is not None
+        proc = self._proc
+        async with httpx.AsyncClient() as client:
+            while proc.returncode is None:
+                if self.state in (STARTING, LOADING):
+                    try:
+                        r = await client.get(self.spec.url + "/health", timeout=2.0)
+                        if r.status_code == 200:
+                            self._set(READY)
+                        elif r.status_code == 503:
+                            self._set(LOADING)
+                    except httpx.HTTPError:
+                        pass
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(proc.wait(), self.poll_interval)
+        # Let the reader drain what the process printed last: the reason is usually there.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._tasks[0]), 5.0)
+        self.returncode = proc.returncode
+        if self._stop_requested:
+            self._set(STOPPED)
+        else:
+            self._set(FAILED, explain_failure(list(self.log), proc.returncode))
+
+    async def wait_for(self, states: set[str], timeout: float) -> str:
+        """Wait until the state is one of ``states`` (or the server ended); returns the state."""
+        deadline = time.monotonic() + timeout
+        while self.state not in states and self.state not in (FAILED, STOPPED):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise asyncio.TimeoutError
+            self._changed.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
+        return self.state
+
+    async def wait_ready(self, timeout: float = 300.0) -> None:
+        """Wait until ready; raise :class:`LaunchError` with the reason if it failed or timed out."""
+        try:
+            state = await self.wait_for({READY}, timeout)
+        except asyncio.TimeoutError:
+            raise LaunchError(f"llama-server was not ready after {timeout:.0f} s "
+                              f"(state {self.state})") from None
+        if state != READY:
+            raise LaunchError(self.error or f"llama-server {state}")
+
+    async def wait_exit(self) -> int | None:
+        """Wait until the process has exited and supervision finished."""
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        return self.returncode
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Terminate, wait up to ``grace`` seconds, then kill; returns once the process is reaped."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._stop_requested = True
+        if proc.returncode is None:
+            self._set(STOPPING)
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), grace)
+            except asyncio.TimeoutError:
+                log.warning("llama-server did not stop within %.0f s; killing it", grace)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        await self.wait_exit()
+        if self.state != FAILED:
+            self._set(STOPPED)
+
+    def placement(self) -> Placement:
+        """Where the layers went, from the log so far."""
+        return parse_placement(list(self.log))
+
+    @property
+    def listening_url(self) -> str | None:
+        """The URL llama-server says it listens on, once it has said so."""
+        for line in reversed(self.log):
+            m = _LISTEN_RE.search(line)
+            if m:
+                return m.group(1)
+        return None
