@@ -1,0 +1,366 @@
+"""What a GGUF model file holds, as far as planning a split needs to know.
+
+:func:`inspect_model` reads only the header and the tensor infos of a GGUF file (the ``gguf``
+package memory-maps the file; no weight is read), and returns a :class:`ModelInfo`: the
+architecture, the layer count, the context length, the attention shape (for the KV cache) and
+the bytes of every *layer slot* the way llama.cpp places them (``../shared/handbook/llama-cpp.md``):
+
+* slots ``0 … n_layer-1`` are the transformer blocks (tensors ``blk.{i}.*``);
+* slot ``n_layer`` is the output layer (``output_norm.*``, ``output.*``). A model without
+  ``output.weight`` ties its embeddings: llama.cpp then loads ``token_embd.weight`` a second
+  time into the output layer's buffer (``TENSOR_DUPLICATED`` in src/llama-model.cpp), so the
+  output slot carries those bytes too — unless the output slot stays on the host CPU, where the
+  copy is shared;
+* the token embeddings (and any other input tensor such as ``rope_freqs``) always stay on the
+  host CPU: :attr:`ModelInfo.input_bytes`.
+
+Anything unusable — not a GGUF, cut short, no ``block_count``, an architecture llama.cpp cannot
+split by layers — raises :class:`ModelError` with a message that names the file and the problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Architectures that are not text generators (encoders, vision projectors, audio decoders):
+#: llama-server cannot serve them as a chat model split over RPC workers.
+NON_GENERATIVE_ARCHS = frozenset({
+    "clip", "bert", "modern-bert", "nomic-bert", "nomic-bert-moe", "neo-bert", "jina-bert-v2",
+    "jina-bert-v3", "eurobert", "t5encoder", "wavtokenizer-dec", "gemma-embedding", "llama-embed",
+})
+
+#: Bytes of one KV-cache element: llama-server's default cache type is f16.
+KV_ELEMENT_BYTES = 2
+
+_BLOCK_RE = re.compile(r"^blk\.(\d+)\.")
+_OUTPUT_NAMES = ("output.", "output_norm.")
+
+
+class ModelError(ValueError):
+    """The file is not a model herd can plan for. The message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The facts about a GGUF model that the planner, the cost model and profiles use.
+
+    Attributes:
+        path: the file.
+        file_bytes: size of the file on disk.
+        architecture: ``general.architecture`` (``llama``, ``qwen2`` …).
+        name: ``general.name``, or the file's stem when the file has none.
+        n_layer: transformer blocks (``{arch}.block_count``).
+        context_length: trained context length, or None when the file does not say.
+        embedding_length: width of the hidden state (``n_embd``).
+        feed_forward_length: feed-forward width, or 0 when the file does not say.
+        n_head: attention heads (the largest, if the file lists one per layer).
+        n_head_kv: key/value heads of each block (grouped-query attention; 0 = no attention,
+            as in the recurrent blocks of hybrid models).
+        head_dim_k: size of one key head.
+        head_dim_v: size of one value head.
+        vocab_size: tokens in the vocabulary (rows of ``token_embd``).
+        file_type: ``general.file_type`` as a number, or None.
+        quantization: a label such as ``F16`` or ``Q4_K_M``.
+        slot_bytes: bytes of each layer slot, ``n_layer + 1`` entries (the last is the output
+            layer, including the duplicated token embeddings of a tied model).
+        input_bytes: bytes that always stay on the host CPU (token embeddings and other input
+            tensors).
+        token_embd_bytes: bytes of ``token_embd.weight`` alone (part of ``input_bytes``).
+        tied_embeddings: True when the model has no ``output.weight`` and reuses the token
+            embeddings as its output matrix.
+        tensor_bytes: bytes of all tensors in the file (each counted once).
+    """
+
+    path: Path
+    file_bytes: int
+    architecture: str
+    name: str
+    n_layer: int
+    context_length: int | None
+    embedding_length: int
+    feed_forward_length: int
+    n_head: int
+    n_head_kv: tuple[int, ...]
+    head_dim_k: int
+    head_dim_v: int
+    vocab_size: int
+    file_type: int | None
+    quantization: str
+    slot_bytes: tuple[int, ...]
+    input_bytes: int
+    token_embd_bytes: int
+    tied_embeddings: bool
+    tensor_bytes: int
+
+    @property
+    def n_slots(self) -> int:
+        """Layer slots llama.cpp places: the blocks plus the output layer."""
+        return self.n_layer + 1
+
+    @property
+    def output_bytes(self) -> int:
+        """Bytes of the output-layer slot when it sits on a device other than the host."""
+        return self.slot_bytes[self.n_layer]
+
+    @property
+    def output_duplicate_bytes(self) -> int:
+        """Bytes of the output slot that are a copy of the token embeddings (tied models).
+
+        When the output slot stays on the host, llama.cpp shares the host's copy instead.
+        """
+        return self.token_embd_bytes if self.tied_embeddings else 0
+
+    def kv_bytes_per_layer(self, ctx: int, layer: int | None = None) -> int:
+        """Bytes of the f16 KV cache of one block for a context of ``ctx`` tokens.
+
+        ``2 (K and V) * ctx * n_head_kv * head_dim * 2 bytes`` — with separate key and value
+        head sizes when the model has them. With ``layer`` the block's own head count is used
+        (models may vary it per layer); without it, the largest, which is a safe upper bound.
+        """
+        if ctx < 0:
+            raise ValueError(f"context length must not be negative, got {ctx}")
+        heads = max(self.n_head_kv) if layer is None else self.n_head_kv[layer]
+        return ctx * heads * (self.head_dim_k + self.head_dim_v) * KV_ELEMENT_BYTES
+
+    def kv_bytes(self, ctx: int, slots: range | list[int]) -> int:
+        """KV-cache bytes of the given slots at ``ctx`` (the output slot has no cache)."""
+        return sum(self.kv_bytes_per_layer(ctx, s) for s in slots if s < self.n_layer)
+
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes of the hidden state handed from one device to the next per token (f32)."""
+        return self.embedding_length * 4
+
+    def block_bytes(self, first: int, count: int) -> int:
+        """Bytes of ``count`` consecutive slots starting at ``first``."""
+        return sum(self.slot_bytes[first:first + count])
+
+    def summary(self) -> dict:
+        """A JSON-ready description (paths as strings, tuples as lists)."""
+        return {
+            "path": str(self.path),
+            "file_bytes": self.file_bytes,
+            "architecture": self.architecture,
+            "name": self.name,
+            "n_layer": self.n_layer,
+            "context_length": self.context_length,
+            "embedding_length": self.embedding_length,
+            "feed_forward_length": self.feed_forward_length,
+            "n_head": self.n_head,
+            "n_head_kv": list(self.n_head_kv),
+            "head_dim_k": self.head_dim_k,
+            "head_dim_v": self.head_dim_v,
+            "vocab_size": self.vocab_size,
+            "file_type": self.file_type,
+            "quantization": self.quantization,
+            "slot_bytes": list(self.slot_bytes),
+            "input_bytes": self.input_bytes,
+            "token_embd_bytes": self.token_embd_bytes,
+            "tied_embeddings": self.tied_embeddings,
+            "tensor_bytes": self.tensor_bytes,
+        }
+
+
+def _field_value(reader, key: str):
+    """A scalar, string or list value of a GGUF key, or None when absent."""
+    field = reader.get_field(key)
+    return None if field is None else field.contents()
+
+
+def _int_or_list(value, what: str, path: Path) -> list[int] | int | None:
+    if value is None:
+        return None
+    try:
+        if isinstance(value, list):
+            return [int(v) for v in value]
+        return int(value)
+    except (TypeError, ValueError):
+        raise ModelError(f"{path}: {what} is not a number ({value!r})") from None
+
+
+def _quant_label(file_type: int | None, tensor_types: dict[str, int]) -> str:
+    """``general.file_type`` as llama.cpp prints it (``Q4_K_M``), else the dominant tensor type."""
+    import gguf
+
+    if file_type is not None:
+        try:
+            name = gguf.LlamaFileType(file_type).name
+        except ValueError:
+            name = ""
+        for prefix in ("MOSTLY_", "ALL_"):
+            if name.startswith(prefix):
+                return name[len(prefix):]
+        if name:
+            return name
+    if not tensor_types:
+        return "unknown"
+    # The type holding the most bytes says what the file mostly is.
+    return max(tensor_types.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+
+def inspect_model(path: str | os.PathLike) -> ModelInfo:
+    """Read a GGUF file's header and tensor infos and return its :class:`ModelInfo`.
+
+    Only the header is parsed (the file is memory-mapped by ``gguf.GGUFReader``; tensor data is
+    never touched), so this is quick even for files of many gigabytes.
+
+    Raises:
+        ModelError: missing file, not a GGUF, truncated or corrupt, no ``block_count``, no
+            attention heads, or an architecture llama-server cannot serve as a split model.
+    """
+    import gguf
+
+    path = Path(path)
+    try:
+        file_bytes = path.stat().st_size
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read the model file ({e.strerror or e})") from None
+    if not path.is_file():
+        raise ModelError(f"{path}: not a file")
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read the model file ({e.strerror or e})") from None
+    if magic != b"GGUF":
+        raise ModelError(f"{path}: not a GGUF file (it starts with {magic!r}, expected b'GGUF')")
+    try:
+        reader = gguf.GGUFReader(path, "r")
+    except Exception as e:  # the reader raises anything from IndexError to KeyError on bad bytes
+        raise ModelError(f"{path}: truncated or corrupt GGUF file ({type(e).__name__}: {e})") from None
+
+    arch = _field_value(reader, "general.architecture")
+    if not isinstance(arch, str) or not arch:
+        raise ModelError(f"{path}: the GGUF header has no general.architecture")
+    if arch in NON_GENERATIVE_ARCHS:
+        raise ModelError(f"{path}: unsupported architecture {arch!r}: it is not a text-generation "
+                         "model that llama-server can split over workers")
+    if arch not in set(gguf.MODEL_ARCH_NAMES.values()):
+        raise ModelError(f"{path}: unsupported architecture {arch!r}: unknown to this llama.cpp build")
+
+    def key(suffix: str):
+        return _field_value(reader, f"{arch}.{suffix}")
+
+    n_layer = _int_or_list(key("block_count"), f"{arch}.block_count", path)
+    if n_layer is None:
+        raise ModelError(f"{path}: the GGUF header has no {arch}.block_count (layer count)")
+    if isinstance(n_layer, list) or n_layer < 1:
+        raise ModelError(f"{path}: {arch}.block_count must be a positive number, got {n_layer!r}")
+    embd = _int_or_list(key("embedding_length"), f"{arch}.embedding_length", path)
+    if not isinstance(embd, int) or embd < 1:
+        raise ModelError(f"{path}: the GGUF header has no usable {arch}.embedding_length")
+    heads = _int_or_list(key("attention.head_count"), f"{arch}.attention.head_count", path)
+    if heads is None or (isinstance(heads, list) and not any(heads)) or heads == 0:
+        raise ModelError(f"{path}: unsupported architecture {arch!r}: no attention heads "
+                         f"({arch}.attention.head_count), so its cache cannot be sized")
+    heads_list = heads if isinstance(heads, list) else [heads] * n_layer
+    kv = _int_or_list(key("attention.head_count_kv"), f"{arch}.attention.head_count_kv", path)
+    kv_list = heads_list if kv is None else (kv if isinstance(kv, list) else [kv] * n_layer)
+    if len(heads_list) != n_layer or len(kv_list) != n_layer:
+        raise ModelError(f"{path}: per-layer head counts do not match block_count {n_layer}")
+    n_head = max(heads_list)
+    head_k = _int_or_list(key("attention.key_length"), f"{arch}.attention.key_length", path)
+    head_v = _int_or_list(key("attention.value_length"), f"{arch}.attention.value_length", path)
+    head_k = head_k if isinstance(head_k, int) else embd // n_head
+    head_v = head_v if isinstance(head_v, int) else head_k
+    ctx = _int_or_list(key("context_length"), f"{arch}.context_length", path)
+    ff = _int_or_list(key("feed_forward_length"), f"{arch}.feed_forward_length", path)
+    ff = max(ff) if isinstance(ff, list) and ff else (ff if isinstance(ff, int) else 0)
+    file_type = _int_or_list(_field_value(reader, "general.file_type"), "general.file_type", path)
+    name = _field_value(reader, "general.name")
+
+    slots = [0] * (n_layer + 1)
+    input_bytes = 0
+    token_embd = 0
+    vocab = 0
+    has_output = False
+    type_bytes: dict[str, int] = {}
+    total = 0
+    for t in reader.tensors:
+        nbytes = int(t.n_bytes)
+        end = int(t.data_offset) + nbytes
+        if end > file_bytes:
+            raise ModelError(f"{path}: truncated GGUF file: tensor {t.name} ends at byte {end} "
+                             f"but the file has only {file_bytes}")
+        total += nbytes
+        type_bytes[t.tensor_type.name] = type_bytes.get(t.tensor_type.name, 0) + nbytes
+        m = _BLOCK_RE.match(t.name)
+        if m:
+            i = int(m.group(1))
+            if i >= n_layer:
+                raise ModelError(f"{path}: tensor {t.name} belongs to block {i}, but "
+                                 f"{arch}.block_count is {n_layer}")
+            slots[i] += nbytes
+        elif t.name.startswith(_OUTPUT_NAMES):
+            slots[n_layer] += nbytes
+            has_output = has_output or t.name == "output.weight"
+        else:
+            input_bytes += nbytes
+            if t.name == "token_embd.weight":
+                token_embd = nbytes
+                vocab = int(t.shape[-1]) if len(t.shape) > 1 else 0
+    if token_embd == 0:
+        raise ModelError(f"{path}: the file has no token_embd.weight tensor")
+    if any(b == 0 for b in slots[:n_layer]):
+        missing = [i for i, b in enumerate(slots[:n_layer]) if b == 0]
+        raise ModelError(f"{path}: no tensors for block(s) {missing[:8]} although "
+                         f"{arch}.block_count is {n_layer}")
+    tied = not has_output
+    if tied:
+        # llama.cpp duplicates token_embd into the output layer's buffer (TENSOR_DUPLICATED).
+        slots[n_layer] += token_embd
+
+    info = ModelInfo(
+        path=path,
+        file_bytes=file_bytes,
+        architecture=arch,
+        name=name if isinstance(name, str) and name else path.stem,
+        n_layer=n_layer,
+        context_length=ctx if isinstance(ctx, int) else None,
+        embedding_length=embd,
+        feed_forward_length=ff,
+        n_head=n_head,
+        n_head_kv=tuple(kv_list),
+        head_dim_k=head_k,
+        head_dim_v=head_v,
+        vocab_size=vocab,
+        file_type=file_type if isinstance(file_type, int) else None,
+        quantization=_quant_label(file_type if isinstance(file_type, int) else None, type_bytes),
+        slot_bytes=tuple(slots),
+        input_bytes=input_bytes,
+        token_embd_bytes=token_embd,
+        tied_embeddings=tied,
+        tensor_bytes=total,
+    )
+    return info
+
+
+def file_sha256(path: str | os.PathLike, chunk_bytes: int = 1 << 20,
+                progress: Callable[[int, int], None] | None = None) -> str:
+    """The SHA-256 of a file as hex, read in chunks (never the whole file in memory).
+
+    ``progress(done_bytes, total_bytes)`` is called after each chunk, for long hashes of large
+    models. Raises :class:`ModelError` when the file cannot be read.
+    """
+    path = Path(path)
+    h = hashlib.sha256()
+    try:
+        total = path.stat().st_size
+        done = 0
+        with open(path, "rb") as f:
+            while True:
+                block = f.read(chunk_bytes)
+                if not block:
+                    break
+                h.update(block)
+                done += len(block)
+                if progress is not None:
+                    progress(done, total)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read the model file ({e.strerror or e})") from None
+    return h.hexdigest()
