@@ -1,0 +1,261 @@
+"""``herd-agent`` as a Windows service.
+
+The MSI registers ``herd-agent.exe service --config "C:\\ProgramData\\llama-herd\\agent.toml"``
+with the Service Control Manager (SCM) as ``HerdAgent``, automatic start, LocalSystem. When the
+SCM starts it, :func:`run_service` hands the process to pywin32's service framework, which calls
+back into :class:`HerdAgentService` (built lazily: pywin32 exists only on Windows).
+
+Points that matter on Windows:
+
+- Report RUNNING at once, before the agent's slower start-up (engine lookup, mDNS): the SCM
+  gives up after 30 s with error 1053 otherwise.
+- A service has no console: logs go to ``%ProgramData%\\llama-herd\\logs\\herd-agent.log``
+  (rotated), and stray writes to stdout/stderr land there too.
+- Stop is cooperative: SvcStop sets an event that the agent's loop watches; the agent stops the
+  RPC worker and unregisters mDNS before the process reports STOPPED.
+- If the agent dies on its own, the process exits non-zero without reporting STOPPED, which the
+  SCM treats as a crash and answers with the recovery actions :func:`recovery_commands` set up
+  (the MSI runs ``herd-agent.exe service recovery`` after installing the service).
+
+Everything that is not Windows-only (paths, command lines, argument handling) is plain Python
+and is unit-tested on Linux.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path, PureWindowsPath
+
+SERVICE_NAME = "HerdAgent"
+DISPLAY_NAME = "llama-herd agent"
+#: Restart delays after the 1st, 2nd and later failures, and the quiet time that resets the count.
+RESTART_DELAYS_MS = (5_000, 10_000, 60_000)
+FAILURE_RESET_S = 24 * 3600
+LOG_MAX_BYTES = 5 * 1024 * 1024
+LOG_BACKUPS = 3
+
+log = logging.getLogger("herd-agent.service")
+
+
+class ServiceError(RuntimeError):
+    """A service operation cannot be done here, or failed; the message says why."""
+
+
+def program_data(environ: dict | None = None) -> PureWindowsPath:
+    """``%ProgramData%\\llama-herd``: machine-wide data of the service (config, state, logs)."""
+    env = os.environ if environ is None else environ
+    return PureWindowsPath(env.get("ProgramData") or r"C:\ProgramData") / "llama-herd"
+
+
+def service_paths(environ: dict | None = None) -> dict[str, PureWindowsPath]:
+    """Where the service keeps its config, state and log (the SCM's LocalSystem account has no
+    useful per-user folders, so everything lives under ProgramData)."""
+    root = program_data(environ)
+    return {
+        "config": root / "agent.toml",
+        "state_dir": root / "state",
+        "log": root / "logs" / "herd-agent.log",
+    }
+
+
+def recovery_commands(service: str = SERVICE_NAME, delays_ms: tuple[int, ...] = RESTART_DELAYS_MS,
+                      reset_s: int = FAILURE_RESET_S) -> list[list[str]]:
+    """``sc.exe`` command lines that make the SCM restart the service when it fails.
+
+    ``sc failure`` sets the actions (restart after each delay; the last repeats), and
+    ``sc failureflag 1`` applies them also when the service stops with an error code rather
+    than by crashing. wixl has no ``ServiceConfig``, so the MSI runs these through
+    ``herd-agent.exe service recovery``.
+    """
+    if not delays_ms:
+        raise ServiceError("at least one restart delay is needed")
+    if any(d < 0 for d in delays_ms) or reset_s < 0:
+        raise ServiceError("restart delays and the reset period must not be negative")
+    actions = "/".join(f"restart/{d}" for d in delays_ms)
+    # sc.exe wants "option= value" as two arguments, the '=' glued to the option name.
+    return [
+        ["sc.exe", "failure", service, "reset=", str(reset_s), "actions=", actions],
+        ["sc.exe", "failureflag", service, "1"],
+    ]
+
+
+def setup_file_logging(path: Path) -> logging.Handler:
+    """Send the root logger, stdout and stderr to a rotating log file at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=LOG_MAX_BYTES,
+                                                   backupCount=LOG_BACKUPS, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    # Under the SCM there is no console: print() would fail or vanish. Keep it in the log.
+    stream = open(path.with_suffix(".out.log"), "a", encoding="utf-8", buffering=1)
+    sys.stdout = sys.stderr = stream
+    return handler
+
+
+def _require_windows() -> None:
+    if sys.platform != "win32":
+        raise ServiceError(
+            "the Windows service mode runs on Windows only; on Linux use "
+            "`herd-agent install-service` (systemd)")
+
+
+def run_commands(cmds: list[list[str]]) -> None:
+    """Run ``sc.exe`` commands (Windows only); raise :class:`ServiceError` on the first failure."""
+    _require_windows()
+    for cmd in cmds:
+        proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise ServiceError(f"`{' '.join(cmd)}` failed ({proc.returncode}): "
+                               f"{(proc.stdout + proc.stderr).strip()}")
+
+
+def _service_class(run_agent, argv):
+    """Build the pywin32 service class. Imports pywin32, so call it on Windows only."""
+    import servicemanager  # noqa: PLC0415 - pywin32 exists only on Windows
+    import win32service
+    import win32serviceutil
+
+    class HerdAgentService(win32serviceutil.ServiceFramework):
+        """The SCM's handle on the agent: start runs it, stop asks it to finish."""
+
+        _svc_name_ = SERVICE_NAME
+        _svc_display_name_ = DISPLAY_NAME
+
+        def __init__(self, args):
+            super().__init__(args)
+            self.stop_event = threading.Event()
+
+        def SvcStop(self):  # noqa: N802 - pywin32's name
+            # The agent needs up to a few seconds to stop the RPC worker and say mDNS goodbye.
+            self.ReportServiceStatus(win32service.SERVICE_STOP_PENDING, waitHint=10_000)
+            log.info("stop requested by the service manager")
+            self.stop_event.set()
+
+        def SvcDoRun(self):  # noqa: N802 - pywin32's name
+            # RUNNING first (error 1053 otherwise), then the slower start-up.
+            self.ReportServiceStatus(win32service.SERVICE_RUNNING)
+            servicemanager.LogInfoMsg(f"{DISPLAY_NAME} starting")
+            try:
+                rc = run_agent(argv, self.stop_event)
+            except Exception:  # noqa: BLE001 - a service must log why it died
+                log.exception("the agent failed")
+                rc = 1
+            if rc != 0 and not self.stop_event.is_set():
+                # Exit without reporting STOPPED: the SCM sees a failure and applies the
+                # recovery actions (restart), which a clean STOPPED would not trigger.
+                log.error("the agent exited with %s; leaving it to service recovery", rc)
+                logging.shutdown()
+                os._exit(rc or 1)
+            log.info("stopped")
+
+    return HerdAgentService
+
+
+def run_service(run_agent, argv, log_file: Path) -> int:
+    """Hand this process to the SCM; returns when the service has stopped.
+
+    ``run_agent(argv, stop_event)`` runs the agent until ``stop_event`` (a
+    :class:`threading.Event`) is set and returns its exit code; ``argv`` is passed through.
+    """
+    _require_windows()
+    setup_file_logging(log_file)
+    import servicemanager  # noqa: PLC0415
+
+    cls = _service_class(run_agent, argv)
+    servicemanager.Initialize()
+    servicemanager.PrepareToHostSingle(cls)
+    try:
+        servicemanager.StartServiceCtrlDispatcher()
+    except Exception as exc:  # pywintypes.error 1063: started from a console, not by the SCM
+        raise ServiceError(
+            f"not started by the Windows service manager ({exc}); the installed service is "
+            f"started with `sc start {SERVICE_NAME}` or the Services app") from exc
+    return 0
+
+
+async def serve_until(settings, state, stop: threading.Event) -> int:
+    """Run an agent until ``stop`` is set (from the SCM's thread); returns its exit code.
+
+    The foreground runner (:func:`agent.daemon.run_agent`) stops on signals, which only the main
+    thread may install; the SCM runs a service on a thread of its own, so the stop arrives as an
+    event instead.
+    """
+    from agent.daemon import Agent, PortConflict  # noqa: PLC0415 - keeps `--help` fast
+
+    agent = Agent(settings, state)
+    try:
+        await agent.start()
+    except PortConflict as exc:
+        log.error("%s", exc)
+        return 1
+    # Hand the SCM's stop over to the agent's loop; the thread ends with the process.
+    threading.Thread(target=lambda: (stop.wait(), agent.request_stop()), name="scm-stop",
+                     daemon=True).start()
+    log.info("running; pairing PIN: %s", state.pin if not state.paired else "(paired)")
+    try:
+        await agent.serve()
+    finally:
+        await agent.close()
+    return 0
+
+
+def _run_agent_for_service(args, stop: threading.Event) -> int:
+    import asyncio  # noqa: PLC0415
+
+    from agent.main import effective_settings  # noqa: PLC0415
+    from agent.settings import load_state  # noqa: PLC0415
+
+    settings = effective_settings(args)
+    state = load_state(Path(args.state_dir))
+    return asyncio.run(serve_until(settings, state, stop))
+
+
+def register(subparsers) -> None:
+    """Add ``service`` (what the SCM starts) and ``service recovery`` to ``herd-agent``."""
+    from agent.main import add_settings_flags  # noqa: PLC0415
+
+    p = subparsers.add_parser(
+        "service", help="Windows: run as the HerdAgent service (started by the service manager)",
+        description="run: serve as the Windows service the MSI installed (the service manager "
+                    "starts this; config, state and logs live under %ProgramData%\\llama-herd). "
+                    "recovery: make the service manager restart the agent when it fails.")
+    p.add_argument("action", nargs="?", choices=("run", "recovery"), default="run")
+    add_settings_flags(p, sub=True)
+    p.add_argument("--log-file", type=Path, help="log file (default: under %%ProgramData%%)")
+    p.add_argument("--dry-run", action="store_true", help="recovery: print the sc.exe commands only")
+    p.set_defaults(func=cmd_service)
+
+
+def cmd_service(args) -> int:
+    """``herd-agent service [run|recovery]``."""
+    paths = service_paths()
+    if args.action == "recovery":
+        cmds = recovery_commands()
+        if args.dry_run:
+            for c in cmds:
+                print(subprocess.list2cmdline(c))
+            return 0
+        try:
+            run_commands(cmds)
+        except ServiceError as exc:
+            print(f"herd-agent service recovery: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    # The service runs as LocalSystem, whose per-user folders are no place for the node's
+    # identity: state and config default to ProgramData.
+    if getattr(args, "config", None) is None:
+        args.config = Path(paths["config"])
+    if getattr(args, "state_dir", None) is None:
+        args.state_dir = Path(paths["state_dir"])
+    try:
+        return run_service(_run_agent_for_service, args, args.log_file or Path(paths["log"]))
+    except ServiceError as exc:
+        print(f"herd-agent service: {exc}", file=sys.stderr)
+        return 1
