@@ -277,33 +277,24 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class LinkSampler(Sampler):
-    """Round-trip time to one node, from ``probes`` echo exchanges per interval.
+    """Round-trip time to one node: ``probes`` echo exchanges per interval.
 
-    ``echo`` is an async callable that does one exchange with the node's agent and returns the
-    round trip in seconds (or raises on loss/timeout); the agent client provides it.
+    ``measure(count)`` is an async callable that times ``count`` echo round trips to the node
+    and returns the ones that came back, in seconds — e.g.
+    ``lambda n: agent.client.measure_echo_rtt(host, echo_port, n)``; it may raise when none did.
     """
 
     kind = "link"
 
-    def __init__(self, node_id: str, echo: Callable[[], Awaitable[float]], interval: float = 1.0,
-                 probes: int = 10) -> None:
+    def __init__(self, node_id: str, measure: Callable[[int], Awaitable[list[float]]],
+                 interval: float = 1.0, probes: int = 10) -> None:
         super().__init__(node_id, interval)
-        self.echo = echo
+        self.measure = measure
         self.probes = probes
 
     async def sample(self) -> dict | None:
-        rtts: list[float] = []
-        lost = 0
-        # Spread the probes over half the interval so a burst doesn't measure only itself.
-        gap = self.interval * 0.5 / max(1, self.probes)
-        for i in range(self.probes):
-            try:
-                rtts.append(await self.echo())
-            except (OSError, asyncio.TimeoutError, ConnectionError, ValueError):
-                lost += 1
-            if i + 1 < self.probes:
-                await asyncio.sleep(gap)
-        values: dict = {"probes": self.probes, "lost": lost}
+        rtts = list(await self.measure(self.probes))
+        values: dict = {"probes": self.probes, "lost": self.probes - len(rtts)}
         if rtts:
             ms = [r * 1000.0 for r in rtts]
             values["rtt_median_ms"] = statistics.median(ms)

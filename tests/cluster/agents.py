@@ -1,0 +1,78 @@
+"""Starting real ``herd-agent`` processes for tests of the master's core and CLI."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import free_port
+
+_READY = re.compile(r"herd-agent ready api=(\S+) rpc=(\d+) echo=(\d+) id=(\S+) name=(.*)")
+
+
+@dataclass
+class RunningAgent:
+    """A herd-agent the test started."""
+
+    proc: subprocess.Popen
+    api_url: str
+    rpc_port: int
+    echo_port: int
+    node_id: str
+    name: str
+    state_dir: Path
+    config: Path
+    lines: list[str]
+
+    def pin(self, wrap=None) -> str:
+        """The PIN the agent shows (``herd-agent pin`` on the worker itself)."""
+        argv = [sys.executable, "-m", "agent.main", "--config", str(self.config),
+                "--state-dir", str(self.state_dir), "pin"]
+        out = subprocess.run(wrap(argv) if wrap else argv, capture_output=True, text=True,
+                             check=True, timeout=30, stdin=subprocess.DEVNULL)
+        return out.stdout.strip()
+
+
+def start_agent(popen, tmp: Path, name: str, bind: str = "127.0.0.1", *, mdns: bool = True,
+                api_port: int | None = None, rpc_port: int | None = None,
+                echo_port: int | None = None, extra: list[str] = (), timeout: float = 30.0) -> RunningAgent:
+    """Start ``herd-agent run`` with ``popen`` (``procs.popen`` or ``host.popen``) and wait for
+    its ready line. Ports default to free loopback ports (pass them for a namespace)."""
+    state = tmp / f"agent-{name}"
+    state.mkdir(parents=True, exist_ok=True)
+    config = state / "agent.toml"
+    argv = [sys.executable, "-m", "agent.main", "--config", str(config), "--state-dir", str(state),
+            "--name", name, "--bind", bind,
+            "--api-port", str(api_port or free_port()), "--rpc-port", str(rpc_port or free_port()),
+            "--echo-port", str(echo_port or free_port())]
+    argv += ["--mdns-interfaces", bind] if mdns else ["--no-mdns"]
+    argv += [*extra, "run"]
+    proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    found: dict = {}
+    ready = threading.Event()
+
+    def pump() -> None:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            m = _READY.search(line)
+            if m and not ready.is_set():
+                found["m"] = m
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while not ready.wait(0.1):
+        if time.monotonic() > deadline:
+            break
+    if "m" not in found:
+        raise RuntimeError(f"herd-agent {name} did not become ready:\n" + "\n".join(lines[-30:]))
+    m = found["m"]
+    return RunningAgent(proc, m.group(1), int(m.group(2)), int(m.group(3)), m.group(4),
+                        m.group(5).strip(), state, config, lines)
