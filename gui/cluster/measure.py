@@ -1,0 +1,502 @@
+"""Measurements the fastest split is planned from: how fast each device computes a layer of
+*this* model, how far and how wide each link is, and how much memory each device has free.
+
+Methods (issue #7), chosen to be honest rather than clever:
+
+* **Compute** — a short real decode through llama-server with *every* layer slot on the one
+  device being measured (``--rpc ENDPOINT --fit off -ngl n_layer+1``), timed by llama-server's
+  own ``timings.predicted_ms / predicted_n`` (which leaves out the first token). One decode step
+  is then the device's compute for all slots, plus the link's per-token cost (one round trip:
+  the GET_TENSOR that hands the activation back — see ``llama-cpp.md``, "Per-token traffic"),
+  plus the host's fixed work (embedding lookup, sampling). The measured link round trip is
+  subtracted and the rest is spread over the slots in proportion to their bytes: a CPU decode
+  step is a chain of matrix-vector products, whose time follows the bytes of weights read. The
+  host's fixed work stays in the per-device number (the cost model's calibration accounts for
+  it; :func:`calibration_error` reports how well that works).
+* **Links** — round trips timed with the worker's own RPC protocol on the very endpoint
+  llama-server will use (so a relay or a slow hop in between is counted): one HELLO, then
+  ``DEVICE_COUNT`` requests, each a full request/reply; median of several. The same connection
+  asks ``GET_DEVICE_MEMORY`` for every device (free and total bytes). Throughput comes from the
+  agent's bandwidth probe (``AgentClient.bandwidth``), median of several, when an agent is there.
+* **Cache** — one JSON file per node and model under ``user_cache_dir("llama-herd")/measure``,
+  written atomically; the model is identified by a cheap fingerprint (size, mtime, first and
+  last MiB), so a changed file invalidates its entries and a second plan is instant.
+
+Everything here is Qt-free; ``herd bench`` and the app's split editor both drive it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import socket
+import statistics
+import struct
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+from agent.engine import RPC_CMD_HELLO, Engine
+
+#: RPC commands used by the link probe (ggml-rpc.cpp, protocol 7).
+RPC_CMD_GET_DEVICE_MEMORY = 11
+RPC_CMD_DEVICE_COUNT = 15
+#: Size of the HELLO request payload (``rpc_msg_hello_req``: the client's transport caps).
+RPC_HELLO_REQ_SIZE = 24
+
+#: Bump when the meaning of a cached field changes; older files are then ignored.
+CACHE_FORMAT = 1
+
+_FINGERPRINT_SPAN = 1 << 20
+
+
+class MeasureError(RuntimeError):
+    """A measurement could not be taken. The message says what and why."""
+
+
+# --------------------------------------------------------------------------------------------
+# results
+
+
+@dataclass(frozen=True)
+class LinkMeasurement:
+    """The link from the master to one RPC worker.
+
+    Attributes:
+        endpoint: ``host:port`` that was probed (the one llama-server connects to).
+        rtt_s: median request/reply round trip in seconds.
+        rtt_samples: every round trip measured, in seconds.
+        throughput_bps: median bytes per second from the agent's bandwidth probe, or None when
+            it was not measured.
+        throughput_samples: every throughput sample, bytes per second.
+        devices: ``(free_bytes, total_bytes)`` of each of the worker's devices, by index.
+    """
+
+    endpoint: str
+    rtt_s: float
+    rtt_samples: tuple[float, ...]
+    throughput_bps: float | None = None
+    throughput_samples: tuple[float, ...] = ()
+    devices: tuple[tuple[int, int], ...] = ()
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["rtt_samples"] = list(self.rtt_samples)
+        d["throughput_samples"] = list(self.throughput_samples)
+        d["devices"] = [list(x) for x in self.devices]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> LinkMeasurement:
+        return cls(endpoint=str(d["endpoint"]), rtt_s=float(d["rtt_s"]),
+                   rtt_samples=tuple(float(x) for x in d.get("rtt_samples", ())),
+                   throughput_bps=None if d.get("throughput_bps") is None else float(d["throughput_bps"]),
+                   throughput_samples=tuple(float(x) for x in d.get("throughput_samples", ())),
+                   devices=tuple((int(a), int(b)) for a, b in d.get("devices", ())))
+
+
+@dataclass(frozen=True)
+class ComputeMeasurement:
+    """How fast one device (or the host CPU) decodes this model.
+
+    Attributes:
+        endpoint: the RPC worker measured, or None for the master's own CPU.
+        step_s: median seconds of one decode step with every slot on the device, as llama-server
+            timed it (includes the link round trip and the host's fixed work).
+        step_samples: the per-run values ``step_s`` is the median of.
+        link_s: the link cost subtracted from ``step_s`` (the measured round trip; 0 for the host).
+        seconds_per_byte: compute time per byte of weights in a slot.
+        slot_s: compute seconds of each slot ``0 … n_layer`` on this device.
+        tokens: tokens decoded per run.
+        threads: worker threads, if known (``ggml-rpc-server -t`` or llama-server ``-t``).
+    """
+
+    endpoint: str | None
+    step_s: float
+    step_samples: tuple[float, ...]
+    link_s: float
+    seconds_per_byte: float
+    slot_s: tuple[float, ...]
+    tokens: int
+    threads: int | None = None
+
+    @property
+    def seconds_per_layer(self) -> float:
+        """Mean compute seconds of one block (the output slot left out)."""
+        blocks = self.slot_s[:-1] or self.slot_s
+        return sum(blocks) / len(blocks)
+
+    @property
+    def output_s(self) -> float:
+        """Compute seconds of the output slot."""
+        return self.slot_s[-1]
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["step_samples"] = list(self.step_samples)
+        d["slot_s"] = list(self.slot_s)
+        d["seconds_per_layer"] = self.seconds_per_layer
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> ComputeMeasurement:
+        return cls(endpoint=d.get("endpoint"), step_s=float(d["step_s"]),
+                   step_samples=tuple(float(x) for x in d.get("step_samples", ())),
+                   link_s=float(d["link_s"]), seconds_per_byte=float(d["seconds_per_byte"]),
+                   slot_s=tuple(float(x) for x in d["slot_s"]), tokens=int(d["tokens"]),
+                   threads=None if d.get("threads") is None else int(d["threads"]))
+
+
+@dataclass(frozen=True)
+class NodeMeasurement:
+    """Everything measured about one node for one model (what the cache holds).
+
+    Attributes:
+        node_id: the node's stable id (``"master"`` for the host CPU).
+        model_fingerprint: :func:`model_fingerprint` of the model file.
+        compute: its decode speed for the model.
+        link: its link from the master (None for the host).
+        measured_at: UNIX time of the measurement.
+        settings: what the node ran with (threads …); a cached entry is used only when these match.
+    """
+
+    node_id: str
+    model_fingerprint: str
+    compute: ComputeMeasurement
+    link: LinkMeasurement | None = None
+    measured_at: float = 0.0
+    settings: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"format": CACHE_FORMAT, "node_id": self.node_id,
+                "model_fingerprint": self.model_fingerprint, "measured_at": self.measured_at,
+                "settings": dict(self.settings), "compute": self.compute.to_json(),
+                "link": None if self.link is None else self.link.to_json()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> NodeMeasurement:
+        if d.get("format") != CACHE_FORMAT:
+            raise ValueError(f"cache format {d.get('format')!r}, expected {CACHE_FORMAT}")
+        return cls(node_id=str(d["node_id"]), model_fingerprint=str(d["model_fingerprint"]),
+                   compute=ComputeMeasurement.from_json(d["compute"]),
+                   link=None if d.get("link") is None else LinkMeasurement.from_json(d["link"]),
+                   measured_at=float(d.get("measured_at", 0.0)), settings=dict(d.get("settings") or {}))
+
+
+# --------------------------------------------------------------------------------------------
+# links: round trips and memory over the worker's own RPC protocol
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the RPC worker closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def _request(sock: socket.socket, cmd: int, payload: bytes = b"") -> bytes:
+    sock.sendall(struct.pack("<BQ", cmd, len(payload)) + payload)
+    size = struct.unpack("<Q", _recv_exact(sock, 8))[0]
+    return _recv_exact(sock, size)
+
+
+def _split_endpoint(endpoint: str) -> tuple[str, int]:
+    host, sep, port = endpoint.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise MeasureError(f"RPC endpoint must be 'host:port', got {endpoint!r}")
+    return host, int(port)
+
+
+def probe_rpc_link(endpoint: str, samples: int = 9, timeout: float = 5.0) -> LinkMeasurement:
+    """Round trips and device memory of the RPC worker at ``endpoint``.
+
+    Opens one connection, says HELLO, asks every device's free/total memory, then times
+    ``samples`` ``DEVICE_COUNT`` request/reply pairs (the smallest command that gets an answer)
+    with Nagle off, like llama.cpp's own client. Raises :class:`MeasureError` when the worker
+    cannot be reached or is busy: it serves one client at a time, so probe before llama-server
+    connects.
+    """
+    if samples < 1:
+        raise MeasureError(f"samples must be at least 1, got {samples}")
+    host, port = _split_endpoint(endpoint)
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            hello = _request(sock, RPC_CMD_HELLO, bytes(RPC_HELLO_REQ_SIZE))
+            if len(hello) < 3:
+                raise MeasureError(f"{endpoint}: unexpected HELLO reply ({len(hello)} bytes)")
+            (count,) = struct.unpack("<I", _request(sock, RPC_CMD_DEVICE_COUNT)[:4])
+            devices = []
+            for i in range(count):
+                free, total = struct.unpack("<QQ", _request(sock, RPC_CMD_GET_DEVICE_MEMORY,
+                                                            struct.pack("<I", i))[:16])
+                devices.append((free, total))
+            rtts = []
+            for _ in range(samples):
+                t0 = time.perf_counter()
+                _request(sock, RPC_CMD_DEVICE_COUNT)
+                rtts.append(time.perf_counter() - t0)
+    except socket.timeout:
+        raise MeasureError(f"{endpoint}: the RPC worker did not answer within {timeout:g} s "
+                           "(busy with a llama-server? it serves one client at a time)") from None
+    except (OSError, ConnectionError) as exc:
+        raise MeasureError(f"{endpoint}: cannot probe the RPC worker ({exc})") from None
+    return LinkMeasurement(endpoint=endpoint, rtt_s=statistics.median(rtts), rtt_samples=tuple(rtts),
+                           devices=tuple(devices))
+
+
+async def measure_throughput(agent, samples: int = 3, nbytes: int = 4 << 20) -> list[float]:
+    """Bytes per second from ``agent.bandwidth(nbytes)`` (an ``AgentClient``), ``samples`` times."""
+    if samples < 1:
+        raise MeasureError(f"samples must be at least 1, got {samples}")
+    return [await agent.bandwidth(nbytes) for _ in range(samples)]
+
+
+async def measure_link(endpoint: str, agent=None, rtt_samples: int = 9,
+                       throughput_samples: int = 3, nbytes: int = 4 << 20) -> LinkMeasurement:
+    """:func:`probe_rpc_link`, plus throughput from ``agent`` (an ``AgentClient``) when given."""
+    link = await asyncio.to_thread(probe_rpc_link, endpoint, rtt_samples)
+    if agent is None:
+        return link
+    tput = await measure_throughput(agent, throughput_samples, nbytes)
+    return LinkMeasurement(endpoint=link.endpoint, rtt_s=link.rtt_s, rtt_samples=link.rtt_samples,
+                           throughput_bps=statistics.median(tput), throughput_samples=tuple(tput),
+                           devices=link.devices)
+
+
+# --------------------------------------------------------------------------------------------
+# compute: a short real decode with every slot on one device
+
+
+@dataclass(frozen=True)
+class DecodeTiming:
+    """llama-server's timing of one completion."""
+
+    predicted_n: int
+    predicted_ms: float
+    prompt_n: int
+    prompt_ms: float
+
+    @property
+    def step_s(self) -> float:
+        """Seconds per decoded token (llama-server leaves the first token out)."""
+        return self.predicted_ms / 1000.0 / max(1, self.predicted_n)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 1.0 / self.step_s if self.step_s > 0 else 0.0
+
+
+async def timed_completion(client: httpx.AsyncClient, base_url: str, tokens: int,
+                           prompt: str = "measure the decode speed of this cluster",
+                           timeout: float = 300.0) -> DecodeTiming:
+    """Ask llama-server for ``tokens`` tokens and return its own timings of the request."""
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": tokens,
+            "temperature": 0.0, "stream": False}
+    try:
+        r = await client.post(base_url + "/v1/chat/completions", json=body, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise MeasureError(f"{base_url}: completion request failed ({exc})") from None
+    if r.status_code != 200:
+        raise MeasureError(f"{base_url}: completion answered HTTP {r.status_code}: {r.text[:200]}")
+    t = r.json().get("timings")
+    if not isinstance(t, dict) or not t.get("predicted_n"):
+        raise MeasureError(f"{base_url}: the completion reply carries no timings")
+    return DecodeTiming(int(t["predicted_n"]), float(t["predicted_ms"]),
+                        int(t.get("prompt_n", 0)), float(t.get("prompt_ms", 0.0)))
+
+
+async def decode_step_times(server_url: str, runs: int, tokens: int, warmup: int = 1) -> list[float]:
+    """Seconds per decode step of ``runs`` completions of ``tokens`` tokens (after ``warmup``)."""
+    async with httpx.AsyncClient() as client:
+        for _ in range(warmup):
+            await timed_completion(client, server_url, min(tokens, 8))
+        return [(await timed_completion(client, server_url, tokens)).step_s for _ in range(runs)]
+
+
+def slot_seconds(slot_bytes: Sequence[int], compute_s: float) -> tuple[float, ...]:
+    """``compute_s`` spread over the slots in proportion to their bytes."""
+    total = sum(slot_bytes)
+    if total <= 0:
+        raise MeasureError("the model's slots hold no bytes")
+    return tuple(compute_s * b / total for b in slot_bytes)
+
+
+async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoint: str | None, *,
+                          link_s: float = 0.0, tokens: int = 24, runs: int = 3, ctx: int = 512,
+                          host_threads: int | None = None, threads: int | None = None,
+                          ready_timeout: float = 300.0) -> ComputeMeasurement:
+    """Decode speed of the model with every slot on the worker at ``endpoint`` (None: on the
+    master's own CPU), from ``runs`` real completions of ``tokens`` tokens.
+
+    ``link_s`` is the per-token link cost to subtract (the worker's round trip from
+    :func:`probe_rpc_link`); the remainder is spread over the slots by their bytes.
+    ``host_threads`` is llama-server's ``-t``; ``threads`` is only recorded.
+    """
+    from gui.cluster.launcher import LaunchError, ServerProcess, ServerSpec
+    from gui.cluster.model import inspect_model
+
+    if tokens < 2 or runs < 1:
+        raise MeasureError(f"need at least 2 tokens and 1 run, got tokens={tokens}, runs={runs}")
+    info = inspect_model(model_path)
+    n_slots = info.n_layer + 1
+    port = _free_port()
+    extra = ["-t", str(host_threads)] if host_threads else []
+    spec = ServerSpec(model=Path(model_path), rpc=[endpoint] if endpoint else [],
+                      ngl=n_slots if endpoint else 0, tensor_split=[n_slots] if endpoint else [],
+                      ctx=ctx, port=port, verbosity=3, extra_args=extra)
+    server = ServerProcess(engine.require_llama_server(), spec)
+    try:
+        await server.start()
+        await server.wait_ready(ready_timeout)
+        steps = await decode_step_times(server.url, runs, tokens)
+    except LaunchError as exc:
+        raise MeasureError(f"calibration run on {endpoint or 'the host CPU'} failed: {exc}") from None
+    finally:
+        await server.stop()
+    step = statistics.median(steps)
+    compute = step - link_s
+    if compute <= 0:
+        raise MeasureError(f"{endpoint}: the decode step ({step * 1e3:.2f} ms) is not longer than "
+                           f"the link round trip ({link_s * 1e3:.2f} ms); measure again")
+    slots = slot_seconds(info.slot_bytes, compute)
+    return ComputeMeasurement(endpoint=endpoint, step_s=step, step_samples=tuple(steps), link_s=link_s,
+                              seconds_per_byte=compute / sum(info.slot_bytes), slot_s=slots,
+                              tokens=tokens, threads=threads if endpoint else host_threads)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------------------------
+# the cache
+
+
+def model_fingerprint(path: str | os.PathLike) -> str:
+    """A cheap identity of a model file: size, mtime and the first and last MiB, hashed.
+
+    Hashing a whole model takes minutes for big files; a rewritten or replaced file changes at
+    least its mtime, and a different model changes its header.
+    """
+    path = Path(path)
+    try:
+        st = path.stat()
+        h = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:".encode())
+        with open(path, "rb") as f:
+            h.update(f.read(_FINGERPRINT_SPAN))
+            if st.st_size > _FINGERPRINT_SPAN:
+                f.seek(max(_FINGERPRINT_SPAN, st.st_size - _FINGERPRINT_SPAN))
+                h.update(f.read(_FINGERPRINT_SPAN))
+    except OSError as exc:
+        raise MeasureError(f"{path}: cannot read the model file ({exc.strerror or exc})") from None
+    return h.hexdigest()[:32]
+
+
+def default_cache_dir() -> Path:
+    """``user_cache_dir("llama-herd")/measure``."""
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("llama-herd")) / "measure"
+
+
+class MeasurementCache:
+    """Measurements on disk, one JSON file per node and model.
+
+    ``get`` returns None when there is no entry, the entry is for another version of the model
+    file, was taken with other node settings, or is unreadable (a broken file is a cache miss,
+    never an error). ``put`` writes atomically (temp file, then ``os.replace``).
+    """
+
+    def __init__(self, directory: str | os.PathLike | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+
+    def path_for(self, node_id: str, fingerprint: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in node_id)[:80] or "node"
+        return self.directory / f"{safe}-{fingerprint}.json"
+
+    def get(self, node_id: str, fingerprint: str, settings: dict | None = None) -> NodeMeasurement | None:
+        path = self.path_for(node_id, fingerprint)
+        try:
+            m = NodeMeasurement.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if m.node_id != node_id or m.model_fingerprint != fingerprint:
+            return None
+        if settings is not None and m.settings != settings:
+            return None
+        return m
+
+    def put(self, m: NodeMeasurement) -> Path:
+        path = self.path_for(m.node_id, m.model_fingerprint)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(m.to_json(), f, indent=1)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+
+async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: str,
+                       endpoint: str | None, *, cache: MeasurementCache | None = None,
+                       settings: dict | None = None, agent=None, refresh: bool = False,
+                       tokens: int = 24, runs: int = 3, host_threads: int | None = None,
+                       threads: int | None = None) -> NodeMeasurement:
+    """Link and compute of one node for one model, from ``cache`` when it has them.
+
+    ``endpoint`` None measures the master's own CPU (no link). ``settings`` (e.g. the worker's
+    thread count) are stored with the entry; a cached entry taken with other settings is
+    measured again. ``refresh`` ignores the cache.
+    """
+    fp = model_fingerprint(model_path)
+    settings = dict(settings or {})
+    if cache is not None and not refresh:
+        hit = cache.get(node_id, fp, settings)
+        if hit is not None:
+            return hit
+    link = await measure_link(endpoint, agent) if endpoint else None
+    compute = await measure_compute(engine, model_path, endpoint, link_s=link.rtt_s if link else 0.0,
+                                    tokens=tokens, runs=runs, host_threads=host_threads,
+                                    threads=threads)
+    m = NodeMeasurement(node_id=node_id, model_fingerprint=fp, compute=compute, link=link,
+                        measured_at=time.time(), settings=settings)
+    if cache is not None:
+        cache.put(m)
+    return m
+
+
+# --------------------------------------------------------------------------------------------
+# how well predictions match
+
+
+def calibration_error(pairs: Sequence[tuple[float, float]]) -> dict:
+    """Error of predicted against measured tokens/s over ``(predicted, measured)`` pairs.
+
+    Returns ``{"n", "mean_abs_pct", "max_abs_pct", "errors_pct"}`` where each error is
+    ``(predicted - measured) / measured`` in percent.
+    """
+    errs = []
+    for pred, meas in pairs:
+        if meas <= 0:
+            raise ValueError(f"measured tokens/s must be positive, got {meas}")
+        errs.append(100.0 * (pred - meas) / meas)
+    if not errs:
+        return {"n": 0, "mean_abs_pct": None, "max_abs_pct": None, "errors_pct": []}
+    return {"n": len(errs), "mean_abs_pct": sum(abs(e) for e in errs) / len(errs),
+            "max_abs_pct": max(abs(e) for e in errs), "errors_pct": errs}

@@ -1,0 +1,291 @@
+"""Measurements against the real ggml-rpc-server and llama-server on loopback, the measurement
+cache, and the benchmark's delay proxy timed with real socket round trips."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cluster.rpc_workers import start_rpc_workers
+from conftest import free_port
+
+from gui.cluster import measure as M
+from gui.cluster.demo_model import DemoShape, write_demo_model
+from gui.cluster.model import inspect_model
+
+REPO = Path(__file__).resolve().parents[2]
+DELAY_PROXY = REPO / "bench" / "delay_proxy.py"
+
+
+# --- the delay proxy ------------------------------------------------------------------------
+
+
+class EchoServer:
+    """A TCP echo server on loopback (one thread per connection), closed by :meth:`close`."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self._stop = False
+        self._threads: list[threading.Thread] = []
+        self._accept = threading.Thread(target=self._loop, daemon=True)
+        self._accept.start()
+
+    def _loop(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            t = threading.Thread(target=self._echo, args=(conn,), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    @staticmethod
+    def _echo(conn: socket.socket) -> None:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data)
+
+    def close(self) -> None:
+        self._stop = True
+        self.sock.close()
+        self._accept.join(timeout=5)
+
+
+def _round_trips(port: int, count: int, size: int = 64) -> list[float]:
+    out = []
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(count):
+            t0 = time.perf_counter()
+            s.sendall(b"x" * size)
+            got = 0
+            while got < size:
+                chunk = s.recv(65536)
+                assert chunk, "the connection closed mid round trip"
+                got += len(chunk)
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+@pytest.fixture
+def echo():
+    server = EchoServer()
+    yield server
+    server.close()
+
+
+def _start_proxy(procs, target_port: int, delay_ms: float) -> int:
+    p = procs.popen([sys.executable, DELAY_PROXY, "--listen", "127.0.0.1:0",
+                     "--target", f"127.0.0.1:{target_port}", "--delay-ms", str(delay_ms)],
+                    stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    assert line.startswith("listening on 127.0.0.1:"), line
+    return int(line.rsplit(":", 1)[1])
+
+
+@pytest.mark.parametrize("delay_ms", [0, 15])
+def test_delay_proxy_adds_the_delay_it_was_asked_for(procs, echo, delay_ms):
+    direct = sorted(_round_trips(echo.port, 5))[2]
+    port = _start_proxy(procs, echo.port, delay_ms)
+    through = sorted(_round_trips(port, 7))[3]
+    added = through - direct
+    # Each direction waits delay_ms, so a round trip gains twice that; a loaded 2-core CI
+    # machine adds scheduling noise on top, never less than the delay.
+    assert added >= 2 * delay_ms / 1000 * 0.95
+    assert added <= 2 * delay_ms / 1000 + 0.010
+
+
+def test_delay_proxy_keeps_bulk_throughput(procs, echo):
+    # 40 chunks through a 10 ms proxy: pipelined, so the transfer takes ~one delay, not forty.
+    port = _start_proxy(procs, echo.port, 10)
+    payload = b"y" * (256 * 1024)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        t0 = time.perf_counter()
+        reader_done = threading.Event()
+        got = [0]
+
+        def read() -> None:
+            while got[0] < 40 * len(payload):
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    break
+                got[0] += len(chunk)
+            reader_done.set()
+
+        t = threading.Thread(target=read)
+        t.start()
+        for _ in range(40):
+            s.sendall(payload)
+        assert reader_done.wait(10)
+        t.join()
+        elapsed = time.perf_counter() - t0
+    assert got[0] == 40 * len(payload)
+    assert elapsed < 40 * 0.010, f"{elapsed:.3f} s: the proxy serialised its delays"
+
+
+def test_delay_proxy_rejects_bad_arguments():
+    r = subprocess.run([sys.executable, DELAY_PROXY, "--listen", "nohostport", "--target", "127.0.0.1:1",
+                        "--delay-ms", "1"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "HOST:PORT" in r.stderr and "nohostport" in r.stderr
+    r = subprocess.run([sys.executable, DELAY_PROXY, "--listen", "127.0.0.1:0", "--target", "127.0.0.1:1",
+                        "--delay-ms", "-3"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "must not be negative" in r.stderr
+
+
+# --- the link probe against a real RPC worker ----------------------------------------------------
+
+
+@pytest.mark.engine
+def test_probe_rpc_link_reads_round_trips_and_memory(engine, procs):
+    (ep,) = start_rpc_workers(engine, procs, 1)
+    link = M.probe_rpc_link(ep, samples=7)
+    assert link.endpoint == ep
+    assert len(link.rtt_samples) == 7
+    assert min(link.rtt_samples) <= link.rtt_s <= max(link.rtt_samples)
+    assert 0 < link.rtt_s < 0.05  # loopback
+    assert len(link.devices) == 1
+    free, total = link.devices[0]
+    assert 0 < free <= total
+
+
+@pytest.mark.engine
+def test_probe_rpc_link_through_delay_proxy_sees_the_delay(engine, procs):
+    (ep,) = start_rpc_workers(engine, procs, 1)
+    port = _start_proxy(procs, int(ep.rsplit(":", 1)[1]), 10)
+    link = M.probe_rpc_link(f"127.0.0.1:{port}", samples=5)
+    assert 0.019 <= link.rtt_s <= 0.035
+
+
+@pytest.mark.engine
+def test_probe_rpc_link_says_when_the_worker_is_busy(engine, procs):
+    (ep,) = start_rpc_workers(engine, procs, 1)
+    host, port = ep.rsplit(":", 1)
+    # Another client holds the worker's one connection (as llama-server would).
+    with socket.create_connection((host, int(port))) as holder:
+        holder.sendall(bytes([14]) + (24).to_bytes(8, "little") + bytes(24))
+        holder.recv(64)
+        with pytest.raises(M.MeasureError, match="busy"):
+            M.probe_rpc_link(ep, samples=1, timeout=0.5)
+
+
+def test_probe_rpc_link_errors_name_the_endpoint():
+    with pytest.raises(M.MeasureError, match="host:port"):
+        M.probe_rpc_link("no-port-here")
+    port = free_port()
+    with pytest.raises(M.MeasureError, match=f"127.0.0.1:{port}"):
+        M.probe_rpc_link(f"127.0.0.1:{port}", samples=1, timeout=1)
+
+
+# --- compute: a real decode through a real worker --------------------------------------------
+
+
+@pytest.mark.engine
+async def test_measure_compute_times_a_real_decode_and_spreads_it_by_bytes(engine, procs, demo_model):
+    (ep,) = start_rpc_workers(engine, procs, 1)
+    link = M.probe_rpc_link(ep)
+    m = await M.measure_compute(engine, demo_model, ep, link_s=link.rtt_s, tokens=12, runs=2,
+                                threads=1)
+    info = inspect_model(demo_model)
+    assert m.endpoint == ep and m.tokens == 12 and m.threads == 1
+    assert len(m.step_samples) == 2 and m.step_s > link.rtt_s
+    assert len(m.slot_s) == info.n_layer + 1
+    assert sum(m.slot_s) == pytest.approx(m.step_s - link.rtt_s)
+    # the output slot (vocab × embd) and a block differ in bytes; their times in the same ratio
+    assert m.output_s / m.slot_s[0] == pytest.approx(info.slot_bytes[-1] / info.slot_bytes[0])
+    assert m.seconds_per_layer == pytest.approx(m.slot_s[0])
+
+
+@pytest.mark.engine
+async def test_a_far_worker_decodes_slower_by_its_round_trips(engine, procs, demo_model):
+    # The same worker, directly and behind a 10 ms-each-way proxy: every decode step pays at
+    # least one extra 20 ms round trip, and the probe's RTT accounts for it.
+    (ep,) = start_rpc_workers(engine, procs, 1)
+    port = _start_proxy(procs, int(ep.rsplit(":", 1)[1]), 10)
+    far = f"127.0.0.1:{port}"
+    near_m = await M.measure_compute(engine, demo_model, ep, tokens=8, runs=1)
+    far_link = M.probe_rpc_link(far, samples=5)
+    far_m = await M.measure_compute(engine, demo_model, far, link_s=far_link.rtt_s, tokens=8, runs=1)
+    assert far_m.step_s - near_m.step_s >= 0.019
+    assert far_m.step_s - far_link.rtt_s > 0
+
+
+@pytest.mark.engine
+async def test_measure_compute_explains_an_unreachable_worker(engine, demo_model):
+    with pytest.raises(M.MeasureError, match="calibration run on 127.0.0.1:"):
+        await M.measure_compute(engine, demo_model, f"127.0.0.1:{free_port()}", tokens=4, runs=1,
+                                ready_timeout=60)
+
+
+# --- the cache ---------------------------------------------------------------------------------
+
+
+@pytest.mark.engine
+async def test_cache_round_trip_second_call_is_instant_and_model_change_invalidates(
+        engine, procs, tmp_path):
+    model = write_demo_model(tmp_path / "m.gguf", DemoShape(layers=4, embd=64, ff=128, vocab=512))
+    (ep,) = start_rpc_workers(engine, procs, 1)
+    cache = M.MeasurementCache(tmp_path / "cache")
+    first = await M.measure_node(engine, model, "node-a", ep, cache=cache, settings={"threads": 1},
+                                 tokens=6, runs=1)
+    assert first.link is not None and first.link.endpoint == ep
+    files = list((tmp_path / "cache").glob("*.json"))
+    assert len(files) == 1 and not list((tmp_path / "cache").glob("*.tmp"))
+    assert json.loads(files[0].read_text())["node_id"] == "node-a"
+
+    # A second plan does not touch the network: the endpoint is dead now and it still answers.
+    dead = f"127.0.0.1:{free_port()}"
+    t0 = time.perf_counter()
+    again = await M.measure_node(engine, model, "node-a", dead, cache=cache, settings={"threads": 1})
+    assert time.perf_counter() - t0 < 0.5
+    assert again == first
+
+    # Other settings, or a rewritten model, miss the cache and measure again (and fail here).
+    with pytest.raises(M.MeasureError):
+        await M.measure_node(engine, model, "node-a", dead, cache=cache, settings={"threads": 2})
+    write_demo_model(model, DemoShape(layers=4, embd=64, ff=128, vocab=512), seed=1)
+    with pytest.raises(M.MeasureError):
+        await M.measure_node(engine, model, "node-a", dead, cache=cache, settings={"threads": 1})
+
+
+def test_cache_ignores_broken_and_foreign_entries(tmp_path):
+    cache = M.MeasurementCache(tmp_path)
+    comp = M.ComputeMeasurement(endpoint=None, step_s=0.01, step_samples=(0.01,), link_s=0.0,
+                                seconds_per_byte=1e-9, slot_s=(0.004, 0.004, 0.002), tokens=8)
+    m = M.NodeMeasurement("master", "fp1", comp, None, measured_at=1.0, settings={"threads": 1})
+    path = cache.put(m)
+    assert cache.get("master", "fp1", {"threads": 1}) == m
+    assert cache.get("master", "fp2") is None
+    path.write_text("{not json")
+    assert cache.get("master", "fp1") is None
+    data = m.to_json()
+    data["format"] = M.CACHE_FORMAT + 1
+    path.write_text(json.dumps(data))
+    assert cache.get("master", "fp1") is None
+
+
+def test_model_fingerprint_changes_with_the_file(tmp_path):
+    a = write_demo_model(tmp_path / "a.gguf", DemoShape(layers=2, embd=64, ff=128, vocab=256))
+    fp = M.model_fingerprint(a)
+    assert fp == M.model_fingerprint(a)
+    write_demo_model(a, DemoShape(layers=2, embd=64, ff=128, vocab=256), seed=3)
+    assert M.model_fingerprint(a) != fp
+    with pytest.raises(M.MeasureError, match="missing.gguf"):
+        M.model_fingerprint(tmp_path / "missing.gguf")
+
+
+def test_calibration_error_in_percent():
+    r = M.calibration_error([(110.0, 100.0), (45.0, 50.0)])
+    assert r["n"] == 2
+    assert r["errors_pct"] == pytest.approx([10.0, -10.0])
+    assert r["mean_abs_pct"] == pytest.approx(10.0) and r["max_abs_pct"] == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="positive"):
+        M.calibration_error([(1.0, 0.0)])
