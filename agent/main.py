@@ -1,19 +1,140 @@
-"""Entry point of ``herd-agent``."""
+"""Entry point of ``herd-agent``.
+
+``herd-agent`` (or ``herd-agent run``) runs the agent in the foreground; ``herd-agent pin`` prints
+the pairing PIN; ``herd-agent config`` shows (or writes) the effective settings. Other modules
+add sub-commands through :data:`COMMAND_MODULES`: each has ``register(subparsers)`` and sets
+``func`` on its parser, as ``herd``'s command modules do.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib
 import sys
+from pathlib import Path
 
 from agent import __version__
+
+#: Modules that add sub-commands (``register(subparsers)``), e.g. service installers.
+COMMAND_MODULES: list[str] = []
+
+
+def _ip_list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def add_settings_flags(p: argparse.ArgumentParser, *, sub: bool) -> None:
+    """Flags that override the config file. On sub-parsers their default is SUPPRESS so a flag
+    given before the sub-command is not overwritten by the sub-parser's default."""
+    d = {"default": argparse.SUPPRESS} if sub else {"default": None}
+    p.add_argument("--config", type=Path, help="config file (default: the platform config dir)", **d)
+    p.add_argument("--state-dir", type=Path, help="folder of the state file (node id, pairings)", **d)
+    p.add_argument("--name", help="friendly node name shown to masters (default: host name)", **d)
+    p.add_argument("--bind", help="IPv4 address to listen on (default 0.0.0.0 = all)", **d)
+    p.add_argument("--api-port", type=int, help="control API port", **d)
+    p.add_argument("--rpc-port", type=int, help="RPC port masters connect to", **d)
+    p.add_argument("--echo-port", type=int, help="UDP echo port", **d)
+    p.add_argument("--exposure", choices=["relay", "open"],
+                   help="relay: only paired masters reach the RPC worker (default); open: anyone on the LAN", **d)
+    p.add_argument("--mdns-interfaces", type=_ip_list, metavar="IP[,IP…]",
+                   help="advertise only on these addresses (default: every interface)", **d)
+    p.add_argument("--no-mdns", action="store_true", help="do not advertise over mDNS",
+                   **({"default": argparse.SUPPRESS} if sub else {"default": False}))
+    p.add_argument("--engine-dir", help="folder with ggml-rpc-server (default: the usual lookup)", **d)
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging",
+                   **({"default": argparse.SUPPRESS} if sub else {"default": False}))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``herd-agent`` parser (sub-commands: run, pin, config, plus COMMAND_MODULES)."""
+    parser = argparse.ArgumentParser(prog="herd-agent",
+                                     description="llama-herd worker agent: runs llama.cpp's RPC worker "
+                                                 "for a paired master.")
+    parser.add_argument("--version", action="version", version=f"herd-agent {__version__}")
+    add_settings_flags(parser, sub=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("run", help="run the agent in the foreground (the default)")
+    add_settings_flags(p, sub=True)
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("pin", help="print the pairing PIN")
+    add_settings_flags(p, sub=True)
+    p.set_defaults(func=cmd_pin)
+    p = sub.add_parser("config", help="print the effective settings as TOML")
+    add_settings_flags(p, sub=True)
+    p.add_argument("--write", action="store_true", help="save them to the config file")
+    p.set_defaults(func=cmd_config)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    parser.set_defaults(func=cmd_run)
+    return parser
+
+
+def effective_settings(args: argparse.Namespace):
+    """Config file, then flags on top. Raises SettingsError."""
+    from agent.settings import SettingsError, load_settings  # noqa: PLC0415
+
+    s = load_settings(args.config)
+    overrides = {"name": args.name, "bind": args.bind, "api_port": args.api_port,
+                 "rpc_port": args.rpc_port, "echo_port": args.echo_port, "exposure": args.exposure,
+                 "mdns_interfaces": args.mdns_interfaces, "engine_dir": args.engine_dir}
+    for key, value in overrides.items():
+        if value is not None:
+            setattr(s, key, value)
+    if args.no_mdns:
+        s.mdns = False
+    try:
+        s.validate()
+    except SettingsError as exc:
+        raise SettingsError(f"--{str(exc).split(':', 1)[0].replace('_', '-')}:{str(exc).split(':', 1)[1]}") from None
+    return s
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the agent in the foreground."""
+    from agent.daemon import configure_logging, run_agent  # noqa: PLC0415
+    from agent.settings import load_state  # noqa: PLC0415
+
+    configure_logging(args.verbose)
+    settings = effective_settings(args)
+    state = load_state(args.state_dir)
+    return asyncio.run(run_agent(settings, state))
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    """Print the current pairing PIN (creating the node's state if there is none yet)."""
+    from agent.settings import load_state  # noqa: PLC0415
+
+    state = load_state(args.state_dir)
+    print(state.pin)
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """Print, or with ``--write`` save, the effective settings."""
+    from agent.settings import default_config_path, dump_settings, save_settings  # noqa: PLC0415
+
+    s = effective_settings(args)
+    if args.write:
+        path = save_settings(s, args.config or default_config_path())
+        print(f"wrote {path}")
+    else:
+        sys.stdout.write(dump_settings(s))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``herd-agent``; returns the process exit code."""
-    parser = argparse.ArgumentParser(prog="herd-agent", description="llama-herd worker agent")
-    parser.add_argument("--version", action="version", version=f"herd-agent {__version__}")
-    parser.parse_args(argv)
-    return 0
+    from agent.settings import SettingsError  # noqa: PLC0415
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except SettingsError as exc:
+        print(f"herd-agent: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
 
 
 if __name__ == "__main__":

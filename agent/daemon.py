@@ -1,0 +1,321 @@
+"""The agent itself: one object that owns the API server, the echo, the RPC worker and its relay,
+and the mDNS advertisement, and shuts them all down in order.
+
+:func:`run_agent` is the foreground program (``herd-agent run``): it starts an :class:`Agent`,
+prints ``herd-agent ready api=http://IP:PORT …`` once everything listens and the node is
+advertised, and stops on SIGTERM/SIGINT — or when :meth:`Agent.request_stop` is called from
+another thread (a Windows service's stop handler).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+from agent import __version__
+from agent import protocol as P
+from agent.engine import find_engine
+from agent.echo import EchoServer
+from agent.hardware import LoadMeter, hardware_summary, nics
+from agent.pairing import PinGuard, note_address, pair_master
+from agent.relay import RpcRelay
+from agent.rpc_server import RpcOptions, RpcSupervisor
+from agent.settings import AgentState, PairedMaster, Settings
+
+log = logging.getLogger("herd.agent")
+
+
+class PortConflict(RuntimeError):
+    """A port the agent must listen on is taken; the message names it."""
+
+
+def _free_loopback_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Agent:
+    """A running herd-agent.
+
+    Attributes:
+        settings: effective settings (file + flags).
+        state: identity, PIN and pairings (saved on change).
+        supervisor: the RPC worker's supervisor.
+        relay: the RPC relay while the worker runs in ``relay`` exposure.
+        api_port, echo_port, rpc_port: the ports actually bound/advertised.
+    """
+
+    Conflict = PortConflict
+
+    def __init__(self, settings: Settings, state: AgentState, *, env: dict | None = None) -> None:
+        self.settings = settings
+        self.state = state
+        self.engine = find_engine(settings.engine_dir or None, probe=True)
+        self.pin_guard = PinGuard()
+        self.load = LoadMeter()
+        self.supervisor = RpcSupervisor(self._rpc_program, log_lines=settings.log_lines,
+                                        on_change=self._changed, env=env,
+                                        port_for_restart=self._restart_port)
+        self.relay: RpcRelay | None = None
+        self.echo = EchoServer(settings.bind, settings.echo_port)
+        self.advertiser = None
+        self.api_port = settings.api_port
+        self.echo_port = settings.echo_port
+        self.rpc_port = settings.rpc_port
+        self._runner: web.AppRunner | None = None
+        self._started = time.monotonic()
+        self._stop = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._hardware = hardware_summary()
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen (API, echo), then advertise. :class:`PortConflict` if a port is taken."""
+        from agent.api import build_app  # noqa: PLC0415 - keeps import order one-way for readers
+
+        self._loop = asyncio.get_running_loop()
+        bind = self.settings.bind
+        try:
+            await self.echo.start()
+        except OSError as exc:
+            raise PortConflict(f"echo port {bind}:{self.settings.echo_port}/udp is not available: "
+                               f"{exc.strerror or exc}") from exc
+        self.echo_port = self.echo.port
+        self._runner = web.AppRunner(build_app(self), access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, bind, self.settings.api_port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self.close()
+            raise PortConflict(f"API port {bind}:{self.settings.api_port} is not available: "
+                               f"{exc.strerror or exc}") from exc
+        self.api_port = self._runner.addresses[0][1]
+        if self.settings.mdns:
+            from agent.advertise import Advertiser  # noqa: PLC0415 - zeroconf only when used
+            interfaces = self.settings.mdns_interfaces or ([bind] if bind != "0.0.0.0" else [])
+            self.advertiser = Advertiser(self.settings.name, self.api_port, self.txt(), interfaces)
+            try:
+                await self.advertiser.start()
+            except Exception:
+                await self.close()
+                raise
+
+    async def close(self) -> None:
+        """Stop the worker, say goodbye on mDNS, stop listening. Safe to call twice."""
+        steps = [self.stop_rpc()]
+        if self.advertiser is not None:
+            steps.append(self.advertiser.close())
+        await asyncio.gather(*steps, return_exceptions=True)
+        self.advertiser = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        self.echo.close()
+
+    def request_stop(self) -> None:
+        """Ask :meth:`serve` to return; callable from any thread (service stop handlers)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+    async def serve(self) -> None:
+        """Run until :meth:`request_stop`."""
+        await self._stop.wait()
+
+    @property
+    def api_url(self) -> str:
+        """``http://IP:PORT`` of the API, as the ready line prints it."""
+        return f"http://{self.display_address()}:{self.api_port}"
+
+    def display_address(self) -> str:
+        """An address a master could use for the API (for the ready line and the log)."""
+        if self.settings.bind != "0.0.0.0":
+            return self.settings.bind
+        if self.settings.mdns_interfaces:
+            return self.settings.mdns_interfaces[0]
+        for nic in nics():
+            if not nic["loopback"]:
+                for ip in nic["addresses"]:
+                    if "." in ip:
+                        return ip
+        return "127.0.0.1"
+
+    # --- RPC worker ---------------------------------------------------------------------------
+
+    def _rpc_program(self) -> Path:
+        return self.engine.require_rpc_server()
+
+    def _restart_port(self, opts: RpcOptions) -> int:
+        # Behind the relay the worker's port is private: a fresh one per restart avoids
+        # racing the dead worker's socket.
+        return _free_loopback_port() if self.settings.exposure == "relay" else opts.port
+
+    def _worker_target(self) -> tuple[str, int] | None:
+        sup = self.supervisor
+        if sup.state in (P.STATE_READY, P.STATE_BUSY) and sup.options is not None:
+            return sup.options.host, sup.options.port
+        return None
+
+    def _is_paired_address(self, ip: str) -> bool:
+        return ip in self.state.allowed_addresses()
+
+    async def start_rpc(self, *, port: int | None = None, threads: int | None = None,
+                        devices: list[str] | None = None, cache: bool | None = None) -> None:
+        """(Re)start the worker; raises :class:`PortConflict` when the RPC port is taken."""
+        s = self.settings
+        await self.stop_rpc()
+        rpc_port = port or s.rpc_port
+        opts = RpcOptions(threads=threads if threads is not None else s.threads,
+                          devices=list(devices) if devices is not None else list(s.devices),
+                          cache=s.cache if cache is None else cache)
+        if s.exposure == "relay":
+            relay = RpcRelay(s.bind, rpc_port, is_allowed=self._is_paired_address,
+                             target=self._worker_target, on_client=self.supervisor.set_client)
+            try:
+                await relay.start()
+            except OSError as exc:
+                msg = f"port conflict: RPC port {s.bind}:{rpc_port} is already in use ({exc.strerror or exc})"
+                self.supervisor.options = opts
+                self.supervisor.fail(msg, conflict=True)
+                raise PortConflict(msg) from exc
+            self.relay = relay
+            self.rpc_port = relay.port
+            opts.host, opts.port = "127.0.0.1", _free_loopback_port()
+        else:
+            opts.host, opts.port = s.bind, rpc_port
+            self.rpc_port = rpc_port
+        await self.supervisor.start(opts)
+        self._changed()
+
+    async def stop_rpc(self) -> None:
+        """Stop the worker and close the relay."""
+        await self.supervisor.stop()
+        if self.relay is not None:
+            await self.relay.close()
+            self.relay = None
+        self.supervisor.set_client(None)
+
+    # --- pairing ------------------------------------------------------------------------------
+
+    def pair(self, pin: str, address: str, name: str = "") -> str:
+        """Check the PIN (rate-limited) and pair; returns the token. See :mod:`agent.pairing`."""
+        self.pin_guard.check(pin, self.state.pin)
+        token = pair_master(self.state, address, name)
+        log.info("paired with master %r at %s; the PIN for the next master is %s", name, address, self.state.pin)
+        return token
+
+    def note_master_address(self, master: PairedMaster, address: str) -> None:
+        """A paired master called from ``address``: admit it to the relay from now on."""
+        if note_address(self.state, master, address):
+            log.info("master %r now also at %s", master.name, address)
+
+    # --- reports ------------------------------------------------------------------------------
+
+    def txt(self) -> dict[str, str]:
+        """The TXT properties to advertise now."""
+        return P.build_txt(node_id=self.state.node_id, version=__version__, api_port=self.api_port,
+                           rpc_port=self.rpc_port, echo_port=self.echo_port, state=self.supervisor.state,
+                           proto=self.supervisor.proto or self.engine.rpc_proto or "",
+                           engine=str(self.engine.build or ""), fingerprint=self.state.fingerprint)
+
+    def _changed(self) -> None:
+        if self.advertiser is not None:
+            self.advertiser.update(self.txt())
+
+    def rpc_status(self) -> dict:
+        """The RPC worker's part of ``/status``."""
+        snap = self.supervisor.snapshot()
+        opts = self.supervisor.options
+        snap.update({
+            "port": self.rpc_port,
+            "exposure": self.settings.exposure,
+            "worker_port": opts.port if opts and self.supervisor.state != P.STATE_STOPPED else None,
+            "refused": self.relay.refused if self.relay else 0,
+        })
+        return snap
+
+    def info(self) -> dict:
+        """``/info``: public identity and summary (no load, no pairings)."""
+        return {
+            "id": self.state.node_id,
+            "name": self.settings.name,
+            "version": __version__,
+            "engine": {"build": self.engine.build, "proto": self.supervisor.proto or self.engine.rpc_proto,
+                       "rpc_server": self.engine.rpc_server is not None},
+            "hardware": self._hardware,
+            "ports": {"api": self.api_port, "rpc": self.rpc_port, "echo": self.echo_port},
+            "rpc_state": self.supervisor.state,
+            "paired": self.state.paired,
+            "fp": self.state.fingerprint,
+        }
+
+    def status(self) -> dict:
+        """``/status``: everything (see ``/openapi.json``)."""
+        load = self.load.sample()
+        hardware = dict(self._hardware)
+        hardware["ram_free_bytes"] = load["ram_free_bytes"]
+        hardware["nics"] = nics()
+        hardware["devices"] = [d for d in self.rpc_status()["devices"]]
+        return {
+            "id": self.state.node_id,
+            "name": self.settings.name,
+            "version": __version__,
+            "uptime_s": round(time.monotonic() - self._started, 3),
+            "engine": {"build": self.engine.build, "proto": self.supervisor.proto or self.engine.rpc_proto,
+                       "rpc_server": str(self.engine.rpc_server) if self.engine.rpc_server else None},
+            "hardware": hardware,
+            "load": load,
+            "rpc": self.rpc_status(),
+            "masters": [{"name": m.name, "addresses": list(m.addresses), "paired_at": m.paired_at}
+                        for m in self.state.masters],
+        }
+
+
+async def run_agent(settings: Settings, state: AgentState) -> int:
+    """Run an agent in the foreground until SIGTERM/SIGINT; returns the exit code."""
+    agent = Agent(settings, state)
+    try:
+        await agent.start()
+    except PortConflict as exc:
+        log.error("%s", exc)
+        return 1
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, agent.request_stop)
+        except (NotImplementedError, RuntimeError):  # Windows: no add_signal_handler
+            signal.signal(sig, lambda *_: agent.request_stop())
+    if state.paired:
+        log.info("paired with %d master(s); `herd-agent pin` shows the PIN to pair another", len(state.masters))
+    else:
+        log.info("not paired yet. Pairing PIN: %s (also shown by `herd-agent pin`)", state.pin)
+    if agent.engine.rpc_server is None:
+        log.warning("no ggml-rpc-server found; the master can't start a worker here until one is installed")
+    print(f"herd-agent ready api={agent.api_url} rpc={agent.rpc_port} "
+          f"echo={agent.echo_port} id={state.node_id} name={settings.name}", flush=True)
+    try:
+        await agent.serve()
+    finally:
+        log.info("stopping")
+        await agent.close()
+    log.info("stopped")
+    return 0
+
+
+def configure_logging(verbose: bool = False) -> None:
+    """Readable timestamped logs on stderr."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    if not verbose:
+        logging.getLogger("aiohttp").setLevel(logging.WARNING)
+        logging.getLogger("zeroconf").setLevel(logging.WARNING)
+

@@ -1,0 +1,105 @@
+"""What this machine is (CPU, RAM, network cards) and how loaded it is right now.
+
+Everything is read on demand: an idle agent samples nothing. Load rates (CPU %, network
+bytes/s) are averaged between two successive calls of :meth:`LoadMeter.sample`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+_WIFI_NAME = re.compile(r"wi-?fi|wlan|wireless|802\.11|airport", re.IGNORECASE)
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name, as well as the OS tells it."""
+    try:
+        if sys.platform.startswith("linux"):
+            for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+        elif sys.platform == "darwin":
+            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
+                                 text=True, timeout=2)
+            if out.stdout.strip():
+                return out.stdout.strip()
+        elif sys.platform == "win32":
+            import winreg  # noqa: PLC0415 - Windows only
+            key = winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"HARDWARE\DESCRIPTION\System\CentralProcessor\0")
+            return str(winreg.QueryValueEx(key, "ProcessorNameString")[0]).strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def is_wifi(name: str) -> bool:
+    """Is the network interface ``name`` wireless?"""
+    if sys.platform.startswith("linux"):
+        return Path(f"/sys/class/net/{name}/wireless").exists() or Path(f"/sys/class/net/{name}/phy80211").exists()
+    return bool(_WIFI_NAME.search(name))
+
+
+def nics() -> list[dict]:
+    """Network interfaces that are up, with addresses, link speed (Mbit/s, 0 = unknown) and Wi-Fi."""
+    stats = psutil.net_if_stats()
+    addrs = psutil.net_if_addrs()
+    out = []
+    for name, st in sorted(stats.items()):
+        if not st.isup:
+            continue
+        ips = [a.address.split("%", 1)[0] for a in addrs.get(name, [])
+               if a.family in (socket.AF_INET, socket.AF_INET6)]
+        loopback = all(ip.startswith("127.") or ip == "::1" for ip in ips) if ips else name == "lo"
+        out.append({"name": name, "addresses": ips, "speed_mbps": int(st.speed or 0), "mtu": st.mtu,
+                    "wifi": is_wifi(name), "loopback": loopback})
+    return out
+
+
+def hardware_summary() -> dict:
+    """Static facts: OS, CPU, cores, RAM total."""
+    vm = psutil.virtual_memory()
+    return {
+        "hostname": socket.gethostname(),
+        "os": f"{platform.system()} {platform.release()}",
+        "arch": platform.machine(),
+        "cpu_model": cpu_model(),
+        "cpu_cores": psutil.cpu_count(logical=False) or os.cpu_count() or 0,
+        "cpu_threads": psutil.cpu_count(logical=True) or os.cpu_count() or 0,
+        "ram_total_bytes": vm.total,
+    }
+
+
+class LoadMeter:
+    """Live load, averaged since the previous :meth:`sample` (since creation on the first call)."""
+
+    def __init__(self) -> None:
+        psutil.cpu_percent(interval=None)  # primes psutil's counter
+        self._last_t = time.monotonic()
+        self._last_net = psutil.net_io_counters()
+
+    def sample(self) -> dict:
+        """CPU %, RAM used/free, network bytes/s in and out."""
+        now = time.monotonic()
+        net = psutil.net_io_counters()
+        cpu = psutil.cpu_percent(interval=None)
+        dt = max(now - self._last_t, 1e-6)
+        rx = max(0, net.bytes_recv - self._last_net.bytes_recv) / dt
+        tx = max(0, net.bytes_sent - self._last_net.bytes_sent) / dt
+        self._last_t, self._last_net = now, net
+        vm = psutil.virtual_memory()
+        return {
+            "cpu_percent": cpu,
+            "ram_used_bytes": vm.total - vm.available,
+            "ram_free_bytes": vm.available,
+            "net_rx_bytes_per_s": round(rx, 1),
+            "net_tx_bytes_per_s": round(tx, 1),
+        }

@@ -1,0 +1,205 @@
+"""The RPC relay: the only door to the RPC worker from the LAN.
+
+``ggml-rpc-server`` has no authentication at all, so the agent binds it to 127.0.0.1 and listens
+on the advertised RPC port itself. A connection from an address of a paired master is spliced
+to the worker byte for byte; any other connection is closed at once, before a byte is read.
+
+Decode speed is dominated by small request/reply round trips (one GET_TENSOR per token and
+device), so both legs set ``TCP_NODELAY`` and the splice is a pair of asyncio protocols that
+write each chunk straight through (no reader/writer tasks, no extra copies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+from typing import Callable
+
+log = logging.getLogger("herd.agent.relay")
+
+#: Pause reading one side when the other side has this much unsent.
+HIGH_WATER = 4 * 1024 * 1024
+
+
+def normalise_ip(addr: str) -> str:
+    """``::ffff:10.0.0.2`` → ``10.0.0.2``; other addresses unchanged (and canonical)."""
+    try:
+        ip = ipaddress.ip_address(addr.split("%", 1)[0])
+    except ValueError:
+        return addr
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def _nodelay(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _Leg(asyncio.Protocol):
+    """One side of a spliced connection; forwards what it receives to ``peer``."""
+
+    def __init__(self, on_close: Callable[[], None]) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.peer: _Leg | None = None
+        self.pending: list[bytes] = []  # data that arrived before the other leg existed
+        self.closed = False
+        self._on_close = on_close
+        self.nbytes = 0
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        _nodelay(transport)
+        transport.set_write_buffer_limits(high=HIGH_WATER)
+
+    def data_received(self, data: bytes) -> None:
+        self.nbytes += len(data)
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.write(data)
+        else:
+            self.pending.append(data)
+
+    def eof_received(self):
+        if self.peer is not None and self.peer.transport is not None and self.peer.transport.can_write_eof():
+            self.peer.transport.write_eof()
+            return True  # keep our write side open until the peer finishes
+        return False
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.close()
+        self._on_close()
+
+    # Flow control: when our outgoing buffer fills, stop reading the other side.
+    def pause_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.resume_reading()
+
+
+class RpcRelay:
+    """Listens on ``host:port`` and splices admitted clients to the worker.
+
+    Args:
+        host, port: where masters connect (the advertised RPC port).
+        is_allowed: ``is_allowed(ip)`` — is this a paired master's address?
+        target: ``target()`` — ``(host, port)`` of the worker when it is ready, else None
+            (clients are then closed at once; llama-server retries its connection).
+        on_client: called with the connected client's address, or None when the last one left.
+
+    Attributes:
+        refused: how many connections were refused.
+        client: the address of the connected client, if any.
+    """
+
+    def __init__(self, host: str, port: int, *, is_allowed: Callable[[str], bool],
+                 target: Callable[[], tuple[str, int] | None],
+                 on_client: Callable[[str | None], None] | None = None) -> None:
+        self.host = host
+        self.port = port
+        self._is_allowed = is_allowed
+        self._target = target
+        self._on_client = on_client or (lambda _addr: None)
+        self._server: asyncio.AbstractServer | None = None
+        self._active: dict[int, tuple[str, _Leg, _Leg | None]] = {}
+        self._next = 0
+        self.refused = 0
+        self.bytes_to_worker = 0
+        self.bytes_from_worker = 0
+
+    @property
+    def client(self) -> str | None:
+        return next(reversed([addr for addr, _, _ in self._active.values()]), None)
+
+    async def start(self) -> None:
+        """Bind and listen; :class:`OSError` (e.g. EADDRINUSE) if the port is taken."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._accept_factory, self.host, self.port,
+                                                reuse_address=True, backlog=16)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        """Stop listening and drop every spliced connection."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for _addr, front, back in list(self._active.values()):
+            if front.transport is not None:
+                front.transport.abort()
+            if back is not None and back.transport is not None:
+                back.transport.abort()
+        self._active.clear()
+
+    def _accept_factory(self) -> asyncio.Protocol:
+        return _Front(self)
+
+    def _admit(self, front: "_Front", transport: asyncio.Transport) -> None:
+        peer = transport.get_extra_info("peername")
+        addr = normalise_ip(peer[0]) if peer else "?"
+        target = self._target()
+        if not self._is_allowed(addr) or target is None:
+            self.refused += 1
+            why = "not a paired master" if target is not None or not self._is_allowed(addr) else "worker not ready"
+            log.warning("RPC relay: refused %s (%s)", addr, why)
+            transport.abort()
+            return
+        key = self._next
+        self._next += 1
+        front.key = key
+        back = _Leg(on_close=lambda: self._drop(key))
+        front.peer = back
+        back.peer = front
+        self._active[key] = (addr, front, back)
+        self._on_client(addr)
+        asyncio.get_running_loop().create_task(self._connect(key, front, back, target))
+
+    async def _connect(self, key: int, front: "_Front", back: _Leg, target: tuple[str, int]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.create_connection(lambda: back, target[0], target[1])
+        except OSError as exc:
+            log.warning("RPC relay: worker at %s:%d unreachable: %s", target[0], target[1], exc)
+            if front.transport is not None:
+                front.transport.abort()
+            self._drop(key)
+            return
+        if front.closed:
+            back.transport.close()
+            return
+        for chunk in front.pending:
+            back.transport.write(chunk)
+        front.pending.clear()
+
+    def _drop(self, key: int) -> None:
+        entry = self._active.pop(key, None)
+        if entry is None:
+            return
+        _addr, front, back = entry
+        self.bytes_to_worker += front.nbytes
+        self.bytes_from_worker += back.nbytes if back else 0
+        for leg in (front, back):
+            if leg is not None and leg.transport is not None and not leg.closed:
+                leg.transport.close()
+        self._on_client(self.client)
+
+
+class _Front(_Leg):
+    """The client-facing leg: decides on admission as soon as the connection exists."""
+
+    def __init__(self, relay: RpcRelay) -> None:
+        super().__init__(on_close=lambda: relay._drop(self.key))
+        self.relay = relay
+        self.key = -1
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self.relay._admit(self, transport)

@@ -1,0 +1,351 @@
+"""The agent's settings (a TOML file the user may edit) and its state (a JSON file it owns).
+
+Settings come from, in rising priority: the defaults below, the config file
+(``<user config dir>/llama-herd/agent.toml`` unless ``--config`` says otherwise), and command
+line flags. State — the node id, the pairing key, the current PIN and the paired masters (their
+token hashes and addresses) — lives in ``<user state dir>/llama-herd/agent-state.json``, written
+atomically with owner-only permissions.
+
+A file that can't be read is never silently replaced: it is renamed ``*.corrupt-<timestamp>`` and
+a :class:`SettingsError` says so; the next start begins from defaults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import os
+import secrets
+import socket
+import tempfile
+import time
+import tomllib
+import uuid
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import platformdirs
+
+from agent import protocol as P
+
+APP_NAME = "llama-herd"
+CONFIG_NAME = "agent.toml"
+STATE_NAME = "agent-state.json"
+#: How many addresses are remembered per paired master (its DHCP lease may change).
+MAX_ADDRESSES_PER_MASTER = 8
+EXPOSURES = ("relay", "open")
+
+
+class SettingsError(RuntimeError):
+    """A settings or state file is unusable; the message names the file and what is wrong."""
+
+
+def default_config_path() -> Path:
+    """Where the agent's TOML config lives by default."""
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / CONFIG_NAME
+
+
+def default_state_dir() -> Path:
+    """Where the agent keeps its state file by default."""
+    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
+
+
+@dataclass
+class Settings:
+    """Everything an agent can be told. Field names are the TOML keys.
+
+    Attributes:
+        name: friendly node name (mDNS instance name), defaults to the host name.
+        bind: IPv4 address the API, echo and RPC relay listen on ("0.0.0.0" = every interface).
+        api_port: control API port (TCP).
+        rpc_port: the RPC port masters connect to (the relay's, or the worker's in ``open`` mode).
+        echo_port: UDP echo port for round-trip timing.
+        threads: RPC worker CPU threads (0 = the worker's default).
+        devices: devices the RPC worker exposes (empty = the worker's default).
+        cache: pass ``-c`` to the worker (local tensor cache, faster re-loads).
+        exposure: ``relay`` (worker on loopback, relay admits paired masters only) or ``open``
+            (worker listens on ``bind`` itself — anyone on the LAN can use it).
+        mdns: advertise over mDNS at all.
+        mdns_interfaces: IPs to advertise on (empty = every interface).
+        engine_dir: folder of the llama.cpp programs (empty = the usual lookup).
+        log_lines: how many lines of the worker's output are kept.
+    """
+
+    name: str = field(default_factory=lambda: socket.gethostname() or "herd-node")
+    bind: str = "0.0.0.0"
+    api_port: int = P.DEFAULT_API_PORT
+    rpc_port: int = P.DEFAULT_RPC_PORT
+    echo_port: int = P.DEFAULT_ECHO_PORT
+    threads: int = 0
+    devices: list[str] = field(default_factory=list)
+    cache: bool = True
+    exposure: str = "relay"
+    mdns: bool = True
+    mdns_interfaces: list[str] = field(default_factory=list)
+    engine_dir: str = ""
+    log_lines: int = 500
+
+    def validate(self) -> None:
+        """Raise :class:`SettingsError` naming the first bad value."""
+        if not self.name.strip():
+            raise SettingsError("name: must not be empty")
+        _check_ipv4("bind", self.bind)
+        for key in ("api_port", "rpc_port", "echo_port"):
+            v = getattr(self, key)
+            if not 0 <= v <= 65535:
+                raise SettingsError(f"{key}: {v} is not a port (0-65535)")
+        if not 0 <= self.threads <= 1024:
+            raise SettingsError(f"threads: {self.threads} is out of range (0-1024)")
+        if self.exposure not in EXPOSURES:
+            raise SettingsError(f"exposure: {self.exposure!r} is not one of {', '.join(EXPOSURES)}")
+        for ip in self.mdns_interfaces:
+            try:
+                ipaddress.ip_address(ip)
+            except ValueError:
+                raise SettingsError(f"mdns_interfaces: {ip!r} is not an IP address") from None
+        if not 1 <= self.log_lines <= 100_000:
+            raise SettingsError(f"log_lines: {self.log_lines} is out of range (1-100000)")
+
+
+def _check_ipv4(key: str, value: str) -> None:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        # ggml-rpc-server's -H takes numeric IPv4 only; the relay and API follow suit.
+        raise SettingsError(f"{key}: {value!r} is not a numeric IPv4 address") from None
+
+
+def _expected_type(f) -> type:
+    return {"str": str, "int": int, "bool": bool, "list[str]": list}[str(f.type)]
+
+
+def settings_from_dict(data: dict, origin: str) -> Settings:
+    """Settings from a parsed TOML table; type errors name the key and ``origin``."""
+    s = Settings()
+    known = {f.name: f for f in fields(Settings)}
+    for key, value in data.items():
+        f = known.get(key)
+        if f is None:
+            raise SettingsError(f"{origin}: unknown setting {key!r} (known: {', '.join(known)})")
+        want = _expected_type(f)
+        ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
+        if ok and want is list:
+            ok = all(isinstance(x, str) for x in value)
+        if not ok:
+            raise SettingsError(f"{origin}: {key} must be {f.type}, not {type(value).__name__}")
+        setattr(s, key, value)
+    try:
+        s.validate()
+    except SettingsError as exc:
+        raise SettingsError(f"{origin}: {exc}") from None
+    return s
+
+
+def set_aside(path: Path) -> Path:
+    """Rename an unreadable file to ``<name>.corrupt-<timestamp>`` and return the new path."""
+    dest = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+    n = 1
+    while dest.exists():
+        dest = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
+        n += 1
+    os.replace(path, dest)
+    return dest
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """Read the config file (defaults if it does not exist).
+
+    A file that is not valid TOML is set aside and reported; a file with a wrong value is left
+    in place (the user can fix it) and reported.
+    """
+    path = path or default_config_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Settings()
+    except OSError as exc:
+        raise SettingsError(f"cannot read config {path}: {exc}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        moved = set_aside(path)
+        raise SettingsError(f"config {path} is not valid TOML ({exc}); moved it to {moved.name}, "
+                            "the next start uses defaults") from exc
+    return settings_from_dict(data, str(path))
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def dump_settings(s: Settings) -> str:
+    """The settings as a TOML document (flat keys only, which is all the agent has)."""
+    lines = ["# herd-agent settings; command line flags override these."]
+    lines += [f"{f.name} = {_toml_value(getattr(s, f.name))}" for f in fields(Settings)]
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, mode)  # before any secret is written
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def save_settings(s: Settings, path: Path | None = None) -> Path:
+    """Write the settings to the config file atomically; returns its path."""
+    path = path or default_config_path()
+    s.validate()
+    write_atomic(path, dump_settings(s).encode("utf-8"), mode=0o644)
+    return path
+
+
+def hash_token(token: str) -> str:
+    """What the state file keeps of a token: its SHA-256, never the token itself."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_pin() -> str:
+    """A fresh random pairing PIN."""
+    return f"{secrets.randbelow(10 ** P.PIN_DIGITS):0{P.PIN_DIGITS}d}"
+
+
+@dataclass
+class PairedMaster:
+    """One master that paired with this node.
+
+    Attributes:
+        name: what the master called itself when pairing (may be empty).
+        token_sha256: hash of its bearer token.
+        addresses: IPs it paired or called from; the relay admits these.
+        paired_at: UNIX time of pairing.
+    """
+
+    name: str
+    token_sha256: str
+    addresses: list[str]
+    paired_at: float
+
+
+@dataclass
+class AgentState:
+    """The agent's persistent identity and pairings (the state file).
+
+    Attributes:
+        node_id: stable UUID of this node.
+        pairing_key: random secret; its fingerprint is advertised so masters can tell a
+            re-installed node from the one they paired with.
+        pin: the current pairing PIN.
+        masters: paired masters.
+    """
+
+    node_id: str
+    pairing_key: str
+    pin: str
+    masters: list[PairedMaster] = field(default_factory=list)
+    path: Path | None = None
+
+    @classmethod
+    def new(cls, path: Path | None = None) -> "AgentState":
+        return cls(node_id=str(uuid.uuid4()), pairing_key=secrets.token_hex(32), pin=new_pin(), path=path)
+
+    @property
+    def fingerprint(self) -> str:
+        """Short public fingerprint of the pairing key (TXT ``fp``)."""
+        return hashlib.sha256(bytes.fromhex(self.pairing_key)).hexdigest()[:16]
+
+    @property
+    def paired(self) -> bool:
+        return bool(self.masters)
+
+    def master_for_token(self, token: str) -> PairedMaster | None:
+        """The master this bearer token belongs to, or None (constant-time per entry)."""
+        digest = hash_token(token)
+        found = None
+        for m in self.masters:
+            if hmac.compare_digest(m.token_sha256, digest):
+                found = m
+        return found
+
+    def allowed_addresses(self) -> set[str]:
+        """Every address of every paired master (what the RPC relay admits)."""
+        return {a for m in self.masters for a in m.addresses}
+
+    def to_json(self) -> dict:
+        return {
+            "node_id": self.node_id,
+            "pairing_key": self.pairing_key,
+            "pin": self.pin,
+            "masters": [vars(m) for m in self.masters],
+        }
+
+    def save(self) -> None:
+        """Write the state file atomically with owner-only permissions."""
+        if self.path is None:
+            raise SettingsError("state has no file to save to")
+        write_atomic(self.path, json.dumps(self.to_json(), indent=2).encode("utf-8"), mode=0o600)
+
+
+def _state_from_json(data, origin: str) -> AgentState:
+    if not isinstance(data, dict):
+        raise ValueError("top level is not an object")
+    node_id = str(uuid.UUID(str(data["node_id"])))
+    key = str(data["pairing_key"])
+    bytes.fromhex(key)
+    pin = str(data.get("pin") or new_pin())
+    if not (pin.isdigit() and len(pin) == P.PIN_DIGITS):
+        raise ValueError(f"pin {pin!r} is not {P.PIN_DIGITS} digits")
+    masters = []
+    for m in data.get("masters", []):
+        addrs = [str(ipaddress.ip_address(a)) for a in m.get("addresses", [])]
+        masters.append(PairedMaster(name=str(m.get("name", "")), token_sha256=str(m["token_sha256"]),
+                                    addresses=addrs, paired_at=float(m.get("paired_at", 0))))
+    return AgentState(node_id=node_id, pairing_key=key, pin=pin, masters=masters)
+
+
+def load_state(state_dir: Path | None = None, *, create: bool = True) -> AgentState:
+    """Read the state file, creating (and saving) a fresh identity if there is none.
+
+    An unreadable file is set aside (``*.corrupt-<ts>``) and :class:`SettingsError` raised:
+    pairings would be lost, so the user should hear about it rather than find out later.
+    """
+    path = (state_dir or default_state_dir()) / STATE_NAME
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        state = AgentState.new(path)
+        if create:
+            state.save()
+        return state
+    except OSError as exc:
+        raise SettingsError(f"cannot read state {path}: {exc}") from exc
+    try:
+        state = _state_from_json(json.loads(raw.decode("utf-8")), str(path))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        moved = set_aside(path)
+        raise SettingsError(f"state file {path} is unreadable ({exc}); moved it to {moved.name}. "
+                            "The next start creates a new node identity; masters must pair again.") from exc
+    state.path = path
+    return state
