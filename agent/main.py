@@ -17,7 +17,7 @@ from pathlib import Path
 from agent import __version__
 
 #: Modules that add sub-commands (``register(subparsers)``), e.g. service installers.
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = ["agent.systemd", "agent.firewall", "agent.service_windows"]
 
 
 def _ip_list(text: str) -> list[str]:
