@@ -48,6 +48,7 @@ class _Leg(asyncio.Protocol):
         self.peer: _Leg | None = None
         self.pending: list[bytes] = []  # data that arrived before the other leg existed
         self.closed = False
+        self.eof = False
         self._on_close = on_close
         self.nbytes = 0
 
@@ -64,9 +65,16 @@ class _Leg(asyncio.Protocol):
             self.pending.append(data)
 
     def eof_received(self):
-        if self.peer is not None and self.peer.transport is not None and self.peer.transport.can_write_eof():
-            self.peer.transport.write_eof()
-            return True  # keep our write side open until the peer finishes
+        self.eof = True
+        peer = self.peer
+        if peer is None or peer.transport is None:
+            return False
+        if peer.eof:  # both directions are finished: close both
+            peer.transport.close()
+            return False
+        if peer.transport.can_write_eof():
+            peer.transport.write_eof()  # pass the half-close on
+            return True  # keep our write side open until the peer finishes too
         return False
 
     def connection_lost(self, exc) -> None:

@@ -413,8 +413,18 @@ class RpcSupervisor:
         while time.monotonic() < deadline and not self._stopping.is_set():
             if proc.returncode is not None:
                 return False
+            # Race the probe against the worker's exit: when the port is taken, the probe may
+            # reach whatever holds it while our worker is already gone.
+            probe = asyncio.ensure_future(probe_rpc(opts.host, opts.port, timeout=2.0))
+            exited = asyncio.ensure_future(proc.wait())
+            await asyncio.wait({probe, exited}, return_when=asyncio.FIRST_COMPLETED)
+            if exited.done():
+                probe.cancel()
+                await asyncio.wait({probe})
+                return False
+            exited.cancel()
             try:
-                self.proto, self.devices = await probe_rpc(opts.host, opts.port, timeout=2.0)
+                self.proto, self.devices = probe.result()
                 self._name_devices()
                 return True
             except (OSError, asyncio.TimeoutError, RpcProbeError):

@@ -1,0 +1,176 @@
+"""The RPC worker under the agent, with the real ggml-rpc-server and llama-server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import time
+
+import httpx
+import pytest
+
+from agent import protocol as P
+from agent.client import AgentError
+from agent.rpc_server import probe_rpc
+from conftest import free_port
+
+pytestmark = pytest.mark.engine
+
+
+async def wait_status(client, pred, timeout: float) -> dict:
+    """Poll ``/status`` until ``pred(status)`` holds; fail with the last status otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = await client.status()
+        if pred(st):
+            return st
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s; last rpc status: {st['rpc']}")
+        await asyncio.sleep(0.05)
+
+
+def ready(st: dict) -> bool:
+    return st["rpc"]["state"] == P.STATE_READY
+
+
+async def test_start_reports_devices_and_banner(engine, paired):
+    agent, client = paired
+    await client.rpc_start(threads=1)
+    st = await wait_status(client, ready, 15)
+    rpc = st["rpc"]
+    assert rpc["proto"] == "7.0.0" and rpc["pid"] and rpc["restarts"] == 0
+    assert rpc["port"] == agent.rpc_port and rpc["worker_port"] != agent.rpc_port
+    assert len(rpc["devices"]) >= 1
+    cpu = rpc["devices"][0]
+    assert cpu["total_bytes"] > 0 and 0 < cpu["free_bytes"] <= cpu["total_bytes"]
+    if os.name == "posix":  # the banner arrives live through the pty
+        st = await wait_status(client, lambda s: s["rpc"]["devices"][0]["name"], 5)
+        assert st["rpc"]["devices"][0]["name"] == "CPU"
+    lines = await client.rpc_log(50)
+    assert any("Starting RPC server v7.0.0" in ln for ln in lines)
+    assert any(" -t 1" in ln and " -c" in ln for ln in lines if ln.startswith("$ "))
+    assert agent.txt()[P.TXT_STATE] == P.STATE_READY
+
+
+async def test_killed_worker_is_back_within_3_s_and_counted(engine, paired):
+    agent, client = paired
+    await client.rpc_start()
+    st = await wait_status(client, ready, 15)
+    old_pid = st["rpc"]["pid"]
+    os.kill(old_pid, signal.SIGKILL)
+    killed = time.monotonic()
+    st = await wait_status(client, lambda s: ready(s) and s["rpc"]["pid"] != old_pid, 3.0)
+    assert time.monotonic() - killed < 3.0
+    assert st["rpc"]["restarts"] == 1
+    # and the worker answers through the relay again
+    proto, devices = await probe_rpc("127.0.0.1", agent.rpc_port)
+    assert proto == "7.0.0" and devices
+
+
+async def test_stop_is_not_followed_by_a_restart(engine, paired):
+    agent, client = paired
+    await client.rpc_start()
+    st = await wait_status(client, ready, 15)
+    pid = st["rpc"]["pid"]
+    rpc = await client.rpc_stop()
+    assert rpc["state"] == P.STATE_STOPPED and rpc["pid"] is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # reaped, not just signalled
+    # the relay port is closed with the worker
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", agent.rpc_port), timeout=1).close()
+    assert (await client.status())["rpc"]["restarts"] == 0
+
+
+async def test_second_agent_on_a_taken_rpc_port_reports_the_conflict(engine, paired, make_agent):
+    first, first_client = paired
+    await first_client.rpc_start()
+    await wait_status(first_client, ready, 15)
+    second = await make_agent()
+    from agent.client import AgentClient
+    async with AgentClient(second.api_url) as c2:
+        await c2.pair(second.state.pin)
+        with pytest.raises(AgentError, match="port conflict") as info:
+            await c2.rpc_start(port=first.rpc_port)
+        assert info.value.status == 409
+        rpc = (await c2.status())["rpc"]
+        assert rpc["state"] == P.STATE_CRASHED and rpc["conflict"] is True
+        assert str(first.rpc_port) in rpc["error"]
+    assert (await first_client.status())["rpc"]["state"] == P.STATE_READY
+
+
+async def test_worker_that_cannot_bind_is_a_conflict_not_ready(engine, make_agent):
+    """In ``open`` exposure the worker binds the port itself; it exits 0 when it can't."""
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen(1)
+        port = blocker.getsockname()[1]
+        agent = await make_agent(exposure="open", rpc_port=port)
+        await agent.start_rpc()
+        state = await agent.supervisor.wait_for((P.STATE_CRASHED, P.STATE_READY), 15)
+        assert state == P.STATE_CRASHED
+        assert agent.supervisor.conflict and "port conflict" in agent.supervisor.error
+        assert agent.supervisor.restarts == 0
+        assert any("Failed to create server socket" in ln for ln in agent.supervisor.lines)
+
+
+async def test_relay_refuses_an_address_that_is_not_paired(engine, paired):
+    """Loopback variant of the LAN test: 127.0.0.1 paired, 127.0.0.2 is a stranger."""
+    agent, client = paired
+    await client.rpc_start()
+    await wait_status(client, ready, 15)
+    loop = asyncio.get_running_loop()
+
+    def stranger_reads() -> bytes:
+        with socket.socket() as s:
+            s.settimeout(3)
+            s.bind(("127.0.0.2", 0))
+            s.connect(("127.0.0.1", agent.rpc_port))
+            s.sendall(bytes([14]) + (24).to_bytes(8, "little") + bytes(24))
+            try:
+                return s.recv(100)
+            except ConnectionResetError:
+                return b""
+
+    assert await loop.run_in_executor(None, stranger_reads) == b""
+    assert (await client.status())["rpc"]["refused"] == 1
+    proto, _ = await probe_rpc("127.0.0.1", agent.rpc_port)  # the paired address gets through
+    assert proto == "7.0.0"
+
+
+async def test_llama_server_generates_through_the_relay(engine, demo_model, paired, procs):
+    agent, client = paired
+    await client.rpc_start()
+    await wait_status(client, ready, 15)
+    port = free_port()
+    srv = procs.popen([engine.llama_server, "--rpc", f"127.0.0.1:{agent.rpc_port}", "--fit", "off",
+                       "-ngl", "99", "-m", demo_model, "-c", "256", "--host", "127.0.0.1",
+                       "--port", port], stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
+    base = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient(base_url=base, timeout=30) as h:
+        deadline = time.monotonic() + 120
+        while True:
+            assert srv.poll() is None, "llama-server exited"
+            try:
+                if (await h.get("/health")).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "llama-server not healthy in 120 s"
+            await asyncio.sleep(0.2)
+        st = await client.status()
+        assert st["rpc"]["state"] == P.STATE_BUSY and st["rpc"]["client"] == "127.0.0.1"
+        r = await h.post("/v1/chat/completions", json={
+            "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8})
+        assert r.status_code == 200
+        body = r.json()
+        assert body["usage"]["completion_tokens"] == 8
+        assert body["timings"]["predicted_n"] == 8
+    srv.terminate()
+    # wait off the loop: llama-server says goodbye to the worker through the relay on this loop
+    await asyncio.get_running_loop().run_in_executor(None, srv.wait, 30)
+    st = await wait_status(client, ready, 5)
+    assert st["rpc"]["client"] is None
+    assert agent.relay.bytes_to_worker > 1_000_000  # the weights went through the relay
