@@ -444,3 +444,171 @@ class ServerProcess:
             if m:
                 return m.group(1)
         return None
+
+
+# --- a whole cluster: agents' workers + llama-server ------------------------------------------
+
+def spec_from_plan(plan, model: str | os.PathLike, *, ctx: int, host: str = "127.0.0.1",
+                   port: int = 8080, extra_args: list[str] | None = None) -> ServerSpec:
+    """The :class:`ServerSpec` that runs ``plan`` (a :class:`gui.cluster.plan.Plan`).
+
+    Uses the plan's own ``--rpc/--fit/-ngl/-ts`` (its exact inverse of the layer map), so the
+    command line and the planner can never disagree.
+    """
+    args = plan.llama_args()
+    opts: dict[str, str] = {}
+    for i in range(0, len(args) - 1):
+        if args[i] in ("--rpc", "-ngl", "-ts"):
+            opts[args[i]] = args[i + 1]
+    return ServerSpec(model=Path(model),
+                      rpc=[e for e in opts.get("--rpc", "").split(",") if e],
+                      ngl=int(opts["-ngl"]),
+                      tensor_split=[int(x) for x in opts["-ts"].split(",")] if "-ts" in opts else [],
+                      ctx=ctx, host=host, port=port, extra_args=list(extra_args or []))
+
+
+def plan_expected_slots(plan) -> dict[str, list[int]]:
+    """{endpoint (or local GPU name) or ``host``: slots} that ``plan`` asks for."""
+    out: dict[str, list[int]] = {}
+    if plan.host_layers:
+        out["host"] = list(plan.host_slots())
+    for i, (dev, count) in enumerate(plan.assignments):
+        if count:
+            out.setdefault(dev.endpoint or dev.name, []).extend(plan.slots_of(i))
+    return out
+
+
+def devices_from_status(node, status: dict):
+    """The plan :class:`~gui.cluster.plan.Device` list of a node from its agent's ``status``.
+
+    While the worker runs, the agent reports the devices the RPC worker exposes (with their free
+    memory). When it does not run yet, the node counts as one CPU device with the RAM it has
+    free — what ``ggml-rpc-server`` exposes on a machine without a GPU.
+    """
+    from gui.cluster.plan import Device  # the planner is optional for ServerProcess users
+
+    rpc = status.get("rpc") or {}
+    found = [d for d in rpc.get("devices") or [] if isinstance(d, dict)]
+    if found:
+        return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint,
+                       index=int(d.get("index", i)), name=str(d.get("name") or "CPU"),
+                       free_bytes=int(d.get("free_bytes") or 0),
+                       total_bytes=int(d.get("total_bytes") or 0))
+                for i, d in enumerate(found)]
+    hw = status.get("hardware") or {}
+    load = status.get("load") or {}
+    free = int(load.get("ram_free_bytes") or hw.get("ram_free_bytes") or 0)
+    return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=0,
+                   name="CPU", free_bytes=free, total_bytes=int(hw.get("ram_total_bytes") or 0))]
+
+
+@dataclass
+class WorkerHandle:
+    """A node's RPC worker as the launcher uses it; ``started`` = this launcher started it."""
+
+    node: object
+    client: object
+    started: bool = False
+
+
+class ClusterLauncher:
+    """Start a plan on the cluster, verify it, and undo exactly what was started.
+
+    Args:
+        llama_server: path of the master's ``llama-server``.
+        plan: a :class:`gui.cluster.plan.Plan` whose RPC devices carry the nodes' endpoints.
+        model: the GGUF file.
+        nodes: {node id: :class:`~gui.cluster.nodes.Node`} for every node the plan uses.
+        client_for: ``client_for(node)`` → a paired :class:`agent.client.AgentClient`.
+        ctx, host, port, extra_args: llama-server options.
+        threads: RPC worker threads (None: the agent's setting).
+
+    Attributes:
+        server: the :class:`ServerProcess` once started.
+        check: the :class:`PlacementCheck` after :meth:`start`.
+    """
+
+    def __init__(self, llama_server, plan, model, nodes: dict, client_for: Callable, *,
+                 ctx: int = 4096, host: str = "127.0.0.1", port: int = 8080,
+                 extra_args: list[str] | None = None, threads: int | None = None,
+                 worker_timeout: float = 30.0) -> None:
+        self.llama_server = llama_server
+        self.plan = plan
+        self.model = model
+        self.nodes = nodes
+        self.client_for = client_for
+        self.spec = spec_from_plan(plan, model, ctx=ctx, host=host, port=port, extra_args=extra_args)
+        self.threads = threads
+        self.worker_timeout = worker_timeout
+        self.workers: list[WorkerHandle] = []
+        self.server: ServerProcess | None = None
+        self.check: PlacementCheck | None = None
+
+    def planned_nodes(self) -> list:
+        """The nodes whose workers the plan uses, in ``--rpc`` order."""
+        by_ep = {n.rpc_endpoint: n for n in self.nodes.values()}
+        out = []
+        for ep in self.plan.rpc_endpoints():
+            if ep not in by_ep:
+                raise LaunchError(f"the plan uses {ep}, which is not a known node's RPC endpoint")
+            out.append(by_ep[ep])
+        return out
+
+    async def start_workers(self) -> None:
+        """Ask each planned node's agent to run its RPC worker; wait until each is ready."""
+        for node in self.planned_nodes():
+            client = self.client_for(node)
+            handle = WorkerHandle(node, client)
+            self.workers.append(handle)
+            status = await client.status()
+            state = (status.get("rpc") or {}).get("state")
+            if state == "busy":
+                raise LaunchError(f"{node.name}: its RPC worker is in use by another master "
+                                  f"({(status.get('rpc') or {}).get('client')})")
+            if state != "ready":
+                await client.rpc_start(threads=self.threads)
+                handle.started = True
+            await self._wait_worker(handle)
+
+    async def _wait_worker(self, handle: WorkerHandle) -> None:
+        deadline = time.monotonic() + self.worker_timeout
+        while True:
+            rpc = (await handle.client.status()).get("rpc") or {}
+            if rpc.get("state") == "ready":
+                return
+            if rpc.get("state") == "crashed":
+                raise LaunchError(f"{handle.node.name}: the RPC worker could not start: "
+                                  f"{rpc.get('error') or 'no reason given'}")
+            if time.monotonic() > deadline:
+                raise LaunchError(f"{handle.node.name}: the RPC worker was not ready after "
+                                  f"{self.worker_timeout:.0f} s (state {rpc.get('state')})")
+            await asyncio.sleep(0.2)
+
+    async def start(self, timeout: float = 300.0) -> PlacementCheck:
+        """Workers, then llama-server; returns the placement check. On failure everything
+        started so far is stopped again and :class:`LaunchError` says why."""
+        try:
+            await self.start_workers()
+            self.server = ServerProcess(self.llama_server, self.spec)
+            await self.server.start()
+            await self.server.wait_ready(timeout)
+            self.check = compare_placement(plan_expected_slots(self.plan), self.server.placement())
+            return self.check
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        """Stop llama-server, then the workers this launcher started; close the clients."""
+        if self.server is not None:
+            await self.server.stop()
+        for h in reversed(self.workers):
+            try:
+                if h.started:
+                    await h.client.rpc_stop()
+            except Exception as exc:  # the node may be gone; stopping the rest matters more
+                log.warning("could not stop the RPC worker of %s: %s", getattr(h.node, "name", h.node), exc)
+            finally:
+                with contextlib.suppress(Exception):
+                    await h.client.aclose()
+        self.workers.clear()

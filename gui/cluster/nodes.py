@@ -19,11 +19,36 @@ import platformdirs
 APP_NAME = "llama-herd"
 TOKENS_FILE = "tokens.json"
 TOKENS_VERSION = 1
+ADDRESSES_FILE = "nodes.json"
+#: Overrides the config folder (tests, portable installs).
+CONFIG_ENV = "HERD_CONFIG_DIR"
 
 
 def config_dir() -> Path:
-    """The master's per-user config folder."""
+    """The master's per-user config folder (``$HERD_CONFIG_DIR`` if set)."""
+    if os.environ.get(CONFIG_ENV):
+        return Path(os.environ[CONFIG_ENV])
     return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+
+
+def write_private_json(path: Path, data) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (temp file + replace), owner-only (0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".tmp", dir=path.parent)
+    try:
+        # mkstemp creates the file 0600 already; chmod again in case of an odd umask/OS.
+        os.chmod(tmp, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 @dataclass(frozen=True)
@@ -145,19 +170,26 @@ class TokenStore:
             self._write(tokens)
 
     def _write(self, tokens: dict) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tokens-", suffix=".tmp", dir=self.path.parent)
+        write_private_json(self.path, {"version": TOKENS_VERSION, "tokens": tokens})
+
+
+class KnownAddresses:
+    """Agent addresses the user added by hand (``herd nodes --add``, ``herd pair``), so later
+    commands find those nodes without mDNS. A JSON list in the config folder."""
+
+    def __init__(self, path: str | os.PathLike | None = None) -> None:
+        self.path = Path(path) if path else config_dir() / ADDRESSES_FILE
+
+    def load(self) -> list[str]:
+        """The remembered addresses (empty if none or the file is unreadable)."""
         try:
-            # mkstemp creates the file 0600 already; chmod again in case of an odd umask/OS.
-            os.chmod(tmp, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"version": TOKENS_VERSION, "tokens": tokens}, f, indent=2)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return [a for a in data.get("addresses", []) if isinstance(a, str)]
+        except (OSError, ValueError, AttributeError):
+            return []
+
+    def add(self, address: str) -> None:
+        """Remember ``address`` (no duplicate)."""
+        known = self.load()
+        if address not in known:
+            write_private_json(self.path, {"version": 1, "addresses": known + [address]})

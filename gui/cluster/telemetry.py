@@ -324,9 +324,10 @@ class NodeStatusSampler(Sampler):
         load = status.get("load") or {}
         values = {
             "cpu_percent": load.get("cpu_percent"),
-            "ram_used_bytes": load.get("ram_used_bytes", load.get("ram_used")),
-            "net_rx_bps": load.get("net_rx_bps", load.get("net_recv_bytes_per_s")),
-            "net_tx_bps": load.get("net_tx_bps", load.get("net_sent_bytes_per_s")),
+            "ram_used_bytes": load.get("ram_used_bytes"),
+            "ram_free_bytes": load.get("ram_free_bytes"),
+            "net_rx_bytes_per_s": load.get("net_rx_bytes_per_s"),
+            "net_tx_bytes_per_s": load.get("net_tx_bytes_per_s"),
             "rpc_state": (status.get("rpc") or {}).get("state"),
             "status": status,
         }

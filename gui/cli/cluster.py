@@ -1,0 +1,426 @@
+"""Headless cluster commands: ``herd nodes``, ``pair``, ``plan``, ``up``, ``doctor``, ``export``.
+
+Each command finds nodes the same way the app does — an mDNS browse for ``--timeout`` seconds
+plus the addresses added by hand (``--add``, remembered in the config folder) — and then drives
+the Qt-free core in ``gui.cluster``. Errors are one clear sentence on stderr and a non-zero exit
+status; nothing is launched when a check fails.
+
+Exit status: 0 success, 1 a check failed (doctor error, plan does not fit, launch failed),
+2 bad input (unreadable model, malformed split or address).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import shlex
+import signal
+import sys
+from pathlib import Path
+
+from agent.client import AgentError
+from agent.engine import EngineError, find_engine
+from gui.cluster import doctor as doc
+from gui.cluster.discovery import Discovery, parse_address
+from gui.cluster.launcher import ClusterLauncher, LaunchError, devices_from_status, spec_from_plan
+from gui.cluster.nodes import KnownAddresses, Node, TokenStore
+
+MiB = 1 << 20
+
+
+class CommandError(Exception):
+    """Stops a command with a message and an exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the cluster commands to ``herd``'s parser."""
+    def finding(p: argparse.ArgumentParser, default_timeout: float) -> None:
+        g = p.add_argument_group("finding nodes")
+        g.add_argument("--timeout", type=float, default=default_timeout, metavar="S",
+                       help=f"seconds to browse mDNS (default {default_timeout:g})")
+        g.add_argument("--add", action="append", default=[], metavar="ADDR",
+                       help="also use the agent at HOST[:PORT] (remembered); repeatable")
+        g.add_argument("--interface", action="append", default=None, metavar="IP",
+                       help="browse mDNS only on the interface with this address; repeatable")
+        g.add_argument("--no-mdns", action="store_true", help="do not browse; use added addresses only")
+
+    p = sub.add_parser("nodes", help="list the worker nodes on the network")
+    finding(p, 3.0)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_runner(cmd_nodes))
+
+    p = sub.add_parser("pair", help="pair with a node using the PIN it shows")
+    p.add_argument("address", help="the node's agent, HOST[:PORT]")
+    p.add_argument("--pin", required=True, help="the 6-digit PIN the node shows")
+    p.set_defaults(func=_runner(cmd_pair))
+
+    def planning(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--split", help="layer slots per node, e.g. alpha=4,beta=5 (host=N for the "
+                                       "master's CPU); default: by free memory")
+        p.add_argument("--ctx", type=int, default=4096, help="context size (default 4096)")
+        p.add_argument("--threads", type=int, help="RPC worker threads on each node")
+
+    p = sub.add_parser("plan", help="show where each layer would go, memory fit and command lines")
+    p.add_argument("--model", required=True, type=Path, help="the GGUF model")
+    planning(p)
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    finding(p, 2.0)
+    p.set_defaults(func=_runner(cmd_plan))
+
+    p = sub.add_parser("up", help="launch the cluster and serve until Ctrl-C")
+    p.add_argument("target", help="a model (.gguf) or a profile (.json)")
+    planning(p)
+    p.add_argument("--host", default="127.0.0.1", help="address the endpoint listens on")
+    p.add_argument("--port", type=int, default=8080, help="endpoint port (default 8080)")
+    p.add_argument("--load-timeout", type=float, default=600.0, metavar="S")
+    p.add_argument("--no-doctor", action="store_true", help="skip the checks before launch")
+    p.add_argument("--server-args", default="", metavar="ARGS",
+                   help="more llama-server options in one string, e.g. \"--threads 2 -np 1\"")
+    finding(p, 2.0)
+    p.set_defaults(func=_runner(cmd_up))
+
+    p = sub.add_parser("doctor", help="check nodes, versions, ports and links before a launch")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    finding(p, 2.0)
+    p.set_defaults(func=_runner(cmd_doctor))
+
+    p = sub.add_parser("export", help="write a profile of a plan (nodes, engine, model, split)")
+    p.add_argument("-o", "--output", required=True, type=Path, help="profile file to write")
+    p.add_argument("--model", required=True, type=Path, help="the GGUF model")
+    planning(p)
+    p.add_argument("--port", type=int, default=8080)
+    finding(p, 2.0)
+    p.set_defaults(func=_runner(cmd_export))
+
+
+def _runner(coro_fn):
+    """Wrap an async command: run it, turn :class:`CommandError` into message + exit status."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return asyncio.run(coro_fn(args)) or 0
+        except CommandError as exc:
+            print(f"herd {args.command}: {exc}", file=sys.stderr)
+            return exc.code
+        except KeyboardInterrupt:
+            return 130
+    return run
+
+
+# --- finding nodes ----------------------------------------------------------------------------
+
+async def _discover(args: argparse.Namespace, *, wait: bool = True) -> Discovery:
+    """A started :class:`Discovery` holding the browsed and added nodes."""
+    known = KnownAddresses()
+    for a in args.add:
+        try:
+            parse_address(a)
+        except ValueError as exc:
+            raise CommandError(str(exc), 2) from None
+    disc = Discovery(args.interface, browse=not args.no_mdns, tokens=TokenStore())
+    await disc.start()
+    addresses = list(dict.fromkeys(known.load() + args.add))
+    results = await asyncio.gather(*(disc.add_address(a, timeout=3.0) for a in addresses),
+                                   return_exceptions=True)
+    for a, r in zip(addresses, results):
+        if isinstance(r, Exception):
+            if a in args.add:
+                await disc.stop()
+                raise CommandError(f"no herd agent answers at {a}: {r}")
+            print(f"note: the remembered node at {a} does not answer", file=sys.stderr)
+        elif a in args.add:
+            known.add(a)
+    if wait and not args.no_mdns and args.timeout > 0:
+        await asyncio.sleep(args.timeout)  # an mDNS browse has no "done": listen this long
+    return disc
+
+
+def _cluster_nodes(disc: Discovery) -> list[Node]:
+    """Nodes a launch can use: reachable and paired, in a stable order (by name)."""
+    return sorted((n for n in disc.nodes.values() if n.reachable and n.paired),
+                  key=lambda n: (n.name, n.id))
+
+
+# --- nodes / pair -----------------------------------------------------------------------------
+
+async def cmd_nodes(args: argparse.Namespace) -> int:
+    disc = await _discover(args)
+    try:
+        nodes = sorted(disc.nodes.values(), key=lambda n: (n.name, n.id))
+    finally:
+        await disc.stop()
+    if args.json:
+        print(json.dumps([n.to_json() for n in nodes], indent=2))
+        return 0
+    if not nodes:
+        print("No nodes found. Start herd-agent on the workers, or add one with --add HOST[:PORT].")
+        return 0
+    print(f"{'NAME':<16} {'ADDRESS':<22} {'RPC':<8} {'STATE':<9} {'ENGINE':<7} {'PAIRED':<6} {'SEEN':<6} ID")
+    for n in nodes:
+        seen = ("mdns" if n.via_mdns else "manual") if n.reachable else "LOST"
+        print(f"{n.name[:16]:<16} {n.host + ':' + str(n.api_port):<22} {n.rpc_port or '-':<8} "
+              f"{n.state or '?':<9} {n.engine or '?':<7} {'yes' if n.paired else 'no':<6} {seen:<6} {n.id}")
+    return 0
+
+
+async def cmd_pair(args: argparse.Namespace) -> int:
+    try:
+        host, port = parse_address(args.address)
+    except ValueError as exc:
+        raise CommandError(str(exc), 2) from None
+    address = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
+    disc = Discovery(browse=False, tokens=TokenStore())
+    try:
+        try:
+            node = await disc.add_address(address)
+            await disc.pair(node, args.pin)
+        except AgentError as exc:
+            raise CommandError(f"pairing with {address} failed: {exc}") from None
+    finally:
+        await disc.stop()
+    KnownAddresses().add(address)
+    print(f"paired with {node.name} ({node.id}) at {address}")
+    return 0
+
+
+# --- planning ---------------------------------------------------------------------------------
+
+def _inspect(path: Path):
+    from gui.cluster.model import ModelError, inspect_model
+    try:
+        return inspect_model(path)
+    except ModelError as exc:
+        raise CommandError(str(exc), 2) from None
+
+
+async def _devices(disc: Discovery, nodes: list[Node]) -> list:
+    """Plan devices of each node, from its agent's status."""
+    async def one(node: Node):
+        async with disc.client(node) as c:
+            try:
+                return devices_from_status(node, await c.status())
+            except AgentError as exc:
+                raise CommandError(f"{node.name}: {exc}") from None
+    out: list = []
+    for devs in await asyncio.gather(*(one(n) for n in nodes)):
+        out.extend(devs)
+    return out
+
+
+def _host_free() -> int:
+    import psutil
+    return int(psutil.virtual_memory().available)
+
+
+async def _make_plan(args, disc: Discovery, model, nodes: list[Node]):
+    """(plan, fits) for ``model`` on ``nodes`` from ``--split`` or by free memory."""
+    from gui.cluster import plan as P
+    devices = await _devices(disc, nodes)
+    try:
+        if args.split:
+            split = P.parse_split(args.split)
+            # Let users name nodes by their mDNS/agent name as well as id or endpoint.
+            plan = P.plan_from_split(model, devices, split)
+        else:
+            plan = P.plan_by_memory(model, devices, args.ctx, host_free_bytes=_host_free())
+        fits = P.estimate(plan, model, args.ctx, host_free_bytes=_host_free())
+    except P.PlanError as exc:
+        raise CommandError(str(exc), 2) from None
+    return plan, fits
+
+
+def _worker_commands(plan, nodes: list[Node]) -> list[str]:
+    """What runs on each worker, for people who start workers by hand."""
+    by_ep = {n.rpc_endpoint: n for n in nodes}
+    out = []
+    for ep in plan.rpc_endpoints():
+        n = by_ep.get(ep)
+        host, port = ep.rsplit(":", 1)
+        out.append(f"{n.name if n else ep}: ggml-rpc-server -H {host} -p {port}")
+    return out
+
+
+async def cmd_plan(args: argparse.Namespace) -> int:
+    from gui.cluster import plan as P
+    model = _inspect(args.model)
+    disc = await _discover(args)
+    try:
+        nodes = _cluster_nodes(disc)
+        plan, fits = await _make_plan(args, disc, model, nodes)
+    finally:
+        await disc.stop()
+    eng = find_engine()
+    spec = spec_from_plan(plan, args.model, ctx=args.ctx, port=args.port)
+    server_cmd = spec.argv(eng.llama_server or "llama-server")
+    bad = P.misfits(fits)
+    if args.json:
+        print(json.dumps({"plan": plan.to_json(), "fits": [
+            {"device": f.label, "slots": list(f.slots), "need_bytes": f.need_bytes,
+             "free_bytes": f.free_bytes, "fits": f.fits} for f in fits],
+            "fits_all": not bad, "server_command": server_cmd,
+            "worker_commands": _worker_commands(plan, nodes)}, indent=2))
+    else:
+        print(f"Model: {model.name} ({model.n_layer} blocks + output, {model.file_bytes / MiB:.1f} MiB, "
+              f"{model.quantization}); context {args.ctx}")
+        print("Plan:")
+        for line in plan.describe():
+            print("  " + line)
+        print("Memory:")
+        for f in fits:
+            print("  " + f.describe())
+        print("Commands:")
+        for line in _worker_commands(plan, nodes):
+            print("  " + line)
+        print("  master: " + " ".join(server_cmd))
+    if bad:
+        print("herd plan: the plan does not fit: " + "; ".join(bad), file=sys.stderr)
+        return 1
+    return 0
+
+
+async def cmd_doctor(args: argparse.Namespace) -> int:
+    disc = await _discover(args)
+    try:
+        nodes = sorted((n for n in disc.nodes.values()), key=lambda n: (n.name, n.id))
+        findings = await doc.check_cluster(nodes, disc.client, find_engine(probe=True))
+    finally:
+        await disc.stop()
+    if args.json:
+        print(json.dumps([f.to_json() for f in findings], indent=2))
+    else:
+        if not nodes:
+            print("No nodes found.")
+        for f in findings:
+            mark = {"error": "ERROR  ", "warning": "warning", "ok": "ok     "}[f.severity]
+            print(f"{mark} {f.subject}: {f.message}")
+    return 1 if doc.has_errors(findings) else 0
+
+
+async def cmd_export(args: argparse.Namespace) -> int:
+    try:
+        from gui.cluster import profile as prof
+    except ImportError:
+        raise CommandError("profiles are not available in this build") from None
+    model = _inspect(args.model)
+    disc = await _discover(args)
+    try:
+        nodes = _cluster_nodes(disc)
+        plan, _ = await _make_plan(args, disc, model, nodes)
+    finally:
+        await disc.stop()
+    spec = spec_from_plan(plan, args.model, ctx=args.ctx, port=args.port)
+    try:
+        path = prof.export_profile(args.output, plan=plan, model=model, nodes=nodes,
+                                   engine=find_engine(probe=True), server_args=spec.args())
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"cannot write {args.output}: {exc}") from None
+    print(f"wrote {path}")
+    return 0
+
+
+# --- up ---------------------------------------------------------------------------------------
+
+async def cmd_up(args: argparse.Namespace) -> int:
+    from gui.cluster import plan as P
+    eng = find_engine(probe=True)
+    try:
+        llama_server = eng.require_llama_server()
+    except EngineError as exc:
+        raise CommandError(str(exc)) from None
+    extra = shlex.split(args.server_args)
+    target = Path(args.target)
+    if target.suffix.lower() == ".json":
+        raise CommandError("launching from a profile needs `herd up` with the profile module; "
+                           "pass the model file instead", 2)
+    model = _inspect(target)
+
+    disc = await _discover(args)
+    launcher: ClusterLauncher | None = None
+    try:
+        nodes = _cluster_nodes(disc)
+        unpaired = [n for n in disc.nodes.values() if n.reachable and not n.paired]
+        for n in unpaired:
+            print(f"note: {n.name} ({n.host}) is not paired; `herd pair {n.host}:{n.api_port} --pin PIN` "
+                  "to use it", file=sys.stderr)
+        plan, fits = await _make_plan(args, disc, model, nodes)
+        bad = P.misfits(fits)
+        if bad:
+            raise CommandError("the plan does not fit: " + "; ".join(bad))
+        used = [n for n in nodes if n.rpc_endpoint in plan.rpc_endpoints()]
+        if not args.no_doctor:
+            findings = await doc.check_cluster(used, disc.client, eng)
+            errors = [f for f in findings if f.severity == doc.ERROR]
+            for f in findings:
+                if f.severity != doc.OK:
+                    print(f"{f.severity}: {f.subject}: {f.message}", file=sys.stderr)
+            if errors:
+                raise CommandError("not launching: " + " ".join(f.message for f in errors))
+        print("Plan:")
+        for line in plan.describe():
+            print("  " + line)
+        launcher = ClusterLauncher(llama_server, plan, target, {n.id: n for n in used},
+                                   disc.client, ctx=args.ctx, host=args.host, port=args.port,
+                                   extra_args=extra, threads=args.threads)
+        print("Starting " + " ".join(launcher.spec.argv(llama_server)), flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        start = asyncio.create_task(launcher.start(args.load_timeout))
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not start.done():  # Ctrl-C while loading: ClusterLauncher.start undoes itself
+            start.cancel()
+            with contextlib.suppress(asyncio.CancelledError, LaunchError, AgentError):
+                await start
+            print("stopped before the model was loaded")
+            return 130
+        stopper.cancel()
+        try:
+            check = start.result()
+        except (LaunchError, AgentError) as exc:
+            raise CommandError(f"launch failed: {exc}") from None
+        print(f"Endpoint: {launcher.spec.url}/v1  (OpenAI-compatible; chat at {launcher.spec.url}/v1/chat/completions)")
+        print("Placement reported by llama-server:")
+        for where, slots in check.actual.items():
+            print(f"  {where:<24} slots {_span(slots)}")
+        if not check.ok:
+            for p in check.problems:
+                print(f"  MISMATCH: {p}", file=sys.stderr)
+            raise CommandError("llama-server did not place the layers as planned")
+        print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
+        server = launcher.server
+        ended = asyncio.create_task(server.wait_exit())
+        waiter = asyncio.create_task(stop.wait())
+        await asyncio.wait({ended, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if ended.done():
+            raise CommandError(f"llama-server stopped: {server.error or 'exited'}")
+        ended.cancel()
+        print("Stopping…", flush=True)
+        return 0
+    finally:
+        if launcher is not None:
+            await launcher.stop()
+        await disc.stop()
+        if launcher is not None:
+            print("Stopped: llama-server and the workers herd started.", flush=True)
+
+
+def _span(slots: list[int]) -> str:
+    if not slots:
+        return "-"
+    runs, start, prev = [], slots[0], slots[0]
+    for s in slots[1:]:
+        if s != prev + 1:
+            runs.append(f"{start}-{prev}" if prev != start else str(start))
+            start = s
+        prev = s
+    runs.append(f"{start}-{prev}" if prev != start else str(start))
+    return ", ".join(runs)

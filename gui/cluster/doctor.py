@@ -1,0 +1,196 @@
+"""Checks before a launch: can this master run a cluster with these nodes, and how well?
+
+:func:`check_cluster` returns a list of :class:`Finding`, each with a severity and one plain
+sentence. ``error`` findings mean a launch would fail (``herd up`` refuses to start);
+``warning`` ones mean it would work badly (a Wi-Fi link); ``ok`` ones say what was checked.
+
+What is checked:
+
+* the master's own engine: found, and the pinned llama.cpp build;
+* per node: the agent answers; it runs the same llama.cpp build and the same RPC protocol major
+  as the master (a major mismatch aborts llama-server, a different build is risky);
+  this master is paired with it; its echo answers (UDP reachable); its RPC port accepts a TCP
+  connection from the master when the worker runs, and the worker is not held by another master;
+* the link: the node's or the master's network interface for that link is Wi-Fi (decode speed
+  is bound by round-trip time, and Wi-Fi adds milliseconds per token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent.client import AgentClient, AgentError, measure_echo_rtt
+from agent.engine import PINNED_BUILD, Engine
+from agent.hardware import nics
+
+ERROR, WARNING, OK = "error", "warning", "ok"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result of the doctor.
+
+    Attributes:
+        severity: ``error``, ``warning`` or ``ok``.
+        subject: what it is about: ``master`` or a node's name.
+        message: one plain sentence.
+        code: a stable short name for scripts (``unreachable``, ``version-mismatch``…).
+    """
+
+    severity: str
+    subject: str
+    message: str
+    code: str
+
+    def to_json(self) -> dict:
+        return {"severity": self.severity, "subject": self.subject, "message": self.message,
+                "code": self.code}
+
+
+def has_errors(findings: list[Finding]) -> bool:
+    """True when any finding is an error."""
+    return any(f.severity == ERROR for f in findings)
+
+
+def check_engine(engine: Engine) -> list[Finding]:
+    """The master's own llama.cpp programs."""
+    if engine.llama_server is None:
+        return [Finding(ERROR, "master", "No llama-server found on this machine; run "
+                        "`herd engine install`.", "no-engine")]
+    if engine.build is not None and engine.build != PINNED_BUILD:
+        return [Finding(WARNING, "master", f"This machine runs llama.cpp build {engine.build}; "
+                        f"herd is tested with build {PINNED_BUILD}.", "engine-build")]
+    return [Finding(OK, "master", f"llama-server build {engine.build or 'unknown'} found.", "engine")]
+
+
+def _proto_major(proto: str | None) -> str | None:
+    return proto.split(".", 1)[0] if proto else None
+
+
+def _local_ip_towards(host: str) -> str | None:
+    """The master's address used to reach ``host`` (a UDP connect sends no packet)."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))
+            return s.getsockname()[0]
+    except OSError:
+        return None
+
+
+def _wifi_nic(nic_list: list[dict], ip: str | None) -> dict | None:
+    for nic in nic_list:
+        if ip and ip in nic.get("addresses", []) and nic.get("wifi"):
+            return nic
+    return None
+
+
+async def _tcp_open(host: str, port: int, timeout: float) -> str | None:
+    """None when ``host:port`` accepts a connection, else the reason."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, asyncio.TimeoutError) as exc:
+        return str(exc) or type(exc).__name__
+    writer.close()
+    try:
+        await writer.wait_closed()
+    except OSError:
+        pass
+    return None
+
+
+async def check_node(node, client: AgentClient, engine: Engine, *, timeout: float = 3.0) -> list[Finding]:
+    """Every check for one node (see the module docstring)."""
+    name = node.name or node.id
+    out: list[Finding] = []
+    try:
+        info = await client.info()
+    except AgentError as exc:
+        return [Finding(ERROR, name, f"The agent at {node.api_url} does not answer ({exc}).", "unreachable")]
+    if info.get("id") != node.id:
+        return [Finding(ERROR, name, f"{node.api_url} is now a different node ({info.get('id')}); "
+                        "the node vanished or changed address.", "vanished")]
+    out.append(Finding(OK, name, f"The agent answers at {node.api_url}.", "reachable"))
+
+    eng = info.get("engine") or {}
+    build, proto = eng.get("build"), eng.get("proto")
+    master_proto = engine.rpc_proto
+    if not eng.get("rpc_server"):
+        out.append(Finding(ERROR, name, "The node has no llama.cpp RPC worker; install the engine "
+                           "there (the agent MSI ships it, or `herd engine install`).", "no-worker"))
+    if master_proto and proto and _proto_major(proto) != _proto_major(master_proto):
+        out.append(Finding(ERROR, name, f"The node speaks RPC protocol {proto}, this master "
+                           f"{master_proto}; llama-server would refuse it. Install llama.cpp build "
+                           f"{engine.build or PINNED_BUILD} on every node.", "version-mismatch"))
+    elif engine.build and build and int(build) != int(engine.build):
+        out.append(Finding(ERROR, name, f"The node runs llama.cpp build {build}, this master "
+                           f"{engine.build}; every node must run the same build.", "version-mismatch"))
+    else:
+        out.append(Finding(OK, name, f"Same llama.cpp build ({build or 'unknown'}) and RPC protocol "
+                           f"({proto or 'unknown'}) as the master.", "version"))
+
+    status = None
+    try:
+        status = await client.status()
+        out.append(Finding(OK, name, "This master is paired with the node.", "paired"))
+    except AgentError as exc:
+        if exc.status == 401:
+            out.append(Finding(ERROR, name, f"This master is not paired with the node; run "
+                               f"`herd pair {node.host}:{node.api_port} --pin PIN` with the PIN it "
+                               "shows.", "not-paired"))
+        else:
+            out.append(Finding(ERROR, name, f"The node's status could not be read ({exc}).", "status"))
+
+    if node.echo_port:
+        try:
+            rtts = await measure_echo_rtt(node.host, node.echo_port, count=3, timeout=1.0)
+            out.append(Finding(OK, name, f"Echo answers ({min(rtts) * 1000:.2f} ms round trip).", "echo"))
+        except AgentError:
+            out.append(Finding(WARNING, name, f"UDP echo port {node.echo_port} does not answer; "
+                               "a firewall may block it (latency graphs will be empty).", "echo"))
+
+    if status is not None:
+        rpc = status.get("rpc") or {}
+        state = rpc.get("state")
+        if state == "busy":
+            out.append(Finding(ERROR, name, f"Its RPC worker is in use by another client "
+                               f"({rpc.get('client') or 'unknown'}).", "busy"))
+        elif state == "ready" and node.rpc_port:
+            why = await _tcp_open(node.host, node.rpc_port, timeout)
+            if why:
+                out.append(Finding(ERROR, name, f"RPC port {node.rpc_endpoint} is not reachable "
+                                   f"from this master ({why}); check its firewall.", "rpc-port"))
+            else:
+                out.append(Finding(OK, name, f"RPC port {node.rpc_endpoint} is open.", "rpc-port"))
+        elif state == "crashed":
+            out.append(Finding(WARNING, name, f"Its RPC worker crashed: {rpc.get('error') or '?'}; "
+                               "it will be restarted on launch.", "crashed"))
+        node_nic = _wifi_nic((status.get("hardware") or {}).get("nics") or [], node.host)
+        if node_nic:
+            out.append(Finding(WARNING, name, f"The node reaches this network over Wi-Fi "
+                               f"({node_nic['name']}); each token needs a round trip, so a cable "
+                               "will be much faster.", "wifi"))
+    mine = _wifi_nic(nics(), _local_ip_towards(node.host))
+    if mine:
+        out.append(Finding(WARNING, name, f"This master reaches the node over Wi-Fi ({mine['name']}); "
+                           "a cable will be much faster.", "wifi"))
+    return out
+
+
+async def check_cluster(nodes: list, client_for: Callable, engine: Engine, *,
+                        timeout: float = 3.0) -> list[Finding]:
+    """The engine check, then every node's checks (nodes checked concurrently)."""
+    async def one(node) -> list[Finding]:
+        client = client_for(node)
+        try:
+            return await check_node(node, client, engine, timeout=timeout)
+        finally:
+            await client.aclose()
+
+    results = await asyncio.gather(*(one(n) for n in nodes))
+    out = check_engine(engine)
+    for r in results:
+        out.extend(r)
+    return out
