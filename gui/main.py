@@ -11,6 +11,7 @@ from gui import __version__
 # Each module registers its sub-commands with ``register(subparsers)``.
 COMMAND_MODULES = [
     "gui.cli.engine",
+    "gui.cli.cluster",
 ]
 
 
