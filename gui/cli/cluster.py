@@ -115,8 +115,12 @@ def _runner(coro_fn):
 
 # --- finding nodes ----------------------------------------------------------------------------
 
-async def _discover(args: argparse.Namespace, *, wait: bool = True) -> Discovery:
-    """A started :class:`Discovery` holding the browsed and added nodes."""
+async def _discover(args: argparse.Namespace, *, wait: bool = True, strict: bool = False) -> Discovery:
+    """A started :class:`Discovery` holding the browsed and added nodes.
+
+    With ``strict`` a remembered node that does not answer is an error (``herd up`` must not
+    quietly launch without a node the user set up), otherwise a note.
+    """
     known = KnownAddresses()
     for a in args.add:
         try:
@@ -130,9 +134,9 @@ async def _discover(args: argparse.Namespace, *, wait: bool = True) -> Discovery
                                    return_exceptions=True)
     for a, r in zip(addresses, results):
         if isinstance(r, Exception):
-            if a in args.add:
+            if a in args.add or strict:
                 await disc.stop()
-                raise CommandError(f"no herd agent answers at {a}: {r}")
+                raise CommandError(f"no herd agent answers at {a} (the node vanished or is off): {r}")
             print(f"note: the remembered node at {a} does not answer", file=sys.stderr)
         elif a in args.add:
             known.add(a)
@@ -340,7 +344,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
                            "pass the model file instead", 2)
     model = _inspect(target)
 
-    disc = await _discover(args)
+    disc = await _discover(args, strict=True)
     launcher: ClusterLauncher | None = None
     try:
         nodes = _cluster_nodes(disc)

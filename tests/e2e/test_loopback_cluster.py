@@ -1,0 +1,77 @@
+"""The whole flow on loopback, everywhere (no root needed): two real herd-agents on 127.0.0.1 with
+distinct ports, added by address; ``herd nodes``, ``herd pair``, ``herd up`` with a non-default
+split; llama-server's own placement report equals the plan; a chat completion through the
+endpoint; after SIGINT nothing herd started is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import httpx
+import pytest
+from cluster.agents import start_agent
+from conftest import free_port
+from e2e.herd_cli import HERD, HerdUp, gone, herd, rpc_children
+
+from agent.client import AgentClient
+from gui.cluster.chat import chat
+from gui.cluster.nodes import TokenStore
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+
+@pytest.fixture
+def herd_env(tmp_path):
+    env = dict(os.environ)
+    env["HERD_CONFIG_DIR"] = str(tmp_path / "master-config")
+    return env
+
+
+async def test_loopback_cluster_flow(engine, demo_model, procs, tmp_path, herd_env):
+    alpha = start_agent(procs.popen, tmp_path, "alpha", mdns=False)
+    beta = start_agent(procs.popen, tmp_path, "beta", mdns=False)
+
+    r = herd(["nodes", "--no-mdns", "--add", alpha.api_url, "--add", beta.api_url, "--json"], herd_env)
+    assert r.returncode == 0, r.stderr
+    listed = {n["id"]: n for n in json.loads(r.stdout)}
+    assert set(listed) == {alpha.node_id, beta.node_id}
+    assert listed[alpha.node_id]["name"] == "alpha" and not listed[alpha.node_id]["paired"]
+
+    for agent in (alpha, beta):
+        r = herd(["pair", agent.api_url.removeprefix("http://"), "--pin", agent.pin()], herd_env)
+        assert r.returncode == 0, r.stderr
+        assert f"paired with {agent.name} ({agent.node_id})" in r.stdout
+    tokens = TokenStore(tmp_path / "master-config" / "tokens.json")
+    assert set(tokens.all()) == {alpha.node_id, beta.node_id}
+
+    # Not the default (by free memory, which would put nearly everything on the workers evenly):
+    # host keeps slot 0, alpha 3 slots, beta 5 (with the output layer).
+    port = free_port()
+    up = HerdUp(procs.popen(HERD + ["up", demo_model, "--no-mdns", "--split", "alpha=3,beta=5",
+                                    "--ctx", "512", "--port", str(port), "--threads", "1"],
+                            env=herd_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 120)
+    a_ep, b_ep = f"127.0.0.1:{alpha.rpc_port}", f"127.0.0.1:{beta.rpc_port}"
+    assert up.placement() == {"host": [0], a_ep: [1, 2, 3], b_ep: [4, 5, 6, 7, 8]}
+    assert any(ln.startswith("Placement matches the plan.") for ln in up.lines)
+    assert up.endpoint() == f"http://127.0.0.1:{port}"
+    servers = up.server_pids()
+    assert len(servers) == 1
+    workers = rpc_children(alpha.proc.pid) + rpc_children(beta.proc.pid)
+    assert len(workers) == 2
+
+    async with httpx.AsyncClient() as client:
+        done = await chat(client, up.endpoint(), [{"role": "user", "content": "Hello, herd."}],
+                          max_tokens=16)
+    assert done.timings["predicted_n"] == 16 and done.text
+
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
+    assert gone(servers) and gone(workers), "a process herd started is still running"
+    assert any("Stopped: llama-server and the workers herd started." in ln for ln in up.lines)
+    for agent in (alpha, beta):
+        async with AgentClient(agent.api_url, token=tokens.get(agent.node_id)) as c:
+            assert (await c.status())["rpc"]["state"] == "stopped"
