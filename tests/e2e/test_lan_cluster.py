@@ -1,0 +1,82 @@
+"""The whole flow on a simulated LAN: a master namespace and two worker namespaces with real
+herd-agents advertising over real mDNS. The master finds them with ``herd nodes`` (mDNS only),
+pairs, and runs ``herd up`` with a non-default split; llama-server's placement report equals the
+plan; a chat completion goes through the endpoint; after SIGINT nothing herd started is left.
+Needs root (network namespaces); skipped with the reason otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import httpx
+import pytest
+from cluster.agents import start_agent
+from e2e.herd_cli import HERD, HerdUp, gone, herd, rpc_children
+from lan import Lan, can_build_lan
+
+from agent.client import AgentClient
+from gui.cluster.chat import chat
+from gui.cluster.nodes import TokenStore
+
+OK, WHY = can_build_lan()
+pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow,
+              pytest.mark.skipif(not OK, reason=WHY)]
+
+API, RPC, ECHO = 50050, 50052, 50053  # each namespace has its own ports: the defaults are free
+
+
+@pytest.fixture
+def lan():
+    with Lan(["m", "a", "b"]) as lan:
+        yield lan
+
+
+async def test_lan_cluster_flow(engine, demo_model, tmp_path, lan):
+    env = dict(os.environ)
+    env["HERD_CONFIG_DIR"] = str(tmp_path / "master-config")
+    m = lan["m"]
+    agents = {name: start_agent(lan[name].popen, tmp_path, name, bind=lan[name].ip,
+                                api_port=API, rpc_port=RPC, echo_port=ECHO)
+              for name in ("a", "b")}
+
+    # Discovery over mDNS alone (no --add): both workers, by id, at their namespace addresses.
+    r = herd(["nodes", "--json", "--timeout", "3"], env, wrap=m.cmd)
+    assert r.returncode == 0, r.stderr
+    seen = {n["id"]: n for n in json.loads(r.stdout)}
+    for name, agent in agents.items():
+        n = seen[agent.node_id]
+        assert (n["name"], n["host"], n["via_mdns"], n["rpc_port"]) == (name, lan[name].ip, True, RPC)
+
+    for name, agent in agents.items():
+        r = herd(["pair", f"{lan[name].ip}:{API}", "--pin", agent.pin()], env, wrap=m.cmd)
+        assert r.returncode == 0, r.stderr
+    tokens = TokenStore(tmp_path / "master-config" / "tokens.json")
+    assert set(tokens.all()) == {a.node_id for a in agents.values()}
+
+    # The endpoint listens on the master's LAN address so this test process can reach it.
+    up = HerdUp(m.popen(HERD + ["up", demo_model, "--split", "a=5,b=2,host=2", "--ctx", "512",
+                                "--host", m.ip, "--port", "8080", "--threads", "1", "--timeout", "3"],
+                        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 180)
+    a_ep, b_ep = f"{lan['a'].ip}:{RPC}", f"{lan['b'].ip}:{RPC}"
+    assert up.placement() == {"host": [0, 1], a_ep: [2, 3, 4, 5, 6], b_ep: [7, 8]}
+    assert any(ln.startswith("Placement matches the plan.") for ln in up.lines)
+    assert up.endpoint() == f"http://{m.ip}:8080"
+    servers = up.server_pids()
+    workers = rpc_children(agents["a"].proc.pid) + rpc_children(agents["b"].proc.pid)
+    assert len(servers) == 1 and len(workers) == 2
+
+    async with httpx.AsyncClient() as client:
+        done = await chat(client, up.endpoint(), [{"role": "user", "content": "Hello, LAN."}],
+                          max_tokens=16)
+    assert done.timings["predicted_n"] == 16 and done.text
+
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
+    assert gone(servers) and gone(workers), "a process herd started is still running"
+    for name, agent in agents.items():
+        async with AgentClient(agent.api_url, token=tokens.get(agent.node_id)) as c:
+            assert (await c.status())["rpc"]["state"] == "stopped"
