@@ -46,3 +46,46 @@ def bridge(qapp):
     b = AsyncBridge()
     yield b
     b.close()
+
+
+@pytest.fixture(scope="module")
+def llama_server(engine, demo_model, tmp_path_factory):
+    """A real llama-server on loopback serving the demo model; yields its base URL."""
+    import subprocess
+    import time
+
+    import httpx
+
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([str(engine.llama_server), "-m", str(demo_model), "--host", "127.0.0.1",
+                                 "--port", str(port), "-c", "2048", "-t", "1", "--metrics",
+                                 "-np", "1", "--no-webui"],
+                                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama-server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("llama-server did not become ready within 60 s")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,404 @@
+"""The chat pane: talk to the cluster's llama-server, see how fast it answers.
+
+The pane never opens a connection itself. It is given a *send* function (the app binds it to
+the bridge and :func:`gui.cluster.chat.stream_chat`) that returns a :class:`gui.bridge.Call`
+whose ``item`` signal carries ``ChatDelta``/``ChatDone`` events.
+
+Fast local models produce hundreds of tokens per second. Re-rendering the document per token
+would freeze the window, so text that arrives is buffered and appended once per frame (a 16 ms
+timer) as plain text at the end of the reply; only when the reply is complete is it rendered
+once as Markdown (code blocks included) in place of the plain text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QTimer, Signal, Qt
+from PySide6.QtGui import QColor, QFont, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextFormat
+from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit,
+                               QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout, QWidget)
+
+from gui.cluster.chat import ChatDelta, ChatDone
+
+FRAME_MS = 16
+
+
+@dataclass
+class ReplyStats:
+    """What the pane measured about one reply (times from ``time.perf_counter``).
+
+    Attributes:
+        sent: when the request left.
+        first: when the first text arrived, or None.
+        last: when the latest text arrived.
+        pieces: how many text pieces (≈ tokens: llama-server streams one token per event) arrived.
+        server_tps: llama-server's own ``predicted_per_second`` for the reply, when it said.
+    """
+
+    sent: float
+    first: float | None = None
+    last: float | None = None
+    pieces: int = 0
+    server_tps: float | None = None
+    finish_reason: str | None = None
+
+    def ttft_ms(self) -> float | None:
+        """Time to first token, in milliseconds."""
+        return None if self.first is None else (self.first - self.sent) * 1000
+
+    def seen_tps(self) -> float | None:
+        """Tokens/s as the pane saw them, first token excluded (as llama-server counts)."""
+        if self.first is None or self.last is None or self.pieces < 2 or self.last <= self.first:
+            return None
+        return (self.pieces - 1) / (self.last - self.first)
+
+
+@dataclass
+class ChatSession:
+    """The conversation so far: OpenAI-style messages plus the measured stats per reply."""
+
+    system: str = ""
+    messages: list[dict] = field(default_factory=list)
+    stats: list[dict] = field(default_factory=list)
+
+    def request_messages(self) -> list[dict]:
+        """What goes to the server: the system prompt (if any) then the conversation."""
+        head = [{"role": "system", "content": self.system}] if self.system.strip() else []
+        return head + list(self.messages)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the history as JSON, atomically."""
+        path = Path(path)
+        data = {"format": "llama-herd-chat", "version": 1, "system": self.system,
+                "messages": self.messages, "stats": self.stats}
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, ensure_ascii=False, indent=2)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+
+SendFn = Callable[[list[dict], dict], object]
+
+
+class ChatPane(QWidget):
+    """Chat with the running cluster.
+
+    Signals:
+        replyFinished(object): a reply ended (``ReplyStats``), whether complete, stopped or failed.
+        busyChanged(bool): a reply started or ended.
+
+    Attributes:
+        session: the :class:`ChatSession` shown.
+        transcript: the ``QTextBrowser`` holding the conversation.
+    """
+
+    replyFinished = Signal(object)
+    busyChanged = Signal(bool)
+
+    def __init__(self, send: SendFn | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._send = send
+        self.session = ChatSession()
+        self._call = None
+        self._stats: ReplyStats | None = None
+        self._pending: list[str] = []
+        self._reply_parts: list[str] = []
+        self._reply_start = 0
+        self._flush = QTimer(self)
+        self._flush.setInterval(FRAME_MS)
+        self._flush.timeout.connect(self._flush_pending)
+
+        self.system_edit = QLineEdit()
+        self.system_edit.setPlaceholderText(self.tr("System prompt (optional)"))
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.0, 2.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(0.8)
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 32768)
+        self.max_tokens.setValue(256)
+        self.new_button = QPushButton(self.tr("New chat"))
+        self.save_button = QPushButton(self.tr("Save history…"))
+        self.copy_button = QPushButton(self.tr("Copy reply"))
+        self.transcript = QTextBrowser()
+        self.transcript.setOpenExternalLinks(True)
+        self.transcript.setUndoRedoEnabled(False)  # no undo history growing with every token
+        self.input = QPlainTextEdit()
+        self.input.setPlaceholderText(self.tr("Ask something… (Ctrl+Enter sends)"))
+        self.input.setMaximumHeight(80)
+        self.send_button = QPushButton(self.tr("Send"))
+        self.stop_button = QPushButton(self.tr("Stop"))
+        self.stop_button.setEnabled(False)
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+
+        opts = QHBoxLayout()
+        opts.addWidget(QLabel(self.tr("Temperature")))
+        opts.addWidget(self.temperature)
+        opts.addWidget(QLabel(self.tr("Max tokens")))
+        opts.addWidget(self.max_tokens)
+        opts.addStretch(1)
+        opts.addWidget(self.copy_button)
+        opts.addWidget(self.save_button)
+        opts.addWidget(self.new_button)
+        send_row = QHBoxLayout()
+        send_row.addWidget(self.input, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        send_row.addLayout(buttons)
+        lay = QVBoxLayout(self)
+        lay.addWidget(self.system_edit)
+        lay.addLayout(opts)
+        lay.addWidget(self.transcript, 1)
+        lay.addWidget(self.status)
+        lay.addLayout(send_row)
+
+        self.send_button.clicked.connect(self.send_input)
+        self.stop_button.clicked.connect(self.stop)
+        self.new_button.clicked.connect(self.new_chat)
+        self.save_button.clicked.connect(self._save_dialog)
+        self.copy_button.clicked.connect(self.copy_last_reply)
+        self.input.installEventFilter(self)
+        self.set_available(send is not None)
+
+    # ----------------------------------------------------------------- API
+
+    def set_send(self, send: SendFn | None) -> None:
+        """Connect the pane to a server (``None``: no server running)."""
+        self._send = send
+        self.set_available(send is not None)
+
+    def set_available(self, ok: bool, reason: str | None = None) -> None:
+        """Enable sending; otherwise show why not."""
+        self.send_button.setEnabled(ok and not self.busy())
+        if not ok:
+            self.status.setText(reason or self.tr("Start the cluster to chat with it."))
+        elif not self.busy():
+            self.status.clear()
+
+    def busy(self) -> bool:
+        """True while a reply streams."""
+        return self._stats is not None
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
+        # Ctrl+Enter in the input sends.
+        if obj is self.input and event.type() == event.Type.KeyPress \
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
+                and event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            self.send_input()
+            return True
+        return super().eventFilter(obj, event)
+
+    def send_text(self, text: str) -> bool:
+        """Send ``text`` as the user's next message; False if not possible now."""
+        text = text.strip()
+        if not text or self._send is None or self.busy():
+            return False
+        self.session.system = self.system_edit.text()
+        self.session.messages.append({"role": "user", "content": text})
+        self._append_message("user", text)
+        params = {"temperature": self.temperature.value(), "max_tokens": self.max_tokens.value()}
+        self._begin_reply()
+        try:
+            call = self._send(self.session.request_messages(), params)
+        except Exception as exc:  # noqa: BLE001 - shown in the pane
+            self._end_reply(error=str(exc))
+            return False
+        self._call = call
+        call.item.connect(self._on_event)
+        call.failed.connect(lambda exc: self._end_reply(error=str(exc) or type(exc).__name__))
+        call.cancelled.connect(lambda: self._end_reply(stopped=True))
+        call.finished.connect(lambda _r: self._end_reply() if self.busy() else None)
+        return True
+
+    def send_input(self) -> None:
+        """Send what the user typed."""
+        if self.send_text(self.input.toPlainText()):
+            self.input.clear()
+
+    def stop(self) -> None:
+        """Stop the reply that is streaming (what arrived so far is kept)."""
+        if self._call is not None:
+            self._call.cancel()
+
+    def new_chat(self) -> None:
+        """Forget the conversation (after stopping any reply)."""
+        self.stop()
+        self.session = ChatSession(system=self.system_edit.text())
+        self.transcript.clear()
+        self.status.clear()
+
+    def copy_last_reply(self) -> None:
+        """Put the last reply's Markdown text on the clipboard."""
+        for m in reversed(self.session.messages):
+            if m["role"] == "assistant":
+                QGuiApplication.clipboard().setText(m["content"])
+                return
+
+    def last_stats(self) -> ReplyStats | None:
+        """Stats of the reply that ended last."""
+        return self._last_stats if hasattr(self, "_last_stats") else None
+
+    def reply_text(self) -> str:
+        """The text of the reply streaming now (or of the last one)."""
+        return "".join(self._reply_parts)
+
+    # ------------------------------------------------------------ internals
+
+    def _append_message(self, role: str, text: str) -> None:
+        cur = self.transcript.textCursor()
+        cur.movePosition(QTextCursor.MoveOperation.End)
+        if not self.transcript.document().isEmpty():
+            cur.insertBlock()
+        head = QTextCharFormat()
+        head.setFontWeight(QFont.Weight.Bold)
+        cur.insertText(self.tr("You") if role == "user" else self.tr("Assistant"), head)
+        cur.insertBlock(QTextBlockFormat(), QTextCharFormat())
+        if role == "user":
+            cur.insertText(text, QTextCharFormat())
+        self.transcript.setTextCursor(cur)
+
+    def _begin_reply(self) -> None:
+        self._append_message("assistant", "")
+        cur = self.transcript.textCursor()
+        cur.movePosition(QTextCursor.MoveOperation.End)
+        self._reply_start = cur.position()
+        self._reply_parts = []
+        self._pending = []
+        self._stats = ReplyStats(sent=time.perf_counter())
+        self.send_button.setEnabled(False)
+        self.stop_button.setEnabled(True)
+        self.status.setText(self.tr("Waiting for the first token…"))
+        self._flush.start()
+        self.busyChanged.emit(True)
+
+    def _on_event(self, ev: object) -> None:
+        st = self._stats
+        if st is None:
+            return
+        if isinstance(ev, ChatDelta):
+            now = time.perf_counter()
+            if st.first is None:
+                st.first = now
+            st.last = now
+            st.pieces += 1
+            self._pending.append(ev.text)
+            self._reply_parts.append(ev.text)
+        elif isinstance(ev, ChatDone):
+            st.server_tps = ev.predicted_per_second
+            st.finish_reason = ev.finish_reason
+
+    def _flush_pending(self) -> None:
+        if not self._pending:
+            return
+        text = "".join(self._pending)
+        self._pending.clear()
+        sb = self.transcript.verticalScrollBar()
+        at_bottom = sb.value() >= sb.maximum() - 4
+        cur = QTextCursor(self.transcript.document())
+        cur.movePosition(QTextCursor.MoveOperation.End)
+        cur.insertText(text, QTextCharFormat())
+        if at_bottom:
+            sb.setValue(sb.maximum())
+        st = self._stats
+        if st is not None and st.first is not None:
+            tps = st.seen_tps()
+            self.status.setText(self.tr("Streaming… %1 tokens").replace("%1", str(st.pieces))
+                                + (f" · {tps:.0f} tok/s" if tps else ""))
+
+    def _end_reply(self, *, stopped: bool = False, error: str | None = None) -> None:
+        st = self._stats
+        if st is None:
+            return
+        self._flush.stop()
+        self._flush_pending()
+        self._stats = None
+        self._call = None
+        text = "".join(self._reply_parts)
+        if text:
+            self.session.messages.append({"role": "assistant", "content": text})
+        self._render_reply(text)
+        stat = {"tokens": st.pieces, "ttft_ms": st.ttft_ms(), "seen_tps": st.seen_tps(),
+                "server_tps": st.server_tps, "stopped": stopped, "error": error}
+        self.session.stats.append(stat)
+        self._append_footer(st, stopped, error)
+        self._last_stats = st
+        self.send_button.setEnabled(self._send is not None)
+        self.stop_button.setEnabled(False)
+        if error:
+            self.status.setText(self.tr("The reply failed: %1").replace("%1", error))
+        elif stopped:
+            self.status.setText(self.tr("Stopped."))
+        else:
+            self.status.clear()
+        self.busyChanged.emit(False)
+        self.replyFinished.emit(st)
+
+    def _render_reply(self, text: str) -> None:
+        # Replace the plain streamed text by its Markdown rendering, once per reply.
+        doc = self.transcript.document()
+        cur = QTextCursor(doc)
+        cur.setPosition(self._reply_start)
+        cur.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
+        cur.removeSelectedText()
+        if text:
+            cur.insertMarkdown(text)
+            self._shade_code_blocks(self._reply_start, cur.position())
+
+    def _shade_code_blocks(self, start: int, end: int) -> None:
+        doc = self.transcript.document()
+        shade = self.palette().alternateBase().color()
+        block = doc.findBlock(start)
+        while block.isValid() and block.position() <= end:
+            fmt = block.blockFormat()
+            if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
+                fmt.setBackground(shade)
+                QTextCursor(block).setBlockFormat(fmt)
+            block = block.next()
+
+    def _append_footer(self, st: ReplyStats, stopped: bool, error: str | None) -> None:
+        parts = [self.tr("%1 tokens").replace("%1", str(st.pieces))]
+        tps = st.seen_tps()
+        if st.server_tps:
+            parts.append(self.tr("%1 tok/s").replace("%1", f"{st.server_tps:.1f}"))
+        elif tps:
+            parts.append(self.tr("%1 tok/s").replace("%1", f"{tps:.1f}"))
+        if st.ttft_ms() is not None:
+            parts.append(self.tr("first token after %1 ms").replace("%1", f"{st.ttft_ms():.0f}"))
+        if stopped:
+            parts.append(self.tr("stopped"))
+        if error:
+            parts.append(self.tr("failed: %1").replace("%1", error))
+        cur = QTextCursor(self.transcript.document())
+        cur.movePosition(QTextCursor.MoveOperation.End)
+        fmt = QTextCharFormat()
+        fmt.setForeground(QColor("#808080"))
+        small = QFont(self.font())
+        small.setPointSizeF(max(6.0, small.pointSizeF() * 0.85))
+        fmt.setFont(small)
+        cur.insertBlock(QTextBlockFormat(), fmt)
+        cur.insertText(" · ".join(parts), fmt)
+        self.transcript.verticalScrollBar().setValue(self.transcript.verticalScrollBar().maximum())
+
+    def _save_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, self.tr("Save chat history"), "chat.json",
+                                              self.tr("Chat history (*.json)"))
+        if path:
+            try:
+                self.session.save(path)
+            except OSError as exc:
+                QMessageBox.warning(self, self.tr("Save chat history"),
+                                    self.tr("Could not save the history: %1").replace("%1", str(exc)))

@@ -1,0 +1,119 @@
+"""The chat pane against a real llama-server: a reply streams in, Stop stops it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextFormat
+
+from gui.session import ClusterSession
+from gui.widgets.chat_pane import ChatPane
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def session(bridge):
+    s = ClusterSession(bridge)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def pane(qtbot, session, llama_server):
+    p = ChatPane(session.chat_sender(llama_server))
+    qtbot.addWidget(p)
+    p.resize(600, 500)
+    p.show()
+    return p
+
+
+def test_reply_streams_in_with_stats(qtbot, pane):
+    pane.max_tokens.setValue(40)
+    pane.input.setPlainText("Hello there")
+    qtbot.mouseClick(pane.send_button, Qt.MouseButton.LeftButton)
+    assert pane.busy() and pane.stop_button.isEnabled()
+    with qtbot.waitSignal(pane.replyFinished, timeout=30000) as sig:
+        pass
+    st = sig.args[0]
+    assert st.pieces == 40  # demo models have no end token: the reply runs to max_tokens
+    assert st.server_tps and st.server_tps > 0
+    assert st.ttft_ms() is not None and st.ttft_ms() > 0
+    text = pane.transcript.toPlainText()
+    reply = pane.session.messages[-1]
+    assert reply["role"] == "assistant" and reply["content"] and reply["content"].split()[0] in text
+    assert "40 tokens" in text and "tok/s" in text and "first token after" in text
+    assert not pane.busy() and pane.send_button.isEnabled() and not pane.stop_button.isEnabled()
+
+
+def test_stop_stops_the_stream(qtbot, pane):
+    pane.max_tokens.setValue(4000)
+    assert pane.send_text("Tell me a long story")
+    qtbot.waitUntil(lambda: pane._stats is not None and pane._stats.pieces >= 5, timeout=30000)
+    with qtbot.waitSignal(pane.replyFinished, timeout=10000) as sig:
+        qtbot.mouseClick(pane.stop_button, Qt.MouseButton.LeftButton)
+    st = sig.args[0]
+    assert 5 <= st.pieces < 4000
+    assert pane.session.stats[-1]["stopped"] is True
+    assert "stopped" in pane.transcript.toPlainText().splitlines()[-1]
+    # What arrived is kept; nothing more arrives after Stop.
+    kept = len(pane.session.messages[-1]["content"])
+    qtbot.wait(300)
+    assert len(pane.session.messages[-1]["content"]) == kept
+    # And the pane is usable again: a second question gets its own reply.
+    pane.max_tokens.setValue(5)
+    with qtbot.waitSignal(pane.replyFinished, timeout=30000) as sig2:
+        assert pane.send_text("Short one")
+    assert sig2.args[0].pieces == 5
+    assert [m["role"] for m in pane.session.messages] == ["user", "assistant", "user", "assistant"]
+
+
+def test_server_error_is_shown_and_pane_keeps_working(qtbot, session, llama_server):
+    # A port where nothing listens: the failure is shown in words, the pane stays usable.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    pane = ChatPane(session.chat_sender(dead))
+    qtbot.addWidget(pane)
+    with qtbot.waitSignal(pane.replyFinished, timeout=10000):
+        assert pane.send_text("anyone?")
+    assert "failed" in pane.status.text().lower()
+    assert pane.send_button.isEnabled()
+    pane.set_send(session.chat_sender(llama_server))
+    pane.max_tokens.setValue(3)
+    with qtbot.waitSignal(pane.replyFinished, timeout=30000) as sig:
+        assert pane.send_text("now?")
+    assert sig.args[0].pieces == 3
+
+
+def test_markdown_rendered_and_history_saved(qtbot, tmp_path):
+    # Rendering of a finished reply, driven through the pane's own event path.
+    from gui.cluster.chat import ChatDelta, ChatDone
+
+    pane = ChatPane(send=None)
+    qtbot.addWidget(pane)
+    pane.session.messages.append({"role": "user", "content": "code?"})
+    pane._append_message("user", "code?")
+    pane._begin_reply()
+    for piece in ["Here **bold**:\n\n", "```python\n", "print('hi')\n", "```\n"]:
+        pane._on_event(ChatDelta(piece))
+    pane._on_event(ChatDone("", "stop", {"predicted_per_second": 123.0}))
+    pane._end_reply()
+    doc = pane.transcript.document()
+    plain = doc.toPlainText()
+    assert "**" not in plain and "```" not in plain and "print('hi')" in plain
+    fences = []
+    b = doc.begin()
+    while b.isValid():
+        if b.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence):
+            fences.append(b.text())
+        b = b.next()
+    assert fences == ["print('hi')"]
+    saved = pane.session.save(tmp_path / "chat.json")
+    data = json.loads(saved.read_text())
+    assert data["messages"][-1]["content"].startswith("Here **bold**")
+    assert data["stats"][-1]["server_tps"] == 123.0
