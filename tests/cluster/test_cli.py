@@ -1,0 +1,149 @@
+"""The headless cluster commands through the real ``herd`` program, against real agents on
+loopback: plan output, doctor, and bad inputs — each a clear message, a non-zero exit status and
+nothing launched."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+
+import psutil
+import pytest
+from cluster.agents import start_agent
+from conftest import free_port
+from e2e.herd_cli import herd, rpc_children
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = dict(os.environ)
+    e["HERD_CONFIG_DIR"] = str(tmp_path / "master-config")
+    return e
+
+
+@pytest.fixture
+def paired(procs, tmp_path, env):
+    """Two agents on loopback, added by address and paired with this master."""
+    agents = [start_agent(procs.popen, tmp_path, name, mdns=False) for name in ("alpha", "beta")]
+    for a in agents:
+        r = herd(["pair", a.api_url, "--pin", a.pin()], env)
+        assert r.returncode == 0, r.stderr
+    return agents
+
+
+def _llama_servers_for(model) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["name", "cmdline"]):
+        if "llama-server" in (p.info["name"] or "") and str(model) in (p.info["cmdline"] or []):
+            out.append(p.pid)
+    return out
+
+
+def test_plan_prints_fit_and_exact_commands(paired, demo_model, env):
+    alpha, beta = paired
+    r = herd(["plan", "--model", demo_model, "--split", "beta=4,alpha=5", "--ctx", "1024",
+              "--no-mdns", "--port", "18123"], env)
+    assert r.returncode == 0, r.stderr
+    # The split names beta first, so beta is RPC0: --rpc order follows the split.
+    ep_a, ep_b = f"127.0.0.1:{alpha.rpc_port}", f"127.0.0.1:{beta.rpc_port}"
+    assert f"beta CPU        4 slots  0-3  ({ep_b})" in r.stdout
+    assert f"alpha CPU       5 slots  4-8  ({ep_a})" in r.stdout
+    assert "fits" in r.stdout and "short by" not in r.stdout
+    master = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("master: "))
+    argv = shlex.split(master.split("master: ", 1)[1])
+    assert argv[argv.index("--rpc") + 1] == f"{ep_b},{ep_a}"
+    assert argv[argv.index("-ngl") + 1] == "9" and argv[argv.index("-ts") + 1] == "4,5"
+    assert argv[argv.index("-c") + 1] == "1024" and argv[argv.index("--port") + 1] == "18123"
+
+    r = herd(["plan", "--model", demo_model, "--ctx", "1024", "--no-mdns", "--json"], env)
+    data = json.loads(r.stdout)
+    assert r.returncode == 0 and data["fits_all"] is True
+    # Default plan: by free memory; both workers report the same free RAM here, so all 9 slots
+    # are offloaded and shared between them.
+    assert data["plan"]["host_layers"] == 0
+    assert sorted(a["count"] for a in data["plan"]["assignments"]) == [4, 5]
+
+
+def test_doctor_reports_each_node(paired, env):
+    r = herd(["doctor", "--no-mdns", "--json"], env)
+    assert r.returncode == 0, r.stderr
+    findings = json.loads(r.stdout)
+    for name in ("alpha", "beta"):
+        codes = {f["code"] for f in findings if f["subject"] == name}
+        assert {"reachable", "version", "paired", "echo"} <= codes
+    assert not [f for f in findings if f["severity"] == "error"]
+
+
+def test_corrupt_gguf_is_refused(tmp_path, env):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
+    for cmd in (["plan", "--model", bad], ["up", bad]):
+        r = herd([*cmd, "--no-mdns"], env)
+        assert r.returncode == 2
+        assert str(bad) in r.stderr and "corrupt" in r.stderr
+    notgguf = tmp_path / "notes.gguf"
+    notgguf.write_text("hello")
+    r = herd(["up", notgguf, "--no-mdns"], env)
+    assert r.returncode == 2 and "not a GGUF file" in r.stderr
+    assert _llama_servers_for(bad) == [] and _llama_servers_for(notgguf) == []
+
+
+def test_plan_that_does_not_fit_launches_nothing(paired, demo_model, env):
+    # A context of 50M tokens needs tens of GB of KV cache: no device has that free.
+    r = herd(["up", demo_model, "--no-mdns", "--ctx", "50000000", "--port", str(free_port())], env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "does not fit" in r.stderr and "short by" in r.stderr
+    assert _llama_servers_for(demo_model) == []
+    assert all(rpc_children(a.proc.pid) == [] for a in paired)
+
+
+def test_unknown_node_in_split_is_refused(paired, demo_model, env):
+    r = herd(["up", demo_model, "--no-mdns", "--split", "ghost=3,alpha=2", "--port", str(free_port())], env)
+    assert r.returncode == 2
+    assert "'ghost': unknown node" in r.stderr
+    assert _llama_servers_for(demo_model) == []
+
+
+def test_vanished_node_is_refused(paired, demo_model, env):
+    alpha, beta = paired
+    beta.proc.kill()
+    beta.proc.wait(timeout=5)
+    r = herd(["up", demo_model, "--no-mdns", "--port", str(free_port())], env)
+    assert r.returncode == 1
+    assert f"no herd agent answers at {beta.api_url.removeprefix('http://')}" in r.stderr
+    assert "vanished" in r.stderr
+    assert _llama_servers_for(demo_model) == [] and rpc_children(alpha.proc.pid) == []
+
+
+def test_version_mismatch_is_refused(procs, tmp_path, env, engine, demo_model):
+    """A worker whose engine is another llama.cpp build (same programs, a manifest that says
+    build 9999 / RPC protocol 6.0.0): the doctor stops the launch before anything starts."""
+    other = tmp_path / "other-engine"
+    other.mkdir()
+    for f in engine.rpc_server.parent.iterdir():
+        (other / f.name).symlink_to(f)
+    (other / "engine.json").unlink(missing_ok=True)
+    (other / "engine.json").write_text(json.dumps({"build": 9999, "rpc_proto": "6.0.0", "origin": "test"}))
+    odd = start_agent(procs.popen, tmp_path, "odd", mdns=False, extra=["--engine-dir", str(other)])
+    r = herd(["pair", odd.api_url, "--pin", odd.pin()], env)
+    assert r.returncode == 0, r.stderr
+    r = herd(["up", demo_model, "--no-mdns", "--port", str(free_port())], env)
+    assert r.returncode == 1
+    assert "not launching" in r.stderr and "RPC protocol 6.0.0" in r.stderr
+    assert _llama_servers_for(demo_model) == [] and rpc_children(odd.proc.pid) == []
+    r = herd(["doctor", "--no-mdns"], env)
+    assert r.returncode == 1 and "ERROR   odd:" in r.stdout
+
+
+def test_bad_address_and_wrong_pin(procs, tmp_path, env):
+    r = herd(["pair", "host:99999", "--pin", "123456"], env)
+    assert r.returncode == 2 and "port must be a number from 1 to 65535" in r.stderr
+    a = start_agent(procs.popen, tmp_path, "gamma", mdns=False)
+    wrong = "000000" if a.pin() != "000000" else "111111"
+    r = herd(["pair", a.api_url, "--pin", wrong], env)
+    assert r.returncode == 1 and "pairing with" in r.stderr and "403" in r.stderr
+    r = herd(["nodes", "--no-mdns", "--add", f"127.0.0.1:{free_port()}"], env)
+    assert r.returncode == 1 and "no herd agent answers" in r.stderr
