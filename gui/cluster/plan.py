@@ -38,6 +38,10 @@ HOST_DEVICE_NAME = "CPU"
 HOST_KEYS = ("host", "cpu", "master")
 #: Default micro-batch of llama-server (``-ub``); compute buffers scale with it.
 DEFAULT_UBATCH = 512
+#: Tokens whose logits llama-server keeps per step (one per parallel slot; ``-np`` is 4 by default).
+DEFAULT_OUTPUTS = 4
+#: Input copies per device under pipeline parallelism (GGML_SCHED_MAX_COPIES in ggml-backend.cpp).
+PIPELINE_COPIES = 4
 DEVICE_KINDS = ("rpc", "gpu")
 
 MiB = 1 << 20
@@ -506,21 +510,40 @@ class DeviceFit:
         return f"{self.label}: needs {self.need_bytes / MiB:.1f} MiB of {have} free — {verdict}"
 
 
-def compute_buffer_bytes(model: ModelInfo, holds_output: bool, n_ubatch: int = DEFAULT_UBATCH) -> int:
-    """A margin for the compute buffer llama.cpp reserves on a device that holds layers.
+def compute_buffer_bytes(model: ModelInfo, ctx: int, holds_blocks: bool, holds_output: bool,
+                         n_ubatch: int = DEFAULT_UBATCH, pipeline: bool = False,
+                         n_outputs: int = DEFAULT_OUTPUTS) -> int:
+    """A margin for the compute buffer llama.cpp reserves on a device (or the host).
 
-    ``n_ubatch`` is the micro-batch (llama-server clamps it to the context length). The buffer
-    holds one micro-batch of activations: hidden states (a few copies of
-    ``n_ubatch × n_embd`` f32), the feed-forward intermediates (``n_ubatch × n_ff`` f32, gate and
-    up) and, on the device with the output layer, the logits (``n_ubatch × n_vocab`` f32).
-    Attention scores are left out: llama-server enables flash attention where the backend
-    supports it (CPU and RPC-CPU do), which never materialises them. Plus 1 MiB of slack for
-    graph metadata. Deliberately generous: a plan that fits on paper must load.
+    Fitted to what llama-server 11434 reports (``sched_reserve: … compute buffer size``) for
+    one micro-batch of ``ub = min(n_ubatch, ctx)`` tokens with flash attention on (the default
+    where the backend supports it, as CPU and RPC-CPU do):
+
+    * the attention mask, ``ub × ctx`` f16 — on every device and the host;
+    * hidden states, about four ``ub × n_embd`` f32 copies;
+    * on a device with blocks, the feed-forward intermediates, three ``ub × n_ff`` f32;
+    * with the output layer, the logits of ``n_outputs`` tokens (``n_vocab`` f32 each);
+    * with ``pipeline`` (llama.cpp's pipeline parallelism, see :func:`pipeline_parallel`),
+      :data:`PIPELINE_COPIES` copies of each device's inputs (hidden state and mask);
+    * 1 MiB of slack for graph metadata and alignment.
+
+    Checked against the real server (n_embd 128…1024, ctx 256…8192, one and two workers): at or
+    above the reported size, by at most about half of it.
     """
-    hidden = n_ubatch * model.embedding_length * 4 * 4
-    ffn = n_ubatch * model.feed_forward_length * 4 * 2
-    logits = n_ubatch * model.vocab_size * 4 if holds_output else 0
-    return hidden + ffn + logits + MiB
+    ub = min(n_ubatch, ctx)
+    mask = ub * ctx * 2
+    hidden = ub * model.embedding_length * 4 * 4
+    ffn = ub * model.feed_forward_length * 4 * 3 if holds_blocks else 0
+    logits = n_outputs * model.vocab_size * 4 if holds_output else 0
+    copies = PIPELINE_COPIES * (ub * model.embedding_length * 4 + mask) if pipeline else 0
+    return mask + hidden + ffn + logits + copies + MiB
+
+
+def pipeline_parallel(plan: Plan) -> bool:
+    """Whether llama.cpp will enable pipeline parallelism for ``plan`` (src/llama-context.cpp):
+    more than one device in play and every slot offloaded. It then keeps
+    :data:`PIPELINE_COPIES` copies of each device's inputs, which costs memory."""
+    return plan.host_layers == 0 and len(plan.active_assignments()) > 1
 
 
 def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None = None,
@@ -529,14 +552,15 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None
 
     Per device: the bytes of its slots, the f16 KV cache of its blocks at ``ctx`` tokens, and
     :func:`compute_buffer_bytes` (for devices that hold at least one slot), against its
-    ``free_bytes``. The host (``device=None``) keeps the token embeddings and its leading slots;
+    ``free_bytes`` (with more room for inputs when llama.cpp will run the devices as a pipeline,
+    :func:`pipeline_parallel`). The host (``device=None``) keeps the token embeddings and its leading slots;
     its free memory is ``host_free_bytes`` (None: unknown, assumed to fit).
     """
     if plan.n_layer != model.n_layer:
         raise PlanError(f"the plan is for {plan.n_layer} blocks but the model has {model.n_layer}")
     if ctx < 1:
         raise PlanError(f"context length must be positive, got {ctx}")
-    ubatch = min(n_ubatch, ctx)  # llama-server never uses a micro-batch beyond the context
+    pipeline = pipeline_parallel(plan)
     out: list[DeviceFit] = []
     for i, (dev, count) in enumerate(plan.assignments):
         slots = plan.slots_of(i)
@@ -544,7 +568,8 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None
             device=dev, slots=slots,
             weights_bytes=model.block_bytes(slots.start, count),
             kv_bytes=model.kv_bytes(ctx, slots),
-            compute_bytes=compute_buffer_bytes(model, model.n_layer in slots, ubatch) if count else 0,
+            compute_bytes=compute_buffer_bytes(model, ctx, slots.start < model.n_layer, model.n_layer in slots,
+                                               n_ubatch, pipeline) if count else 0,
             free_bytes=dev.free_bytes))
     host = plan.host_slots()
     weights = model.input_bytes + model.block_bytes(0, plan.host_layers)
@@ -552,7 +577,8 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None
         weights -= model.output_duplicate_bytes  # the host's own token_embd is reused
     out.append(DeviceFit(device=None, slots=host, weights_bytes=weights,
                          kv_bytes=model.kv_bytes(ctx, host),
-                         compute_bytes=compute_buffer_bytes(model, model.n_layer in host, ubatch),
+                         compute_bytes=compute_buffer_bytes(model, ctx, plan.host_layers > 0,
+                                                            model.n_layer in host, n_ubatch),
                          free_bytes=host_free_bytes))
     return out
 

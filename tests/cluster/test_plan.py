@@ -281,6 +281,7 @@ def test_estimate_counts_every_weight_once_and_kv_per_block(demo_info):
     assert fits[0].kv_bytes == 3 * demo_info.kv_bytes_per_layer(1024)
     assert fits[1].kv_bytes == 3 * demo_info.kv_bytes_per_layer(1024)  # 3 blocks + output
     assert fits[1].compute_bytes > fits[0].compute_bytes  # the logits live with the output layer
+
     assert all(f.fits and f.short_by_bytes == 0 for f in fits)
 
 
@@ -302,7 +303,7 @@ def test_plan_by_memory_is_llama_cpps_free_memory_split(demo_info):
 
 def test_plan_by_memory_keeps_layers_on_the_host_when_devices_are_full(demo_info):
     per_layer = demo_info.slot_bytes[0] + demo_info.kv_bytes_per_layer(512)
-    room = 3 * per_layer + compute_buffer_bytes(demo_info, holds_output=True)  # about 3 blocks each
+    room = 3 * per_layer + compute_buffer_bytes(demo_info, 512, True, True)  # about 3 blocks each
     devs = [rpc("a", 1, free=room), rpc("b", 2, free=room)]
     plan = plan_by_memory(demo_info, devs, ctx=512)
     assert 0 < plan.host_layers < 9
@@ -414,3 +415,14 @@ def test_real_llama_server_places_layers_where_the_plan_says(engine, demo_model,
     # llama-server's own device list: RPCk is the k-th --rpc endpoint, as device_names() says.
     listed = dict(re.findall(r"using device (RPC\d+) \(([^)]+)\)", text))
     assert listed == {name: dev.endpoint for dev, name in zip(plan.devices(), plan.device_names()) if name}
+    # The memory estimate against the buffers llama-server reports for each worker.
+    info = inspect_model(demo_model)
+    for fit in estimate(plan, info, ctx=256)[:-1]:
+        if not fit.slots:
+            continue
+        ep = re.escape(fit.device.endpoint)
+        mib = {kind: float(re.search(rf"RPC0\[{ep}\] {kind} buffer size = +([\d.]+) MiB", text).group(1))
+               for kind in ("model", "KV", "compute")}
+        assert mib["model"] == pytest.approx(fit.weights_bytes / (1 << 20), abs=0.01)
+        assert mib["KV"] == pytest.approx(fit.kv_bytes / (1 << 20), abs=0.01)
+        assert mib["compute"] <= fit.compute_bytes / (1 << 20) <= 1.5 * mib["compute"] + 1
