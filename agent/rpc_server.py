@@ -23,6 +23,7 @@ import collections
 import logging
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -353,6 +354,8 @@ class RpcSupervisor:
             import pty  # noqa: PLC0415 - POSIX only
             master, slave = pty.openpty()
             kw.update(stdout=slave, stderr=slave, start_new_session=True)
+            if sys.platform.startswith("linux"):
+                kw["preexec_fn"] = _die_with_parent
         else:
             kw.update(stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                       creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0))
@@ -439,6 +442,15 @@ class RpcSupervisor:
             self.lines.append(f"[herd-agent] no answer to the RPC handshake within {READY_TIMEOUT:.0f} s; killing it")
             _terminate(proc)
         return False
+
+
+def _die_with_parent() -> None:
+    """In the forked child (Linux): get SIGTERM if the agent dies, even by SIGKILL, so the
+    worker is never left orphaned holding its port."""
+    import ctypes  # noqa: PLC0415 - only in the child
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _terminate(proc) -> None:

@@ -1,8 +1,17 @@
-"""Fixtures for agent tests: an in-process agent on loopback, and a paired client for it."""
+"""Fixtures for agent tests: an in-process agent on loopback, a paired client for it, and
+helpers to run ``herd-agent`` as a real process."""
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -52,3 +61,67 @@ async def paired(make_agent):
     await client.aclose()
 
 
+
+
+# --- agents as real processes ------------------------------------------------------------
+
+READY = re.compile(r"herd-agent ready api=(\S+) rpc=(\d+) echo=(\d+) id=(\S+)")
+
+
+@dataclass
+class AgentProcess:
+    """A started ``herd-agent run``; ``lines`` collects its output (stdout and stderr)."""
+
+    proc: subprocess.Popen
+    state_dir: Path
+    lines: list[str] = field(default_factory=list)
+    ready_at: float | None = None
+    api_url: str = ""
+    rpc_port: int = 0
+    echo_port: int = 0
+    node_id: str = ""
+
+    def wait_ready(self, timeout: float = 30.0) -> "AgentProcess":
+        deadline = time.monotonic() + timeout
+        while self.ready_at is None:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("herd-agent did not become ready:\n" + "\n".join(self.lines[-30:]))
+            time.sleep(0.02)
+        return self
+
+    def wait_exit(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+
+def agent_argv(state_dir: Path, *, name: str, bind: str, api_port: int, rpc_port: int, echo_port: int,
+               mdns_ip: str | None) -> list[str]:
+    argv = [sys.executable, "-m", "agent.main", "--config", str(state_dir / "agent.toml"),
+            "--state-dir", str(state_dir), "--name", name, "--bind", bind, "--api-port", str(api_port),
+            "--rpc-port", str(rpc_port), "--echo-port", str(echo_port)]
+    argv += ["--mdns-interfaces", mdns_ip] if mdns_ip else ["--no-mdns"]
+    return argv + ["run"]
+
+
+def start(popen, argv: list[str], state_dir: Path) -> AgentProcess:
+    """Start with ``popen`` (``procs.popen`` or ``host.popen``); a thread reads its output."""
+    proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    ap = AgentProcess(proc, state_dir)
+
+    def pump() -> None:
+        for line in proc.stdout:
+            ap.lines.append(line.rstrip("\n"))
+            m = READY.search(line)
+            if m and ap.ready_at is None:
+                ap.api_url, ap.rpc_port, ap.echo_port, ap.node_id = (
+                    m.group(1), int(m.group(2)), int(m.group(3)), m.group(4))
+                ap.ready_at = time.monotonic()
+
+    threading.Thread(target=pump, daemon=True).start()
+    return ap
+
+
+@pytest.fixture
+def agent_process():
+    """Helpers to run ``herd-agent`` as a real process: ``agent_process.argv(...)`` builds its
+    command line, ``agent_process.start(popen, argv, state_dir)`` starts it and reads its output."""
+    return SimpleNamespace(argv=agent_argv, start=start)

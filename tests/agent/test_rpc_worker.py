@@ -174,3 +174,37 @@ async def test_llama_server_generates_through_the_relay(engine, demo_model, pair
     st = await wait_status(client, ready, 5)
     assert st["rpc"]["client"] is None
     assert agent.relay.bytes_to_worker > 1_000_000  # the weights went through the relay
+
+
+@pytest.mark.skipif(not os.uname().sysname == "Linux", reason="parent-death signal is Linux only")
+async def test_worker_does_not_outlive_a_killed_agent(engine, tmp_path, procs, agent_process):
+    argv = agent_process.argv(tmp_path, name="doomed", bind="127.0.0.1", api_port=free_port(),
+                              rpc_port=free_port(), echo_port=free_port(), mdns_ip=None)
+    ap = agent_process.start(procs.popen, argv, tmp_path)
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, ap.wait_ready)
+    from agent.client import AgentClient
+    pin = (tmp_path / "agent-state.json").read_text().split('"pin": "')[1][:6]
+    async with AgentClient(ap.api_url) as c:
+        await c.pair(pin)
+        await c.rpc_start()
+        st = await wait_status(c, ready, 15)
+    worker = st["rpc"]["pid"]
+    ap.proc.kill()
+    await loop.run_in_executor(None, ap.proc.wait, 5)
+    killed = time.monotonic()
+
+    def running(pid: int) -> bool:  # a zombie waiting for init to reap it counts as gone
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    try:
+        while running(worker):
+            assert time.monotonic() - killed < 3, "worker outlived its agent"
+            await asyncio.sleep(0.05)
+    finally:
+        if running(worker):  # don't leave the orphan behind when the test fails
+            os.kill(worker, signal.SIGKILL)

@@ -1,0 +1,65 @@
+"""herd-agent on a simulated LAN (network namespaces, real multicast): discovery from a master
+namespace, and the RPC relay admitting the paired master while refusing another host."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import IN_CI
+from lan import Lan, can_build_lan
+
+MASTER_SCRIPT = str(Path(__file__).with_name("master_script.py"))
+OK, WHY = can_build_lan()
+
+pytestmark = [pytest.mark.netns, pytest.mark.engine,
+              pytest.mark.skipif(not OK and not IN_CI, reason=WHY or "no simulated LAN")]
+
+API, RPC, ECHO = 50050, 50052, 50053  # each namespace has its own ports: use the defaults
+
+
+@pytest.fixture
+def lan():
+    with Lan(["m", "a", "b"]) as lan:
+        yield lan
+
+
+def start_worker(lan, host, tmp_path, agent_process):
+    state = tmp_path / host.name
+    state.mkdir()
+    argv = agent_process.argv(state, name=f"worker-{host.name}", bind="0.0.0.0", api_port=API,
+                              rpc_port=RPC, echo_port=ECHO, mdns_ip=host.ip)
+    return agent_process.start(host.popen, argv, state).wait_ready()
+
+
+def master(host, *args: str, timeout: float = 60) -> str:
+    out = host.run([sys.executable, MASTER_SCRIPT, *args], timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_master_discovers_two_workers(lan, tmp_path, engine, agent_process):
+    a = start_worker(lan, lan["a"], tmp_path, agent_process)
+    b = start_worker(lan, lan["b"], tmp_path, agent_process)
+    found = json.loads(master(lan["m"], "browse", lan["m"].ip, "2", "10"))
+    by_id = {adv["node_id"]: adv for adv in found["adverts"]}
+    assert set(by_id) == {a.node_id, b.node_id}
+    assert lan["a"].ip in by_id[a.node_id]["addresses"] and lan["b"].ip in by_id[b.node_id]["addresses"]
+    assert by_id[a.node_id]["api_port"] == API and by_id[a.node_id]["rpc_port"] == RPC
+    assert found["elapsed"] < 3.0
+
+
+def test_relay_admits_the_paired_master_only(lan, tmp_path, engine, agent_process):
+    a = start_worker(lan, lan["a"], tmp_path, agent_process)
+    pin = lan["a"].run([sys.executable, "-m", "agent.main", "--state-dir", str(a.state_dir), "pin"]).stdout.strip()
+    token = master(lan["m"], "pair", f"http://{lan['a'].ip}:{API}", pin)
+    assert len(token) > 30
+    assert master(lan["m"], "probe", lan["a"].ip, str(RPC)) == "ok 7.0.0"
+    verdict = master(lan["b"], "probe", lan["a"].ip, str(RPC))
+    assert verdict.startswith("refused"), verdict
+    assert any("refused" in ln and lan["b"].ip in ln for ln in a.lines)
+    # and the paired master still gets in afterwards
+    assert master(lan["m"], "probe", lan["a"].ip, str(RPC)) == "ok 7.0.0"
