@@ -67,6 +67,15 @@ def test_spec_args_use_whole_number_split_and_what_placement_needs(tmp_path):
     assert a[-2:] == ["--threads", "2"]
 
 
+@pytest.mark.parametrize("line, words", [
+    # Faults this machine cannot produce (one llama.cpp build, no GPU): the lines ggml prints.
+    ("ggml-rpc.cpp:612: RPC server version mismatch: 6.0.0 vs 7.0.0", "different llama.cpp RPC protocol"),
+    ("ggml-rpc.cpp:300: Remote RPC server crashed or returned malformed response", "crashed"),
+])
+def test_explain_failure_rpc_lines(line, words):
+    assert words in L.explain_failure(["0.00.001 I other", line], -6)
+
+
 def test_explain_failure_out_of_memory_line():
     # Running a device out of memory can't be produced on this machine; the line is the real
     # message ggml prints when a backend buffer allocation fails.
@@ -131,3 +140,4 @@ async def test_corrupt_model_is_explained(engine, tmp_path):
     with pytest.raises(L.LaunchError, match="could not load the model"):
         await srv.wait_ready(60)
     await srv.stop()
+

@@ -9,11 +9,13 @@ import time
 
 import httpx
 import pytest
+from cluster.agents import start_agent
 from cluster.rpc_workers import start_rpc_workers
 from conftest import free_port
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent.client import AgentClient, measure_echo_rtt
 from gui.cluster import launcher as L
 from gui.cluster import telemetry as T
 from gui.cluster.chat import ChatDelta, ChatDone, ChatError, chat, stream_chat
@@ -157,3 +159,44 @@ async def test_chat_reports_server_errors(split_server):
         with pytest.raises(ChatError, match="answered 400"):
             await chat(client, split_server, [{"role": "user", "content": "hi"}], max_tokens=8,
                        n_probs="not a number")
+
+
+async def test_link_and_node_samplers_against_a_real_agent(procs, tmp_path):
+    agent = start_agent(procs.popen, tmp_path, "echoer", mdns=False)
+    async with AgentClient(agent.api_url) as client:
+        await client.pair(agent.pin())
+        tele = T.Telemetry()
+        tele.add(T.LinkSampler(agent.node_id,
+                               lambda n: measure_echo_rtt("127.0.0.1", agent.echo_port, n, timeout=0.5),
+                               interval=0.2, probes=10))
+        tele.add(T.NodeStatusSampler(agent.node_id, client.status, interval=0.2))
+        got: list[T.Sample] = []
+        tele.subscribe(got.append)
+        tele.start()
+
+        async def until(pred, timeout=10):
+            deadline = time.monotonic() + timeout
+            while not pred() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            return pred()
+
+        try:
+            assert await until(lambda: sum(s.kind == "link" for s in got) >= 2
+                               and sum(s.kind == "node" for s in got) >= 2)
+            link = [s for s in got if s.kind == "link"][-1].values
+            assert link["lost"] == 0 and link["probes"] == 10
+            assert 0 < link["rtt_min_ms"] <= link["rtt_median_ms"] <= link["rtt_p95_ms"]
+            # Loopback round trips are far below a millisecond; the figures keep that resolution.
+            assert link["rtt_min_ms"] < 1.0
+            node = [s for s in got if s.kind == "node"][-1]
+            assert node.source == agent.node_id
+            assert node.values["ram_free_bytes"] > 0 and node.values["rpc_state"] == "stopped"
+            assert isinstance(node.values["cpu_percent"], float)
+            # The node goes away: its samplers report the loss instead of dying.
+            agent.proc.kill()
+            agent.proc.wait(timeout=5)
+            n = len(got)
+            assert await until(lambda: any(s.kind == "link" and "error" in s.values for s in got[n:])
+                               and any(s.kind == "node" and "error" in s.values for s in got[n:]))
+        finally:
+            await tele.stop()
