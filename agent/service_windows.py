@@ -84,6 +84,22 @@ def recovery_commands(service: str = SERVICE_NAME, delays_ms: tuple[int, ...] = 
     ]
 
 
+#: Well-known SIDs (locale-independent, unlike the names "SYSTEM" and "Administrators").
+SID_LOCAL_SYSTEM = "*S-1-5-18"
+SID_ADMINISTRATORS = "*S-1-5-32-544"
+
+
+def restrict_acl_command(folder: str | PureWindowsPath) -> list[str]:
+    """``icacls`` command line that leaves ``folder`` (and what it holds) to SYSTEM and
+    Administrators only.
+
+    ProgramData is readable by every local user, but the state folder holds the pairing key and
+    PIN, and the log shows the PIN: an ordinary user of the PC must not be able to pair a master.
+    """
+    return ["icacls", str(folder), "/inheritance:r",
+            "/grant:r", f"{SID_LOCAL_SYSTEM}:(OI)(CI)F", f"{SID_ADMINISTRATORS}:(OI)(CI)F"]
+
+
 def setup_file_logging(path: Path) -> logging.Handler:
     """Send the root logger, stdout and stderr to a rotating log file at ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -195,7 +211,7 @@ async def serve_until(settings, state, stop: threading.Event) -> int:
     except PortConflict as exc:
         log.error("%s", exc)
         return 1
-    # Hand the SCM's stop over to the agent's loop; the thread ends with the process.
+    # Hand the SCM's stop over to the agent's loop.
     threading.Thread(target=lambda: (stop.wait(), agent.request_stop()), name="scm-stop",
                      daemon=True).start()
     log.info("running; pairing PIN: %s", state.pin if not state.paired else "(paired)")
@@ -213,6 +229,14 @@ def _run_agent_for_service(args, stop: threading.Event) -> int:
     from agent.settings import load_state  # noqa: PLC0415
 
     settings = effective_settings(args)
+    for folder in (Path(args.state_dir), Path(args.log_file).parent):
+        folder.mkdir(parents=True, exist_ok=True)
+        if sys.platform != "win32":
+            continue
+        proc = subprocess.run(restrict_acl_command(folder), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            log.warning("could not restrict access to %s: %s", folder, (proc.stdout + proc.stderr).strip())
     state = load_state(Path(args.state_dir))
     return asyncio.run(serve_until(settings, state, stop))
 
@@ -254,8 +278,9 @@ def cmd_service(args) -> int:
         args.config = Path(paths["config"])
     if getattr(args, "state_dir", None) is None:
         args.state_dir = Path(paths["state_dir"])
+    args.log_file = args.log_file or Path(paths["log"])
     try:
-        return run_service(_run_agent_for_service, args, args.log_file or Path(paths["log"]))
+        return run_service(_run_agent_for_service, args, args.log_file)
     except ServiceError as exc:
         print(f"herd-agent service: {exc}", file=sys.stderr)
         return 1

@@ -108,3 +108,103 @@ def test_windows_only_parts_refuse_elsewhere():
         service_windows.run_commands(service_windows.recovery_commands())
     with pytest.raises(service_windows.ServiceError, match="Windows only"):
         service_windows.run_service(lambda argv, stop: 0, [], __import__("pathlib").Path("x.log"))
+
+
+def test_private_folders_are_left_to_system_and_administrators():
+    cmd = service_windows.restrict_acl_command(PureWindowsPath(r"C:\ProgramData\llama-herd\state"))
+    assert cmd[:3] == ["icacls", r"C:\ProgramData\llama-herd\state", "/inheritance:r"]
+    grants = cmd[cmd.index("/grant:r") + 1:]
+    # by SID, so it works on a French or Chinese Windows too; nobody else keeps access
+    assert grants == ["*S-1-5-18:(OI)(CI)F", "*S-1-5-32-544:(OI)(CI)F"]
+
+
+# --- the service's run loop, which is plain asyncio and runs anywhere -------------------------
+
+def _info(port: int) -> dict | None:
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/info", timeout=2) as resp:
+            return json.load(resp)
+    except OSError:
+        return None
+
+
+def _wait_for(cond, timeout: float, what: str):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _service_thread(target):
+    import threading
+
+    result: dict = {}
+
+    def run():
+        try:
+            result["rc"] = target()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            result["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, result
+
+
+def test_service_runner_serves_until_the_scm_stop_event(tmp_path):
+    """What SvcDoRun runs: the agent from the service's command line, stopped by SvcStop's event
+    from another thread (no signals: a service thread cannot install them)."""
+    import socket
+    import threading
+
+    from conftest import free_port
+
+    from agent.main import build_parser
+
+    api, rpc, echo = free_port(), free_port(), free_port()
+    args = build_parser().parse_args([
+        "service", "--config", str(tmp_path / "agent.toml"), "--state-dir", str(tmp_path / "state"),
+        "--bind", "127.0.0.1", "--api-port", str(api), "--rpc-port", str(rpc),
+        "--echo-port", str(echo), "--no-mdns", "--name", "svc-test"])
+    args.log_file = tmp_path / "logs" / "herd-agent.log"
+    stop = threading.Event()
+    thread, result = _service_thread(lambda: service_windows._run_agent_for_service(args, stop))
+    info = _wait_for(lambda: _info(api) or result.get("error"), 30, "the agent's /api/v1/info")
+    assert isinstance(info, dict), info
+    assert info["name"] == "svc-test" and info["ports"]["rpc"] == rpc
+    assert (tmp_path / "state" / "agent-state.json").is_file()
+    stop.set()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the agent did not stop within 10 s of the stop event"
+    assert result == {"rc": 0}
+    # it let go of its port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", api))
+
+
+def test_service_runner_reports_a_taken_port_as_failure(tmp_path):
+    """Exit code 1 (not 0) is what makes the service exit as failed and the SCM restart it."""
+    import asyncio
+    import socket
+    import threading
+
+    from conftest import free_port
+
+    from agent.settings import Settings, load_state
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        settings = Settings(name="svc-test", bind="127.0.0.1", api_port=taken.getsockname()[1],
+                            rpc_port=free_port(), echo_port=free_port(), mdns=False)
+        state = load_state(tmp_path)
+        rc = asyncio.run(service_windows.serve_until(settings, state, threading.Event()))
+    assert rc == 1
