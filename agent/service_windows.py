@@ -249,8 +249,11 @@ def register(subparsers) -> None:
         "service", help="Windows: run as the HerdAgent service (started by the service manager)",
         description="run: serve as the Windows service the MSI installed (the service manager "
                     "starts this; config, state and logs live under %ProgramData%\\llama-herd). "
-                    "recovery: make the service manager restart the agent when it fails.")
-    p.add_argument("action", nargs="?", choices=("run", "recovery"), default="run")
+                    "recovery: make the service manager restart the agent when it fails. "
+                    "pin: print the pairing PIN of the installed service.")
+    p.add_argument("action", nargs="?", choices=("run", "recovery", "pin"), default="run",
+                   help="run (default, for the service manager), recovery, or pin: print the "
+                        "service's pairing PIN (from an administrator terminal)")
     add_settings_flags(p, sub=True)
     p.add_argument("--log-file", type=Path, help="log file (default: under %%ProgramData%%)")
     p.add_argument("--dry-run", action="store_true", help="recovery: print the sc.exe commands only")
@@ -258,8 +261,24 @@ def register(subparsers) -> None:
 
 
 def cmd_service(args) -> int:
-    """``herd-agent service [run|recovery]``."""
+    """``herd-agent service [run|recovery|pin]``."""
     paths = service_paths()
+    if args.action == "pin":
+        from agent.settings import STATE_NAME, SettingsError, load_state  # noqa: PLC0415
+
+        state_dir = Path(getattr(args, "state_dir", None) or paths["state_dir"])
+        try:
+            if not (state_dir / STATE_NAME).is_file():
+                print(f"herd-agent service pin: no state in {state_dir}: the service has not "
+                      f"started yet (`sc start {SERVICE_NAME}`)", file=sys.stderr)
+                return 1
+            state = load_state(state_dir, create=False)
+        except (PermissionError, SettingsError) as exc:
+            print(f"herd-agent service pin: {exc} (the service's state is readable by "
+                  "administrators only: use an administrator terminal)", file=sys.stderr)
+            return 1
+        print(state.pin)
+        return 0
     if args.action == "recovery":
         cmds = recovery_commands()
         if args.dry_run:

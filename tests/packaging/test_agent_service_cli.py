@@ -87,3 +87,14 @@ def test_uninstall_service_from_a_unit_dir(tmp_path):
     assert not (tmp_path / systemd.UNIT_NAME).exists()
     proc = herd_agent("uninstall-service", "--unit-dir", str(tmp_path))
     assert proc.returncode == 1 and "not installed" in proc.stderr
+
+
+def test_service_pin_reads_the_service_state(tmp_path):
+    from agent.settings import load_state
+
+    missing = herd_agent("service", "pin", "--state-dir", str(tmp_path))
+    assert missing.returncode == 1 and "has not started yet" in missing.stderr
+    state = load_state(tmp_path)  # what the service writes on its first start
+    out = herd_agent("service", "pin", "--state-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == state.pin
