@@ -74,8 +74,9 @@ if ($Rpc.DirectoryName -ne $EngineDir) {
   Get-ChildItem -Path $Rpc.DirectoryName | Move-Item -Destination $EngineDir -Force
 }
 # The agent reads the build from this manifest when it finds the bundled engine.
-@{ build = $Build; origin = 'release'; backend = $Flavor } | ConvertTo-Json |
-  Set-Content -Encoding utf8 (Join-Path $EngineDir 'engine.json')
+# (WriteAllText: UTF-8 without the BOM that Windows PowerShell's Set-Content would add.)
+$Manifest = @{ build = $Build; origin = 'release'; backend = $Flavor } | ConvertTo-Json
+[IO.File]::WriteAllText((Join-Path $EngineDir 'engine.json'), $Manifest)
 Invoke-Checked 'ggml-rpc-server --help' { & (Join-Path $EngineDir 'ggml-rpc-server.exe') --help | Out-Null }
 
 if ($StageOnly) { Write-Host "staged $AgentDir and $EngineDir"; exit 0 }
