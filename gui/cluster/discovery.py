@@ -237,7 +237,7 @@ class Discovery:
 
     def _upsert(self, node: Node) -> Node:
         """Add or merge ``node`` (same id = same node); emits added/updated when it changed."""
-        node = node.with_(paired=self.tokens.get(node.id) is not None) if self._has_tokens() else node
+        node = node.with_(paired=self._paired(node.id))
         old = self._nodes.get(node.id)
         if old is None:
             self._nodes[node.id] = node
@@ -253,10 +253,10 @@ class Discovery:
             self._nodes[node.id] = merged
         return merged
 
-    def _has_tokens(self) -> bool:
+    def _paired(self, node_id: str) -> bool:
         try:
-            return bool(self.tokens.all())
-        except ValueError:
+            return self.tokens.get(node_id) is not None
+        except ValueError:  # an unreadable token file: treat as unpaired, pairing rewrites it
             return False
 
     # --- mDNS ---------------------------------------------------------------------------------

@@ -147,3 +147,19 @@ def test_bad_address_and_wrong_pin(procs, tmp_path, env):
     assert r.returncode == 1 and "pairing with" in r.stderr and "403" in r.stderr
     r = herd(["nodes", "--no-mdns", "--add", f"127.0.0.1:{free_port()}"], env)
     assert r.returncode == 1 and "no herd agent answers" in r.stderr
+
+
+def test_failed_launch_is_explained_and_undone(paired, demo_model, env):
+    """llama-server cannot bind its port: herd says so, and stops the workers it had started."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = herd(["up", demo_model, "--no-mdns", "--split", "alpha=4,beta=5", "--ctx", "512",
+                  "--port", str(port)], env)
+    assert r.returncode == 1
+    assert f"launch failed: the port {port} is already in use" in r.stderr
+    assert "Stopped: llama-server and the workers herd started." in r.stdout
+    assert _llama_servers_for(demo_model) == []
+    assert all(rpc_children(a.proc.pid) == [] for a in paired)
