@@ -16,11 +16,8 @@ import hashlib
 import hmac
 import ipaddress
 import json
-import os
 import secrets
 import socket
-import tempfile
-import time
 import tomllib
 import uuid
 from dataclasses import dataclass, field, fields
@@ -29,6 +26,7 @@ from pathlib import Path
 import platformdirs
 
 from agent import protocol as P
+from agent.files import set_aside, write_atomic
 
 APP_NAME = "llama-herd"
 CONFIG_NAME = "agent.toml"
@@ -143,17 +141,6 @@ def settings_from_dict(data: dict, origin: str) -> Settings:
     return s
 
 
-def set_aside(path: Path) -> Path:
-    """Rename an unreadable file to ``<name>.corrupt-<timestamp>`` and return the new path."""
-    dest = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-    n = 1
-    while dest.exists():
-        dest = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{n}")
-        n += 1
-    os.replace(path, dest)
-    return dest
-
-
 def load_settings(path: Path | None = None) -> Settings:
     """Read the config file (defaults if it does not exist).
 
@@ -193,25 +180,6 @@ def dump_settings(s: Settings) -> str:
     lines = ["# herd-agent settings; command line flags override these."]
     lines += [f"{f.name} = {_toml_value(getattr(s, f.name))}" for f in fields(Settings)]
     return "\n".join(lines) + "\n"
-
-
-def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, mode)  # before any secret is written
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def save_settings(s: Settings, path: Path | None = None) -> Path:
