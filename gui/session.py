@@ -1,33 +1,94 @@
 """The app's live connection to the cluster core, run on the bridge's asyncio loop.
 
-Widgets send intentions (“chat this”, “pair that node”); :class:`ClusterSession` turns each into
-a coroutine of the Qt-free core (``gui.cluster``) submitted through the one
+Widgets send intentions ("pair that node", "start", "chat this"); :class:`ClusterSession` turns
+each into a coroutine of the Qt-free core (``gui.cluster``) submitted through the one
 :class:`gui.bridge.AsyncBridge`, and hands back the :class:`gui.bridge.Call` whose signals carry
-the outcome. It holds the loop-side objects that must be shared: one ``httpx.AsyncClient``.
+the outcome. What the core reports by callback on the loop thread (discovery events, telemetry
+samples, llama-server state) is relayed to the GUI thread through a queued connection and
+re-emitted as this object's signals.
+
+It owns the loop-side objects that must be shared: one ``httpx.AsyncClient``, the
+:class:`~gui.cluster.discovery.Discovery`, the :class:`~gui.cluster.telemetry.Telemetry` hub and
+the running :class:`~gui.cluster.launcher.ClusterLauncher`.
 """
 
 from __future__ import annotations
 
-import httpx
-from PySide6.QtCore import QObject
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
 
+import httpx
+from PySide6.QtCore import QObject, Qt, Signal
+
+from agent.client import AgentError, measure_echo_rtt
 from gui.bridge import AsyncBridge, Call
+from gui.cluster import doctor as doc
 from gui.cluster.chat import stream_chat
+from gui.cluster.discovery import Discovery, NodeEvent
+from gui.cluster.launcher import ClusterLauncher, LaunchError, devices_from_status
+from gui.cluster.telemetry import (LinkSampler, MetricsSampler, NodeStatusSampler, Sample, ServerSampler,
+                                   Telemetry)
+
+log = logging.getLogger(__name__)
 
 
 class ClusterSession(QObject):
-    """Everything the window asks of the cluster, as bridge calls.
+    """Everything the window asks of the cluster, as bridge calls; what the cluster says, as signals.
+
+    Signals:
+        nodeEvent(str, object): ``added``/``updated``/``removed`` and the :class:`Node`.
+        sample(object): a telemetry :class:`Sample` (link RTT, node status, server metrics).
+        serverState(str, str): llama-server's state and, when it failed, why.
+        serverLog(list): new lines of llama-server's log, in order.
 
     Attributes:
         bridge: the app's :class:`AsyncBridge`.
         server_url: the running llama-server's base URL, or None.
+        discovery: the :class:`Discovery` (loop-side; only touch it from coroutines).
     """
 
-    def __init__(self, bridge: AsyncBridge, parent: QObject | None = None) -> None:
+    nodeEvent = Signal(str, object)
+    sample = Signal(object)
+    serverState = Signal(str, str)
+    serverLog = Signal(list)
+    _relay = Signal(str, object)
+
+    def __init__(self, bridge: AsyncBridge, parent: QObject | None = None, *,
+                 interfaces: list[str] | None = None, browse: bool = True, tokens=None,
+                 link_interval: float = 1.0, status_interval: float = 2.0) -> None:
         super().__init__(parent)
         self.bridge = bridge
         self.server_url: str | None = None
+        self.interfaces = interfaces
+        self.browse = browse
+        self.tokens = tokens
+        self.link_interval = link_interval
+        self.status_interval = status_interval
+        self.discovery: Discovery | None = None
+        self.telemetry: Telemetry | None = None
+        self.launcher: ClusterLauncher | None = None
+        self._node_samplers: dict[str, list] = {}
+        self._server_samplers: list = []
+        self._log_task: asyncio.Task | None = None
         self._http: httpx.AsyncClient | None = None
+        self._relay.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
+
+    # ------------------------------------------------------------ relay
+
+    def _dispatch(self, kind: str, payload: object) -> None:
+        # GUI thread.
+        if kind == "node":
+            self.nodeEvent.emit(*payload)
+        elif kind == "sample":
+            self.sample.emit(payload)
+        elif kind == "state":
+            self.serverState.emit(*payload)
+        elif kind == "log":
+            self.serverLog.emit(payload)
+
+    # ------------------------------------------------------------ lifecycle
 
     async def http(self) -> httpx.AsyncClient:
         """The shared HTTP client (created on the loop thread, where it is used)."""
@@ -35,6 +96,210 @@ class ClusterSession(QObject):
             # Streaming replies can pause for long; connect fast, read patiently.
             self._http = httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=5.0))
         return self._http
+
+    def start(self, addresses: list[str] = ()) -> Call:
+        """Start discovery and telemetry; add remembered ``addresses`` (failures are skipped)."""
+        return self.bridge.submit(self._start(list(addresses)), "start discovery")
+
+    async def _start(self, addresses: list[str]) -> list[str]:
+        self.telemetry = Telemetry()
+        self.telemetry.subscribe(lambda s: self._relay.emit("sample", s))
+        self.telemetry.start()
+        self.discovery = Discovery(self.interfaces, browse=self.browse, tokens=self.tokens)
+        self.discovery.subscribe(self._on_node_event)
+        await self.discovery.start()
+        results = await asyncio.gather(*(self.discovery.add_address(a, timeout=3.0) for a in addresses),
+                                       return_exceptions=True)
+        return [f"{a}: {r}" for a, r in zip(addresses, results) if isinstance(r, Exception)]
+
+    def _on_node_event(self, ev: NodeEvent) -> None:
+        # Loop thread. Keep per-node samplers in step with the node list.
+        self._relay.emit("node", (ev.kind, ev.node))
+        nid = ev.node.id
+        wanted = ev.kind != "removed" and ev.node.reachable
+        have = nid in self._node_samplers
+        paired_now = ev.node.paired
+        if have and (not wanted or self._node_samplers[nid][0] != paired_now):
+            samplers = self._node_samplers.pop(nid)[1]
+            for s in samplers:
+                asyncio.get_running_loop().create_task(self.telemetry.remove(s))
+            have = False
+        if wanted and not have:
+            node = ev.node
+            samplers = []
+            if node.echo_port:
+                samplers.append(LinkSampler(nid, lambda n, h=node.host, p=node.echo_port: measure_echo_rtt(h, p, n, 0.5),
+                                            interval=self.link_interval, probes=5))
+            if node.paired:
+                samplers.append(NodeStatusSampler(nid, lambda nid=nid: self._status(nid), interval=self.status_interval))
+            for s in samplers:
+                self.telemetry.add(s)
+            self.telemetry.start()  # starts the new samplers (add() alone waits for a running one)
+            self._node_samplers[nid] = (paired_now, samplers)
+
+    async def _status(self, node_id: str) -> dict:
+        node = self.discovery.nodes.get(node_id)
+        if node is None:
+            raise AgentError("the node is gone")
+        async with self.discovery.client(node) as c:
+            return await c.status()
+
+    def close(self) -> None:
+        """Stop everything this session started (llama-server, workers, discovery) and wait."""
+        if not self.bridge.is_running():
+            return
+        call = self.bridge.submit(self._close(), "close session")
+        try:
+            call.future.result(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - closing on exit; log and go on
+            log.warning("closing the session: %s", exc)
+
+    async def _close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._stop_launch()
+        if self.telemetry is not None:
+            await self.telemetry.stop()
+        if self.discovery is not None:
+            await self.discovery.stop()
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    # ------------------------------------------------------------ nodes
+
+    def add_address(self, address: str) -> Call:
+        """Add a node by ``host[:port]`` (result: the :class:`Node`)."""
+        return self.bridge.submit(self.discovery_call("add_address", address), f"add {address}")
+
+    async def discovery_call(self, name: str, *args):
+        """Run ``Discovery.<name>(*args)`` once discovery has started."""
+        for _ in range(100):
+            if self.discovery is not None:
+                break
+            await asyncio.sleep(0.05)
+        return await getattr(self.discovery, name)(*args)
+
+    def pair(self, node_id: str, pin: str) -> Call:
+        """Pair with a node using the PIN it shows."""
+        return self.bridge.submit(self.discovery_call("pair", node_id, pin), "pair")
+
+    def node_status(self, node_id: str) -> Call:
+        """The agent's status of one node (result: dict)."""
+        return self.bridge.submit(self._status(node_id), "node status")
+
+    def set_worker(self, node_id: str, running: bool) -> Call:
+        """Start or stop a node's RPC worker."""
+        async def go():
+            node = self.discovery.nodes[node_id]
+            async with self.discovery.client(node) as c:
+                return await (c.rpc_start() if running else c.rpc_stop())
+        return self.bridge.submit(go(), "start worker" if running else "stop worker")
+
+    def devices(self, node_ids: list[str]) -> Call:
+        """Plan devices of these nodes from their agents (result: list of Device)."""
+        async def go():
+            out = []
+            for nid in node_ids:
+                node = self.discovery.nodes[nid]
+                out += devices_from_status(node, await self._status(nid))
+            return out
+        return self.bridge.submit(go(), "devices")
+
+    # ------------------------------------------------------------ launch
+
+    def doctor(self, node_ids: list[str], engine) -> Call:
+        """The doctor's findings for these nodes (result: list of Finding)."""
+        async def go():
+            nodes = [self.discovery.nodes[n] for n in node_ids if n in self.discovery.nodes]
+            return await doc.check_cluster(nodes, self.discovery.client, engine)
+        return self.bridge.submit(go(), "doctor")
+
+    def launch(self, llama_server, plan, model_path: Path, *, ctx: int, host: str, port: int,
+               extra_args: list[str] | None = None, timeout: float = 300.0) -> Call:
+        """Start workers and llama-server for ``plan`` (result: the placement check)."""
+        return self.bridge.submit(self._launch(llama_server, plan, model_path, ctx, host, port,
+                                               extra_args, timeout), "launch")
+
+    async def _launch(self, llama_server, plan, model_path, ctx, host, port, extra_args, timeout):
+        if self.launcher is not None:
+            raise LaunchError("a cluster is already running; stop it first")
+        eps = set(plan.rpc_endpoints())
+        nodes = {n.id: n for n in self.discovery.nodes.values() if n.rpc_endpoint in eps}
+        self.launcher = ClusterLauncher(llama_server, plan, model_path, nodes, self.discovery.client,
+                                        ctx=ctx, host=host, port=port, extra_args=extra_args)
+        self._relay.emit("state", ("starting", ""))
+        launcher = self.launcher
+        loop = asyncio.get_running_loop()
+        self._log_task = loop.create_task(self._pump_log(launcher))
+        try:
+            check = await launcher.start(timeout)
+        except BaseException as exc:
+            self.launcher = None
+            await self._end_log_pump()
+            if isinstance(exc, asyncio.CancelledError):
+                self._relay.emit("state", ("stopped", ""))
+            else:
+                self._relay.emit("state", ("failed", str(exc)))
+            raise
+        launcher.server.on_state(lambda st, err: self._relay.emit("state", (st, err or "")))
+        self.server_url = launcher.spec.url
+        self._relay.emit("state", ("ready", ""))
+        client = await self.http()
+        self._server_samplers = [MetricsSampler(client, self.server_url, interval=1.0),
+                                 ServerSampler(client, self.server_url, interval=0.5)]
+        for s in self._server_samplers:
+            self.telemetry.add(s)
+        self.telemetry.start()
+        return check
+
+    async def _pump_log(self, launcher: ClusterLauncher) -> None:
+        # The server's log is a deque filled on this loop; forward new lines a few times a second.
+        sent = 0
+        last_server = None
+        last_state = None
+        while True:
+            server = launcher.server
+            if server is not None:
+                if server is not last_server:
+                    last_server, sent = server, 0
+                if server.state != last_state and server.state not in ("ready", "stopped"):
+                    # ready/stopped are announced by the launch itself, once placement is known
+                    last_state = server.state
+                    self._relay.emit("state", (server.state, server.error or ""))
+                lines = list(server.log)
+                if len(lines) > sent:
+                    self._relay.emit("log", lines[sent:])
+                    sent = len(lines)
+                elif len(lines) < sent:  # the deque dropped old lines
+                    sent = len(lines)
+            await asyncio.sleep(0.25)
+
+    async def _end_log_pump(self) -> None:
+        if self._log_task is not None:
+            self._log_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._log_task
+            self._log_task = None
+
+    def stop_launch(self) -> Call:
+        """Stop llama-server and the workers the launch started."""
+        return self.bridge.submit(self._stop_launch(), "stop")
+
+    async def _stop_launch(self) -> None:
+        for s in self._server_samplers:
+            await self.telemetry.remove(s)
+        self._server_samplers = []
+        launcher, self.launcher = self.launcher, None
+        self.server_url = None
+        if launcher is not None:
+            await launcher.stop()
+            # one last flush of the log so the end of it is visible
+            await asyncio.sleep(0.3)
+        await self._end_log_pump()
+        if launcher is not None:
+            self._relay.emit("state", ("stopped", ""))
+
+    # ------------------------------------------------------------ chat
 
     def chat(self, messages: list[dict], params: dict, url: str | None = None) -> Call:
         """Stream a chat reply from ``url`` (default: the running server)."""
@@ -53,12 +318,5 @@ class ClusterSession(QObject):
         """A ``send(messages, params)`` function for :class:`gui.widgets.chat_pane.ChatPane`."""
         return lambda messages, params: self.chat(messages, params, url)
 
-    def close(self) -> None:
-        """Close the loop-side objects (call before closing the bridge)."""
-        if self._http is not None and self.bridge.is_running():
-            http, self._http = self._http, None
-            call = self.bridge.submit(http.aclose(), "close http")
-            try:
-                call.future.result(timeout=5)
-            except Exception:  # noqa: BLE001 - closing on exit; nothing left to tell
-                pass
+
+__all__ = ["ClusterSession", "Sample"]

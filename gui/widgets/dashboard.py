@@ -125,6 +125,10 @@ class Dashboard(QWidget):
             self._add("rtt", self._node(sample.source), sample.time, v.get("rtt_median_ms"))
         elif sample.kind == "node":
             rx, tx = v.get("net_rx_bps"), v.get("net_tx_bps")
+            load = (v.get("status") or {}).get("load") or {}
+            # the agent names them net_rx/tx_bytes_per_s; accept either spelling
+            rx = rx if rx is not None else load.get("net_rx_bytes_per_s")
+            tx = tx if tx is not None else load.get("net_tx_bytes_per_s")
             if rx is not None or tx is not None:
                 self._add("net", self._node(sample.source), sample.time, ((rx or 0) + (tx or 0)) / 1e6)
 

@@ -79,7 +79,7 @@ class SplitEditor(QWidget):
 
         self.bar = SplitBar()
         self.ctx = QSpinBox()
-        self.ctx.setRange(128, 1 << 20)
+        self.ctx.setRange(128, 1 << 24)
         self.ctx.setSingleStep(1024)
         self.ctx.setValue(4096)
         self.ctx.setToolTip(self.tr("Context size (-c): the KV cache grows with it"))

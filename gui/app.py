@@ -1,0 +1,504 @@
+"""The desktop app: window assembly and ``run_app``.
+
+:class:`MainWindow` puts the views together — nodes on the left; the model, then tabs for the
+split editor, the launch panel, and chat beside the dashboard — and wires the views' intentions
+to the :class:`gui.session.ClusterSession`, which runs the core off the GUI thread through the
+one :class:`gui.bridge.AsyncBridge`. Nothing in here opens a socket or a process itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import socket
+import sys
+from pathlib import Path
+
+import psutil
+from PySide6 import __version__ as PYSIDE_VERSION
+from PySide6.QtCore import QLocale, QSize, Qt, QTimer, qVersion
+from PySide6.QtGui import QAction, QIcon, QKeySequence
+from PySide6.QtWidgets import (QApplication, QFileDialog, QMainWindow, QMenu, QMessageBox, QSplitter,
+                               QSystemTrayIcon, QTabWidget, QVBoxLayout, QWidget)
+
+from agent.engine import PINNED_BUILD, find_engine
+from gui import __version__
+from gui.bridge import AsyncBridge
+from gui.session import ClusterSession
+from gui.settings import Settings
+from gui.translations import install_translator
+from gui.widgets.chat_pane import ChatPane
+from gui.widgets.dashboard import Dashboard
+from gui.widgets.launch_panel import LaunchPanel
+from gui.widgets.model_panel import ModelPanel
+from gui.widgets.nodes_panel import NodesPanel
+from gui.widgets.split_editor import SplitEditor
+
+log = logging.getLogger(__name__)
+
+RESOURCES = Path(__file__).resolve().parent.parent / "resources"
+ICON_PATH = RESOURCES / "icons" / "herd.svg"
+
+
+def app_icon() -> QIcon:
+    """The app's icon."""
+    return QIcon(str(ICON_PATH)) if ICON_PATH.is_file() else QIcon()
+
+
+class MainWindow(QMainWindow):
+    """The one window of ``herd``.
+
+    Attributes:
+        bridge, session: the asyncio bridge and the cluster session the views talk through.
+        nodes, model_panel, editor, launch, chat, dashboard: the views.
+        settings: the typed :class:`gui.settings.Settings`.
+        model: the open :class:`~gui.cluster.model.ModelInfo`, or None.
+    """
+
+    def __init__(self, settings: Settings | None = None, *, bridge: AsyncBridge | None = None,
+                 session: ClusterSession | None = None, engine=None) -> None:
+        super().__init__()
+        self.setWindowTitle("llama-herd")
+        self.setWindowIcon(app_icon())
+        self.settings = settings or Settings()
+        self.bridge = bridge or AsyncBridge()
+        self._own_bridge = bridge is None
+        self.session = session or ClusterSession(self.bridge)
+        self.engine = engine if engine is not None else find_engine(probe=True)
+        self.model = None
+        self.node_map: dict = {}
+        self.node_status: dict[str, dict] = {}
+        self._device_sig = None
+        self._closing = False
+
+        self.nodes = NodesPanel()
+        self.model_panel = ModelPanel()
+        self.editor = SplitEditor()
+        self.launch = LaunchPanel()
+        self.chat = ChatPane()
+        self.dashboard = Dashboard()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.editor, self.tr("Split"))
+        self.tabs.addTab(self.launch, self.tr("Launch"))
+        chat_split = QSplitter(Qt.Orientation.Horizontal)
+        chat_split.addWidget(self.chat)
+        chat_split.addWidget(self.dashboard)
+        chat_split.setSizes([500, 500])
+        self.tabs.addTab(chat_split, self.tr("Chat && dashboard"))
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.addWidget(self.model_panel)
+        rl.addWidget(self.tabs, 1)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(self.nodes)
+        self.splitter.addWidget(right)
+        self.splitter.setSizes([340, 860])
+        self.setCentralWidget(self.splitter)
+        self._build_menus()
+        self._build_tray()
+        self.statusBar().showMessage(self.tr("Looking for nodes…"))
+
+        self.editor.set_engine(self.engine.llama_server)
+        self.editor.set_endpoint(self.settings.get("server/host"), self.settings.get("server/port"))
+        self.editor.ctx.setValue(self.settings.get("server/ctx"))
+        self.chat.system_edit.setText(self.settings.get("chat/system"))
+        self.chat.temperature.setValue(self.settings.get("chat/temperature"))
+        self.chat.max_tokens.setValue(self.settings.get("chat/max_tokens"))
+        self.model_panel.set_recent(self.settings.get("model/recent"))
+        self._show_host()
+
+        # intentions → session
+        self.nodes.addRequested.connect(self.add_node)
+        self.nodes.pairRequested.connect(self.pair_node)
+        self.nodes.workerRequested.connect(self.set_worker)
+        self.nodes.demoRequested.connect(self.start_local_demo)
+        self.model_panel.modelChosen.connect(self.open_model)
+        self.model_panel.demoRequested.connect(self.make_demo_model)
+        self.launch.startRequested.connect(self.start_cluster)
+        self.launch.stopRequested.connect(self.stop_cluster)
+        self.editor.fastestRequested.connect(self.find_fastest)
+        self.chat.set_send(None)
+        # session → views
+        self.session.nodeEvent.connect(self.on_node_event)
+        self.session.sample.connect(self.on_sample)
+        self.session.serverState.connect(self.on_server_state)
+        self.session.serverLog.connect(self.launch.append_log)
+        self.bridge.error.connect(lambda label, msg: self.statusBar().showMessage(f"{label}: {msg}", 10000))
+        self._host_timer = QTimer(self)
+        self._host_timer.setInterval(5000)
+        self._host_timer.timeout.connect(self._show_host)
+        self._host_timer.start()
+        self._demo = None
+        self._restore_layout()
+
+    # ------------------------------------------------------------ setup
+
+    def _build_menus(self) -> None:
+        m = self.menuBar().addMenu(self.tr("&File"))
+        a = QAction(self.tr("&Open model…"), self)
+        a.setShortcut(QKeySequence.StandardKey.Open)
+        a.triggered.connect(self.model_panel._open)
+        m.addAction(a)
+        self.export_action = QAction(self.tr("&Export cluster profile…"), self)
+        self.export_action.triggered.connect(self.export_profile_dialog)
+        m.addAction(self.export_action)
+        self.import_action = QAction(self.tr("&Import cluster profile…"), self)
+        self.import_action.triggered.connect(self.import_profile_dialog)
+        m.addAction(self.import_action)
+        m.addSeparator()
+        q = QAction(self.tr("&Quit"), self)
+        q.setShortcut(QKeySequence.StandardKey.Quit)
+        q.triggered.connect(self.close)
+        m.addAction(q)
+        h = self.menuBar().addMenu(self.tr("&Help"))
+        about = QAction(self.tr("&About llama-herd"), self)
+        about.triggered.connect(self.show_about)
+        h.addAction(about)
+
+    def _build_tray(self) -> None:
+        self.tray = None
+        if not QSystemTrayIcon.isSystemTrayAvailable():
+            return
+        self.tray = QSystemTrayIcon(app_icon(), self)
+        menu = QMenu(self)
+        menu.addAction(self.tr("Show window"), self.showNormal)
+        menu.addAction(self.tr("Quit"), self.close)
+        self.tray.setContextMenu(menu)
+        self.tray.setToolTip(self.tr("llama-herd: not running"))
+        self.tray.show()
+
+    def _restore_layout(self) -> None:
+        geo = self.settings.get("window/geometry")
+        if not geo.isEmpty():
+            self.restoreGeometry(geo)
+        else:
+            self.resize(1280, 820)
+        split = self.settings.get("window/splitter")
+        if not split.isEmpty():
+            self.splitter.restoreState(split)
+        self.tabs.setCurrentIndex(self.settings.get("window/tab"))
+
+    def start(self, addresses: list[str] | None = None) -> None:
+        """Start discovery (and add remembered or given node addresses); open the last model."""
+        addrs = list(dict.fromkeys(self.settings.get("nodes/addresses") + list(addresses or [])))
+        call = self.session.start(addrs)
+        call.finished.connect(lambda missing: missing and self.nodes.show_message(
+            self.tr("Remembered nodes that did not answer: %1").replace("%1", "; ".join(missing))))
+        last = self.settings.get("model/last")
+        if last and Path(last).is_file() and self.model is None:
+            self.open_model(last)
+
+    # ------------------------------------------------------------ nodes
+
+    def _show_host(self) -> None:
+        vm = psutil.virtual_memory()
+        eng = (self.tr("llama.cpp build %1 (herd needs %2)").replace("%1", str(self.engine.build))
+               .replace("%2", str(PINNED_BUILD)) if self.engine.complete
+               else self.tr("llama.cpp engine missing: run herd engine install"))
+        self.nodes.host_card.show_host(socket.gethostname(), platform.processor() or platform.machine(),
+                                       psutil.cpu_count() or 0, vm.available, vm.total, eng)
+
+    def on_node_event(self, kind: str, node) -> None:
+        """A node appeared, changed or left."""
+        self.nodes.on_node_event(kind, node)
+        if kind == "removed":
+            self.node_map.pop(node.id, None)
+            self.node_status.pop(node.id, None)
+        else:
+            old = self.node_map.get(node.id)
+            self.node_map[node.id] = node
+            if old is not None and old.reachable and not node.reachable:
+                self.statusBar().showMessage(self.tr("Lost contact with %1.").replace("%1", node.name), 10000)
+                if self.session.launcher is not None and node.rpc_endpoint in (self.editor.plan().rpc_endpoints()
+                                                                              if self.editor.plan() else []):
+                    self.launch.set_status(self.tr("%1 stopped answering; the running model may fail.")
+                                           .replace("%1", node.name), "#d62728")
+        n = len(self.node_map)
+        self.statusBar().showMessage(self.tr("%1 node(s) found.").replace("%1", str(n)))
+        self.dashboard.set_node_names({nid: nd.name for nid, nd in self.node_map.items()})
+        self._update_devices()
+
+    def on_sample(self, sample) -> None:
+        """A telemetry sample: cards, dashboard, and device memory for the planner."""
+        self.nodes.on_sample(sample)
+        self.dashboard.add_sample(sample)
+        if sample.kind == "node" and isinstance(sample.values.get("status"), dict):
+            self.node_status[sample.source] = sample.values["status"]
+            self._update_devices()
+
+    def planned_devices(self) -> list:
+        """Plan devices of the nodes a launch can use: reachable, paired, with a known status."""
+        from gui.cluster.launcher import devices_from_status
+
+        out = []
+        for nid, node in sorted(self.node_map.items(), key=lambda kv: (kv[1].name, kv[0])):
+            st = self.node_status.get(nid)
+            if node.reachable and node.paired and st is not None:
+                out += devices_from_status(node, st)
+        return out
+
+    def _update_devices(self, force: bool = False) -> None:
+        devices = self.planned_devices()
+        # Only the set of devices re-plans; free memory moves all the time and would wipe the
+        # user's edits and undo history.
+        sig = (id(self.model), tuple(d.key + "@" + (d.endpoint or "") for d in devices))
+        if sig == self._device_sig and not force:
+            return
+        self._device_sig = sig
+        self.editor.set_cluster(self.model, devices, psutil.virtual_memory().available)
+
+    def add_node(self, address: str) -> None:
+        """Add a node by address (remembered when it answers)."""
+        from gui.cluster.discovery import parse_address
+
+        try:
+            parse_address(address)
+        except ValueError as exc:
+            self.nodes.show_message(str(exc))
+            return
+        call = self.session.add_address(address)
+        call.finished.connect(lambda node: (self.settings.add_recent("nodes/addresses", address, 50),
+                                            self.nodes.show_message("")))
+        call.failed.connect(lambda exc: self.nodes.show_message(
+            self.tr("No herd agent answers at %1: %2").replace("%1", address).replace("%2", str(exc))))
+
+    def pair_node(self, node_id: str, pin: str) -> None:
+        """Pair with a node using its PIN."""
+        name = self.node_map[node_id].name if node_id in self.node_map else node_id
+        call = self.session.pair(node_id, pin)
+        call.finished.connect(lambda _t: self.nodes.show_message(""))
+        call.failed.connect(lambda exc: self.nodes.show_message(
+            self.tr("Pairing with %1 failed: %2").replace("%1", name).replace("%2", str(exc))))
+
+    def set_worker(self, node_id: str, running: bool) -> None:
+        """Start or stop a node's RPC worker."""
+        call = self.session.set_worker(node_id, running)
+        call.failed.connect(lambda exc: self.nodes.show_message(str(exc)))
+
+    # ------------------------------------------------------------ model
+
+    def open_model(self, path: str) -> bool:
+        """Inspect ``path`` and plan for it; on error say why and keep the previous model."""
+        from gui.cluster.model import ModelError, inspect_model
+
+        try:
+            info = inspect_model(path)
+        except (ModelError, OSError) as exc:
+            self.model_panel.show_error(path, str(exc))
+            return False
+        self.model = info
+        self.model_panel.show_model(info)
+        self.settings.set("model/last", str(info.path))
+        self.model_panel.set_recent(self.settings.add_recent("model/recent", str(info.path)))
+        ctx = self.editor.ctx.value()
+        if info.context_length and ctx > info.context_length:
+            self.editor.ctx.setValue(info.context_length)
+        self._update_devices(force=True)
+        return True
+
+    def make_demo_model(self) -> None:
+        """Write the demo model off the GUI thread, then open it."""
+        from gui.cli.demo import ensure_demo_model
+
+        async def make():
+            import asyncio
+            return await asyncio.to_thread(ensure_demo_model)
+
+        self.model_panel.info.setText(self.tr("Making the demo model…"))
+        call = self.bridge.submit(make(), "demo model")
+        call.finished.connect(lambda p: self.open_model(str(p)))
+        call.failed.connect(lambda exc: self.model_panel.show_error("demo model", str(exc)))
+
+    def find_fastest(self) -> None:
+        """Ask the planner for the fastest split (measures the nodes first; may take a while)."""
+        self.editor.summary.setText(self.tr("Measuring the nodes to find the fastest split…"))
+
+    # ------------------------------------------------------------ launch
+
+    def start_cluster(self) -> None:
+        """Check the plan, run the doctor, then launch; refuse with the reason otherwise."""
+        plan = self.editor.plan()
+        if self.model is None or plan is None:
+            self.launch.refuse([self.tr("Open a model first.")])
+            return
+        problems = self.editor.problems()
+        if problems:
+            self.launch.refuse([self.tr("The plan does not fit.")] + problems)
+            self.tabs.setCurrentWidget(self.launch)
+            return
+        if not self.engine.complete:
+            self.launch.refuse([self.tr("The llama.cpp engine is missing; run herd engine install.")])
+            return
+        eps = set(plan.rpc_endpoints())
+        used = [n for n in self.node_map.values() if n.rpc_endpoint in eps]
+        lost = [n.name for n in used if not n.reachable or not n.paired]
+        if lost:
+            self.launch.refuse([self.tr("Not reachable or not paired: %1.").replace("%1", ", ".join(lost))])
+            return
+        self.tabs.setCurrentWidget(self.launch)
+        self.launch.begin(plan.n_slots)
+        call = self.session.doctor([n.id for n in used], self.engine)
+        call.finished.connect(lambda findings: self._after_doctor(findings, plan))
+        call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+
+    def _after_doctor(self, findings, plan) -> None:
+        from gui.cluster.doctor import ERROR
+
+        self.launch.show_findings(findings)
+        errors = [f"{f.subject}: {f.message}" for f in findings if f.severity == ERROR]
+        if errors:
+            self.launch.set_state("stopped")
+            self.launch.refuse(errors)
+            return
+        self.launch.set_state("starting")
+        spec = self.editor.server_spec()
+        self.settings.set("server/ctx", self.editor.ctx.value())
+        call = self.session.launch(self.engine.llama_server, plan, self.model.path, ctx=spec.ctx,
+                                   host=spec.host, port=spec.port, extra_args=spec.extra_args)
+        call.finished.connect(self._launched)
+        call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+
+    def _launched(self, check) -> None:
+        self.launch.set_state("ready")
+        if self.tray is not None:
+            self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", "ready"))
+        self.launch.show_placement(check)
+        self.launch.set_endpoint(self.session.server_url)
+        self.chat.set_send(self.session.chat_sender())
+        self.dashboard.clear()
+
+    def _launch_failed(self, message: str) -> None:
+        self.launch.set_state("failed", message)
+
+    def on_server_state(self, state: str, error: str) -> None:
+        """llama-server's state: launch panel, chat availability, tray."""
+        if state == "ready":
+            return  # _launched announces ready, together with the placement check
+        self.launch.set_state(state, error)
+        if state in ("failed", "stopped"):
+            self.chat.set_send(None)
+            if state == "failed":
+                self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
+        if self.tray is not None:
+            self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", state))
+
+    def stop_cluster(self) -> None:
+        """Stop llama-server and the workers the launch started."""
+        self.launch.set_state("stopping")
+        self.chat.stop()
+        self.chat.set_send(None)
+        self.session.stop_launch()
+
+    # ------------------------------------------------------------ profiles
+
+    def export_profile_dialog(self) -> None:
+        """File → Export cluster profile…"""
+        QMessageBox.information(self, self.tr("Export cluster profile"),
+                                self.tr("Profiles are not available in this build."))
+
+    def import_profile_dialog(self) -> None:
+        """File → Import cluster profile…"""
+        QMessageBox.information(self, self.tr("Import cluster profile"),
+                                self.tr("Profiles are not available in this build."))
+
+    # ------------------------------------------------------------ demo
+
+    def start_local_demo(self) -> None:
+        """"Try a local demo": two agents on loopback, paired, and the demo model."""
+        from gui.cli.demo import DemoCluster, ensure_demo_model
+
+        if self._demo is not None:
+            return
+        self.nodes.show_message(self.tr("Starting two local workers…"))
+
+        async def go():
+            import asyncio
+            cluster = DemoCluster(2)
+            await asyncio.to_thread(cluster.start)
+            path = await asyncio.to_thread(ensure_demo_model)
+            return cluster, path
+
+        call = self.bridge.submit(go(), "local demo")
+        call.finished.connect(lambda r: self.attach_demo(*r))
+        call.failed.connect(lambda exc: self.nodes.show_message(
+            self.tr("The local demo could not start: %1").replace("%1", str(exc))))
+
+    def attach_demo(self, cluster, model_path) -> None:
+        """Add and pair the demo's agents, open the demo model (ready to press Start)."""
+        self._demo = cluster
+        self.nodes.show_message("")
+        for a in cluster.agents:
+            call = self.session.add_address(a.address)
+            call.finished.connect(lambda node, pin=a.pin: node and self.session.pair(node.id, pin))
+        self.open_model(str(model_path))
+        self.tabs.setCurrentWidget(self.editor)
+
+    # ------------------------------------------------------------ about / close
+
+    def show_about(self) -> None:
+        """Help → About, with versions."""
+        eng = self.engine
+        QMessageBox.about(self, self.tr("About llama-herd"), "<h3>llama-herd %s</h3><p>%s</p><p>%s</p>" % (
+            __version__,
+            self.tr("Turn the PCs of your home network into one llama.cpp cluster."),
+            "<br>".join([
+                self.tr("llama.cpp build: %1 (pinned %2)").replace("%1", str(eng.build or "—")).replace("%2", str(PINNED_BUILD)),
+                self.tr("Qt %1, PySide6 %2, Python %3").replace("%1", qVersion()).replace("%2", PYSIDE_VERSION)
+                .replace("%3", platform.python_version()),
+                self.tr("Platform: %1").replace("%1", platform.platform()),
+            ])))
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if self._closing:
+            return super().closeEvent(event)
+        self._closing = True
+        s = self.settings
+        s.set("window/geometry", self.saveGeometry())
+        s.set("window/splitter", self.splitter.saveState())
+        s.set("window/tab", self.tabs.currentIndex())
+        s.set("server/ctx", self.editor.ctx.value())
+        s.set("chat/system", self.chat.system_edit.text())
+        s.set("chat/temperature", self.chat.temperature.value())
+        s.set("chat/max_tokens", self.chat.max_tokens.value())
+        s.sync()
+        self.chat.stop()
+        self._host_timer.stop()
+        self.session.close()
+        if self._own_bridge:
+            self.bridge.close()
+        if self._demo is not None:
+            self._demo.stop()
+            self._demo = None
+        if self.tray is not None:
+            self.tray.hide()
+        super().closeEvent(event)
+
+
+def run_app(args, demo=None, model: Path | None = None) -> int:
+    """Open the app (``herd`` without a command, or ``herd demo``); returns the exit code."""
+    logging.basicConfig(level=logging.INFO if os.environ.get("HERD_DEBUG") else logging.WARNING)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("llama-herd")
+    app.setOrganizationName("llama-herd")
+    app.setApplicationVersion(__version__)
+    app.setWindowIcon(app_icon())
+    # Fusion follows the system's light/dark colour scheme on every platform (Qt ≥ 6.5).
+    app.setStyle("Fusion")
+    settings = Settings()
+    lang = getattr(args, "lang", None) or settings.get("ui/language") or QLocale.system().name()
+    install_translator(app, lang)
+    session_kw = {}
+    if demo is not None:
+        # The demo's agents announce on loopback only; browse there too.
+        session_kw = {"interfaces": ["127.0.0.1"]}
+    bridge = AsyncBridge()
+    session = ClusterSession(bridge, **session_kw)
+    win = MainWindow(settings, bridge=bridge, session=session)
+    win._own_bridge = True
+    win.show()
+    win.start()
+    if demo is not None:
+        win.attach_demo(demo, model)
+        win._demo = None  # `herd demo` stops its own agents after the app closes
+    return app.exec()

@@ -1,0 +1,201 @@
+"""``herd demo``: a whole cluster on this one PC, to see the loop in minutes.
+
+Starts two ``herd-agent`` processes on loopback (their own ports and temporary state folders,
+mDNS announced on 127.0.0.1 only), makes a demo model if there is none, installs the engine if
+it is missing (with progress), then opens the app with the two nodes added, paired and a split
+ready to launch. Closing the app stops the agents and removes their state.
+
+:class:`DemoCluster` is Qt-free so the app's "Try a local demo" button can use it as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from agent import protocol as P
+from agent.engine import EngineError, data_dir, find_engine
+
+LOOPBACK = "127.0.0.1"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``herd demo`` to the parser."""
+    p = sub.add_parser("demo", help="open the app with a two-node cluster on this PC (loopback)")
+    p.add_argument("--model", type=Path, help="use this GGUF instead of the demo model")
+    p.add_argument("--nodes", type=int, default=2, help="how many local agents (default 2)")
+    p.add_argument("--no-app", action="store_true",
+                   help="start the agents and print their addresses and PINs; Ctrl-C stops them")
+    p.set_defaults(func=cmd_demo)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def demo_model_path() -> Path:
+    """Where ``herd demo`` keeps its demo model."""
+    return data_dir() / "models" / "herd-demo-8L.gguf"
+
+
+def ensure_demo_model(path: Path | None = None) -> Path:
+    """The demo model, written (atomically) if it is not there yet."""
+    from gui.cluster.demo_model import DemoShape, write_demo_model
+
+    path = path or demo_model_path()
+    if not path.is_file():
+        write_demo_model(path, DemoShape(layers=8))
+    return path
+
+
+def ensure_engine(progress=None):
+    """The engine, installed (release archive, else built from source) if it is missing."""
+    eng = find_engine(probe=True)
+    if eng.complete:
+        return eng
+    from gui.cluster import engine as engine_mgr
+
+    return engine_mgr.install_engine(method="auto", progress=progress or (lambda s, f: None))
+
+
+@dataclass
+class DemoAgent:
+    """One local agent of the demo."""
+
+    name: str
+    api_port: int
+    rpc_port: int
+    echo_port: int
+    state_dir: Path
+    proc: subprocess.Popen | None = None
+    pin: str = ""
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:api_port``, what the app adds by address."""
+        return f"{LOOPBACK}:{self.api_port}"
+
+
+@dataclass
+class DemoCluster:
+    """Local agents on loopback, started and stopped together.
+
+    Attributes:
+        agents: the :class:`DemoAgent` list.
+        root: their temporary state folder (removed by :meth:`stop`).
+    """
+
+    count: int = 2
+    agents: list[DemoAgent] = field(default_factory=list)
+    root: Path | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the agents and wait until each answers; read each one's pairing PIN."""
+        self.root = Path(tempfile.mkdtemp(prefix="herd-demo-"))
+        exe = shutil.which("herd-agent")
+        base = [exe] if exe else [sys.executable, "-m", "agent.main"]
+        try:
+            for i in range(self.count):
+                name = f"demo-{chr(ord('a') + i)}"
+                a = DemoAgent(name, _free_port(), _free_port(), _free_port(), self.root / name)
+                a.state_dir.mkdir(parents=True)
+                common = base + ["--config", str(a.state_dir / "agent.toml"), "--state-dir", str(a.state_dir)]
+                a.pin = subprocess.run(common + ["pin"], capture_output=True, text=True, check=True,
+                                       timeout=30).stdout.strip()
+                log = open(a.state_dir / "agent.log", "wb")
+                a.proc = subprocess.Popen(
+                    common + ["--name", name, "--bind", LOOPBACK, "--api-port", str(a.api_port),
+                              "--rpc-port", str(a.rpc_port), "--echo-port", str(a.echo_port),
+                              "--mdns-interfaces", LOOPBACK, "run"],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                log.close()
+                self.agents.append(a)
+            for a in self.agents:
+                self._wait(a, timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait(self, a: DemoAgent, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        url = f"http://{a.address}{P.PATH_INFO}"
+        while True:
+            if a.proc.poll() is not None:
+                tail = (a.state_dir / "agent.log").read_text(errors="replace")[-1500:]
+                raise RuntimeError(f"the demo agent {a.name} exited ({a.proc.returncode}):\n{tail}")
+            try:
+                if httpx.get(url, timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the demo agent {a.name} did not answer at {url} within {timeout:.0f} s")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop every agent (terminate, then kill) and remove the state folder."""
+        for a in self.agents:
+            if a.proc is not None and a.proc.poll() is None:
+                a.proc.terminate()
+        for a in self.agents:
+            if a.proc is not None:
+                try:
+                    a.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    a.proc.kill()
+                    a.proc.wait(5)
+        self.agents.clear()
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run ``herd demo``."""
+    from gui.cli.progress import TerminalProgress
+
+    bar = TerminalProgress()
+    try:
+        eng = ensure_engine(bar)
+        bar.done()
+    except EngineError as exc:
+        bar.done()
+        print(f"herd demo: {exc}", file=sys.stderr)
+        return 1
+    print(f"engine: llama.cpp build {eng.build} in {eng.folder}")
+    model = args.model or ensure_demo_model()
+    print(f"model: {model}")
+    cluster = DemoCluster(args.nodes)
+    try:
+        cluster.start()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f"herd demo: {exc}", file=sys.stderr)
+        return 1
+    try:
+        for a in cluster.agents:
+            print(f"agent {a.name}: http://{a.address}  PIN {a.pin}")
+        if args.no_app:
+            print("Press Ctrl-C to stop the demo agents.")
+            try:
+                while all(a.proc.poll() is None for a in cluster.agents):
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                pass
+            return 0
+        from gui.app import run_app
+
+        return run_app(args, demo=cluster, model=model)
+    finally:
+        cluster.stop()

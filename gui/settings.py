@@ -1,0 +1,104 @@
+"""The app's settings: one typed registry with defaults, stored with QSettings.
+
+Like Picard's option registry: every setting is declared once with its type, default and a
+title, so reading a missing or mistyped value falls back to the default instead of surprising
+the code that uses it. ``VERSION`` with :func:`upgrade` moves old stored values forward when a
+setting changes shape.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings
+
+VERSION = 1
+ORG = "llama-herd"
+APP = "herd"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its key, type, default and a human title."""
+
+    key: str
+    type: type
+    default: Any
+    title: str
+
+
+OPTIONS: dict[str, Option] = {o.key: o for o in [
+    Option("window/geometry", QByteArray, QByteArray(), "Window position and size"),
+    Option("window/state", QByteArray, QByteArray(), "Window layout (docks, toolbars)"),
+    Option("window/splitter", QByteArray, QByteArray(), "Panel sizes"),
+    Option("window/tab", int, 0, "Last open tab"),
+    Option("model/last", str, "", "Last model"),
+    Option("model/recent", list, [], "Recent models"),
+    Option("nodes/addresses", list, [], "Nodes added by address"),
+    Option("server/ctx", int, 4096, "Context size"),
+    Option("server/host", str, "127.0.0.1", "Endpoint address"),
+    Option("server/port", int, 8080, "Endpoint port"),
+    Option("chat/system", str, "", "System prompt"),
+    Option("chat/temperature", float, 0.8, "Temperature"),
+    Option("chat/max_tokens", int, 256, "Max tokens per reply"),
+    Option("ui/language", str, "", "Language (empty: follow the system)"),
+]}
+
+
+class Settings:
+    """Typed access to the stored settings.
+
+    ``Settings(path)`` stores in an INI file at ``path`` (tests, portable use); otherwise in the
+    platform's usual place for ``llama-herd/herd``.
+    """
+
+    def __init__(self, path: str | None = None) -> None:
+        self.qs = QSettings(path, QSettings.Format.IniFormat) if path else QSettings(ORG, APP)
+        upgrade(self.qs)
+
+    def get(self, key: str) -> Any:
+        """The value of ``key``, or its default when missing or of the wrong type."""
+        opt = OPTIONS[key]
+        raw = self.qs.value(key)
+        if raw is None:
+            return opt.default
+        try:
+            if opt.type is list:
+                value = json.loads(raw) if isinstance(raw, str) else list(raw)
+                return value if isinstance(value, list) else opt.default
+            if opt.type is QByteArray:
+                return raw if isinstance(raw, QByteArray) else QByteArray(raw)
+            if opt.type is bool:
+                return raw in (True, "true", "1", 1)
+            return opt.type(raw)
+        except (TypeError, ValueError):
+            return opt.default
+
+    def set(self, key: str, value: Any) -> None:
+        """Store ``value`` for ``key`` (type-checked against the registry)."""
+        opt = OPTIONS[key]
+        if opt.type is list:
+            value = json.dumps(list(value))
+        elif opt.type is not QByteArray and not isinstance(value, opt.type):
+            value = opt.type(value)
+        self.qs.setValue(key, value)
+
+    def add_recent(self, key: str, item: str, limit: int = 10) -> list:
+        """Put ``item`` first in the list setting ``key`` (no duplicates, at most ``limit``)."""
+        items = [item] + [x for x in self.get(key) if x != item]
+        self.set(key, items[:limit])
+        return items[:limit]
+
+    def sync(self) -> None:
+        """Write to disk now (QSettings writes through a temporary file and renames it)."""
+        self.qs.sync()
+
+
+def upgrade(qs: QSettings) -> None:
+    """Bring stored settings up to :data:`VERSION`."""
+    stored = int(qs.value("meta/version", 0) or 0)
+    # Version 1 is the first; later versions add steps here, e.g. renaming a key.
+    if stored < VERSION:
+        qs.setValue("meta/version", VERSION)

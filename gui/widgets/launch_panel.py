@@ -1,0 +1,178 @@
+"""The launch panel: doctor's findings, Start/Stop, loading progress, the log, the endpoint.
+
+It shows what it is told and asks for Start/Stop; the window checks the plan, runs the doctor
+and the launcher. Failures are shown as sentences that say what to do, not as tracebacks.
+"""
+
+from __future__ import annotations
+
+import re
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit,
+                               QProgressBar, QPushButton, QVBoxLayout, QWidget)
+
+WARN = "#d62728"
+OK = "#2ca02c"
+AMBER = "#e6a700"
+
+_LAYER_RE = re.compile(r"load_tensors: layer\s+\d+ assigned")
+_BUFFER_RE = re.compile(r"(model buffer size|KV buffer size|compute buffer size)")
+
+
+class LaunchPanel(QWidget):
+    """Start and watch the cluster.
+
+    Signals:
+        startRequested(): the user pressed Start.
+        stopRequested(): the user pressed Stop.
+
+    Attributes:
+        state: the last llama-server state shown (``stopped``, ``starting``, ``loading``, ``ready``, ``failed``).
+    """
+
+    startRequested = Signal()
+    stopRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = "stopped"
+        self._n_slots = 0
+        self._layers_seen = 0
+        self._buffers_seen = 0
+        self.start_button = QPushButton(self.tr("Start"))
+        self.stop_button = QPushButton(self.tr("Stop"))
+        self.stop_button.setEnabled(False)
+        self.status = QLabel(self.tr("Not running."))
+        self.status.setWordWrap(True)
+        self.verified = QLabel()
+        self.verified.setWordWrap(True)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 100)
+        self.progress.hide()
+        self.findings = QListWidget()
+        self.findings.setMaximumHeight(110)
+        self.endpoint = QLineEdit()
+        self.endpoint.setReadOnly(True)
+        self.endpoint.setPlaceholderText(self.tr("The OpenAI-compatible endpoint appears here once running"))
+        self.copy_button = QPushButton(self.tr("Copy"))
+        self.log = QPlainTextEdit()
+        self.log.setReadOnly(True)
+        self.log.setMaximumBlockCount(5000)  # keeps appending cheap on long runs
+        self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        row = QHBoxLayout()
+        row.addWidget(self.start_button)
+        row.addWidget(self.stop_button)
+        row.addWidget(self.status, 1)
+        ep = QHBoxLayout()
+        ep.addWidget(QLabel(self.tr("Endpoint")))
+        ep.addWidget(self.endpoint, 1)
+        ep.addWidget(self.copy_button)
+        lay = QVBoxLayout(self)
+        lay.addLayout(row)
+        lay.addWidget(self.progress)
+        lay.addWidget(self.verified)
+        lay.addWidget(QLabel(self.tr("Checks")))
+        lay.addWidget(self.findings)
+        lay.addLayout(ep)
+        lay.addWidget(QLabel(self.tr("llama-server log")))
+        lay.addWidget(self.log, 1)
+        self.start_button.clicked.connect(self.startRequested)
+        self.stop_button.clicked.connect(self.stopRequested)
+        self.copy_button.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.endpoint.text()))
+
+    # ------------------------------------------------------------ shown state
+
+    def refuse(self, reasons: list[str]) -> None:
+        """Start was refused: say why, in words."""
+        self.set_status(self.tr("Not started: %1").replace("%1", " ".join(reasons)), WARN)
+
+    def set_status(self, text: str, color: str | None = None) -> None:
+        """One line of status."""
+        self.status.setText(text)
+        self.status.setStyleSheet(f"color: {color};" if color else "")
+
+    def show_findings(self, findings) -> None:
+        """The doctor's findings (``Finding`` objects), errors first."""
+        self.findings.clear()
+        order = {"error": 0, "warning": 1, "ok": 2}
+        marks = {"error": "✖", "warning": "⚠", "ok": "✔"}
+        colors = {"error": WARN, "warning": AMBER, "ok": OK}
+        for f in sorted(findings, key=lambda f: order.get(f.severity, 3)):
+            item = QListWidgetItem(f"{marks.get(f.severity, '•')} {f.subject}: {f.message}")
+            item.setForeground(QGuiApplication.palette().text() if f.severity == "ok" else _brush(colors[f.severity]))
+            self.findings.addItem(item)
+
+    def begin(self, n_slots: int) -> None:
+        """A launch began: reset progress and log."""
+        self._n_slots = max(1, n_slots)
+        self._layers_seen = 0
+        self._buffers_seen = 0
+        self.log.clear()
+        self.verified.clear()
+        self.endpoint.clear()
+        self.progress.setValue(0)
+        self.progress.show()
+        self.start_button.setEnabled(False)
+        self.stop_button.setEnabled(True)
+        self.set_status(self.tr("Checking the nodes…"))
+
+    def append_log(self, lines: list[str]) -> None:
+        """New llama-server log lines; they also drive the progress estimate."""
+        if not lines:
+            return
+        self.log.appendPlainText("\n".join(lines))
+        for line in lines:
+            if _LAYER_RE.search(line):
+                self._layers_seen += 1
+            elif _BUFFER_RE.search(line):
+                self._buffers_seen += 1
+        if self.state in ("starting", "loading"):
+            # The layer map lines come first (≈ 40 %), then weights, KV cache and compute buffers.
+            frac = 0.4 * min(1.0, self._layers_seen / self._n_slots) + 0.5 * min(1.0, self._buffers_seen / 6)
+            self.progress.setValue(int(100 * min(frac, 0.95)))
+
+    def set_state(self, state: str, error: str = "") -> None:
+        """llama-server's state, as the launcher reports it."""
+        self.state = state
+        if state == "starting":
+            self.set_status(self.tr("Starting the workers and llama-server…"))
+        elif state == "loading":
+            self.set_status(self.tr("Loading the model onto the devices…"))
+        elif state == "ready":
+            self.progress.setValue(100)
+            self.progress.hide()
+            self.set_status(self.tr("Running."), OK)
+            self.start_button.setEnabled(False)
+            self.stop_button.setEnabled(True)
+        elif state in ("stopped", "failed"):
+            self.progress.hide()
+            self.start_button.setEnabled(True)
+            self.stop_button.setEnabled(False)
+            self.endpoint.clear()
+            if state == "failed":
+                self.set_status(self.tr("Failed: %1").replace("%1", error or self.tr("llama-server stopped.")), WARN)
+            else:
+                self.set_status(self.tr("Stopped."))
+        elif state == "stopping":
+            self.set_status(self.tr("Stopping…"))
+
+    def show_placement(self, check) -> None:
+        """After launch: placement verified, or the difference."""
+        if check.ok:
+            self.verified.setText("✔ " + self.tr("Placement verified: llama-server put every layer where the plan said."))
+            self.verified.setStyleSheet(f"color: {OK};")
+        else:
+            self.verified.setText("✖ " + self.tr("Placement differs from the plan: %1").replace("%1", "; ".join(check.problems)))
+            self.verified.setStyleSheet(f"color: {WARN};")
+
+    def set_endpoint(self, url: str) -> None:
+        """The OpenAI-compatible base URL for other apps."""
+        self.endpoint.setText(url.rstrip("/") + "/v1")
+
+
+def _brush(color: str):
+    from PySide6.QtGui import QBrush, QColor
+    return QBrush(QColor(color))

@@ -1,0 +1,94 @@
+"""The model panel: which GGUF the cluster runs, and what is in it.
+
+Open a file (dialog, drag and drop, or the recent list); the panel shows architecture, layers,
+size and context length as the core read them. *Make demo model* asks for a small random-weight
+model for trying things out. The panel reads nothing itself: the window inspects the file and
+calls :meth:`ModelPanel.show_model` or :meth:`ModelPanel.show_error`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+WARN = "#d62728"
+
+
+class ModelPanel(QWidget):
+    """Choose a model.
+
+    Signals:
+        modelChosen(str): the user picked a file (path).
+        demoRequested(): the user wants a demo model made.
+    """
+
+    modelChosen = Signal(str)
+    demoRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setAcceptDrops(True)
+        self.open_button = QPushButton(self.tr("Open model…"))
+        self.demo_button = QPushButton(self.tr("Make demo model"))
+        self.recent = QComboBox()
+        self.recent.setMinimumContentsLength(24)
+        self.recent.setPlaceholderText(self.tr("Recent models"))
+        self.info = QLabel(self.tr("No model open. Open a GGUF file or drop one here."))
+        self.info.setWordWrap(True)
+        self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("<b>" + self.tr("Model") + "</b>"))
+        row.addWidget(self.open_button)
+        row.addWidget(self.recent, 1)
+        row.addWidget(self.demo_button)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(row)
+        lay.addWidget(self.info)
+        self.open_button.clicked.connect(self._open)
+        self.demo_button.clicked.connect(self.demoRequested)
+        self.recent.activated.connect(lambda i: self.modelChosen.emit(self.recent.itemData(i)))
+
+    def set_recent(self, paths: list[str]) -> None:
+        """Fill the recent list (newest first)."""
+        self.recent.blockSignals(True)
+        self.recent.clear()
+        for p in paths:
+            self.recent.addItem(Path(p).name, p)
+            self.recent.setItemData(self.recent.count() - 1, p, Qt.ItemDataRole.ToolTipRole)
+        self.recent.setCurrentIndex(-1)
+        self.recent.blockSignals(False)
+
+    def show_model(self, info) -> None:
+        """Show a :class:`gui.cluster.model.ModelInfo`."""
+        ctx = info.context_length if info.context_length else self.tr("unknown")
+        self.info.setStyleSheet("")
+        self.info.setText(self.tr("%1 — %2, %3 layers, %4 MB, %5, context %6")
+                          .replace("%1", info.name).replace("%2", info.architecture)
+                          .replace("%3", str(info.n_layer)).replace("%4", f"{info.file_bytes / 1e6:,.1f}")
+                          .replace("%5", info.quantization).replace("%6", str(ctx))
+                          + f"\n{info.path}")
+
+    def show_error(self, path: str, message: str) -> None:
+        """Say why ``path`` cannot be used (the previous model stays loaded)."""
+        self.info.setStyleSheet(f"color: {WARN};")
+        self.info.setText(self.tr("Cannot use %1: %2").replace("%1", Path(path).name).replace("%2", message))
+
+    def _open(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, self.tr("Open a GGUF model"), "",
+                                              self.tr("GGUF models (*.gguf);;All files (*)"))
+        if path:
+            self.modelChosen.emit(path)
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802 - Qt override
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.modelChosen.emit(url.toLocalFile())
+                event.acceptProposedAction()
+                return

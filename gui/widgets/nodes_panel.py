@@ -1,0 +1,289 @@
+"""The nodes panel: one card per node — the master itself first, then every worker.
+
+A card shows the node's name, address, state, CPU/RAM (and GPU) with free memory, a sparkline of
+its link round-trip time, a Wi-Fi warning, the llama.cpp build it runs, and whether this master
+is paired with it. Its buttons only *ask*: Pair… (with the PIN the agent shows), start or stop
+its RPC worker. The panel's own button adds a node by address, for networks where mDNS is blocked.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from PySide6.QtCore import QPointF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPen, QPolygonF
+from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QPushButton,
+                               QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
+
+GiB = 1 << 30
+WARN = "#d62728"
+
+
+def _gib(n) -> str:
+    return "?" if n is None else f"{n / GiB:.1f} GiB"
+
+
+class Sparkline(QWidget):
+    """A tiny line of the last values (RTT in ms), newest on the right."""
+
+    def __init__(self, length: int = 60, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.values: deque[float] = deque(maxlen=length)
+        self.setMinimumSize(90, 22)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def add(self, v: float) -> None:
+        """Append one value and repaint."""
+        self.values.append(v)
+        self.update()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return QSize(120, 22)
+
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if len(self.values) < 2:
+            return
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        w, h = self.width(), self.height()
+        hi = max(self.values) or 1.0
+        n = self.values.maxlen or len(self.values)
+        pts = [QPointF(w - (len(self.values) - 1 - i) * w / (n - 1), h - 2 - (v / hi) * (h - 4))
+               for i, v in enumerate(self.values)]
+        p.setPen(QPen(self.palette().highlight().color(), 1.5))
+        p.drawPolyline(QPolygonF(pts))
+        p.end()
+
+
+class NodeCard(QFrame):
+    """One node. ``node_id`` is None for the master (host) card.
+
+    Signals:
+        pairRequested(str): the user wants to pair (the panel asks for the PIN).
+        workerRequested(str, bool): start (True) or stop (False) this node's RPC worker.
+    """
+
+    pairRequested = Signal(str)
+    workerRequested = Signal(str, bool)
+
+    def __init__(self, node_id: str | None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.node_id = node_id
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setObjectName("nodeCard")
+        self.title = QLabel()
+        self.title.setTextFormat(Qt.TextFormat.RichText)
+        self.address = QLabel()
+        self.state = QLabel()
+        self.hardware = QLabel()
+        self.hardware.setWordWrap(True)
+        self.engine = QLabel()
+        self.warning = QLabel()
+        self.warning.setStyleSheet(f"color: {WARN};")
+        self.warning.setWordWrap(True)
+        self.warning.hide()
+        self.rtt_label = QLabel()
+        self.sparkline = Sparkline()
+        self.pair_button = QPushButton(self.tr("Pair…"))
+        self.worker_button = QPushButton(self.tr("Start worker"))
+        self.paired_label = QLabel()
+        grid = QGridLayout(self)
+        grid.addWidget(self.title, 0, 0, 1, 2)
+        grid.addWidget(self.state, 0, 2, alignment=Qt.AlignmentFlag.AlignRight)
+        grid.addWidget(self.address, 1, 0, 1, 3)
+        grid.addWidget(self.hardware, 2, 0, 1, 3)
+        grid.addWidget(self.engine, 3, 0, 1, 3)
+        row = QHBoxLayout()
+        row.addWidget(self.rtt_label)
+        row.addWidget(self.sparkline, 1)
+        grid.addLayout(row, 4, 0, 1, 3)
+        grid.addWidget(self.warning, 5, 0, 1, 3)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.paired_label)
+        buttons.addStretch(1)
+        buttons.addWidget(self.pair_button)
+        buttons.addWidget(self.worker_button)
+        grid.addLayout(buttons, 6, 0, 1, 3)
+        self._worker_running = False
+        self.pair_button.clicked.connect(lambda: self.pairRequested.emit(self.node_id))
+        self.worker_button.clicked.connect(
+            lambda: self.workerRequested.emit(self.node_id, not self._worker_running))
+        if node_id is None:
+            self.pair_button.hide()
+            self.worker_button.hide()
+            self.rtt_label.hide()
+            self.sparkline.hide()
+
+    def show_node(self, node) -> None:
+        """Show a :class:`gui.cluster.nodes.Node`'s identity and reachability."""
+        self.title.setText(f"<b>{node.name}</b>")
+        self.address.setText(self.tr("Address: %1 (API %2, RPC %3)")
+                             .replace("%1", node.host).replace("%2", str(node.api_port))
+                             .replace("%3", str(node.rpc_port or "?")))
+        if not node.reachable:
+            self.state.setText(self.tr("lost"))
+            self.state.setStyleSheet(f"color: {WARN}; font-weight: bold;")
+        else:
+            self.state.setText(self._state_text(node.state))
+            self.state.setStyleSheet("")
+        self.engine.setText(self.tr("llama.cpp build %1 · RPC %2").replace("%1", node.engine or "?")
+                            .replace("%2", node.proto or "?"))
+        self.paired_label.setText(self.tr("paired") if node.paired else self.tr("not paired"))
+        self.pair_button.setVisible(not node.paired)
+        self.worker_button.setEnabled(node.paired and node.reachable)
+        self._worker_running = node.state in ("ready", "busy", "starting")
+        self.worker_button.setText(self.tr("Stop worker") if self._worker_running else self.tr("Start worker"))
+
+    def _state_text(self, state: str) -> str:
+        names = {"stopped": self.tr("worker stopped"), "ready": self.tr("worker ready"),
+                 "busy": self.tr("worker in use"), "starting": self.tr("worker starting"),
+                 "crashed": self.tr("worker crashed"), "": self.tr("online")}
+        return names.get(state, state)
+
+    def show_status(self, status: dict) -> None:
+        """Show an agent ``status`` (hardware, load, devices, NICs)."""
+        hw = status.get("hardware") or {}
+        load = status.get("load") or {}
+        parts = []
+        cpu = hw.get("cpu") or hw.get("cpu_model") or ""
+        cores = hw.get("cpu_threads") or hw.get("cpu_cores")
+        line = self.tr("CPU %1").replace("%1", f"{cpu} ×{cores}" if cores else cpu or "?")
+        if load.get("cpu_percent") is not None:
+            line += self.tr(" · %1% busy").replace("%1", f"{load['cpu_percent']:.0f}")
+        parts.append(line)
+        parts.append(self.tr("RAM %1 free of %2").replace("%1", _gib(load.get("ram_free_bytes") or hw.get("ram_free_bytes")))
+                     .replace("%2", _gib(hw.get("ram_total_bytes"))))
+        for d in (status.get("rpc") or {}).get("devices") or []:
+            if str(d.get("name", "")).upper() != "CPU":
+                parts.append(self.tr("GPU %1: %2 free of %3").replace("%1", str(d.get("name")))
+                             .replace("%2", _gib(d.get("free_bytes"))).replace("%3", _gib(d.get("total_bytes"))))
+        self.hardware.setText("\n".join(parts))
+        wifi = [n.get("name") for n in hw.get("nics") or [] if n.get("wifi") and not n.get("loopback")]
+        self.set_warning(self.tr("Wi-Fi link (%1): expect slow, uneven decoding. Use a cable if you can.")
+                         .replace("%1", ", ".join(wifi)) if wifi else "")
+
+    def show_host(self, name: str, cpu: str, cores: int, ram_free: int, ram_total: int, engine: str) -> None:
+        """Show the master itself (the host CPU of every plan)."""
+        self.title.setText(f"<b>{name}</b> — " + self.tr("this computer (host)"))
+        self.address.setText(self.tr("Runs llama-server; keeps the first layers and the token embeddings."))
+        self.state.setText(self.tr("host"))
+        self.hardware.setText(self.tr("CPU %1").replace("%1", f"{cpu} ×{cores}") + "\n"
+                              + self.tr("RAM %1 free of %2").replace("%1", _gib(ram_free)).replace("%2", _gib(ram_total)))
+        self.engine.setText(engine)
+
+    def add_rtt(self, ms: float) -> None:
+        """One more RTT sample for the sparkline."""
+        self.sparkline.add(ms)
+        self.rtt_label.setText(self.tr("RTT %1 ms").replace("%1", f"{ms:.2f}"))
+
+    def set_warning(self, text: str) -> None:
+        """Show (or hide, with "") a warning line."""
+        self.warning.setText(text)
+        self.warning.setVisible(bool(text))
+
+
+class NodesPanel(QWidget):
+    """All nodes as cards.
+
+    Signals:
+        addRequested(str): the user typed an address to add.
+        pairRequested(str, str): node id and the PIN the user typed.
+        workerRequested(str, bool): start/stop a node's RPC worker.
+        demoRequested(): the user asked for a local demo cluster (shown when no node is found).
+
+    Attributes:
+        host_card: the master's card.
+        cards: {node id: :class:`NodeCard`}.
+    """
+
+    addRequested = Signal(str)
+    pairRequested = Signal(str, str)
+    workerRequested = Signal(str, bool)
+    demoRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.cards: dict[str, NodeCard] = {}
+        self.add_button = QPushButton(self.tr("Add by address…"))
+        self.demo_button = QPushButton(self.tr("Try a local demo"))
+        self.demo_button.setToolTip(self.tr("Start two workers on this computer to see the whole loop"))
+        self.empty_label = QLabel(self.tr("No worker found yet. Start herd-agent on your other PCs, "
+                                          "or add one by address."))
+        self.empty_label.setWordWrap(True)
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        self.message.setStyleSheet(f"color: {WARN};")
+        self.message.hide()
+        self.host_card = NodeCard(None)
+        self._list = QVBoxLayout()
+        self._list.addWidget(self.host_card)
+        inner = QWidget()
+        inner_lay = QVBoxLayout(inner)
+        inner_lay.addLayout(self._list)
+        inner_lay.addWidget(self.empty_label)
+        inner_lay.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(inner)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("<b>" + self.tr("Nodes") + "</b>"))
+        top.addStretch(1)
+        top.addWidget(self.demo_button)
+        top.addWidget(self.add_button)
+        lay = QVBoxLayout(self)
+        lay.addLayout(top)
+        lay.addWidget(self.message)
+        lay.addWidget(scroll, 1)
+        self.add_button.clicked.connect(self._ask_address)
+        self.demo_button.clicked.connect(self.demoRequested)
+
+    def card(self, node_id: str) -> NodeCard:
+        """The card of ``node_id`` (created on first use)."""
+        c = self.cards.get(node_id)
+        if c is None:
+            c = NodeCard(node_id)
+            c.pairRequested.connect(self._ask_pin)
+            c.workerRequested.connect(self.workerRequested)
+            self.cards[node_id] = c
+            self._list.addWidget(c)
+            self.empty_label.hide()
+        return c
+
+    def on_node_event(self, kind: str, node) -> None:
+        """Apply a discovery event."""
+        if kind == "removed":
+            c = self.cards.pop(node.id, None)
+            if c is not None:
+                c.setParent(None)
+                c.deleteLater()
+            self.empty_label.setVisible(not self.cards)
+            return
+        self.card(node.id).show_node(node)
+
+    def on_sample(self, sample) -> None:
+        """Apply a telemetry sample (link RTT, node status)."""
+        c = self.cards.get(sample.source)
+        if c is None:
+            return
+        if sample.kind == "link" and sample.values.get("rtt_median_ms") is not None:
+            c.add_rtt(sample.values["rtt_median_ms"])
+        elif sample.kind == "node" and isinstance(sample.values.get("status"), dict):
+            c.show_status(sample.values["status"])
+
+    def show_message(self, text: str) -> None:
+        """A message over the list (a failed pairing, an unreachable address); "" hides it."""
+        self.message.setText(text)
+        self.message.setVisible(bool(text))
+
+    def _ask_address(self) -> None:
+        text, ok = QInputDialog.getText(self, self.tr("Add a node"),
+                                        self.tr("Address of the node's herd-agent (host or host:port):"))
+        if ok and text.strip():
+            self.addRequested.emit(text.strip())
+
+    def _ask_pin(self, node_id: str) -> None:
+        pin, ok = QInputDialog.getText(self, self.tr("Pair with node"),
+                                       self.tr("Enter the PIN the node shows (herd-agent pin):"),
+                                       QLineEdit.EchoMode.Normal)
+        if ok and pin.strip():
+            self.pairRequested.emit(node_id, pin.strip())

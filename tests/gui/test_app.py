@@ -1,0 +1,129 @@
+"""The whole window against real agents (herd-agent on loopback) and a real llama-server.
+
+A node appears when an agent starts; pairing with a wrong PIN says so and the right one works;
+a plan that does not fit is red and Start refuses with the reason; Start reaches ready with the
+placement verified, a chat reply streams through the cluster, and Stop leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from gui.app import MainWindow
+from gui.bridge import AsyncBridge
+from gui.cli.demo import DemoCluster
+from gui.session import ClusterSession
+from gui.settings import Settings
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def agents():
+    cluster = DemoCluster(2)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch, engine):
+    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
+    settings = Settings(str(tmp_path / "herd.ini"))
+    settings.set("server/port", _free_port())
+    bridge = AsyncBridge()
+    # mDNS on loopback only (tests never browse other interfaces); fast liveness for the test
+    session = ClusterSession(bridge, interfaces=["127.0.0.1"], link_interval=0.5, status_interval=0.5)
+    win = MainWindow(settings, bridge=bridge, session=session, engine=engine)
+    qtbot.addWidget(win)
+    win.show()
+    win.start()
+    yield win
+    win.close()
+    bridge.close()
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _names(win, agents):
+    # other agents may announce on loopback too; look at ours only
+    ours = {f"127.0.0.1:{a.api_port}" for a in agents.agents}
+    return sorted(n.name for n in win.node_map.values() if f"{n.host}:{n.api_port}" in ours)
+
+
+def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_model):
+    win = window
+    # 1. the agents announce themselves over mDNS (loopback) and appear as cards
+    qtbot.waitUntil(lambda: _names(win, agents) == ["demo-a", "demo-b"], timeout=20000)
+    ids = {n.name: n.id for n in win.node_map.values() if n.name in ("demo-a", "demo-b")}
+    card = win.nodes.cards[ids["demo-a"]]
+    assert "demo-a" in card.title.text() and card.paired_label.text() == "not paired"
+    assert card.pair_button.isVisible()
+
+    # 2. a wrong PIN is refused in words; the right PINs pair
+    win.pair_node(ids["demo-a"], "000000" if agents.agents[0].pin != "000000" else "111111")
+    qtbot.waitUntil(lambda: "Pairing with demo-a failed" in win.nodes.message.text(), timeout=10000)
+    for a in agents.agents:
+        win.pair_node(ids[a.name], a.pin)
+    qtbot.waitUntil(lambda: all(win.node_map[i].paired for i in ids.values()), timeout=10000)
+    assert card.paired_label.text() == "paired" and not card.pair_button.isVisible()
+    # status arrives: RAM shown on the card; RTT sparkline fills
+    qtbot.waitUntil(lambda: "RAM" in card.hardware.text() and len(card.sparkline.values) >= 2, timeout=10000)
+
+    # 3. open the model; the editor plans over both nodes
+    assert win.open_model(str(demo_model))
+    qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
+    n = win.model.n_layer + 1
+
+    # 4. a plan that does not fit: Start refuses and says why
+    win.editor.ctx.setValue(1 << 24)  # a KV cache far larger than the RAM of this machine
+    assert win.editor.problems()
+    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    assert "Not started" in win.launch.status.text() and "short by" in win.launch.status.text()
+    assert win.session.launcher is None
+    win.editor.ctx.setValue(512)
+    assert win.editor.problems() == []
+
+    # 5. a non-default split, then Start: doctor, workers, llama-server → ready, placement verified
+    assert win.editor.set_counts(2, [3, n - 5])
+    with qtbot.waitSignal(win.session.serverState, timeout=5000):
+        qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
+    assert win.launch.state == "ready", win.launch.status.text()
+    assert win.launch.verified.text().startswith("✔"), win.launch.verified.text()
+    assert win.launch.endpoint.text() == f"http://127.0.0.1:{win.settings.get('server/port')}/v1"
+    assert win.launch.findings.count() > 0
+    assert "assigned to device RPC" in win.launch.log.toPlainText()
+
+    # 6. chat through the cluster; the dashboard gets server metrics
+    win.chat.max_tokens.setValue(16)
+    with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
+        assert win.chat.send_text("hello cluster")
+    assert sig.args[0].pieces == 16
+    qtbot.waitUntil(lambda: ("tps", "decode") in win.dashboard.series, timeout=10000)
+
+    # 7. Stop: llama-server and the workers herd started are stopped
+    server = win.session.launcher.server
+    qtbot.mouseClick(win.launch.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.launch.state == "stopped", timeout=30000)
+    assert server.returncode is not None
+    assert not win.chat.send_button.isEnabled()
+    qtbot.waitUntil(lambda: all(win.node_map[i].state == "stopped" for i in ids.values()), timeout=15000)
+
+
+def test_unreadable_model_keeps_previous(qtbot, window, demo_model, tmp_path):
+    win = window
+    assert win.open_model(str(demo_model))
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 10)
+    assert not win.open_model(str(bad))
+    assert "Cannot use broken.gguf" in win.model_panel.info.text()
+    assert win.model is not None and win.model.path == demo_model
+    assert win.settings.get("model/last") == str(demo_model)
