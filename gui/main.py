@@ -12,6 +12,7 @@ from gui import __version__
 COMMAND_MODULES = [
     "gui.cli.engine",
     "gui.cli.cluster",
+    "gui.cli.demo",
 ]
 
 
