@@ -22,10 +22,12 @@ from pathlib import Path
 
 from agent.client import AgentError
 from agent.engine import EngineError, find_engine
+from agent.files import CorruptFile
 from gui.cluster import doctor as doc
 from gui.cluster.discovery import Discovery, parse_address
 from gui.cluster.launcher import ClusterLauncher, LaunchError, devices_from_status, spec_from_plan
-from gui.cluster.nodes import KnownAddresses, Node, TokenStore
+from gui.cluster.model import file_sha256
+from gui.cluster.nodes import KnownAddresses, Node, TokenStore, config_dir
 
 MiB = 1 << 20
 
@@ -60,10 +62,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pin", required=True, help="the 6-digit PIN the node shows")
     p.set_defaults(func=_runner(cmd_pair))
 
-    def planning(p: argparse.ArgumentParser) -> None:
+    def planning(p: argparse.ArgumentParser, ctx_default: int | None = 4096) -> None:
         p.add_argument("--split", help="layer slots per node, e.g. alpha=4,beta=5 (host=N for the "
                                        "master's CPU); default: by free memory")
-        p.add_argument("--ctx", type=int, default=4096, help="context size (default 4096)")
+        p.add_argument("--ctx", type=int, default=ctx_default, help="context size (default 4096)")
         p.add_argument("--threads", type=int, help="RPC worker threads on each node")
 
     p = sub.add_parser("plan", help="show where each layer would go, memory fit and command lines")
@@ -76,9 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("up", help="launch the cluster and serve until Ctrl-C")
     p.add_argument("target", help="a model (.gguf) or a profile (.json)")
-    planning(p)
-    p.add_argument("--host", default="127.0.0.1", help="address the endpoint listens on")
-    p.add_argument("--port", type=int, default=8080, help="endpoint port (default 8080)")
+    planning(p, ctx_default=None)
+    p.add_argument("--host", default=None, help="address the endpoint listens on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="endpoint port (default 8080)")
     p.add_argument("--load-timeout", type=float, default=600.0, metavar="S")
     p.add_argument("--no-doctor", action="store_true", help="skip the checks before launch")
     p.add_argument("--server-args", default="", metavar="ARGS",
@@ -91,11 +93,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     finding(p, 2.0)
     p.set_defaults(func=_runner(cmd_doctor))
 
-    p = sub.add_parser("export", help="write a profile of a plan (nodes, engine, model, split)")
+    p = sub.add_parser("export", help="save the running cluster (or a plan) as a profile")
     p.add_argument("-o", "--output", required=True, type=Path, help="profile file to write")
-    p.add_argument("--model", required=True, type=Path, help="the GGUF model")
+    p.add_argument("--model", type=Path, help="export a plan for this model instead of the running cluster")
     planning(p)
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--port", type=int, default=None)
+    p.add_argument("--scripts", type=Path, metavar="DIR",
+                   help="also write start-workers/start-master scripts (sh, bat) into DIR")
     finding(p, 2.0)
     p.set_defaults(func=_runner(cmd_export))
 
@@ -129,7 +133,12 @@ async def _discover(args: argparse.Namespace, *, wait: bool = True, strict: bool
             raise CommandError(str(exc), 2) from None
     disc = Discovery(args.interface, browse=not args.no_mdns, tokens=TokenStore())
     await disc.start()
-    addresses = list(dict.fromkeys(known.load() + args.add))
+    try:
+        remembered = known.load()
+    except CorruptFile as exc:
+        print(f"note: {exc}; no remembered addresses are used", file=sys.stderr)
+        remembered = []
+    addresses = list(dict.fromkeys(remembered + args.add))
     results = await asyncio.gather(*(disc.add_address(a, timeout=3.0) for a in addresses),
                                    return_exceptions=True)
     for a, r in zip(addresses, results):
@@ -306,57 +315,110 @@ async def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if doc.has_errors(findings) else 0
 
 
+def running_profile_path() -> Path:
+    """Where ``herd up`` keeps the profile of the cluster it is serving (removed on stop)."""
+    return config_dir() / "running-profile.json"
+
+
 async def cmd_export(args: argparse.Namespace) -> int:
+    from gui.cluster import profile as prof
+    if args.model is None:
+        # The running cluster, as `herd up` saved it.
+        try:
+            profile = prof.load_profile(running_profile_path())
+        except prof.ProfileError:
+            raise CommandError("no cluster is running (start one with `herd up`), or pass --model "
+                               "to export a plan") from None
+    else:
+        model = _inspect(args.model)
+        disc = await _discover(args)
+        try:
+            nodes = _cluster_nodes(disc)
+            plan, _ = await _make_plan(args, disc, model, nodes)
+        finally:
+            await disc.stop()
+        spec = spec_from_plan(plan, args.model, ctx=args.ctx, port=args.port or 8080)
+        profile = prof.make_profile(plan, model, nodes, engine=find_engine(probe=True),
+                                    server_args=spec.args(), sha256=file_sha256(model.path))
     try:
-        from gui.cluster import profile as prof
-    except ImportError:
-        raise CommandError("profiles are not available in this build") from None
-    model = _inspect(args.model)
-    disc = await _discover(args)
-    try:
-        nodes = _cluster_nodes(disc)
-        plan, _ = await _make_plan(args, disc, model, nodes)
-    finally:
-        await disc.stop()
-    spec = spec_from_plan(plan, args.model, ctx=args.ctx, port=args.port)
-    try:
-        path = prof.export_profile(args.output, plan=plan, model=model, nodes=nodes,
-                                   engine=find_engine(probe=True), server_args=spec.args())
-    except (OSError, ValueError) as exc:
+        path = prof.save_profile(args.output, profile)
+        written = prof.write_start_scripts(args.scripts, profile) if args.scripts else []
+    except OSError as exc:
         raise CommandError(f"cannot write {args.output}: {exc}") from None
     print(f"wrote {path}")
+    for w in written:
+        print(f"wrote {w}")
     return 0
 
 
 # --- up ---------------------------------------------------------------------------------------
 
+async def _target_from_profile(args, disc: Discovery, eng) -> tuple:
+    """(plan, model path, model info, server options) from a profile, checked against the
+    live cluster; differences that would break the launch stop it."""
+    from gui.cluster import profile as prof
+    from gui.cluster.model import ModelError, inspect_model
+    try:
+        profile = prof.load_profile(args.target)
+    except prof.ProfileError as exc:
+        raise CommandError(str(exc), 2) from None
+    # The profile says where its nodes were: look there too (mDNS may be blocked).
+    wanted = [f"{n.address}:{n.api_port}" for n in profile.nodes.values() if n.api_port]
+    await asyncio.gather(*(disc.add_address(a, timeout=3.0) for a in wanted), return_exceptions=True)
+    try:
+        info = inspect_model(profile.model.path)
+    except ModelError:
+        info = None
+    problems = prof.diff_profile(profile, disc.nodes.values(), eng.build, info)
+    for f in problems:
+        print(f"{f.severity}: {f.subject}: {f.message}", file=sys.stderr)
+    errors = [f for f in problems if f.severity == "error"]
+    if errors:
+        raise CommandError("the profile does not match this cluster: "
+                           + "; ".join(f"{f.subject}: {f.message}" for f in errors))
+    return prof.rebind_plan(profile, disc.nodes.values()), Path(profile.model.path), info, profile
+
+
 async def cmd_up(args: argparse.Namespace) -> int:
     from gui.cluster import plan as P
+    from gui.cluster import profile as prof
     eng = find_engine(probe=True)
     try:
         llama_server = eng.require_llama_server()
     except EngineError as exc:
         raise CommandError(str(exc)) from None
-    extra = shlex.split(args.server_args)
     target = Path(args.target)
-    if target.suffix.lower() == ".json":
-        raise CommandError("launching from a profile needs `herd up` with the profile module; "
-                           "pass the model file instead", 2)
-    model = _inspect(target)
+    from_profile = target.suffix.lower() == ".json"
+    if from_profile and args.split:
+        raise CommandError("--split does not go with a profile: the profile holds the split", 2)
+    model = None if from_profile else _inspect(target)
 
     disc = await _discover(args, strict=True)
     launcher: ClusterLauncher | None = None
     try:
-        nodes = _cluster_nodes(disc)
-        unpaired = [n for n in disc.nodes.values() if n.reachable and not n.paired]
-        for n in unpaired:
-            print(f"note: {n.name} ({n.host}) is not paired; `herd pair {n.host}:{n.api_port} --pin PIN` "
-                  "to use it", file=sys.stderr)
-        plan, fits = await _make_plan(args, disc, model, nodes)
-        bad = P.misfits(fits)
+        if from_profile:
+            plan, model_path, model, profile = await _target_from_profile(args, disc, eng)
+            ctx = args.ctx or profile.server.ctx
+            host = args.host or profile.server.host
+            port = args.port or profile.server.port
+            extra = list(profile.server.extra_args) + shlex.split(args.server_args)
+        else:
+            model_path, ctx = target, args.ctx or 4096
+            host, port = args.host or "127.0.0.1", args.port or 8080
+            extra = shlex.split(args.server_args)
+            for n in disc.nodes.values():
+                if n.reachable and not n.paired:
+                    print(f"note: {n.name} ({n.host}) is not paired; `herd pair {n.host}:{n.api_port} "
+                          "--pin PIN` to use it", file=sys.stderr)
+            args.ctx = ctx
+            plan, _ = await _make_plan(args, disc, model, _cluster_nodes(disc))
+        bad = P.misfits(P.estimate(plan, model, ctx, host_free_bytes=_host_free()))
         if bad:
             raise CommandError("the plan does not fit: " + "; ".join(bad))
-        used = [n for n in nodes if n.rpc_endpoint in plan.rpc_endpoints()]
+        used = [n for n in _cluster_nodes(disc) if n.rpc_endpoint in plan.rpc_endpoints()]
+        missing = set(plan.rpc_endpoints()) - {n.rpc_endpoint for n in used}
+        if missing:
+            raise CommandError("no paired, reachable node serves " + ", ".join(sorted(missing)))
         if not args.no_doctor:
             findings = await doc.check_cluster(used, disc.client, eng)
             errors = [f for f in findings if f.severity == doc.ERROR]
@@ -368,8 +430,8 @@ async def cmd_up(args: argparse.Namespace) -> int:
         print("Plan:")
         for line in plan.describe():
             print("  " + line)
-        launcher = ClusterLauncher(llama_server, plan, target, {n.id: n for n in used},
-                                   disc.client, ctx=args.ctx, host=args.host, port=args.port,
+        launcher = ClusterLauncher(llama_server, plan, model_path, {n.id: n for n in used},
+                                   disc.client, ctx=ctx, host=host, port=port,
                                    extra_args=extra, threads=args.threads)
         print("Starting " + " ".join(launcher.spec.argv(llama_server)), flush=True)
         stop = asyncio.Event()
@@ -398,6 +460,10 @@ async def cmd_up(args: argparse.Namespace) -> int:
             for p in check.problems:
                 print(f"  MISMATCH: {p}", file=sys.stderr)
             raise CommandError("llama-server did not place the layers as planned")
+        # What is running now, for `herd export` (and the app) to pick up.
+        with contextlib.suppress(OSError, ValueError):
+            prof.save_profile(running_profile_path(), prof.make_profile(
+                plan, model, used, engine=eng, server_args=launcher.spec.args()))
         print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
         server = launcher.server
         ended = asyncio.create_task(server.wait_exit())
@@ -411,6 +477,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         return 0
     finally:
         if launcher is not None:
+            running_profile_path().unlink(missing_ok=True)
             await launcher.stop()
         await disc.stop()
         if launcher is not None:

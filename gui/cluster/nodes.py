@@ -8,13 +8,17 @@ that holds them is written atomically (temp file + ``os.replace``) with owner-on
 from __future__ import annotations
 
 import json
+import logging
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import platformdirs
+
+from agent.files import CorruptFile, parse_json_object, read_or_set_aside, write_json_atomic
+
+log = logging.getLogger(__name__)
 
 APP_NAME = "llama-herd"
 TOKENS_FILE = "tokens.json"
@@ -33,22 +37,7 @@ def config_dir() -> Path:
 
 def write_private_json(path: Path, data) -> None:
     """Write ``data`` as JSON to ``path`` atomically (temp file + replace), owner-only (0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp creates the file 0600 already; chmod again in case of an odd umask/OS.
-        os.chmod(tmp, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_json_atomic(path, data, 0o600)
 
 
 @dataclass(frozen=True)
@@ -181,15 +170,22 @@ class KnownAddresses:
         self.path = Path(path) if path else config_dir() / ADDRESSES_FILE
 
     def load(self) -> list[str]:
-        """The remembered addresses (empty if none or the file is unreadable)."""
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            return [a for a in data.get("addresses", []) if isinstance(a, str)]
-        except (OSError, ValueError, AttributeError):
-            return []
+        """The remembered addresses (empty if there are none yet).
+
+        A file that is not a JSON object is set aside (``nodes.json.corrupt-<timestamp>``) and
+        :class:`~agent.files.CorruptFile` raised once, so the next :meth:`add` cannot silently
+        overwrite what the user had; the caller reports it.
+        """
+        data = read_or_set_aside(self.path, parse_json_object, missing=dict)
+        addresses = data.get("addresses", [])
+        return [a for a in addresses if isinstance(a, str)] if isinstance(addresses, list) else []
 
     def add(self, address: str) -> None:
         """Remember ``address`` (no duplicate)."""
-        known = self.load()
+        try:
+            known = self.load()
+        except CorruptFile as exc:  # set aside by load(): start a new list, the old one is kept
+            log.warning("%s", exc)
+            known = []
         if address not in known:
             write_private_json(self.path, {"version": 1, "addresses": known + [address]})
