@@ -1,0 +1,169 @@
+"""GUI responsiveness while a fast model streams into the chat pane.
+
+Starts a real llama-server with a tiny demo model on loopback, opens the real chat pane
+(offscreen unless a display is there), and streams several long replies. Meanwhile a 5 ms Qt
+timer measures how long the GUI event loop goes without running it: the longest gap minus the
+interval is the worst stall a user would feel. For each reply it compares the tokens/s the pane
+saw (first token excluded, as llama-server counts) with the server's own
+``timings.predicted_per_second``.
+
+Targets: server ≥ 500 tok/s, longest stall ≤ 50 ms, pane/server ≥ 0.97.
+
+    python bench/gui_bench.py [--replies 5] [--tokens 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx  # noqa: E402
+from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from agent.engine import find_engine  # noqa: E402
+from gui.bridge import AsyncBridge  # noqa: E402
+from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
+from gui.session import ClusterSession  # noqa: E402
+from gui.widgets.chat_pane import ChatPane  # noqa: E402
+
+TICK_MS = 5
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(engine, model: Path, threads: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([str(engine.llama_server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+                             "-c", "8192", "-t", str(threads), "-np", "1", "--no-webui"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"llama-server exited with {proc.returncode}")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("llama-server did not become ready")
+
+
+class StallMeter:
+    """Longest gap between ticks of a 5 ms timer, per measurement window."""
+
+    def __init__(self) -> None:
+        self.clock = QElapsedTimer()
+        self.timer = QTimer()
+        self.timer.setInterval(TICK_MS)
+        self.timer.timeout.connect(self._tick)
+        self.gaps: list[float] = []
+        self.last = 0.0
+
+    def start(self) -> None:
+        self.gaps = []
+        self.clock.start()
+        self.last = 0.0
+        self.timer.start()
+
+    def _tick(self) -> None:
+        now = self.clock.nsecsElapsed() / 1e6
+        self.gaps.append(now - self.last)
+        self.last = now
+
+    def stop(self) -> list[float]:
+        self.timer.stop()
+        return self.gaps
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--replies", type=int, default=5)
+    ap.add_argument("--tokens", type=int, default=2000)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    engine = find_engine(probe=True)
+    if not engine.complete:
+        raise SystemExit("no llama.cpp engine; run `herd engine install`")
+    app = QApplication.instance() or QApplication([])
+    tmp = Path(tempfile.mkdtemp(prefix="herd-gui-bench-"))
+    model = write_demo_model(tmp / "bench.gguf", DemoShape(layers=8))
+    proc, url = start_server(engine, model, args.threads)
+    bridge = AsyncBridge()
+    session = ClusterSession(bridge)
+    pane = ChatPane(session.chat_sender(url))
+    pane.resize(900, 700)
+    pane.show()
+    meter = StallMeter()
+    rows = []
+    try:
+        for i in range(args.replies + 1):  # the first reply warms up and is not counted
+            # A new chat per reply keeps the prompt short, so the server streams at full speed.
+            pane.new_chat()
+            pane.max_tokens.setValue(args.tokens)
+            done = []
+            loop = QEventLoop()
+            pane.replyFinished.connect(done.append)
+            pane.replyFinished.connect(loop.quit)
+            QTimer.singleShot(120_000, loop.quit)
+            meter.start()
+            pane.send_text(f"Write a long story number {i}.")
+            loop.exec()
+            gaps = meter.stop()
+            pane.replyFinished.disconnect(done.append)
+            pane.replyFinished.disconnect(loop.quit)
+            if not done:
+                raise SystemExit("a reply did not finish in 120 s")
+            st = done[0]
+            if i == 0:
+                continue
+            seen = st.seen_tps() or 0.0
+            worst = max(gaps[1:] or [0.0]) - TICK_MS
+            p99 = statistics.quantiles(gaps[1:], n=100)[98] - TICK_MS if len(gaps) > 100 else worst
+            rows.append((i, st.pieces, st.server_tps or 0.0, seen, seen / st.server_tps if st.server_tps else 0.0,
+                         st.ttft_ms() or 0.0, max(0.0, worst), max(0.0, p99)))
+    finally:
+        pane.close()
+        session.close()
+        bridge.close()
+        proc.terminate()
+        proc.wait(10)
+
+    print()
+    print(f"GUI bench: chat pane streaming from llama-server (demo model, 8 layers, {args.tokens} tokens/reply, "
+          f"new chat per reply; stall = longest gap of a {TICK_MS} ms timer minus {TICK_MS} ms)")
+    print(f"{'reply':>5} {'tokens':>6} {'server tok/s':>12} {'pane tok/s':>10} {'pane/server':>11} "
+          f"{'TTFT ms':>8} {'max stall ms':>12} {'p99 stall ms':>12}")
+    for r in rows:
+        print(f"{r[0]:>5} {r[1]:>6} {r[2]:>12.1f} {r[3]:>10.1f} {r[4]:>11.3f} {r[5]:>8.1f} {r[6]:>12.1f} {r[7]:>12.1f}")
+    server = min(r[2] for r in rows)
+    ratio = min(r[4] for r in rows)
+    stall = max(r[6] for r in rows)
+    print()
+    print(f"{'target':<34} {'measured (worst reply)':>24} {'ok':>4}")
+    for name, val, ok in [("server decode ≥ 500 tok/s", f"{server:.1f} tok/s", server >= 500),
+                          ("longest GUI stall ≤ 50 ms", f"{stall:.1f} ms", stall <= 50),
+                          ("pane tok/s ÷ server's ≥ 0.97", f"{ratio:.3f}", ratio >= 0.97)]:
+        print(f"{name:<34} {val:>24} {'yes' if ok else 'NO':>4}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
