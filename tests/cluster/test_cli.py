@@ -163,3 +163,14 @@ def test_failed_launch_is_explained_and_undone(paired, demo_model, env):
     assert "Stopped: llama-server and the workers herd started." in r.stdout
     assert _llama_servers_for(demo_model) == []
     assert all(rpc_children(a.proc.pid) == [] for a in paired)
+
+
+def test_profile_of_unknown_version_is_refused(tmp_path, env):
+    prof = tmp_path / "future.json"
+    prof.write_text(json.dumps({"format": "llama-herd-profile", "version": 99}))
+    r = herd(["up", prof, "--no-mdns"], env)
+    assert r.returncode == 2
+    assert "profile.version: unknown profile version 99" in r.stderr
+    prof.write_text("{broken")
+    r = herd(["up", prof, "--no-mdns"], env)
+    assert r.returncode == 2 and "not valid JSON" in r.stderr

@@ -68,10 +68,36 @@ async def test_loopback_cluster_flow(engine, demo_model, procs, tmp_path, herd_e
                           max_tokens=16)
     assert done.timings["predicted_n"] == 16 and done.text
 
+    # Export the running cluster as a profile (with start scripts).
+    profile = tmp_path / "cluster.json"
+    r = herd(["export", "-o", profile, "--scripts", tmp_path / "scripts"], herd_env)
+    assert r.returncode == 0, r.stderr
+    saved = json.loads(profile.read_text())
+    assert set(saved["nodes"]) == {alpha.node_id, beta.node_id}
+    assert [(a["device"]["node_name"], a["count"]) for a in saved["plan"]["assignments"]] == [
+        ("alpha", 3), ("beta", 5)]
+    assert saved["plan"]["host_layers"] == 1 and saved["server"]["port"] == port
+    assert (tmp_path / "scripts" / "start-master.sh").is_file()
+
+    await _stop(up, servers, workers)
+    for agent in (alpha, beta):
+        async with AgentClient(agent.api_url, token=tokens.get(agent.node_id)) as c:
+            assert (await c.status())["rpc"]["state"] == "stopped"
+    r = herd(["export", "-o", tmp_path / "again.json"], herd_env)
+    assert r.returncode == 1 and "no cluster is running" in r.stderr
+
+    # Launch the same cluster again from the profile (on another port).
+    port2 = free_port()
+    again = HerdUp(procs.popen(HERD + ["up", profile, "--no-mdns", "--port", str(port2)],
+                               env=herd_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    again.wait_for("Serving", 120)
+    assert again.placement() == {"host": [0], a_ep: [1, 2, 3], b_ep: [4, 5, 6, 7, 8]}
+    assert again.endpoint() == f"http://127.0.0.1:{port2}"
+    await _stop(again, again.server_pids(), rpc_children(alpha.proc.pid) + rpc_children(beta.proc.pid))
+
+
+async def _stop(up: HerdUp, servers: list[int], workers: list[int]) -> None:
     up.proc.send_signal(signal.SIGINT)
     assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
     assert gone(servers) and gone(workers), "a process herd started is still running"
     assert any("Stopped: llama-server and the workers herd started." in ln for ln in up.lines)
-    for agent in (alpha, beta):
-        async with AgentClient(agent.api_url, token=tokens.get(agent.node_id)) as c:
-            assert (await c.status())["rpc"]["state"] == "stopped"
