@@ -24,6 +24,9 @@ Kinds of sample (``Sample.kind``) and their values:
     ``lost`` over the interval's probes.
 ``node`` (:class:`NodeStatusSampler`)
     one node's load and network throughput from the agent's ``status``.
+``reply`` (:meth:`Telemetry.record_reply`)
+    a finished chat reply's own ``timings`` as llama-server measured them
+    (``predicted_per_second``, ``prompt_per_second``, token counts).
 """
 
 from __future__ import annotations
@@ -410,6 +413,14 @@ class Telemetry:
         """
         self._callbacks.append(callback)
         return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
+
+    def record_reply(self, source: str, timings: dict) -> Sample:
+        """Emit a ``reply`` sample from a finished reply's ``timings`` (see ``gui.cluster.chat``)."""
+        keys = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
+                "predicted_per_second")
+        sample = Sample(time.time(), "reply", source, {k: timings[k] for k in keys if k in timings})
+        self._emit(sample)
+        return sample
 
     def stream(self, maxsize: int = 1000) -> "SampleStream":
         """Samples from now on, as an async iterator (``async for s in tele.stream()``).

@@ -149,6 +149,10 @@ async def test_samples_arrive_while_streaming_and_decode_rate_matches_timings(sp
     prompted = [s for s in samples if s.kind == "metrics" and s.values.get("prompt_tokens")]
     assert len(prompted) == 1 and prompted[0].values["prompt_tokens"] == done.timings["prompt_n"]
     assert prompted[0].values["prompt_tps"] == pytest.approx(done.timings["prompt_per_second"], rel=0.03)
+    # The reply's own figures go into the same stream.
+    reply = tele.record_reply(url, done.timings)
+    assert samples[-1] is reply and reply.kind == "reply"
+    assert reply.values["predicted_per_second"] == reply_tps and reply.values["predicted_n"] == 1500
 
 
 @pytest.mark.engine
