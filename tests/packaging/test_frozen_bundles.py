@@ -7,6 +7,7 @@ must answer ``/api/v1/info`` and stop cleanly on SIGTERM.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -60,30 +61,84 @@ def test_frozen_agent_has_the_service_commands(frozen_agent):
     assert "localport=7102" in out.stdout
 
 
-def test_frozen_agent_serves_info(frozen_agent, tmp_path, procs):
+def _start_frozen_agent(procs, exe: Path, tmp: Path, env: dict | None = None):
     api, rpc, echo = free_port(), free_port(), free_port()
-    state = tmp_path / "state"
-    proc = procs.popen([frozen_agent, "run", "--bind", "127.0.0.1", "--api-port", api,
-                        "--rpc-port", rpc, "--echo-port", echo, "--no-mdns",
-                        "--state-dir", state, "--config", tmp_path / "agent.toml",
-                        "--name", "frozen-smoke"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{api}/api/v1/info"
+    proc = procs.popen([exe, "run", "--bind", "127.0.0.1", "--api-port", api, "--rpc-port", rpc,
+                        "--echo-port", echo, "--no-mdns", "--state-dir", tmp / "state",
+                        "--config", tmp / "agent.toml", "--name", "frozen-smoke"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    return proc, (api, rpc, echo)
+
+
+def _wait_info(proc, api: int) -> dict:
     deadline = time.monotonic() + 60
-    info = None
     while time.monotonic() < deadline:
-        assert proc.poll() is None, f"frozen agent exited early ({proc.returncode}): {proc.stdout.read()}"
+        assert proc.poll() is None, f"frozen agent exited early ({proc.returncode})"
         try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                info = json.load(resp)
-            break
+            with urllib.request.urlopen(f"http://127.0.0.1:{api}/api/v1/info", timeout=2) as resp:
+                return json.load(resp)
         except OSError:
             time.sleep(0.2)
-    assert info is not None, "no answer from the frozen agent's /api/v1/info within 60 s"
+    raise AssertionError("no answer from the frozen agent's /api/v1/info within 60 s")
+
+
+async def test_frozen_agent_runs_the_rpc_worker_bundled_beside_it(frozen_agent, engine, tmp_path, procs):
+    """The MSI's layout: ggml-rpc-server beside the frozen herd-agent, no other engine around.
+    The agent must find it there, start it for a paired master, and answer through the relay."""
+    import shutil
+
+    import psutil
+
+    from agent.client import AgentClient
+    from agent.engine import PINNED_RPC_PROTO, rpc_hello
+
+    bundle = frozen_agent.parent
+    copied = []
+    for f in sorted(engine.rpc_server.parent.iterdir()):
+        if f.name == "ggml-rpc-server" or f.name.startswith("libggml"):
+            dest = bundle / f.name
+            if f.is_symlink():
+                dest.symlink_to(os.readlink(f))
+            else:
+                shutil.copy2(f, dest)
+            copied.append(dest)
+    try:
+        # no managed engine, no HERD_ENGINE_DIR: only the bundled one can be found
+        env = {k: v for k, v in os.environ.items() if k != "HERD_ENGINE_DIR"}
+        for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "LLAMA_CACHE"):
+            env[var] = str(tmp_path / var.lower())
+        proc, (api, rpc, _) = _start_frozen_agent(procs, frozen_agent, tmp_path, env)
+        info = _wait_info(proc, api)
+        assert info["engine"]["rpc_server"] is True
+        pin = json.loads((tmp_path / "state" / "agent-state.json").read_text())["pin"]
+        async with AgentClient(f"http://127.0.0.1:{api}") as anon:
+            token = await anon.pair(pin, "frozen-test")
+        async with AgentClient(f"http://127.0.0.1:{api}", token=token) as client:
+            await client.rpc_start()
+            deadline = time.monotonic() + 30
+            while (st := (await client.status())["rpc"])["state"] != "ready":
+                assert st["state"] in ("starting", "stopped"), st
+                assert time.monotonic() < deadline, f"worker not ready within 30 s: {st}"
+                await asyncio.sleep(0.2)
+            worker_exe = Path(psutil.Process(st["pid"]).exe())
+            assert worker_exe.parent == bundle.resolve()
+            assert await asyncio.to_thread(rpc_hello, "127.0.0.1", rpc) == PINNED_RPC_PROTO
+            await client.rpc_stop()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        assert not psutil.pid_exists(st["pid"]) or psutil.Process(st["pid"]).status() == psutil.STATUS_ZOMBIE
+    finally:
+        for dest in copied:
+            dest.unlink()
+
+
+def test_frozen_agent_serves_info(frozen_agent, tmp_path, procs):
+    proc, (api, rpc, echo) = _start_frozen_agent(procs, frozen_agent, tmp_path)
+    info = _wait_info(proc, api)
     assert info["name"] == "frozen-smoke"
     assert info["ports"] == {"api": api, "rpc": rpc, "echo": echo}
     # it used the state folder it was given
-    node = json.loads((state / "agent-state.json").read_text())
+    node = json.loads((tmp_path / "state" / "agent-state.json").read_text())
     assert info["id"] == node["node_id"]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=15) == 0
