@@ -1,9 +1,10 @@
 """Loading the app's translations (Qt Linguist ``.ts`` sources in ``resources/translations``).
 
-Preferred: the compiled ``herd_<lang>.qm`` beside the ``.ts`` (made at build or install time
-by ``pyside6-lrelease``; :func:`compile_translations` does it). When no ``.qm`` is there and
-``pyside6-lrelease`` is missing too — an editable install, a frozen build without tools —
-:class:`TsTranslator` reads the ``.ts`` XML directly, so the app is translated either way.
+Preferred: a compiled ``herd_<lang>.qm`` — beside the ``.ts`` when a build put it there, else
+compiled on first run with ``pyside6-lrelease`` (shipped with PySide6-Essentials) into the
+user's cache folder, and recompiled when the ``.ts`` is newer. When neither works (no
+``lrelease``, a read-only cache) :class:`TsTranslator` reads the ``.ts`` XML directly, so the
+app is translated either way.
 """
 
 from __future__ import annotations
@@ -64,18 +65,53 @@ def compile_translations(folder: Path = TRANSLATIONS) -> list[Path]:
     return out
 
 
-def load_translator(lang: str, folder: Path = TRANSLATIONS) -> QTranslator | None:
+def cache_dir() -> Path:
+    """Where translations compiled on first run are kept."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("llama-herd", appauthor=False)) / "translations"
+
+
+def compiled_qm(ts: Path, cache: Path | None = None) -> Path | None:
+    """A ``.qm`` for ``ts``: the shipped one, or one compiled into ``cache`` (None if impossible)."""
+    shipped = ts.with_suffix(".qm")
+    if shipped.is_file() and shipped.stat().st_mtime >= ts.stat().st_mtime:
+        return shipped
+    tool = shutil.which("pyside6-lrelease") or shutil.which("lrelease")
+    if tool is None:
+        return None
+    cache = cache or cache_dir()
+    qm = cache / ts.with_suffix(".qm").name
+    if qm.is_file() and qm.stat().st_mtime >= ts.stat().st_mtime:
+        return qm
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = qm.with_name(qm.name + ".tmp")
+        r = subprocess.run([tool, str(ts), "-qm", str(tmp)], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0 or not tmp.is_file():
+            log.warning("lrelease failed for %s: %s", ts.name, r.stderr.strip())
+            return None
+        tmp.replace(qm)  # atomic: a half-written .qm is never loaded
+        return qm
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("cannot compile %s: %s", ts.name, exc)
+        return None
+
+
+def load_translator(lang: str, folder: Path = TRANSLATIONS, cache: Path | None = None) -> QTranslator | None:
     """The translator for ``lang`` (``zh_CN``…), or None for English / no translation."""
     if not lang or lang.startswith("en"):
         return None
     candidates = [lang, lang.split("_")[0]]
     for code in candidates:
-        qm = folder / f"herd_{code}.qm"
-        if qm.is_file():
+        ts = folder / f"herd_{code}.ts"
+        if not ts.is_file():
+            continue
+        qm = compiled_qm(ts, cache)
+        if qm is not None:
             t = QTranslator()
             if t.load(str(qm)):
                 return t
-        ts = folder / f"herd_{code}.ts"
         if ts.is_file():
             try:
                 t = TsTranslator(ts)

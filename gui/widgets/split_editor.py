@@ -18,7 +18,7 @@ from PySide6.QtGui import QBrush, QColor, QGuiApplication, QKeySequence, QShortc
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit, QPushButton,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from gui.cluster.launcher import ServerSpec
+from gui.cluster.launcher import ServerSpec, spec_from_plan
 from gui.cluster.plan import Assignment, Device, DeviceFit, Plan, PlanError, estimate, model_order, plan_by_memory
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar
 
@@ -28,11 +28,8 @@ BAD = QColor("#d62728")
 
 def server_spec_for(plan: Plan, model_path: Path, ctx: int, host: str = "127.0.0.1", port: int = 8080,
                     extra_args: list[str] | None = None) -> ServerSpec:
-    """The :class:`ServerSpec` that runs ``plan`` (the same flags as :meth:`Plan.llama_args`)."""
-    active = plan.active_assignments()
-    return ServerSpec(model=Path(model_path), rpc=plan.rpc_endpoints(), ngl=plan.offloaded,
-                      tensor_split=[plan.assignments[i].count for i in active] if plan.offloaded else [],
-                      ctx=ctx, host=host, port=port, extra_args=list(extra_args or []))
+    """The :class:`ServerSpec` that runs ``plan`` — the launcher's own, so they never disagree."""
+    return spec_from_plan(plan, model_path, ctx=ctx, host=host, port=port, extra_args=extra_args)
 
 
 def _mib(n: int | None) -> str:
@@ -93,7 +90,8 @@ class SplitEditor(QWidget):
         self.summary = QLabel()
         self.summary.setWordWrap(True)
         self.table = QTableWidget(0, len(self.COLUMNS))
-        self.table.setHorizontalHeaderLabels([self.tr(c) for c in self.COLUMNS])
+        self.table.setHorizontalHeaderLabels([self.tr("Use"), self.tr("Device"), self.tr("Slots"), self.tr("Layers"),
+                                              self.tr("Needs"), self.tr("Free"), self.tr("Fit")])
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)

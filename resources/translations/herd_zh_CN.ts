@@ -1,0 +1,893 @@
+<?xml version='1.0' encoding='utf-8'?>
+<!DOCTYPE TS>
+<TS version="2.1" language="zh_CN">
+<context>
+    <name>ChatPane</name>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="124" />
+        <source>System prompt (optional)</source>
+        <translation>系统提示词（可选）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="132" />
+        <source>New chat</source>
+        <translation>新对话</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="133" />
+        <source>Save history…</source>
+        <translation>保存记录…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="134" />
+        <source>Copy reply</source>
+        <translation>复制回复</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="139" />
+        <source>Ask something… (Ctrl+Enter sends)</source>
+        <translation>输入问题…（Ctrl+Enter 发送）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="141" />
+        <source>Send</source>
+        <translation>发送</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="142" />
+        <source>Stop</source>
+        <translation>停止</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="148" />
+        <source>Temperature</source>
+        <translation>温度</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="150" />
+        <source>Max tokens</source>
+        <translation>最大 token 数</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="188" />
+        <source>Start the cluster to chat with it.</source>
+        <translation>启动集群后即可对话。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="268" />
+        <source>You</source>
+        <translation>你</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="268" />
+        <source>Assistant</source>
+        <translation>助手</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="284" />
+        <source>Waiting for the first token…</source>
+        <translation>等待第一个 token…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="319" />
+        <source>Streaming… %1 tokens</source>
+        <translation>生成中… %1 个 token</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="342" />
+        <source>The reply failed: %1</source>
+        <translation>回复失败：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="344" />
+        <source>Stopped.</source>
+        <translation>已停止。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="373" />
+        <source>%1 tokens</source>
+        <translation>%1 个 token</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="376" />
+        <location filename="../../gui/widgets/chat_pane.py" line="378" />
+        <source>%1 tok/s</source>
+        <translation>%1 token/秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="380" />
+        <source>first token after %1 ms</source>
+        <translation>首个 token 用时 %1 毫秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="382" />
+        <source>stopped</source>
+        <translation>已停止</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="384" />
+        <source>failed: %1</source>
+        <translation>失败：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="397" />
+        <location filename="../../gui/widgets/chat_pane.py" line="403" />
+        <source>Save chat history</source>
+        <translation>保存对话记录</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="398" />
+        <source>Chat history (*.json)</source>
+        <translation>对话记录 (*.json)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/chat_pane.py" line="404" />
+        <source>Could not save the history: %1</source>
+        <translation>无法保存记录：%1</translation>
+    </message>
+</context>
+<context>
+    <name>ClusterSession</name>
+    <message>
+        <location filename="../../gui/session.py" line="308" />
+        <source>No llama-server is running.</source>
+        <translation>没有正在运行的 llama-server。</translation>
+    </message>
+</context>
+<context>
+    <name>Dashboard</name>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="73" />
+        <source>Pause</source>
+        <translation>暂停</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="74" />
+        <source>Hover over the graphs to read values.</source>
+        <translation>将鼠标悬停在图表上可查看数值。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="79" />
+        <source>Tokens/s</source>
+        <translation>token/秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="79" />
+        <source>Link RTT (ms)</source>
+        <translation>链路往返时延（毫秒）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="79" />
+        <source>Link throughput (MB/s)</source>
+        <translation>链路吞吐量（MB/秒）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="89" />
+        <source>seconds</source>
+        <translation>秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="120" />
+        <source>decode</source>
+        <translation>生成</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="121" />
+        <source>prompt</source>
+        <translation>提示词处理</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="123" />
+        <source>decode (live)</source>
+        <translation>生成（实时）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="217" />
+        <source>tok/s</source>
+        <translation>token/秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="217" />
+        <source>ms</source>
+        <translation>毫秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="217" />
+        <source>MB/s</source>
+        <translation>MB/秒</translation>
+    </message>
+</context>
+<context>
+    <name>LaunchPanel</name>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="44" />
+        <source>Start</source>
+        <translation>启动</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="45" />
+        <source>Stop</source>
+        <translation>停止</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="47" />
+        <source>Not running.</source>
+        <translation>未运行。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="58" />
+        <source>The OpenAI-compatible endpoint appears here once running</source>
+        <translation>运行后这里会显示兼容 OpenAI 的接口地址</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="59" />
+        <source>Copy</source>
+        <translation>复制</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="70" />
+        <source>Endpoint</source>
+        <translation>接口地址</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="77" />
+        <source>Checks</source>
+        <translation>检查结果</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="80" />
+        <source>llama-server log</source>
+        <translation>llama-server 日志</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="90" />
+        <source>Not started: %1</source>
+        <translation>未启动：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="120" />
+        <source>Checking the nodes…</source>
+        <translation>正在检查节点…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="141" />
+        <source>Starting the workers and llama-server…</source>
+        <translation>正在启动工作节点和 llama-server…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="143" />
+        <source>Loading the model onto the devices…</source>
+        <translation>正在把模型加载到各设备…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="147" />
+        <source>Running.</source>
+        <translation>运行中。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="156" />
+        <source>Failed: %1</source>
+        <translation>失败：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="156" />
+        <source>llama-server stopped.</source>
+        <translation>llama-server 已停止。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="158" />
+        <source>Stopped.</source>
+        <translation>已停止。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="160" />
+        <source>Stopping…</source>
+        <translation>正在停止…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="165" />
+        <source>Placement verified: llama-server put every layer where the plan said.</source>
+        <translation>分配已核实：llama-server 把每一层都放在了计划的位置。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="168" />
+        <source>Placement differs from the plan: %1</source>
+        <translation>实际分配与计划不符：%1</translation>
+    </message>
+</context>
+<context>
+    <name>MainWindow</name>
+    <message>
+        <location filename="../../gui/app.py" line="82" />
+        <source>Split</source>
+        <translation>分层</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="83" />
+        <source>Launch</source>
+        <translation>启动</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="88" />
+        <source>Chat &amp;&amp; dashboard</source>
+        <translation>对话与仪表盘</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="100" />
+        <source>Looking for nodes…</source>
+        <translation>正在查找节点…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="138" />
+        <source>&amp;File</source>
+        <translation>文件(&amp;F)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="139" />
+        <source>&amp;Open model…</source>
+        <translation>打开模型(&amp;O)…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="143" />
+        <source>&amp;Export cluster profile…</source>
+        <translation>导出集群配置(&amp;E)…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="146" />
+        <source>&amp;Import cluster profile…</source>
+        <translation>导入集群配置(&amp;I)…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="150" />
+        <source>&amp;Quit</source>
+        <translation>退出(&amp;Q)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="154" />
+        <source>&amp;Help</source>
+        <translation>帮助(&amp;H)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="155" />
+        <source>&amp;About llama-herd</source>
+        <translation>关于 llama-herd(&amp;A)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="165" />
+        <source>Show window</source>
+        <translation>显示窗口</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="166" />
+        <source>Quit</source>
+        <translation>退出</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="168" />
+        <source>llama-herd: not running</source>
+        <translation>llama-herd：未运行</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="187" />
+        <source>Remembered nodes that did not answer: %1</source>
+        <translation>以下已保存的节点没有响应：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="196" />
+        <source>llama.cpp build %1 (herd needs %2)</source>
+        <translation>llama.cpp 版本 %1（herd 需要 %2）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="198" />
+        <source>llama.cpp engine missing: run herd engine install</source>
+        <translation>缺少 llama.cpp 引擎：请运行 herd engine install</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="212" />
+        <source>Lost contact with %1.</source>
+        <translation>与 %1 失去联系。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="215" />
+        <source>%1 stopped answering; the running model may fail.</source>
+        <translation>%1 已停止响应，正在运行的模型可能会出错。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="218" />
+        <source>%1 node(s) found.</source>
+        <translation>已找到 %1 个节点。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="264" />
+        <source>No herd agent answers at %1: %2</source>
+        <translation>%1 上没有 herd 代理响应：%2</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="272" />
+        <source>Pairing with %1 failed: %2</source>
+        <translation>与 %1 配对失败：%2</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="308" />
+        <source>Making the demo model…</source>
+        <translation>正在生成演示模型…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="315" />
+        <source>Measuring the nodes to find the fastest split…</source>
+        <translation>正在测量各节点以寻找最快的分层方案…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="323" />
+        <source>Open a model first.</source>
+        <translation>请先打开一个模型。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="327" />
+        <source>The plan does not fit.</source>
+        <translation>该方案内存不足。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="331" />
+        <source>The llama.cpp engine is missing; run herd engine install.</source>
+        <translation>缺少 llama.cpp 引擎，请运行 herd engine install。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="337" />
+        <source>Not reachable or not paired: %1.</source>
+        <translation>无法连接或未配对：%1。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="365" />
+        <location filename="../../gui/app.py" line="384" />
+        <source>llama-herd: %1</source>
+        <translation>llama-herd：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="382" />
+        <source>llama-server stopped: %1</source>
+        <translation>llama-server 已停止：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="397" />
+        <source>Export cluster profile</source>
+        <translation>导出集群配置</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="398" />
+        <location filename="../../gui/app.py" line="403" />
+        <source>Profiles are not available in this build.</source>
+        <translation>此版本不支持集群配置。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="402" />
+        <source>Import cluster profile</source>
+        <translation>导入集群配置</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="413" />
+        <source>Starting two local workers…</source>
+        <translation>正在启动两个本地工作节点…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="425" />
+        <source>The local demo could not start: %1</source>
+        <translation>本地演示无法启动：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="442" />
+        <source>About llama-herd</source>
+        <translation>关于 llama-herd</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="444" />
+        <source>Turn the PCs of your home network into one llama.cpp cluster.</source>
+        <translation>把家里局域网中的电脑组成一个 llama.cpp 集群。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="446" />
+        <source>llama.cpp build: %1 (pinned %2)</source>
+        <translation>llama.cpp 版本：%1（固定版本 %2）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="447" />
+        <source>Qt %1, PySide6 %2, Python %3</source>
+        <translation>Qt %1，PySide6 %2，Python %3</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="449" />
+        <source>Platform: %1</source>
+        <translation>平台：%1</translation>
+    </message>
+</context>
+<context>
+    <name>ModelPanel</name>
+    <message>
+        <location filename="../../gui/widgets/model_panel.py" line="33" />
+        <source>Open model…</source>
+        <translation>打开模型…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/model_panel.py" line="34" />
+        <source>Make demo model</source>
+        <translation>生成演示模型</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/model_panel.py" line="37" />
+        <source>Recent models</source>
+        <translation>最近使用的模型</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/model_panel.py" line="38" />
+        <source>No model open. Open a GGUF file or drop one here.</source>
+        <translation>尚未打开模型。请打开一个 GGUF 文件，或将其拖放到这里。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/model_panel.py" line="42" />
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/model_panel.py" line="66" />
+        <source>unknown</source>
+        <translation>未知</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/model_panel.py" line="68" />
+        <source>%1 — %2, %3 layers, %4 MB, %5, context %6</source>
+        <translation>%1 — %2，%3 层，%4 MB，%5，上下文 %6</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/model_panel.py" line="77" />
+        <source>Cannot use %1: %2</source>
+        <translation>无法使用 %1：%2</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/model_panel.py" line="80" />
+        <source>Open a GGUF model</source>
+        <translation>打开 GGUF 模型</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/model_panel.py" line="81" />
+        <source>GGUF models (*.gguf);;All files (*)</source>
+        <translation>GGUF 模型 (*.gguf);;所有文件 (*)</translation>
+    </message>
+</context>
+<context>
+    <name>NodeCard</name>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="87" />
+        <source>Pair…</source>
+        <translation>配对…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="88" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="135" />
+        <source>Start worker</source>
+        <translation>启动工作进程</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="120" />
+        <source>Address: %1 (API %2, RPC %3)</source>
+        <translation>地址：%1（API %2，RPC %3）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="124" />
+        <source>lost</source>
+        <translation>已失联</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="129" />
+        <source>llama.cpp build %1 · RPC %2</source>
+        <translation>llama.cpp 版本 %1 · RPC %2</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="131" />
+        <source>paired</source>
+        <translation>已配对</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="131" />
+        <source>not paired</source>
+        <translation>未配对</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="135" />
+        <source>Stop worker</source>
+        <translation>停止工作进程</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="138" />
+        <source>worker stopped</source>
+        <translation>工作进程已停止</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="138" />
+        <source>worker ready</source>
+        <translation>工作进程就绪</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="139" />
+        <source>worker in use</source>
+        <translation>工作进程使用中</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="139" />
+        <source>worker starting</source>
+        <translation>工作进程启动中</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="140" />
+        <source>worker crashed</source>
+        <translation>工作进程已崩溃</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="140" />
+        <source>online</source>
+        <translation>在线</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="150" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="170" />
+        <source>CPU %1</source>
+        <translation>CPU %1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="152" />
+        <source> · %1% busy</source>
+        <translation> · 占用 %1%</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="154" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="171" />
+        <source>RAM %1 free of %2</source>
+        <translation>内存 可用 %1 / 共 %2</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="158" />
+        <source>GPU %1: %2 free of %3</source>
+        <translation>GPU %1：可用 %2 / 共 %3</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="162" />
+        <source>Wi-Fi link (%1): expect slow, uneven decoding. Use a cable if you can.</source>
+        <translation>Wi-Fi 连接（%1）：生成速度会慢且不稳定，建议使用网线。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="167" />
+        <source>this computer (host)</source>
+        <translation>本机（主控）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="168" />
+        <source>Runs llama-server; keeps the first layers and the token embeddings.</source>
+        <translation>运行 llama-server，保存最前面的层和词嵌入。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="169" />
+        <source>host</source>
+        <translation>主控</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="177" />
+        <source>RTT %1 ms</source>
+        <translation>往返时延 %1 毫秒</translation>
+    </message>
+</context>
+<context>
+    <name>NodesPanel</name>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="207" />
+        <source>Add by address…</source>
+        <translation>按地址添加…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="208" />
+        <source>Try a local demo</source>
+        <translation>试用本地演示</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="209" />
+        <source>Start two workers on this computer to see the whole loop</source>
+        <translation>在本机启动两个工作节点，体验完整流程</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="210" />
+        <source>No worker found yet. Start herd-agent on your other PCs, or add one by address.</source>
+        <translation>尚未找到工作节点。请在其他电脑上启动 herd-agent，或按地址添加。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="229" />
+        <source>Nodes</source>
+        <translation>节点</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="279" />
+        <source>Add a node</source>
+        <translation>添加节点</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="280" />
+        <source>Address of the node's herd-agent (host or host:port):</source>
+        <translation>节点上 herd-agent 的地址（主机 或 主机:端口）：</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="285" />
+        <source>Pair with node</source>
+        <translation>与节点配对</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="286" />
+        <source>Enter the PIN the node shows (herd-agent pin):</source>
+        <translation>输入节点显示的配对码（herd-agent pin）：</translation>
+    </message>
+</context>
+<context>
+    <name>SplitBar</name>
+    <message>
+        <location filename="../../gui/widgets/split_bar.py" line="65" />
+        <source>Layer split</source>
+        <extracomment>Segment colours, chosen to stay distinguishable in light and dark themes.</extracomment>
+        <translation>分层</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_bar.py" line="191" />
+        <source>%1: %2 layer slot(s)</source>
+        <translation>%1：%2 个层位</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_bar.py" line="235" />
+        <source>Open a model to see its layers</source>
+        <translation>打开模型后可查看各层</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_bar.py" line="267" />
+        <source>output ▾</source>
+        <translation>输出层 ▾</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_bar.py" line="269" />
+        <source>▾ layer 0</source>
+        <translation>▾ 第 0 层</translation>
+    </message>
+</context>
+<context>
+    <name>SplitEditor</name>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="85" />
+        <source>Context size (-c): the KV cache grows with it</source>
+        <translation>上下文长度（-c）：KV 缓存随之增大</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="86" />
+        <source>By memory</source>
+        <translation>按内存分配</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="87" />
+        <source>Split in proportion to free memory, as llama.cpp does by default</source>
+        <translation>按可用内存比例分配（llama.cpp 的默认方式）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="88" />
+        <source>Fastest</source>
+        <translation>最快</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="89" />
+        <source>Ask the planner for the quickest split</source>
+        <translation>让规划器给出最快的分层方案</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="91" />
+        <source>Undo</source>
+        <translation>撤销</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="92" />
+        <source>Redo</source>
+        <translation>重做</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="96" />
+        <source>Use</source>
+        <translation>使用</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="96" />
+        <source>Device</source>
+        <translation>设备</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="96" />
+        <source>Slots</source>
+        <translation>层位数</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="96" />
+        <source>Layers</source>
+        <translation>层</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="97" />
+        <source>Needs</source>
+        <translation>需要</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="97" />
+        <source>Free</source>
+        <translation>可用</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="97" />
+        <source>Fit</source>
+        <translation>是否够用</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="105" />
+        <source>Copy command</source>
+        <translation>复制命令</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="108" />
+        <source>Context</source>
+        <translation>上下文</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="114" />
+        <source>Command line</source>
+        <translation>命令行</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="192" />
+        <source>%1 needs %2 but has %3 free: short by %4.</source>
+        <translation>%1 需要 %2，但只有 %3 可用：还差 %4。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="327" />
+        <source>host</source>
+        <translation>主控</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="344" />
+        <location filename="../../gui/widgets/split_editor.py" line="381" />
+        <source>host CPU</source>
+        <translation>主控 CPU</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="377" />
+        <source>Untick to leave this device out</source>
+        <translation>取消勾选即不使用此设备</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="389" />
+        <source>+ output</source>
+        <translation>+ 输出层</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="390" />
+        <source>fits</source>
+        <translation>够用</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="391" />
+        <source>short by %1</source>
+        <translation>还差 %1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="394" />
+        <source>left out</source>
+        <translation>未使用</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="407" />
+        <source>Open a model to plan the split.</source>
+        <translation>打开模型后即可规划分层。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="412" />
+        <source>%1 layer slots: %2 on the host, %3 on %4 device(s). Everything fits.</source>
+        <translation>共 %1 个层位：主控 %2 个，%4 台设备共 %3 个。内存全部够用。</translation>
+    </message>
+</context>
+</TS>
