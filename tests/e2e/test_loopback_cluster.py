@@ -93,11 +93,14 @@ async def test_loopback_cluster_flow(engine, demo_model, procs, tmp_path, herd_e
     again.wait_for("Serving", 120)
     assert again.placement() == {"host": [0], a_ep: [1, 2, 3], b_ep: [4, 5, 6, 7, 8]}
     assert again.endpoint() == f"http://127.0.0.1:{port2}"
-    await _stop(again, again.server_pids(), rpc_children(alpha.proc.pid) + rpc_children(beta.proc.pid))
+    # A service manager stops it with SIGTERM: the same clean stop.
+    await _stop(again, again.server_pids(), rpc_children(alpha.proc.pid) + rpc_children(beta.proc.pid),
+                signal.SIGTERM)
 
 
-async def _stop(up: HerdUp, servers: list[int], workers: list[int]) -> None:
-    up.proc.send_signal(signal.SIGINT)
+async def _stop(up: HerdUp, servers: list[int], workers: list[int], sig=signal.SIGINT) -> None:
+    assert servers and workers
+    up.proc.send_signal(sig)
     assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
     assert gone(servers) and gone(workers), "a process herd started is still running"
     assert any("Stopped: llama-server and the workers herd started." in ln for ln in up.lines)
