@@ -109,6 +109,9 @@ def setup_file_logging(path: Path) -> logging.Handler:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    # As in the foreground agent: the libraries' info lines would drown the agent's own.
+    for noisy in ("aiohttp", "zeroconf"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     # Under the SCM there is no console: print() would fail or vanish. Keep it in the log.
     stream = open(path.with_suffix(".out.log"), "a", encoding="utf-8", buffering=1)
     sys.stdout = sys.stderr = stream

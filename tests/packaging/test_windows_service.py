@@ -185,9 +185,11 @@ def test_service_runner_serves_until_the_scm_stop_event(tmp_path):
     thread.join(timeout=10)
     assert not thread.is_alive(), "the agent did not stop within 10 s of the stop event"
     assert result == {"rc": 0}
-    # it let go of its port
+    # it stopped listening (SO_REUSEADDR: the closed connections' TIME_WAIT does not count)
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", api))
+        s.listen()
 
 
 def test_service_runner_reports_a_taken_port_as_failure(tmp_path):
@@ -208,3 +210,28 @@ def test_service_runner_reports_a_taken_port_as_failure(tmp_path):
         state = load_state(tmp_path)
         rc = asyncio.run(service_windows.serve_until(settings, state, threading.Event()))
     assert rc == 1
+
+
+def test_file_logging_catches_logs_and_stray_output(tmp_path):
+    """Under the SCM there is no console: log records and print() both have to land in files."""
+    import subprocess
+
+    log_file = tmp_path / "logs" / "herd-agent.log"
+    code = (
+        "import logging, sys\n"
+        "from pathlib import Path\n"
+        "from agent.service_windows import setup_file_logging\n"
+        f"setup_file_logging(Path({str(log_file)!r}))\n"
+        "logging.getLogger('herd.agent').info('agent says hello')\n"
+        "logging.getLogger('aiohttp.access').info('noise')\n"
+        "print('stray print')\n"
+        "print('stray error', file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "" and proc.stderr == ""
+    text = log_file.read_text()
+    assert "INFO herd.agent: agent says hello" in text
+    assert "noise" not in text
+    out = log_file.with_suffix(".out.log").read_text()
+    assert "stray print" in out and "stray error" in out
