@@ -145,7 +145,7 @@ async def pair(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    return web.json_response(request.app[AGENT_KEY].status())
+    return web.json_response(await request.app[AGENT_KEY].status())
 
 
 async def rpc_start(request: web.Request) -> web.Response:

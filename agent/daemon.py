@@ -71,6 +71,7 @@ class Agent:
         self.echo_port = settings.echo_port
         self.rpc_port = settings.rpc_port
         self._runner: web.AppRunner | None = None
+        self._running_request: tuple | None = None
         self._started = time.monotonic()
         self._stop = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -172,11 +173,15 @@ class Agent:
                         devices: list[str] | None = None, cache: bool | None = None) -> None:
         """(Re)start the worker; raises :class:`PortConflict` when the RPC port is taken."""
         s = self.settings
-        await self.stop_rpc()
         rpc_port = port or s.rpc_port
         opts = RpcOptions(threads=threads if threads is not None else s.threads,
                           devices=list(devices) if devices is not None else list(s.devices),
                           cache=s.cache if cache is None else cache)
+        wanted = (rpc_port, opts.threads, opts.devices, opts.cache)
+        if self._running_request == wanted and self.supervisor.state in (
+                P.STATE_STARTING, P.STATE_READY, P.STATE_BUSY):
+            return  # already running as asked: a restart would cut off a connected master
+        await self.stop_rpc()
         if s.exposure == "relay":
             relay = RpcRelay(s.bind, rpc_port, is_allowed=self._is_paired_address,
                              target=self._worker_target, on_client=self.supervisor.set_client)
@@ -194,10 +199,12 @@ class Agent:
             opts.host, opts.port = s.bind, rpc_port
             self.rpc_port = rpc_port
         await self.supervisor.start(opts)
+        self._running_request = wanted
         self._changed()
 
     async def stop_rpc(self) -> None:
         """Stop the worker and close the relay."""
+        self._running_request = None
         await self.supervisor.stop()
         if self.relay is not None:
             await self.relay.close()
@@ -258,8 +265,9 @@ class Agent:
             "fp": self.state.fingerprint,
         }
 
-    def status(self) -> dict:
+    async def status(self) -> dict:
         """``/status``: everything (see ``/openapi.json``)."""
+        await self.supervisor.refresh_devices()
         load = self.load.sample()
         hardware = dict(self._hardware)
         hardware["ram_free_bytes"] = load["ram_free_bytes"]

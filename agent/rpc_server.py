@@ -185,6 +185,7 @@ class RpcSupervisor:
         self.lines: collections.deque[str] = collections.deque(maxlen=log_lines)
         self._banner_devices: dict[int, tuple[str, str]] = {}
         self._started_at: float | None = None
+        self._probed_at = 0.0
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task | None = None
         self._stopping = asyncio.Event()
@@ -239,6 +240,24 @@ class RpcSupervisor:
             self._set_state(P.STATE_BUSY)
         elif not address and self.state == P.STATE_BUSY:
             self._set_state(P.STATE_READY)
+
+    async def refresh_devices(self, max_age: float = 10.0) -> None:
+        """Re-read the devices' free memory if the last probe is older than ``max_age`` s.
+
+        Only while ``ready``: with a master connected the worker would not answer (one client
+        at a time), and the master would wait behind the probe.
+        """
+        opts = self.options
+        if self.state != P.STATE_READY or opts is None or time.monotonic() - self._probed_at < max_age:
+            return
+        try:
+            _proto, devices = await probe_rpc(opts.host, opts.port, timeout=0.5)
+        except (OSError, asyncio.TimeoutError, RpcProbeError):
+            return
+        if self.state == P.STATE_READY:
+            self.devices = devices
+            self._name_devices()
+            self._probed_at = time.monotonic()
 
     @property
     def uptime(self) -> float | None:
@@ -429,6 +448,7 @@ class RpcSupervisor:
             try:
                 self.proto, self.devices = probe.result()
                 self._name_devices()
+                self._probed_at = time.monotonic()
                 return True
             except (OSError, asyncio.TimeoutError, RpcProbeError):
                 pass

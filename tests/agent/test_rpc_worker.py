@@ -208,3 +208,27 @@ async def test_worker_does_not_outlive_a_killed_agent(engine, tmp_path, procs, a
     finally:
         if running(worker):  # don't leave the orphan behind when the test fails
             os.kill(worker, signal.SIGKILL)
+
+
+async def test_start_with_the_same_options_keeps_the_worker(engine, paired):
+    agent, client = paired
+    await client.rpc_start(threads=1)
+    pid = (await wait_status(client, ready, 15))["rpc"]["pid"]
+    await client.rpc_start(threads=1)  # e.g. a master re-launching: must not cut a session
+    assert (await client.status())["rpc"]["pid"] == pid
+    await client.rpc_start(threads=2)  # different options: a new worker
+    st = await wait_status(client, lambda s: ready(s) and s["rpc"]["pid"] != pid, 15)
+    assert st["rpc"]["restarts"] == 0
+    log = await client.rpc_log(500)
+    assert any(" -t 2" in ln for ln in log if ln.startswith("$ ")), log
+
+
+async def test_status_refreshes_device_memory_while_idle(engine, paired):
+    agent, client = paired
+    await client.rpc_start()
+    await wait_status(client, ready, 15)
+    before = agent.supervisor._probed_at
+    await agent.supervisor.refresh_devices(max_age=0)
+    assert agent.supervisor._probed_at > before
+    assert agent.supervisor.devices and agent.supervisor.devices[0].free_bytes > 0
+    assert agent.supervisor.devices[0].name == ("CPU" if os.name == "posix" else "")

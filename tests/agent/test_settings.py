@@ -146,3 +146,15 @@ def test_cli_pin_prints_the_state_files_pin(tmp_path):
     out = subprocess.run([sys.executable, "-m", "agent.main", "--state-dir", str(tmp_path), "pin"],
                          capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == load_state(tmp_path).pin
+
+
+def test_cli_config_writes_what_it_shows(tmp_path):
+    cfg = tmp_path / "agent.toml"
+    base = [sys.executable, "-m", "agent.main", "--config", str(cfg), "config"]
+    shown = subprocess.run(base + ["--name", "den", "--rpc-port", "50100"], capture_output=True, text=True,
+                           timeout=60, check=True).stdout
+    assert 'name = "den"' in shown and "rpc_port = 50100" in shown
+    subprocess.run(base + ["--name", "den", "--rpc-port", "50100", "--write"], capture_output=True,
+                   timeout=60, check=True)
+    s = load_settings(cfg)
+    assert (s.name, s.rpc_port) == ("den", 50100)
