@@ -80,3 +80,25 @@ async def test_lan_cluster_flow(engine, demo_model, tmp_path, lan):
     for name, agent in agents.items():
         async with AgentClient(agent.api_url, token=tokens.get(agent.node_id)) as c:
             assert (await c.status())["rpc"]["state"] == "stopped"
+
+
+async def test_lan_discovery_pulled_cable(tmp_path, lan):
+    """Browsing the simulated LAN from its bridge address: both agents are found over mDNS; a
+    worker whose cable is pulled (no goodbye possible) is marked unreachable within 10 s, and
+    reachable again once plugged back in."""
+    from gui.cluster.discovery import Discovery
+    agents = {name: start_agent(lan[name].popen, tmp_path, name, bind=lan[name].ip,
+                                api_port=API, rpc_port=RPC, echo_port=ECHO)
+              for name in ("a", "b")}
+    ids = {a.node_id for a in agents.values()}
+    async with Discovery([lan.bridge_ip], tokens=TokenStore(tmp_path / "t.json")) as disc:
+        assert await disc.wait_until(lambda n: ids <= set(n), 10), disc.nodes
+        b = disc.nodes[agents["b"].node_id]
+        assert (b.host, b.via_mdns, b.reachable) == (lan["b"].ip, True, True)
+        lan["b"].link(False)
+        try:
+            assert await disc.wait_until(lambda n: not n[b.id].reachable, 10)
+            assert disc.nodes[agents["a"].node_id].reachable
+        finally:
+            lan["b"].link(True)
+        assert await disc.wait_until(lambda n: n[b.id].reachable, 15)
