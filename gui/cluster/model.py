@@ -121,6 +121,8 @@ class ModelInfo:
         ``2 (K and V) * ctx * n_head_kv * head_dim * 2 bytes`` — with separate key and value
         head sizes when the model has them. With ``layer`` the block's own head count is used
         (models may vary it per layer); without it, the largest, which is a safe upper bound.
+        Sliding-window and compressed (MLA) caches are smaller than this, so the estimate errs
+        on the safe side for them.
         """
         if ctx < 0:
             raise ValueError(f"context length must not be negative, got {ctx}")
@@ -241,7 +243,7 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
         raise ModelError(f"{path}: unsupported architecture {arch!r}: it is not a text-generation "
                          "model that llama-server can split over workers")
     if arch not in set(gguf.MODEL_ARCH_NAMES.values()):
-        raise ModelError(f"{path}: unsupported architecture {arch!r}: unknown to this llama.cpp build")
+        raise ModelError(f"{path}: unsupported architecture {arch!r}: not a model architecture llama.cpp knows")
 
     def key(suffix: str):
         return _field_value(reader, f"{arch}.{suffix}")

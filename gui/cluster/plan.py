@@ -47,6 +47,10 @@ DEVICE_KINDS = ("rpc", "gpu")
 MiB = 1 << 20
 
 
+# host:port, with IPv6 hosts in brackets ("[fe80::1]:50052")
+_ENDPOINT_RE = re.compile(r"(\[[0-9A-Za-z:.%]+\]|[^\s,:\[\]]+):\d{1,5}")
+
+
 class PlanError(ValueError):
     """A plan, a split or llama.cpp arguments that cannot work. The message says why."""
 
@@ -147,7 +151,7 @@ class Device:
         if self.kind not in DEVICE_KINDS:
             raise PlanError(f"device {self.node_id}: kind must be one of {DEVICE_KINDS}, got {self.kind!r}")
         if self.kind == "rpc":
-            if not isinstance(self.endpoint, str) or not re.fullmatch(r"[^\s,:]+:\d{1,5}", self.endpoint):
+            if not isinstance(self.endpoint, str) or not _ENDPOINT_RE.fullmatch(self.endpoint):
                 raise PlanError(f"device {self.node_id}: RPC endpoint must be 'host:port', got {self.endpoint!r}")
         elif self.endpoint is not None:
             raise PlanError(f"device {self.node_id}: a local GPU has no endpoint, got {self.endpoint!r}")
@@ -639,9 +643,16 @@ def parse_split(text: str) -> dict[str, int]:
 
 
 def _match(key: str, devices: Sequence[Device]) -> list[Device]:
-    """Devices a split key names: a device key, else a node id, name, endpoint or device name."""
+    """Devices a split key names: a device key, else a node id, name, endpoint or device name.
+
+    A key that names devices of more than one node (two nodes with the same name, or ``CPU``)
+    is ambiguous and refused: the user must say which node.
+    """
     for attr in ("key", "node_id", "node_name", "endpoint", "name"):
         hit = [d for d in devices if getattr(d, attr) == key]
+        if len({d.node_id for d in hit}) > 1:
+            choices = ", ".join(sorted({d.key for d in hit}))
+            raise PlanError(f"split {key!r}: names devices of several nodes; use one of {choices}")
         if hit:
             return hit
     return []

@@ -253,6 +253,12 @@ def test_from_llama_args_without_ts_splits_by_free_memory_like_llama_cpp():
     assert plan.counts() == [6, 2]
 
 
+def test_ipv6_endpoints_in_brackets_are_accepted_and_bare_ones_refused():
+    assert Device("v6", "v6", "[fe80::1]:50052").endpoint == "[fe80::1]:50052"
+    with pytest.raises(PlanError, match="endpoint must be 'host:port'"):
+        Device("v6", "v6", "fe80::1:50052")
+
+
 def test_plan_json_round_trip():
     plan = Plan(6, 1, [(rpc("a", 1), 3), (rpc("b", 2), 0), (gpu(0), 3)])
     assert Plan.from_json(plan.to_json()) == plan
@@ -336,6 +342,14 @@ def test_plan_from_split_errors(split, message):
         plan_from_split(8, devs, split)
 
 
+def test_split_key_naming_several_nodes_is_refused():
+    devs = [rpc("a", 1, name="CUDA0"), rpc("b", 2, 0, name="CUDA0"), rpc("b", 2, 1, name="CUDA1")]
+    with pytest.raises(PlanError, match=r"'CUDA0': names devices of several nodes; use one of a/0, b/0"):
+        plan_from_split(8, devs, {"CUDA0": 2})
+    plan = plan_from_split(8, devs, {"CUDA1": 2})
+    assert {d.key: c for d, c in plan.assignments} == {"b/0": 0, "b/1": 2, "a/0": 0}
+
+
 @pytest.mark.parametrize("text, message", [
     ("a", "expected NODE=COUNT"), ("a=x", "not a whole number"), ("a=1,a=2", "twice"), ("", "empty"),
 ])
@@ -384,17 +398,17 @@ def _start_rpc_workers(engine, procs, count: int) -> list[str]:
     return endpoints
 
 
-def _wait_for_placement(proc: subprocess.Popen, log_path, n_slots: int, timeout: float = 90.0) -> str:
-    """Poll llama-server's log until every slot's placement line (or an exit) shows up."""
+def _wait_for_log(proc: subprocess.Popen, log_path, ready, timeout: float = 90.0) -> str:
+    """Poll llama-server's log until ``ready(text)`` holds; fail on exit or timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = log_path.read_text(errors="replace")
-        if len(parse_placement(text)) >= n_slots:
+        if ready(text):
             return text
         if proc.poll() is not None:
             pytest.fail(f"llama-server exited with {proc.returncode}:\n{text[-3000:]}")
         time.sleep(0.1)
-    pytest.fail(f"no full placement after {timeout} s:\n{log_path.read_text(errors='replace')[-3000:]}")
+    pytest.fail(f"llama-server's log is incomplete after {timeout} s:\n{log_path.read_text(errors='replace')[-3000:]}")
 
 
 @pytest.mark.engine
@@ -408,7 +422,11 @@ def test_real_llama_server_places_layers_where_the_plan_says(engine, demo_model,
         proc = procs.popen([engine.llama_server, "-m", demo_model, *plan.llama_args(), "-c", "256",
                             "--host", "127.0.0.1", "--port", str(free_port()), "-lv", "5"],
                            stdout=log, stderr=subprocess.STDOUT)
-        text = _wait_for_placement(proc, log_path, plan.n_slots)
+        # Placement lines come first; the compute buffers (one per active device, then the CPU's)
+        # are reserved after the weights are loaded.
+        n_buffers = len(plan.active_assignments()) + 1
+        text = _wait_for_log(proc, log_path, lambda t: len(parse_placement(t)) >= plan.n_slots
+                             and t.count("compute buffer size") >= n_buffers)
     placement = parse_placement(text)
     assert placement_mismatches(plan, placement) == []
     assert placement == plan.expected_placement()
