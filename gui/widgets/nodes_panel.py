@@ -141,7 +141,13 @@ class NodeCard(QFrame):
         return names.get(state, state)
 
     def show_status(self, status: dict) -> None:
-        """Show an agent ``status`` (hardware, load, devices, NICs)."""
+        """Show an agent ``status`` (hardware, load, devices, NICs, worker state)."""
+        rpc_state = (status.get("rpc") or {}).get("state")
+        if rpc_state is not None and self.state.text() != self.tr("lost"):
+            # fresher than the mDNS record, which may lag behind
+            self.state.setText(self._state_text(rpc_state))
+            self._worker_running = rpc_state in ("ready", "busy", "starting")
+            self.worker_button.setText(self.tr("Stop worker") if self._worker_running else self.tr("Start worker"))
         hw = status.get("hardware") or {}
         load = status.get("load") or {}
         parts = []

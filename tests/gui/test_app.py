@@ -115,7 +115,9 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     qtbot.waitUntil(lambda: win.launch.state == "stopped", timeout=30000)
     assert server.returncode is not None
     assert not win.chat.send_button.isEnabled()
-    qtbot.waitUntil(lambda: all(win.node_map[i].state == "stopped" for i in ids.values()), timeout=15000)
+    # the agents' own status (sampled every 0.5 s) says their RPC workers stopped
+    qtbot.waitUntil(lambda: all((win.node_status[i].get("rpc") or {}).get("state") == "stopped"
+                                for i in ids.values()), timeout=15000)
 
 
 def test_unreadable_model_keeps_previous(qtbot, window, demo_model, tmp_path):
