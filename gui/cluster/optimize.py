@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 INF = float("inf")
 #: Above this many workers the subset search (2^W states) would be slow; no home LAN gets there.
-MAX_WORKERS = 14
+MAX_WORKERS = 12
 
 
 @dataclass(frozen=True)
@@ -208,11 +208,14 @@ def _subset_dp(groups: list[_Group], gpu_group: _Group | None, start: np.ndarray
 
 
 def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measurements, ctx: int,
-            host_free_bytes: int | None = None, n_ubatch: int = DEFAULT_UBATCH) -> FastestResult:
+            host_free_bytes: int | None = None, n_ubatch: int = DEFAULT_UBATCH,
+            skip_unmeasured: bool = False) -> FastestResult:
     """The plan with the lowest predicted decode step among all plans that fit (see module doc).
 
     Every device needs a compute measurement and every RPC worker a link measurement
-    (:class:`PlanError` names the first one missing). The host takes part when
+    (:class:`PlanError` names the first one missing) — unless ``skip_unmeasured``, which gives
+    such devices no slots (a worker's other, measured devices still take part). The host takes
+    part when
     ``measurements.host`` is given; its memory is checked when ``host_free_bytes`` is.
 
     Memory follows :func:`gui.cluster.plan.estimate`, including llama.cpp's pipeline mode (all
@@ -232,12 +235,22 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
     if len(endpoints) > MAX_WORKERS:
         raise PlanError(f"{len(endpoints)} workers is more than the fastest-plan search handles "
                         f"({MAX_WORKERS}); leave some out")
-    speeds = {d.key: (measurements.speed_of(d), measurements.link_of(d)) for d in devs}
+    speeds: dict[str, tuple] = {}
+    for d in devs:
+        try:
+            speeds[d.key] = (measurements.speed_of(d), measurements.link_of(d))
+        except PlanError:
+            if not skip_unmeasured:
+                raise
+    if not speeds and measurements.host is None:
+        raise PlanError("no device and no host has a speed measurement")
     gpus = [d for d in devs if d.kind == "gpu"]
     by_worker = [[d for d in devs if d.endpoint == ep] for ep in endpoints]
 
     def groups_for(pipeline: bool) -> tuple[list[_Group], _Group | None]:
         def mat(d: Device) -> np.ndarray:
+            if d.key not in speeds:  # unmeasured: may only hold nothing
+                return np.where(np.eye(n + 1, dtype=bool), 0.0, INF)
             speed, link = speeds[d.key]
             return _device_matrix(sl, speed.slot_s, link.rtt_s, link.bytes_per_s, d.free_bytes, pipeline)
         return ([_Group(mine, [mat(d) for d in mine]) for mine in by_worker],
@@ -284,6 +297,6 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
 
 
 def fastest_plan(model: ModelInfo, devices: Sequence[Device], measurements: Measurements, ctx: int,
-                 host_free_bytes: int | None = None) -> Plan:
+                 host_free_bytes: int | None = None, skip_unmeasured: bool = False) -> Plan:
     """Just the plan of :func:`fastest`."""
-    return fastest(model, devices, measurements, ctx, host_free_bytes).plan
+    return fastest(model, devices, measurements, ctx, host_free_bytes, skip_unmeasured=skip_unmeasured).plan

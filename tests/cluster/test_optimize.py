@@ -212,3 +212,16 @@ def test_missing_measurements_are_named():
     a = worker(1)
     with pytest.raises(PlanError, match="no compute measurement for node1"):
         fastest(model, [a], Measurements({}, {"n1": LinkSpeed(0)}), ctx=64)
+
+
+def test_unmeasured_devices_can_be_skipped():
+    model = make_model(4)
+    a, b0, b1 = worker(1), worker(2, 0), worker(2, 1)
+    m = Measurements({a.key: DeviceSpeed.uniform(4, 0.004), b1.key: DeviceSpeed.uniform(4, 0.001)},
+                     {"n1": LinkSpeed(0.001), "n2": LinkSpeed(0.001)})
+    with pytest.raises(PlanError, match=r"no compute measurement for node2 CPU \(n2/0\)"):
+        fastest(model, [a, b0, b1], m, ctx=64)
+    plan = fastest_plan(model, [a, b0, b1], m, ctx=64, skip_unmeasured=True)
+    # b's measured second device takes everything; its unmeasured first device holds nothing.
+    assert {d.key: c for d, c in plan.assignments} == {"n2/0": 0, "n2/1": 5, "n1/0": 0}
+    assert plan.llama_args()[-1] == "0,5"
