@@ -103,6 +103,8 @@ class ServerSpec:
 _DEVICE_RE = re.compile(r"llama_prepare_model_devices: using device (\S+) \(([^)]*)\)")
 _LAYER_RE = re.compile(r"load_tensors: layer\s+(\d+) assigned to device (\S+?),")
 _LISTEN_RE = re.compile(r"listening on (http://\S+)")
+# "0.00.014.005 D load_tensors: …": llama.cpp's timestamp, then the level letter.
+_DEBUG_RE = re.compile(r"^[\d.]+ D ")
 
 
 @dataclass
@@ -277,7 +279,9 @@ class ServerProcess:
         spec: what it runs.
         state: ``starting``, ``loading``, ``ready``, ``stopping``, ``stopped`` or ``failed``.
         error: why it failed, in words (None otherwise).
-        log: every line it printed (stderr and stdout, interleaved), capped at ``log_lines``.
+        log: what it printed (stderr and stdout, interleaved), capped at ``log_lines``; after
+            ready, debug lines are left out.
+        startup_log: every line up to ready (the placement report is read from it).
         returncode: exit status once it exited.
 
     ``on_state(callback)`` registers ``callback(state, error)`` for every state change.
@@ -290,6 +294,8 @@ class ServerProcess:
         self.state = STOPPED
         self.error: str | None = None
         self.log: deque[str] = deque(maxlen=log_lines)
+        self.startup_log: list[str] = []
+        self.startup_log_max = 200_000
         self.returncode: int | None = None
         self.poll_interval = poll_interval
         self._proc: asyncio.subprocess.Process | None = None
@@ -327,6 +333,7 @@ class ServerProcess:
         if self._proc is not None and self._proc.returncode is None:
             raise LaunchError("llama-server is already running")
         self.log.clear()
+        self.startup_log = []
         self.returncode = None
         self._stop_requested = False
         argv = self.spec.argv(self.program)
@@ -348,14 +355,30 @@ class ServerProcess:
 
     async def _read_output(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
+        # Read in chunks, not lines: at -lv 5 llama-server prints ~20 debug lines per token,
+        # and per-line reads would cost the master noticeable CPU while it generates.
+        pending = b""
         while True:
-            try:
-                raw = await self._proc.stdout.readline()
-            except ValueError:  # a line longer than the stream limit: keep going
-                continue
-            if not raw:
-                return
-            self.log.append(raw.decode("utf-8", "replace").rstrip("\n"))
+            chunk = await self._proc.stdout.read(1 << 16)
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                self._keep(raw.decode("utf-8", "replace").rstrip("\r"))
+        if pending:
+            self._keep(pending.decode("utf-8", "replace"))
+
+    def _keep(self, line: str) -> None:
+        if self.state in (STARTING, LOADING):
+            # Everything up to ready is kept whole: the placement report is in there.
+            if len(self.startup_log) < self.startup_log_max:
+                self.startup_log.append(line)
+            self.log.append(line)
+        elif not _DEBUG_RE.match(line):
+            # Afterwards only info, warnings and errors: the per-token debug lines (needed only
+            # for the placement) would push the useful lines out of the kept log.
+            self.log.append(line)
 
     async def _watch(self) -> None:
         assert self._proc is not None
@@ -433,8 +456,8 @@ class ServerProcess:
             self._set(STOPPED)
 
     def placement(self) -> Placement:
-        """Where the layers went, from the log so far."""
-        return parse_placement(list(self.log))
+        """Where the layers went, from the log up to ready."""
+        return parse_placement(self.startup_log)
 
     @property
     def listening_url(self) -> str | None:

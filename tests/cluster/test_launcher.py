@@ -3,14 +3,18 @@ placement read back from llama-server's log, failures explained in words, a clea
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import time
 
+import httpx
 import psutil
 import pytest
 from cluster.rpc_workers import start_rpc_workers
 from conftest import free_port
 
 from gui.cluster import launcher as L
+from gui.cluster.chat import chat
 
 pytestmark = pytest.mark.engine
 
@@ -99,6 +103,18 @@ async def test_launch_two_workers_placement_matches_and_stop_leaves_nothing(engi
                                     srv.placement())
         assert check.ok, check.problems
         assert check.actual[workers[1]] == [4, 5, 6, 7, 8]  # the output slot is on the last device
+        # After ready the kept log drops llama-server's per-token debug lines, keeps the rest.
+        n_before = len(srv.log)
+        async with httpx.AsyncClient() as client:
+            done = await chat(client, spec.url, [{"role": "user", "content": "hi"}], max_tokens=64)
+        assert done.timings["predicted_n"] == 64
+        deadline = time.monotonic() + 5
+        while not any("print_timing" in ln for ln in srv.log) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        after = list(srv.log)[n_before:]
+        assert any("print_timing" in ln for ln in after)
+        assert not any(L._DEBUG_RE.match(ln) for ln in after)
+        assert srv.placement().by_endpoint() == check.actual  # still read from the startup log
         pid = srv.pid
     finally:
         await srv.stop()
