@@ -394,13 +394,78 @@ class MainWindow(QMainWindow):
 
     def export_profile_dialog(self) -> None:
         """File → Export cluster profile…"""
-        QMessageBox.information(self, self.tr("Export cluster profile"),
-                                self.tr("Profiles are not available in this build."))
+        if self.model is None or self.editor.plan() is None:
+            QMessageBox.information(self, self.tr("Export cluster profile"), self.tr("Open a model first."))
+            return
+        path, _ = QFileDialog.getSaveFileName(self, self.tr("Export cluster profile"), "cluster.json",
+                                              self.tr("Cluster profiles (*.json)"))
+        if path:
+            self.export_profile(path)
+
+    def export_profile(self, path: str):
+        """Write the current cluster (plan, model, nodes, engine, server options) to ``path``.
+
+        The model is hashed off the GUI thread; returns the bridge call."""
+        from gui.cluster.profile import export_profile
+
+        spec = self.editor.server_spec()
+        plan, model = self.editor.plan(), self.model
+        nodes = list(self.node_map.values())
+
+        async def go():
+            import asyncio
+            return await asyncio.to_thread(export_profile, path, plan=plan, model=model, nodes=nodes,
+                                           engine=self.engine, ctx=spec.ctx, host=spec.host, port=spec.port,
+                                           extra_args=spec.extra_args)
+
+        call = self.bridge.submit(go(), "export profile")
+        call.finished.connect(lambda p: self.statusBar().showMessage(self.tr("Saved %1").replace("%1", str(p)), 10000))
+        call.failed.connect(lambda exc: QMessageBox.warning(self, self.tr("Export cluster profile"), str(exc)))
+        return call
 
     def import_profile_dialog(self) -> None:
-        """File → Import cluster profile…"""
-        QMessageBox.information(self, self.tr("Import cluster profile"),
-                                self.tr("Profiles are not available in this build."))
+        """File → Import cluster profile…: load, show the differences, apply on request."""
+        from gui.widgets.profile_dialog import ProfileDiffDialog
+
+        path, _ = QFileDialog.getOpenFileName(self, self.tr("Import cluster profile"), "",
+                                              self.tr("Cluster profiles (*.json);;All files (*)"))
+        if not path:
+            return
+        result = self.read_profile(path)
+        if result is None:
+            return
+        profile, findings = result
+        dlg = ProfileDiffDialog(path, profile, findings, self)
+        if dlg.exec():
+            self.apply_profile(profile)
+
+    def read_profile(self, path: str):
+        """``(profile, differences from the live cluster)``, or None after telling the user why not."""
+        from gui.cluster.model import ModelError, inspect_model
+        from gui.cluster.profile import ProfileError, diff_profile, load_profile
+
+        try:
+            profile = load_profile(path)
+        except (ProfileError, OSError) as exc:
+            QMessageBox.warning(self, self.tr("Import cluster profile"), str(exc))
+            return None
+        try:
+            info = inspect_model(profile.model.path)
+        except (ModelError, OSError):
+            info = None
+        return profile, diff_profile(profile, list(self.node_map.values()), self.engine.build, info)
+
+    def apply_profile(self, profile) -> bool:
+        """Open the profile's model and show its plan (on the nodes' current addresses)."""
+        from gui.cluster.profile import rebind_plan
+
+        if not self.open_model(profile.model.path):
+            return False
+        self.editor.ctx.setValue(profile.server.ctx)
+        self.editor.set_endpoint(profile.server.host, profile.server.port, list(profile.server.extra_args))
+        self.editor.apply_plan(rebind_plan(profile, list(self.node_map.values())))
+        self.tabs.setCurrentWidget(self.editor)
+        return True
 
     # ------------------------------------------------------------ demo
 

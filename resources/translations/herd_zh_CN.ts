@@ -419,6 +419,7 @@
     </message>
     <message>
         <location filename="../../gui/app.py" line="323" />
+        <location filename="../../gui/app.py" line="398" />
         <source>Open a model first.</source>
         <translation>请先打开一个模型。</translation>
     </message>
@@ -449,53 +450,65 @@
         <translation>llama-server 已停止：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="397" />
+        <location filename="../../gui/app.py" line="398" />
+        <location filename="../../gui/app.py" line="400" />
+        <location filename="../../gui/app.py" line="423" />
         <source>Export cluster profile</source>
         <translation>导出集群配置</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="398" />
-        <location filename="../../gui/app.py" line="403" />
-        <source>Profiles are not available in this build.</source>
-        <translation>此版本不支持集群配置。</translation>
+        <location filename="../../gui/app.py" line="401" />
+        <source>Cluster profiles (*.json)</source>
+        <translation>集群配置 (*.json)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="402" />
+        <location filename="../../gui/app.py" line="422" />
+        <source>Saved %1</source>
+        <translation>已保存 %1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="430" />
+        <location filename="../../gui/app.py" line="450" />
         <source>Import cluster profile</source>
         <translation>导入集群配置</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="413" />
+        <location filename="../../gui/app.py" line="431" />
+        <source>Cluster profiles (*.json);;All files (*)</source>
+        <translation>集群配置 (*.json);;所有文件 (*)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="478" />
         <source>Starting two local workers…</source>
         <translation>正在启动两个本地工作节点…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="425" />
+        <location filename="../../gui/app.py" line="490" />
         <source>The local demo could not start: %1</source>
         <translation>本地演示无法启动：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="442" />
+        <location filename="../../gui/app.py" line="507" />
         <source>About llama-herd</source>
         <translation>关于 llama-herd</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="444" />
+        <location filename="../../gui/app.py" line="509" />
         <source>Turn the PCs of your home network into one llama.cpp cluster.</source>
         <translation>把家里局域网中的电脑组成一个 llama.cpp 集群。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="446" />
+        <location filename="../../gui/app.py" line="511" />
         <source>llama.cpp build: %1 (pinned %2)</source>
         <translation>llama.cpp 版本：%1（固定版本 %2）</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="447" />
+        <location filename="../../gui/app.py" line="512" />
         <source>Qt %1, PySide6 %2, Python %3</source>
         <translation>Qt %1，PySide6 %2，Python %3</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="449" />
+        <location filename="../../gui/app.py" line="514" />
         <source>Platform: %1</source>
         <translation>平台：%1</translation>
     </message>
@@ -563,6 +576,7 @@
     <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="88" />
         <location filename="../../gui/widgets/nodes_panel.py" line="135" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="150" />
         <source>Start worker</source>
         <translation>启动工作进程</translation>
     </message>
@@ -573,6 +587,7 @@
     </message>
     <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="124" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="146" />
         <source>lost</source>
         <translation>已失联</translation>
     </message>
@@ -593,6 +608,7 @@
     </message>
     <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="135" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="150" />
         <source>Stop worker</source>
         <translation>停止工作进程</translation>
     </message>
@@ -627,49 +643,49 @@
         <translation>在线</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="150" />
-        <location filename="../../gui/widgets/nodes_panel.py" line="170" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="156" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="176" />
         <source>CPU %1</source>
         <translation>CPU %1</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="152" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="158" />
         <source> · %1% busy</source>
         <translation> · 占用 %1%</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="154" />
-        <location filename="../../gui/widgets/nodes_panel.py" line="171" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="160" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="177" />
         <source>RAM %1 free of %2</source>
         <translation>内存 可用 %1 / 共 %2</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="158" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="164" />
         <source>GPU %1: %2 free of %3</source>
         <translation>GPU %1：可用 %2 / 共 %3</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="162" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="168" />
         <source>Wi-Fi link (%1): expect slow, uneven decoding. Use a cable if you can.</source>
         <translation>Wi-Fi 连接（%1）：生成速度会慢且不稳定，建议使用网线。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="167" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="173" />
         <source>this computer (host)</source>
         <translation>本机（主控）</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="168" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="174" />
         <source>Runs llama-server; keeps the first layers and the token embeddings.</source>
         <translation>运行 llama-server，保存最前面的层和词嵌入。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="169" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="175" />
         <source>host</source>
         <translation>主控</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="177" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="183" />
         <source>RTT %1 ms</source>
         <translation>往返时延 %1 毫秒</translation>
     </message>
@@ -677,49 +693,82 @@
 <context>
     <name>NodesPanel</name>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="207" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="213" />
         <source>Add by address…</source>
         <translation>按地址添加…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="208" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="214" />
         <source>Try a local demo</source>
         <translation>试用本地演示</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="209" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="215" />
         <source>Start two workers on this computer to see the whole loop</source>
         <translation>在本机启动两个工作节点，体验完整流程</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="210" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="216" />
         <source>No worker found yet. Start herd-agent on your other PCs, or add one by address.</source>
         <translation>尚未找到工作节点。请在其他电脑上启动 herd-agent，或按地址添加。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="229" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="235" />
         <source>Nodes</source>
         <translation>节点</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="279" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="285" />
         <source>Add a node</source>
         <translation>添加节点</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="280" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="286" />
         <source>Address of the node's herd-agent (host or host:port):</source>
         <translation>节点上 herd-agent 的地址（主机 或 主机:端口）：</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="285" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="291" />
         <source>Pair with node</source>
         <translation>与节点配对</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="286" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="292" />
         <source>Enter the PIN the node shows (herd-agent pin):</source>
         <translation>输入节点显示的配对码（herd-agent pin）：</translation>
+    </message>
+</context>
+<context>
+    <name>ProfileDiffDialog</name>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="27" />
+        <source>Import cluster profile</source>
+        <translation>导入集群配置</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="29" />
+        <source>&lt;b&gt;%1&lt;/b&gt;&lt;br&gt;Model %2 · %3 layer slots · context %4 · port %5</source>
+        <translation>&lt;b&gt;%1&lt;/b&gt;&lt;br&gt;模型 %2 · %3 个层位 · 上下文 %4 · 端口 %5</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="39" />
+        <source>✔ Matches the live cluster: it can launch as saved.</source>
+        <translation>✔ 与当前集群一致：可以按保存的配置启动。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="45" />
+        <source>Use this profile</source>
+        <translation>使用此配置</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="50" />
+        <source>Plan</source>
+        <translation>方案</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="52" />
+        <source>Differences from the live cluster</source>
+        <translation>与当前集群的差异</translation>
     </message>
 </context>
 <context>
@@ -754,138 +803,138 @@
 <context>
     <name>SplitEditor</name>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="85" />
+        <location filename="../../gui/widgets/split_editor.py" line="82" />
         <source>Context size (-c): the KV cache grows with it</source>
         <translation>上下文长度（-c）：KV 缓存随之增大</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="86" />
+        <location filename="../../gui/widgets/split_editor.py" line="83" />
         <source>By memory</source>
         <translation>按内存分配</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="87" />
+        <location filename="../../gui/widgets/split_editor.py" line="84" />
         <source>Split in proportion to free memory, as llama.cpp does by default</source>
         <translation>按可用内存比例分配（llama.cpp 的默认方式）</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="88" />
+        <location filename="../../gui/widgets/split_editor.py" line="85" />
         <source>Fastest</source>
         <translation>最快</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="89" />
+        <location filename="../../gui/widgets/split_editor.py" line="86" />
         <source>Ask the planner for the quickest split</source>
         <translation>让规划器给出最快的分层方案</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="91" />
+        <location filename="../../gui/widgets/split_editor.py" line="88" />
         <source>Undo</source>
         <translation>撤销</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="92" />
+        <location filename="../../gui/widgets/split_editor.py" line="89" />
         <source>Redo</source>
         <translation>重做</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="96" />
+        <location filename="../../gui/widgets/split_editor.py" line="93" />
         <source>Use</source>
         <translation>使用</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="96" />
+        <location filename="../../gui/widgets/split_editor.py" line="93" />
         <source>Device</source>
         <translation>设备</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="96" />
+        <location filename="../../gui/widgets/split_editor.py" line="93" />
         <source>Slots</source>
         <translation>层位数</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="96" />
+        <location filename="../../gui/widgets/split_editor.py" line="93" />
         <source>Layers</source>
         <translation>层</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="97" />
+        <location filename="../../gui/widgets/split_editor.py" line="94" />
         <source>Needs</source>
         <translation>需要</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="97" />
+        <location filename="../../gui/widgets/split_editor.py" line="94" />
         <source>Free</source>
         <translation>可用</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="97" />
+        <location filename="../../gui/widgets/split_editor.py" line="94" />
         <source>Fit</source>
         <translation>是否够用</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="105" />
+        <location filename="../../gui/widgets/split_editor.py" line="102" />
         <source>Copy command</source>
         <translation>复制命令</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="108" />
+        <location filename="../../gui/widgets/split_editor.py" line="105" />
         <source>Context</source>
         <translation>上下文</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="114" />
+        <location filename="../../gui/widgets/split_editor.py" line="111" />
         <source>Command line</source>
         <translation>命令行</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="192" />
+        <location filename="../../gui/widgets/split_editor.py" line="189" />
         <source>%1 needs %2 but has %3 free: short by %4.</source>
         <translation>%1 需要 %2，但只有 %3 可用：还差 %4。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="327" />
+        <location filename="../../gui/widgets/split_editor.py" line="324" />
         <source>host</source>
         <translation>主控</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="344" />
-        <location filename="../../gui/widgets/split_editor.py" line="381" />
+        <location filename="../../gui/widgets/split_editor.py" line="341" />
+        <location filename="../../gui/widgets/split_editor.py" line="378" />
         <source>host CPU</source>
         <translation>主控 CPU</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="377" />
+        <location filename="../../gui/widgets/split_editor.py" line="374" />
         <source>Untick to leave this device out</source>
         <translation>取消勾选即不使用此设备</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="389" />
+        <location filename="../../gui/widgets/split_editor.py" line="386" />
         <source>+ output</source>
         <translation>+ 输出层</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="390" />
+        <location filename="../../gui/widgets/split_editor.py" line="387" />
         <source>fits</source>
         <translation>够用</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="391" />
+        <location filename="../../gui/widgets/split_editor.py" line="388" />
         <source>short by %1</source>
         <translation>还差 %1</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="394" />
+        <location filename="../../gui/widgets/split_editor.py" line="391" />
         <source>left out</source>
         <translation>未使用</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="407" />
+        <location filename="../../gui/widgets/split_editor.py" line="404" />
         <source>Open a model to plan the split.</source>
         <translation>打开模型后即可规划分层。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="412" />
+        <location filename="../../gui/widgets/split_editor.py" line="409" />
         <source>%1 layer slots: %2 on the host, %3 on %4 device(s). Everything fits.</source>
         <translation>共 %1 个层位：主控 %2 个，%4 台设备共 %3 个。内存全部够用。</translation>
     </message>

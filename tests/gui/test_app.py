@@ -58,7 +58,7 @@ def _names(win, agents):
     return sorted(n.name for n in win.node_map.values() if f"{n.host}:{n.api_port}" in ours)
 
 
-def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_model):
+def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_model, tmp_path):
     win = window
     # 1. the agents announce themselves over mDNS (loopback) and appear as cards
     qtbot.waitUntil(lambda: _names(win, agents) == ["demo-a", "demo-b"], timeout=20000)
@@ -102,14 +102,39 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     assert win.launch.findings.count() > 0
     assert "assigned to device RPC" in win.launch.log.toPlainText()
 
-    # 6. chat through the cluster; the dashboard gets server metrics
+    # 6. export the running cluster; change the split; import shows no difference and restores it
+    exported = win.editor.plan()
+    profile_path = tmp_path / "cluster.json"
+    with qtbot.waitSignal(win.export_profile(str(profile_path)).finished, timeout=30000):
+        pass
+    win.editor.reset_by_memory()
+    assert win.editor.plan() != exported
+    profile, findings = win.read_profile(str(profile_path))
+    assert findings == []
+    assert win.apply_profile(profile)
+    assert win.editor.plan().counts() == exported.counts() and win.editor.plan().host_layers == 2
+    assert [d.endpoint for d in win.editor.plan().devices()] == [d.endpoint for d in exported.devices()]
+    # a profile naming a node that is not here: the difference is named before launch
+    import json
+    doc = json.loads(profile_path.read_text())
+    nid = next(iter(doc["nodes"]))
+    doc["nodes"]["gone-node"] = doc["nodes"].pop(nid)
+    for a in doc["plan"]["assignments"]:
+        if a["device"]["node_id"] == nid:
+            a["device"]["node_id"] = "gone-node"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(doc))
+    _, findings = win.read_profile(str(other))
+    assert any(f.severity == "error" and "missing" in f.message for f in findings)
+
+    # 7. chat through the cluster; the dashboard gets server metrics
     win.chat.max_tokens.setValue(16)
     with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
         assert win.chat.send_text("hello cluster")
     assert sig.args[0].pieces == 16
     qtbot.waitUntil(lambda: ("tps", "decode") in win.dashboard.series, timeout=10000)
 
-    # 7. Stop: llama-server and the workers herd started are stopped
+    # 8. Stop: llama-server and the workers herd started are stopped
     server = win.session.launcher.server
     qtbot.mouseClick(win.launch.stop_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.launch.state == "stopped", timeout=30000)
