@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+import uuid
 
 import pytest
 from zeroconf import IPVersion, ServiceStateChange
@@ -51,14 +52,15 @@ async def test_agent_is_browsed_updates_txt_and_says_goodbye(tmp_path, procs, en
     browser = Browser()
     try:
         api, rpc, echo = free_port(), free_port(), free_port()
-        argv = agent_process.argv(tmp_path, name="mdns-node", bind="127.0.0.1", api_port=api,
-                                        rpc_port=rpc, echo_port=echo, mdns_ip="127.0.0.1")
+        # other agents may be advertising on this loopback too: look for ours by a unique name
+        node = f"mdns-node-{uuid.uuid4().hex[:8]}"
+        name = f"{node}.{P.SERVICE_TYPE}"
+        argv = agent_process.argv(tmp_path, name=node, bind="127.0.0.1", api_port=api,
+                                  rpc_port=rpc, echo_port=echo, mdns_ip="127.0.0.1")
         ap = agent_process.start(procs.popen, argv, tmp_path)
         await asyncio.get_running_loop().run_in_executor(None, ap.wait_ready)
-        found = await browser.first(ServiceStateChange.Added, 1.0)
+        found = await browser.first(ServiceStateChange.Added, 1.0, name)
         assert found is not None, "not browsed within 1 s of the ready line"
-        name = found[1]
-        assert name == f"mdns-node.{P.SERVICE_TYPE}"
 
         adv = await browser.advert(name)
         assert adv is not None
