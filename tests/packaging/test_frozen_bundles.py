@@ -160,6 +160,10 @@ def test_frozen_app_reports_its_version(frozen_app):
                          env=_app_env())
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"llama-herd {__version__}"
+    # the app finds its icon and translations relative to its package, as in a source checkout
+    internal = frozen_app.parent / "_internal"
+    assert (internal / "resources" / "icons" / "herd.svg").is_file()
+    assert list((internal / "resources" / "translations").glob("*.ts"))
 
 
 def test_frozen_app_runs_a_headless_command(frozen_app, tmp_path):
