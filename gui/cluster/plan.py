@@ -400,7 +400,8 @@ class Plan:
         GPUs). The devices llama-server sees are each ``--rpc`` endpoint's devices by index, then
         the local GPUs. ``-ts`` may hold fractions; missing values count as 0, as in llama.cpp;
         no ``-ts`` (or all zeros) splits by free memory like llama.cpp's default; no ``-ngl``
-        offloads every slot.
+        (or ``-ngl all``) offloads every slot. This is what llama-server does with ``--fit off``;
+        with ``--fit`` on it may re-plan behind these numbers.
         """
         opts = _parse_opts(args)
         eps = [e for e in (opts.get("rpc") or "").split(",") if e]
@@ -415,9 +416,9 @@ class Plan:
         seen += [d for d in devices if d.kind == "gpu"]
         ngl_text = opts.get("ngl")
         try:
-            ngl = -1 if ngl_text is None else int(ngl_text)
+            ngl = -1 if ngl_text is None or ngl_text == "all" else int(ngl_text)
         except ValueError:
-            raise PlanError(f"-ngl: expected a whole number, got {ngl_text!r}") from None
+            raise PlanError(f"-ngl: expected a whole number or 'all', got {ngl_text!r}") from None
         ts_text = opts.get("ts")
         ts: list[float] = []
         if ts_text:

@@ -240,8 +240,9 @@ def test_from_llama_args_errors_name_the_problem():
         Plan.from_llama_args(["--rpc", "127.0.0.1:9", "-ngl", "3"], devs, 4)
     with pytest.raises(PlanError, match="-ts has 3 values"):
         Plan.from_llama_args(["--rpc", "127.0.0.1:1,127.0.0.1:2", "-ngl", "3", "-ts", "1,1,1"], devs, 4)
-    with pytest.raises(PlanError, match="-ngl: expected a whole number"):
-        Plan.from_llama_args(["-ngl", "many"], devs, 4)
+    with pytest.raises(PlanError, match="-ngl: expected a whole number or 'all'"):
+        Plan.from_llama_args(["-ngl", "auto"], devs, 4)
+    assert Plan.from_llama_args(["--rpc", "127.0.0.1:1", "-ngl", "all"], devs, 4).counts() == [5]
     with pytest.raises(PlanError, match="missing value"):
         Plan.from_llama_args(["--rpc"], devs, 4)
 
@@ -444,3 +445,59 @@ def test_real_llama_server_places_layers_where_the_plan_says(engine, demo_model,
         assert mib["model"] == pytest.approx(fit.weights_bytes / (1 << 20), abs=0.01)
         assert mib["KV"] == pytest.approx(fit.kv_bytes / (1 << 20), abs=0.01)
         assert mib["compute"] <= fit.compute_bytes / (1 << 20) <= 1.5 * mib["compute"] + 1
+
+
+def _write_tied_model(path, layers: int = 4, e: int = 128, f: int = 352, v: int = 2048):
+    """A loadable llama GGUF without ``output.weight``: the output reuses the token embeddings."""
+    import gguf
+
+    rng = np.random.default_rng(0)
+
+    def mat(rows, cols):
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(512)
+    w.add_embedding_length(e)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(f)
+    w.add_head_count(e // 64)
+    w.add_head_count_kv(e // 64)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_tokenizer_model("test")
+    w.add_token_list([f"t{i}" for i in range(v)])
+    w.add_tensor("token_embd.weight", mat(v, e))
+    w.add_tensor("output_norm.weight", np.ones(e, dtype=np.float32))
+    for i in range(layers):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(e, dtype=np.float32))
+        for name, (r, c) in {"attn_q": (e, e), "attn_k": (e, e), "attn_v": (e, e), "attn_output": (e, e),
+                             "ffn_gate": (f, e), "ffn_up": (f, e), "ffn_down": (e, f)}.items():
+            w.add_tensor(p + name + ".weight", mat(r, c))
+        w.add_tensor(p + "ffn_norm.weight", np.ones(e, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.mark.engine
+def test_tied_model_sends_a_copy_of_the_embeddings_with_the_output_layer(engine, procs, tmp_path):
+    model = _write_tied_model(tmp_path / "tied.gguf")
+    info = inspect_model(model)
+    assert info.tied_embeddings
+    (ep,) = _start_rpc_workers(engine, procs, 1)
+    plan = Plan(4, 3, [(Device("w", "worker", ep, 0, "CPU", GiB, GiB), 2)])  # block 3 + output
+    log_path = tmp_path / "llama-server.log"
+    with open(log_path, "wb") as log:
+        proc = procs.popen([engine.llama_server, "-m", model, *plan.llama_args(), "-c", "256",
+                            "--host", "127.0.0.1", "--port", str(free_port()), "-lv", "5"],
+                           stdout=log, stderr=subprocess.STDOUT)
+        text = _wait_for_log(proc, log_path, lambda t: "CPU compute buffer size" in t)
+    assert placement_mismatches(plan, parse_placement(text)) == []
+    got = float(re.search(rf"RPC0\[{re.escape(ep)}\] model buffer size = +([\d.]+) MiB", text).group(1))
+    want = estimate(plan, info, ctx=256)[0].weights_bytes
+    assert want == info.slot_bytes[3] + info.slot_bytes[4] and info.slot_bytes[4] > info.token_embd_bytes
+    assert got == pytest.approx(want / (1 << 20), abs=0.01)
