@@ -214,6 +214,9 @@ def install(user: str | None, config: str | None, unit_dir: Path | None, dry_run
                 print("# would run: " + " ".join(c), file=out)
         return path
     _check_can_write(target_dir)
+    if unit_dir is None and shutil.which("systemctl") is None:
+        raise ServiceInstallError("systemctl not found: this system does not run systemd "
+                                  "(--unit-dir DIR writes the unit without enabling it)")
     _write_atomic(path, text)
     print(f"wrote {path} (runs as {spec.user}, config {spec.config})", file=out)
     if unit_dir is None:
