@@ -241,9 +241,21 @@ _FAILURES: list[tuple[re.Pattern, str]] = [
 ]
 
 
-def explain_failure(lines: list[str], returncode: int | None) -> str:
-    """One sentence saying why llama-server stopped, from its log and exit status."""
+_DROPPED_AT_START = (
+    "an RPC worker closed the connection as soon as llama-server connected: its agent lets "
+    "only the paired master's address through (pair again from this machine), or the worker "
+    "crashed")
+
+
+def explain_failure(lines: list[str], returncode: int | None, was_ready: bool = True) -> str:
+    """One sentence saying why llama-server stopped, from its log and exit status.
+
+    ``was_ready`` tells whether the server had come up: a worker connection dropped before that
+    is usually the agent's relay refusing an address it does not know, not a crash mid-run.
+    """
     for pattern, message in _FAILURES:
+        if not was_ready and "Remote RPC server crashed" in pattern.pattern:
+            message = _DROPPED_AT_START
         for line in lines:
             m = pattern.search(line)
             if m:
@@ -303,6 +315,7 @@ class ServerProcess:
         self._callbacks: list[Callable[[str, str | None], None]] = []
         self._changed = asyncio.Event()
         self._stop_requested = False
+        self._was_ready = False
 
     @property
     def pid(self) -> int | None:
@@ -336,6 +349,7 @@ class ServerProcess:
         self.startup_log = []
         self.returncode = None
         self._stop_requested = False
+        self._was_ready = False
         argv = self.spec.argv(self.program)
         log.info("starting %s", " ".join(argv))
         kw: dict = {}
@@ -389,6 +403,7 @@ class ServerProcess:
                     try:
                         r = await client.get(self.spec.url + "/health", timeout=2.0)
                         if r.status_code == 200:
+                            self._was_ready = True
                             self._set(READY)
                         elif r.status_code == 503:
                             self._set(LOADING)
@@ -403,7 +418,7 @@ class ServerProcess:
         if self._stop_requested:
             self._set(STOPPED)
         else:
-            self._set(FAILED, explain_failure(list(self.log), proc.returncode))
+            self._set(FAILED, explain_failure(list(self.log), proc.returncode, self._was_ready))
 
     async def wait_for(self, states: set[str], timeout: float) -> str:
         """Wait until the state is one of ``states`` (or the server ended); returns the state."""
