@@ -8,8 +8,11 @@
   pywin32), and MSYS2 (preinstalled on GitHub's Windows runners at C:\msys64) for wixl; the
   script installs mingw-w64-x86_64-msitools into MSYS2 when it is missing.
 
-  -StageOnly stops after freezing and fetching, leaving build\msi\agent and build\msi\engine:
-  the CI workflow builds the MSI from them on Linux with the same build_msi.sh.
+  -WithApp also freezes the desktop app (herd.exe) and installs it as the MSI's second feature,
+  with a Start menu entry: the MSI for the master PC.
+
+  -StageOnly stops after freezing and fetching, leaving build\msi\agent, build\msi\engine (and
+  build\msi\app): the CI workflow builds the MSI from them on Linux with the same build_msi.sh.
 
 .EXAMPLE
   powershell -ExecutionPolicy Bypass -File packaging\windows\build_msi.ps1 -Flavor cpu
@@ -19,6 +22,7 @@ param(
   [ValidateSet('cpu', 'cuda', 'vulkan')] [string] $Flavor = 'cpu',
   [string] $Version = '',
   [string] $Out = '',
+  [switch] $WithApp,
   [switch] $StageOnly,
   [string] $Msys2 = 'C:\msys64'
 )
@@ -29,6 +33,7 @@ $Repo = (Resolve-Path (Join-Path $PSScriptRoot '..\..')).Path
 $Stage = Join-Path $Repo 'build\msi'
 $AgentDir = Join-Path $Stage 'agent'
 $EngineDir = Join-Path $Stage 'engine'
+$AppDir = Join-Path $Stage 'app'
 New-Item -ItemType Directory -Force -Path $Stage | Out-Null
 
 function Invoke-Checked([string] $What, [scriptblock] $Block) {
@@ -45,6 +50,16 @@ if (Test-Path $AgentDir) { Remove-Item -Recurse -Force $AgentDir }
 Move-Item (Join-Path $Stage 'dist\herd-agent') $AgentDir
 $AgentExe = Join-Path $AgentDir 'herd-agent.exe'
 Invoke-Checked 'frozen agent --version' { & $AgentExe --version }
+
+if ($WithApp) {
+  Invoke-Checked 'PyInstaller (app)' {
+    python -m PyInstaller --noconfirm --log-level WARN --distpath (Join-Path $Stage 'dist') `
+      --workpath (Join-Path $Stage 'work-app') (Join-Path $Repo 'packaging\pyinstaller\herd.spec')
+  }
+  if (Test-Path $AppDir) { Remove-Item -Recurse -Force $AppDir }
+  Move-Item (Join-Path $Stage 'dist\herd') $AppDir
+  Invoke-Checked 'frozen app --version' { & (Join-Path $AppDir 'herd.exe') --version }
+}
 
 # 2. Fetch the pinned llama.cpp release and check it against the digest GitHub publishes.
 $Variant = @{ cpu = 'cpu'; cuda = 'cuda-12.4'; vulkan = 'vulkan' }[$Flavor]
@@ -79,7 +94,7 @@ $Manifest = @{ build = $Build; origin = 'release'; backend = $Flavor } | Convert
 [IO.File]::WriteAllText((Join-Path $EngineDir 'engine.json'), $Manifest)
 Invoke-Checked 'ggml-rpc-server --help' { & (Join-Path $EngineDir 'ggml-rpc-server.exe') --help | Out-Null }
 
-if ($StageOnly) { Write-Host "staged $AgentDir and $EngineDir"; exit 0 }
+if ($StageOnly) { Write-Host "staged in $Stage"; exit 0 }
 
 # 3. Build the MSI with wixl from MSYS2 (the same build_msi.sh the Linux build and tests use).
 $Bash = Join-Path $Msys2 'usr\bin\bash.exe'
@@ -89,6 +104,7 @@ $env:CHERE_INVOKING = '1'
 Invoke-Checked 'pacman' { & $Bash -lc 'pacman -S --needed --noconfirm mingw-w64-x86_64-msitools' }
 $Python = (Get-Command python).Source
 $BuildArgs = @('--agent-dir', $AgentDir, '--engine-dir', $EngineDir, '--flavor', $Flavor)
+if ($WithApp) { $BuildArgs += @('--app-dir', $AppDir) }
 if ($Version) { $BuildArgs += @('--version', $Version) }
 if ($Out) { $BuildArgs += @('--out', $Out) }
 $Quoted = ($BuildArgs | ForEach-Object { "'" + ($_ -replace '\\', '/') + "'" }) -join ' '

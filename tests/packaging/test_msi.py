@@ -238,3 +238,38 @@ def test_file_fragment_nests_folders_and_keeps_ids_stable(tmp_path):
     other = ff.fragment(files, group="G", prefix="q", var="V", directory_ref="INSTALLDIR")
     assert not set(group) & {c.get("Id") for c in ET.fromstring(other).iter() if c.get("Id")}
     assert all(len(i) <= 72 for i in group)
+
+
+def test_agent_only_msi_has_no_app(msi):
+    assert [f["Feature"] for f in table(msi, "Feature")] == ["Agent"]
+    assert "herd.exe" not in {r["FileName"] for r in table(msi, "File")}
+    assert table(msi, "Shortcut") == []
+
+
+def test_desktop_app_as_a_second_feature(tmp_path):
+    _need_tools()
+    out = tmp_path / "with-app.msi"
+    proc = subprocess.run(["bash", str(BUILD), "--stand-in", "--with-app", "--version", "1.2.3",
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    features = {f["Feature"]: f for f in table(out, "Feature")}
+    assert set(features) == {"Agent", "App"}
+    files = {r["FileName"]: r for r in table(out, "File")}
+    comps = {r["Component"]: r for r in table(out, "Component")}
+    dirs = {r["Directory"]: r for r in table(out, "Directory")}
+    app_dir = comps[files["herd.exe"]["Component_"]]["Directory_"]
+    assert app_dir == "APPDIR" and dirs["APPDIR"]["Directory_Parent"] == "INSTALLDIR"
+    # the app's runtime sits in its own folder, apart from the agent's _internal
+    qt_dir = comps[files["Qt6Core.dll"]["Component_"]]["Directory_"]
+    chain = []
+    while qt_dir:
+        chain.append(dirs[qt_dir]["DefaultDir"])
+        qt_dir = dirs[qt_dir]["Directory_Parent"]
+    assert chain[:4] == ["PySide6", "_internal", "app", "llama-herd agent"]
+    app_comps = {r["Component_"] for r in table(out, "FeatureComponents") if r["Feature_"] == "App"}
+    assert files["herd.exe"]["Component_"] in app_comps
+    (shortcut,) = table(out, "Shortcut")
+    assert shortcut["Directory_"] == "ProgramMenuFolder" and shortcut["Name"] == "llama-herd"
+    assert shortcut["Component_"] == files["herd.exe"]["Component_"]
+    # the service and its actions are the same as in the agent-only MSI
+    assert [s["Name"] for s in table(out, "ServiceInstall")] == ["HerdAgent"]
