@@ -10,16 +10,19 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import httpx
 import pytest
 from cluster.agents import start_agent
-from e2e.herd_cli import HERD, HerdUp, gone, herd, rpc_children
 from conftest import free_port
+from e2e.herd_cli import HERD, HerdUp, gone, herd, rpc_children
 from lan import Lan, can_build_lan
 
 from agent.client import AgentClient
+from gui.cluster import launcher as L
 from gui.cluster.chat import chat
+from gui.cluster.discovery import Discovery
 from gui.cluster.nodes import TokenStore
 
 OK, WHY = can_build_lan()
@@ -87,7 +90,6 @@ async def test_lan_discovery_pulled_cable(tmp_path, lan):
     """Browsing the simulated LAN from its bridge address: both agents are found over mDNS; a
     worker whose cable is pulled (no goodbye possible) is marked unreachable within 10 s, and
     reachable again once plugged back in."""
-    from gui.cluster.discovery import Discovery
     agents = {name: start_agent(lan[name].popen, tmp_path, name, bind=lan[name].ip,
                                 api_port=API, rpc_port=RPC, echo_port=ECHO)
               for name in ("a", "b")}
@@ -110,9 +112,6 @@ async def test_llama_server_from_an_unpaired_address_is_refused_and_explained(en
     """The agent's relay lets only the paired master's address reach the RPC worker. A
     llama-server started from another address (this test process, on the bridge) is cut off at
     once, and the launcher says why in words."""
-    import sys
-
-    from gui.cluster import launcher as L
     env = dict(os.environ)
     env["HERD_CONFIG_DIR"] = str(tmp_path / "master-config")
     m, a_host = lan["m"], lan["a"]
