@@ -10,6 +10,13 @@ import pytest
 from agent import systemd
 
 
+@pytest.fixture(autouse=True)
+def _own_config_dirs(tmp_path, monkeypatch):
+    """Keep the developer's own agent config and state out of these runs."""
+    for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / "xdg" / var.lower()))
+
+
 def herd_agent(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["herd-agent", *args], capture_output=True, text=True, timeout=60)
 
