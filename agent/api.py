@@ -166,7 +166,7 @@ async def rpc_start(request: web.Request) -> web.Response:
         raise BadRequest("cache must be true or false", "cache")
     try:
         await agent.start_rpc(port=port, threads=threads, devices=devices, cache=cache)
-    except agent.Conflict as exc:
+    except agent.Refused as exc:
         raise _json_error(web.HTTPConflict, str(exc)) from None
     return web.json_response(agent.rpc_status())
 

@@ -32,7 +32,11 @@ from agent.settings import AgentState, PairedMaster, Settings
 log = logging.getLogger("herd.agent")
 
 
-class PortConflict(RuntimeError):
+class StartRefused(RuntimeError):
+    """The RPC worker can't be started as asked; the message says why (API answers 409)."""
+
+
+class PortConflict(StartRefused):
     """A port the agent must listen on is taken; the message names it."""
 
 
@@ -53,7 +57,7 @@ class Agent:
         api_port, echo_port, rpc_port: the ports actually bound/advertised.
     """
 
-    Conflict = PortConflict
+    Refused = StartRefused
 
     def __init__(self, settings: Settings, state: AgentState, *, env: dict | None = None) -> None:
         self.settings = settings
@@ -171,8 +175,15 @@ class Agent:
 
     async def start_rpc(self, *, port: int | None = None, threads: int | None = None,
                         devices: list[str] | None = None, cache: bool | None = None) -> None:
-        """(Re)start the worker; raises :class:`PortConflict` when the RPC port is taken."""
+        """(Re)start the worker; :class:`PortConflict` when the RPC port is taken,
+        :class:`StartRefused` when there is no worker program."""
         s = self.settings
+        if self.engine.rpc_server is None:
+            # installed since the agent started? look again before refusing
+            self.engine = find_engine(s.engine_dir or None, probe=True)
+            if self.engine.rpc_server is None:
+                raise StartRefused("no ggml-rpc-server on this node: run `herd engine install` here, "
+                                   "or set engine_dir in the agent's config")
         rpc_port = port or s.rpc_port
         opts = RpcOptions(threads=threads if threads is not None else s.threads,
                           devices=list(devices) if devices is not None else list(s.devices),

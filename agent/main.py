@@ -86,7 +86,9 @@ def effective_settings(args: argparse.Namespace):
     try:
         s.validate()
     except SettingsError as exc:
-        raise SettingsError(f"--{str(exc).split(':', 1)[0].replace('_', '-')}:{str(exc).split(':', 1)[1]}") from None
+        # the file was valid on its own (load_settings checked it), so a flag is at fault
+        flag = "--" + (exc.key or "").replace("_", "-")
+        raise SettingsError(f"{flag}: {str(exc).split(': ', 1)[-1]}", exc.key) from None
     return s
 
 

@@ -99,7 +99,7 @@ def openapi_document() -> dict:
                         "cache": {"type": "boolean", "default": True}}}}}},
                 "responses": {"200": _json({"$ref": "#/components/schemas/Rpc"}, "start accepted"),
                               "400": _err("malformed request"),
-                              "409": _err("the RPC port is in use"), **_AUTH_ERRORS}}},
+                              "409": _err("the RPC port is in use, or no RPC worker is installed"), **_AUTH_ERRORS}}},
             P.PATH_RPC_STOP: {"post": {
                 "summary": "Stop the RPC worker", "security": [{"bearer": []}],
                 "responses": {"200": _json({"$ref": "#/components/schemas/Rpc"}, "stopped"),

@@ -119,6 +119,7 @@ class RpcRelay:
         self._server: asyncio.AbstractServer | None = None
         self._active: dict[int, tuple[str, _Leg, _Leg | None]] = {}
         self._next = 0
+        self._tasks: set[asyncio.Task] = set()
         self.refused = 0
         self.bytes_to_worker = 0
         self.bytes_from_worker = 0
@@ -168,7 +169,9 @@ class RpcRelay:
         back.peer = front
         self._active[key] = (addr, front, back)
         self._on_client(addr)
-        asyncio.get_running_loop().create_task(self._connect(key, front, back, target))
+        task = asyncio.get_running_loop().create_task(self._connect(key, front, back, target))
+        self._tasks.add(task)  # keep a reference until it ran (asyncio holds only weak ones)
+        task.add_done_callback(self._tasks.discard)
 
     async def _connect(self, key: int, front: "_Front", back: _Leg, target: tuple[str, int]) -> None:
         loop = asyncio.get_running_loop()

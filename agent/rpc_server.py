@@ -190,6 +190,7 @@ class RpcSupervisor:
         self._task: asyncio.Task | None = None
         self._stopping = asyncio.Event()
         self._state_changed = asyncio.Condition()
+        self._tasks: set[asyncio.Task] = set()
 
     # --- public -------------------------------------------------------------------------------
 
@@ -298,7 +299,9 @@ class RpcSupervisor:
         log.info("RPC worker: %s -> %s%s", self.state, state, f" ({self.error})" if self.error else "")
         self.state = state
         self._on_change()
-        asyncio.get_running_loop().create_task(self._notify())
+        task = asyncio.get_running_loop().create_task(self._notify())
+        self._tasks.add(task)  # keep a reference until it ran (asyncio holds only weak ones)
+        task.add_done_callback(self._tasks.discard)
 
     async def _notify(self) -> None:
         async with self._state_changed:

@@ -37,7 +37,14 @@ EXPOSURES = ("relay", "open")
 
 
 class SettingsError(RuntimeError):
-    """A settings or state file is unusable; the message names the file and what is wrong."""
+    """A setting, settings file or state file is unusable; the message names it and what is wrong.
+
+    ``key`` is the setting at fault, when one is (so a caller can name the matching flag).
+    """
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def default_config_path() -> Path:
@@ -88,23 +95,23 @@ class Settings:
     def validate(self) -> None:
         """Raise :class:`SettingsError` naming the first bad value."""
         if not self.name.strip():
-            raise SettingsError("name: must not be empty")
+            raise SettingsError("name: must not be empty", "name")
         _check_ipv4("bind", self.bind)
         for key in ("api_port", "rpc_port", "echo_port"):
             v = getattr(self, key)
             if not 0 <= v <= 65535:
-                raise SettingsError(f"{key}: {v} is not a port (0-65535)")
+                raise SettingsError(f"{key}: {v} is not a port (0-65535)", key)
         if not 0 <= self.threads <= 1024:
-            raise SettingsError(f"threads: {self.threads} is out of range (0-1024)")
+            raise SettingsError(f"threads: {self.threads} is out of range (0-1024)", "threads")
         if self.exposure not in EXPOSURES:
-            raise SettingsError(f"exposure: {self.exposure!r} is not one of {', '.join(EXPOSURES)}")
+            raise SettingsError(f"exposure: {self.exposure!r} is not one of {', '.join(EXPOSURES)}", "exposure")
         for ip in self.mdns_interfaces:
             try:
                 ipaddress.ip_address(ip)
             except ValueError:
-                raise SettingsError(f"mdns_interfaces: {ip!r} is not an IP address") from None
+                raise SettingsError(f"mdns_interfaces: {ip!r} is not an IP address", "mdns_interfaces") from None
         if not 1 <= self.log_lines <= 100_000:
-            raise SettingsError(f"log_lines: {self.log_lines} is out of range (1-100000)")
+            raise SettingsError(f"log_lines: {self.log_lines} is out of range (1-100000)", "log_lines")
 
 
 def _check_ipv4(key: str, value: str) -> None:
@@ -112,7 +119,7 @@ def _check_ipv4(key: str, value: str) -> None:
         ipaddress.IPv4Address(value)
     except ValueError:
         # ggml-rpc-server's -H takes numeric IPv4 only; the relay and API follow suit.
-        raise SettingsError(f"{key}: {value!r} is not a numeric IPv4 address") from None
+        raise SettingsError(f"{key}: {value!r} is not a numeric IPv4 address", key) from None
 
 
 def _expected_type(f) -> type:
@@ -137,7 +144,7 @@ def settings_from_dict(data: dict, origin: str) -> Settings:
     try:
         s.validate()
     except SettingsError as exc:
-        raise SettingsError(f"{origin}: {exc}") from None
+        raise SettingsError(f"{origin}: {exc}", exc.key) from None
     return s
 
 

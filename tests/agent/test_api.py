@@ -163,3 +163,18 @@ async def test_second_agent_on_a_taken_api_port_fails_clearly(make_agent):
     first = await make_agent()
     with pytest.raises(Exception, match=f"API port 127.0.0.1:{first.api_port}"):
         await make_agent(api_port=first.api_port)
+
+
+async def test_start_without_an_installed_worker_is_refused_clearly(make_agent, monkeypatch, tmp_path):
+    # a machine with no engine: empty data dir, nothing on PATH
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.delenv("HERD_ENGINE_DIR", raising=False)
+    agent = await make_agent()
+    assert agent.engine.rpc_server is None
+    async with AgentClient(agent.api_url) as c:
+        await c.pair(agent.state.pin)
+        with pytest.raises(AgentError, match="no ggml-rpc-server") as info:
+            await c.rpc_start()
+        assert info.value.status == 409
+        assert (await c.status())["rpc"]["state"] == P.STATE_STOPPED
