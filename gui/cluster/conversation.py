@@ -236,6 +236,10 @@ async def _stream_into(conv: Conversation, client: httpx.AsyncClient, base_url: 
     reply = conv.begin_reply()
     try:
         async for ev in stream_chat(client, base_url, messages, **kw):
+            if reply.state != STREAMING:
+                # Marked interrupted from outside (a worker was lost): stop reading a reply
+                # that the server is about to lose anyway.
+                raise ReplyInterrupted(reply)
             if isinstance(ev, ChatDelta):
                 conv.append(ev.text)
             elif isinstance(ev, ChatDone):
@@ -249,6 +253,8 @@ async def _stream_into(conv: Conversation, client: httpx.AsyncClient, base_url: 
                        f"({type(exc).__name__}: {exc})" if str(exc) else
                        f"the connection to the server was lost during this reply ({type(exc).__name__})")
         raise ReplyInterrupted(reply) from exc
+    except ReplyInterrupted:
+        raise
     except BaseException:  # cancelled by the user or the app closing
         conv.interrupt("stopped before the reply was finished")
         raise
