@@ -1,0 +1,616 @@
+"""Keeping a cluster serving when a worker is lost: detect, explain, re-plan, relaunch.
+
+llama.cpp does not survive a lost RPC worker: ``llama-server`` aborts with ``Remote RPC server
+crashed or returned malformed response`` when a worker dies mid-request, and when a worker's PC
+merely goes quiet (sleep, Wi-Fi, a closed laptop) it keeps a dead connection and hangs on the
+next request. :class:`ClusterSupervisor` wraps :class:`~gui.cluster.launcher.ClusterLauncher`
+and takes care of that:
+
+1. **Detect** (within a few seconds, :class:`FailoverPolicy`): every ``poll_interval`` it asks
+   each node's agent for its status. A node is lost when its agent stops answering
+   (``misses`` polls in a row: crashed, stopped, link down) or its RPC worker is no longer the
+   process llama-server connected to (killed and restarted by the agent, stopped, crashed).
+   llama-server exiting on its own is noticed at once, and the node to blame is looked up.
+2. **Explain**: a :class:`FailoverEvent` says which node and why, in words.
+3. **Re-plan** over the nodes that still answer (by free memory). When the model no longer
+   fits, it says so and offers the options: wait for the node to come back (the default), or run
+   with more layers on this computer (:meth:`ClusterSupervisor.choose`).
+4. **Relaunch** llama-server on the **same host:port**, so other apps pointed at the endpoint
+   keep working — after a visible countdown that :meth:`ClusterSupervisor.cancel` stops. With
+   ``auto_recover`` off it waits for :meth:`ClusterSupervisor.recover_now` instead.
+5. **Notice the node's return** and offer to re-plan with it (:meth:`ClusterSupervisor.rejoin`,
+   automatic with ``rejoin="auto"`` or when the cluster was waiting for exactly that).
+
+A chat in flight is not lost: pass the :class:`~gui.cluster.conversation.Conversation` and its
+streaming reply is marked interrupted with the reason; after the relaunch the conversation is
+resent by the next request (see :mod:`gui.cluster.conversation`).
+
+Everything runs on one asyncio loop and is Qt-free; the app and ``herd up`` subscribe to events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent.client import AgentError
+from gui.cluster.launcher import FAILED, ClusterLauncher, LaunchError, devices_from_status
+
+log = logging.getLogger(__name__)
+
+# Supervisor states.
+STARTING = "starting"
+SERVING = "serving"
+RECOVERING = "recovering"    # a loss was detected; stopping the server, re-planning
+COUNTDOWN = "countdown"      # about to relaunch; cancel() stops it
+RELAUNCHING = "relaunching"
+WAITING = "waiting"          # needs a node to come back or the user to choose
+STOPPED = "stopped"
+
+# Event kinds.
+LOST = "lost"                # a node was lost (``node``, ``message`` says why)
+SERVER_EXITED = "server-exited"  # llama-server stopped and no node was to blame
+REPLANNED = "replanned"      # a new plan over the surviving nodes (``lines``)
+NO_FIT = "no-fit"            # the model does not fit the survivors (``options``)
+COUNTDOWN_TICK = "countdown"  # ``seconds`` left before the relaunch
+CANCELLED = "cancelled"      # the countdown was cancelled
+RELAUNCHING_EV = "relaunching"
+RECOVERED = "recovered"      # serving again (``seconds`` since the loss was detected)
+RECOVERY_FAILED = "recovery-failed"
+WAITING_EV = "waiting"       # waiting for a node or a choice (``options``)
+RETURNED = "returned"        # a lost node answers again (``options``: rejoin)
+
+# Options offered with NO_FIT / WAITING / RETURNED.
+OPT_WAIT = "wait"            # keep waiting for the lost node(s)
+OPT_HOST = "host"            # run anyway, more layers on this computer
+OPT_RECOVER = "recover"      # relaunch on the survivors now
+OPT_REJOIN = "rejoin"        # re-plan with the node that came back
+
+
+@dataclass
+class FailoverPolicy:
+    """How the supervisor watches and recovers (the app shows these as settings).
+
+    Attributes:
+        auto_recover: relaunch on the survivors by itself (after ``countdown``); otherwise wait
+            for :meth:`ClusterSupervisor.recover_now`.
+        countdown: seconds announced before an automatic relaunch (0: at once).
+        rejoin: ``"ask"`` — announce a returning node and offer to re-plan with it; ``"auto"`` —
+            re-plan with it at once.
+        poll_interval, poll_timeout, misses: a node is lost after ``misses`` status polls in a
+            row failed; the defaults notice a silent node within about 3 s.
+        server_grace: seconds llama-server gets to exit before it is killed (a server stuck on
+            a dead link does not exit by itself).
+        load_timeout: seconds a relaunched server may take to load.
+        busy_wait: seconds to wait for a surviving worker to let go of the old server.
+    """
+
+    auto_recover: bool = True
+    countdown: float = 5.0
+    rejoin: str = "ask"
+    poll_interval: float = 1.0
+    poll_timeout: float = 1.0
+    misses: int = 2
+    server_grace: float = 2.0
+    load_timeout: float = 300.0
+    busy_wait: float = 10.0
+
+
+@dataclass(frozen=True)
+class FailoverEvent:
+    """Something the user should see.
+
+    Attributes:
+        kind: one of the event kinds of this module (``lost``, ``countdown``, ``recovered``…).
+        message: one sentence for the user.
+        node: the node's name, for node events.
+        seconds: countdown left (``countdown``) or time since the loss (``recovered``).
+        options: choices the user has now (``wait``, ``host``, ``recover``, ``rejoin``).
+        lines: details (a new plan's lines).
+        at: ``time.monotonic()`` when it happened.
+    """
+
+    kind: str
+    message: str
+    node: str | None = None
+    seconds: float | None = None
+    options: tuple[str, ...] = ()
+    lines: tuple[str, ...] = ()
+    at: float = field(default_factory=time.monotonic)
+
+
+class ClusterSupervisor:
+    """A :class:`ClusterLauncher` that survives a lost worker (see the module docstring).
+
+    Args:
+        llama_server, plan, model, nodes, client_for, ctx, host, port, extra_args, threads:
+            as for :class:`ClusterLauncher` (``nodes`` maps id → node for every node that may be
+            used, at least those of ``plan``).
+        model_info: the model's :class:`~gui.cluster.model.ModelInfo` (for re-planning).
+        policy: a :class:`FailoverPolicy`.
+        probe_client_for: ``probe_client_for(node)`` → an agent client with a short timeout for
+            the status polls (default: ``client_for``).
+        host_free_bytes: ``host_free_bytes()`` → RAM free on this computer (None: unknown).
+        conversation: a chat transcript whose reply in flight is marked interrupted on a loss.
+
+    Attributes:
+        state: ``starting``, ``serving``, ``recovering``, ``countdown``, ``relaunching``,
+            ``waiting`` or ``stopped``.
+        launcher: the current :class:`ClusterLauncher`.
+        lost: {node id: node} lost and not back yet.
+        options: what :meth:`choose` accepts now.
+        events: every event so far.
+
+    ``subscribe(callback)`` registers ``callback(event)`` for every :class:`FailoverEvent`.
+    """
+
+    def __init__(self, llama_server, plan, model, nodes: dict, client_for: Callable, *, model_info,
+                 ctx: int = 4096, host: str = "127.0.0.1", port: int = 8080,
+                 extra_args: list[str] | None = None, threads: int | None = None,
+                 policy: FailoverPolicy | None = None, probe_client_for: Callable | None = None,
+                 host_free_bytes: Callable[[], int | None] | None = None,
+                 conversation=None) -> None:
+        self.llama_server = llama_server
+        self.first_plan = plan
+        self.model = model
+        self.model_info = model_info
+        self.nodes = dict(nodes)
+        self.client_for = client_for
+        self.probe_client_for = probe_client_for or client_for
+        self.ctx, self.host, self.port = ctx, host, port
+        self.extra_args = list(extra_args or [])
+        self.threads = threads
+        self.policy = policy or FailoverPolicy()
+        self.host_free_bytes = host_free_bytes or (lambda: None)
+        self.conversation = conversation
+        self.launcher = self._make_launcher(plan)
+        self.state = STARTING
+        self.lost: dict[str, object] = {}
+        self.options: tuple[str, ...] = ()
+        self.events: list[FailoverEvent] = []
+        self._subs: list[Callable[[FailoverEvent], None]] = []
+        self._started_ids: set[str] = set()   # nodes whose worker herd started: stopped at the end
+        self._baseline: dict[str, tuple] = {}  # node id -> (worker pid, restarts) at launch
+        self._misses: dict[str, int] = {}
+        self._probes: dict[str, object] = {}
+        self._pending_plan = None
+        self._lost_at: float | None = None
+        self._wake = asyncio.Event()
+        self._cancel = asyncio.Event()
+        self._monitor: asyncio.Task | None = None
+        self._recovery: asyncio.Task | None = None
+        self._stopping = False
+
+    # --- events -------------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[FailoverEvent], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event; returns the unsubscribe function."""
+        self._subs.append(callback)
+        return lambda: self._subs.remove(callback) if callback in self._subs else None
+
+    def _emit(self, kind: str, message: str, **kw) -> FailoverEvent:
+        ev = FailoverEvent(kind, message, **kw)
+        self.events.append(ev)
+        log.info("failover: %s", message)
+        for cb in list(self._subs):
+            try:
+                cb(ev)
+            except Exception:
+                log.exception("failover subscriber failed")
+        return ev
+
+    @property
+    def url(self) -> str:
+        """The endpoint; the same before and after every relaunch."""
+        return self.launcher.spec.url
+
+    @property
+    def spec(self):
+        return self.launcher.spec
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def _make_launcher(self, plan) -> ClusterLauncher:
+        nodes = {nid: n for nid, n in self.nodes.items() if n.rpc_endpoint in plan.rpc_endpoints()}
+        return ClusterLauncher(self.llama_server, plan, self.model, nodes, self.client_for,
+                               ctx=self.ctx, host=self.host, port=self.port,
+                               extra_args=self.extra_args, threads=self.threads, worker_timeout=20.0)
+
+    async def start(self, timeout: float = 300.0):
+        """Launch the first plan (like :meth:`ClusterLauncher.start`), then watch it.
+        Returns the placement check; raises what the launcher raises."""
+        check = await self.launcher.start(timeout)
+        await self._adopt(self.launcher)
+        self.state = SERVING
+        self._monitor = asyncio.get_running_loop().create_task(self._watch(), name="failover-watch")
+        return check
+
+    async def stop(self) -> None:
+        """Stop watching, stop llama-server and every worker herd started (also on lost nodes
+        that came back); close the clients."""
+        self._stopping = True
+        self._cancel.set()
+        self._wake.set()
+        for task in (self._monitor, self._recovery):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self._stop_server(self.launcher)
+        stopped = {id(h.node) for h in self.launcher.workers}
+        await self.launcher.stop()
+        # Workers herd started on nodes the current plan does not use (lost, then back).
+        for nid in sorted(self._started_ids):
+            node = self.nodes.get(nid)
+            if node is None or id(node) in stopped:
+                continue
+            client = self.probe_client_for(node)
+            try:
+                await client.rpc_stop()
+            except Exception as exc:
+                log.info("could not stop the RPC worker of %s: %s", node.name, exc)
+            finally:
+                with contextlib.suppress(Exception):
+                    await client.aclose()
+        for c in self._probes.values():
+            with contextlib.suppress(Exception):
+                await c.aclose()
+        self._probes.clear()
+        self.state = STOPPED
+
+    async def wait_until(self, states: set[str], timeout: float) -> str:
+        """Wait (polling) until the state is one of ``states``; returns it. TimeoutError otherwise."""
+        deadline = time.monotonic() + timeout
+        while self.state not in states:
+            if time.monotonic() > deadline:
+                raise asyncio.TimeoutError(f"state is still {self.state}")
+            await asyncio.sleep(0.05)
+        return self.state
+
+    # --- user choices -------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the countdown to an automatic relaunch (the cluster then waits)."""
+        self._cancel.set()
+
+    async def recover_now(self) -> None:
+        """Relaunch on the survivors now (skips or replaces the countdown)."""
+        await self.choose(OPT_RECOVER)
+
+    async def choose(self, option: str) -> None:
+        """Take one of :attr:`options`: ``wait``, ``host``, ``recover`` or ``rejoin``."""
+        if option not in self.options:
+            raise ValueError(f"{option!r} is not possible now (possible: {', '.join(self.options) or 'none'})")
+        if option == OPT_WAIT:
+            self._set_waiting("waiting for " + _names(self.lost.values()) + " to come back",
+                              (OPT_HOST,) if self._pending_plan is not None else ())
+            return
+        if option == OPT_REJOIN:
+            await self.rejoin()
+            return
+        self._cancel.set()
+        await self._join_recovery()
+        self._run_recovery(self._relaunch(self._pending_plan, forced=option == OPT_HOST))
+        await self._join_recovery()
+
+    async def rejoin(self) -> None:
+        """Re-plan with the nodes that came back and relaunch (the first plan if every one of
+        its nodes is back)."""
+        self._cancel.set()
+        await self._join_recovery()
+        self._run_recovery(self._replan_and_relaunch(reason="re-planning with the returned node(s)",
+                                                     stop_first=True, immediate=True))
+        await self._join_recovery()
+
+    # --- watching -----------------------------------------------------------------------------
+
+    async def _adopt(self, launcher: ClusterLauncher) -> None:
+        """A launch succeeded: remember what it started and what each worker looks like now."""
+        self.launcher = launcher
+        for h in launcher.workers:
+            if h.started:
+                self._started_ids.add(h.node.id)
+            # Whoever started a worker first, herd stops it at the end if herd started it ever.
+            h.started = h.node.id in self._started_ids
+        self._baseline.clear()
+        self._misses.clear()
+        for h in launcher.workers:
+            try:
+                rpc = (await self._probe(h.node).status()).get("rpc") or {}
+                self._baseline[h.node.id] = (rpc.get("pid"), int(rpc.get("restarts") or 0))
+            except AgentError as exc:
+                log.info("no baseline status from %s: %s", h.node.name, exc)
+        server = launcher.server
+        if server is not None:
+            server.on_state(lambda state, error, s=server: self._on_server(s, state, error))
+
+    def _on_server(self, server, state: str, error: str | None) -> None:
+        if state == FAILED and server is self.launcher.server and self.state == SERVING:
+            self._wake.set()
+
+    def _probe(self, node):
+        c = self._probes.get(node.id)
+        if c is None:
+            c = self._probes[node.id] = self.probe_client_for(node)
+        return c
+
+    async def _check(self, node) -> str | None:
+        """None when ``node`` and its worker are as llama-server left them, else why not."""
+        try:
+            status = await self._probe(node).status()
+        except AgentError as exc:
+            self._misses[node.id] = self._misses.get(node.id, 0) + 1
+            if self._misses[node.id] >= self.policy.misses:
+                return f"its agent does not answer: {_agent_problem(exc, self.policy.poll_timeout)}"
+            return None
+        self._misses[node.id] = 0
+        rpc = status.get("rpc") or {}
+        state = rpc.get("state")
+        base = self._baseline.get(node.id)
+        if base is not None and (rpc.get("pid") != base[0] or int(rpc.get("restarts") or 0) > base[1]):
+            if rpc.get("error"):
+                return f"its RPC worker was lost ({rpc['error']}); llama-server's connection to it is gone"
+            return ("its RPC worker crashed and its agent restarted it; llama-server's connection "
+                    "to it is gone")
+        if state in ("stopped", "crashed"):
+            return f"its RPC worker is {state}" + (f" ({rpc['error']})" if rpc.get("error") else "")
+        return None
+
+    async def _watch(self) -> None:
+        while not self._stopping:
+            started = time.monotonic()
+            try:
+                if self.state == SERVING:
+                    await self._check_serving()
+                if self.lost and self.state in (SERVING, WAITING):
+                    await self._check_returned()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("failover watch round failed")
+            self._wake.clear()
+            left = self.policy.poll_interval - (time.monotonic() - started)
+            if left > 0:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), left)
+
+    async def _check_serving(self) -> None:
+        server = self.launcher.server
+        failed = server is not None and server.state == FAILED
+        nodes = [h.node for h in self.launcher.workers]
+        if failed:
+            # The server is gone: find the node to blame now, without waiting for more misses.
+            for attempt in range(3):
+                reasons = await asyncio.gather(*(self._check(n) for n in nodes))
+                lost = [(n, r) for n, r in zip(nodes, reasons) if r]
+                if lost or attempt == 2:
+                    break
+                await asyncio.sleep(0.3)
+            self._loss(lost, server_error=server.error)
+            return
+        reasons = await asyncio.gather(*(self._check(n) for n in nodes))
+        lost = [(n, r) for n, r in zip(nodes, reasons) if r]
+        if lost and self.state == SERVING:
+            self._loss(lost, server_error=None)
+
+    async def _check_returned(self) -> None:
+        back = []
+        for nid, node in list(self.lost.items()):
+            try:
+                status = await self._probe(node).status()
+            except AgentError:
+                continue
+            if (status.get("rpc") or {}).get("state") == "crashed" and nid not in self._started_ids:
+                continue
+            back.append(node)
+        for node in back:
+            self.lost.pop(node.id, None)
+            self._misses.pop(node.id, None)
+        if not back:
+            return
+        names = _names(back)
+        if self.state == WAITING and (self._pending_plan is None or self.policy.auto_recover):
+            # The cluster was waiting for exactly this (or auto-recover is on): go.
+            self._emit(RETURNED, f"{names} is back; re-planning with it", node=back[0].name)
+            self._run_recovery(self._replan_and_relaunch(reason=f"{names} is back", stop_first=True,
+                                                         immediate=True))
+        elif self.policy.rejoin == "auto":
+            self._emit(RETURNED, f"{names} is back; re-planning with it", node=back[0].name)
+            self._run_recovery(self._replan_and_relaunch(reason=f"{names} is back", stop_first=True,
+                                                         immediate=False))
+        else:
+            self.options = tuple(dict.fromkeys(self.options + (OPT_REJOIN,)))
+            self._emit(RETURNED, f"{names} is back; re-plan with it to use it again",
+                       node=back[0].name, options=(OPT_REJOIN,))
+
+    # --- recovering ---------------------------------------------------------------------------
+
+    def _run_recovery(self, coro) -> None:
+        self._recovery = asyncio.get_running_loop().create_task(coro, name="failover-recovery")
+
+    async def _join_recovery(self) -> None:
+        task = self._recovery
+        if task is not None and task is not asyncio.current_task():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def _loss(self, lost: list, server_error: str | None) -> None:
+        self.state = RECOVERING
+        self._lost_at = time.monotonic()
+        self.options = ()
+        for node, reason in lost:
+            self.lost[node.id] = node
+            self._emit(LOST, f"{node.name} ({node.host}) was lost: {reason}", node=node.name)
+        if not lost:
+            self._emit(SERVER_EXITED, f"llama-server stopped: {server_error or 'it exited'}")
+        if self.conversation is not None:
+            why = ("; ".join(f"{n.name} was lost" for n, _ in lost) if lost
+                   else f"llama-server stopped ({server_error or 'it exited'})")
+            self.conversation.interrupt(why)
+        self._run_recovery(self._replan_and_relaunch(reason="", stop_first=True, immediate=False))
+
+    async def _stop_server(self, launcher: ClusterLauncher) -> None:
+        server = launcher.server
+        if server is not None:
+            await server.stop(grace=self.policy.server_grace)
+
+    async def _release(self, launcher: ClusterLauncher) -> None:
+        """Let go of an old launch without stopping its workers (the next launch reuses them)."""
+        await self._stop_server(launcher)
+        for h in launcher.workers:
+            with contextlib.suppress(Exception):
+                await h.client.aclose()
+        launcher.workers.clear()
+
+    async def _survivors(self) -> list[tuple]:
+        """(node, status) of every known node whose agent answers now, by name.
+
+        A node lost only because its worker was restarted (its agent kept answering) survives:
+        the agent has a fresh worker ready for the relaunch.
+        """
+        async def one(node):
+            try:
+                return node, await self._probe(node).status()
+            except AgentError:
+                return None
+        found = [f for f in await asyncio.gather(*(one(n) for n in self.nodes.values())) if f]
+        for node, _ in found:
+            self.lost.pop(node.id, None)
+        return sorted(found, key=lambda f: (f[0].name, f[0].id))
+
+    async def _settle(self, node, status: dict) -> dict:
+        """Wait until ``node``'s worker is no longer held by the old server (it lets go when the
+        server exits); a worker herd started that stays held by a dead connection is restarted."""
+        deadline = time.monotonic() + self.policy.busy_wait
+        restarted = False
+        while (status.get("rpc") or {}).get("state") in ("busy", "starting", "crashed"):
+            if time.monotonic() > deadline:
+                if node.id in self._started_ids and not restarted:
+                    await self._probe(node).rpc_start(threads=self.threads)
+                    restarted, deadline = True, time.monotonic() + self.policy.busy_wait
+                else:
+                    break
+            await asyncio.sleep(0.2)
+            status = await self._probe(node).status()
+        return status
+
+    async def _replan_and_relaunch(self, *, reason: str, stop_first: bool, immediate: bool) -> None:
+        from gui.cluster import plan as P
+        try:
+            if stop_first:
+                self.state = RECOVERING
+                await self._release(self.launcher)
+            survivors = []
+            for node, status in await self._survivors():
+                try:
+                    survivors.append((node, await self._settle(node, status)))
+                except AgentError:
+                    self.lost[node.id] = node
+            alive = {n.id for n, _ in survivors}
+            first_ids = {d.node_id for d, c in self.first_plan.assignments if c and d.kind == "rpc"}
+            if first_ids <= alive:
+                plan = self.first_plan  # everyone is back: the user's own split
+            else:
+                devices = []
+                for node, status in survivors:
+                    devices.extend(devices_from_status(node, status))
+                plan = P.plan_by_memory(self.model_info, devices, self.ctx,
+                                        host_free_bytes=self.host_free_bytes())
+            bad = P.misfits(P.estimate(plan, self.model_info, self.ctx,
+                                       host_free_bytes=self.host_free_bytes()))
+            used = [n.name for n, _ in survivors if n.rpc_endpoint in plan.rpc_endpoints()]
+            self._pending_plan = plan
+            if bad:
+                self._emit(NO_FIT, "the model does not fit on what is left (" + "; ".join(bad) +
+                           f"). Options: wait for {_names(self.lost.values()) or 'the lost node'} "
+                           "to come back, or run with more layers on this computer (slow, may swap)",
+                           options=(OPT_WAIT, OPT_HOST), lines=tuple(plan.describe()))
+                self._set_waiting("waiting for " + (_names(self.lost.values()) or "a node") +
+                                  " to come back", (OPT_HOST,))
+                return
+            where = ", ".join(used) if used else "this computer alone"
+            self._emit(REPLANNED, f"new plan on {where}" + (f" ({reason})" if reason else ""),
+                       lines=tuple(plan.describe()))
+            if not immediate and not self.policy.auto_recover:
+                self._set_waiting("auto-recover is off: relaunch on " + where + " when you choose",
+                                  (OPT_RECOVER,))
+                return
+            if not immediate and self.policy.countdown > 0:
+                if not await self._countdown(where):
+                    return
+            await self._relaunch(plan)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("recovery failed")
+            self._emit(RECOVERY_FAILED, f"could not relaunch: {exc}")
+            self._set_waiting("waiting for a node to come back", (OPT_RECOVER,) if self._pending_plan else ())
+
+    async def _countdown(self, where: str) -> bool:
+        self.state = COUNTDOWN
+        self.options = (OPT_RECOVER,)
+        self._cancel.clear()
+        end = time.monotonic() + self.policy.countdown
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return True
+            self._emit(COUNTDOWN_TICK, f"relaunching on {where} in {math.ceil(left)} s", seconds=left,
+                       options=(OPT_RECOVER,))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._cancel.wait(), min(1.0, left))
+            if self._cancel.is_set():
+                if self._stopping:
+                    return False
+                self._emit(CANCELLED, "automatic relaunch cancelled")
+                self._set_waiting("waiting: relaunch on " + where + " when you choose", (OPT_RECOVER,))
+                return False
+
+    def _set_waiting(self, message: str, options: tuple[str, ...]) -> None:
+        self.state = WAITING
+        self.options = options + ((OPT_REJOIN,) if OPT_REJOIN in self.options else ())
+        self._emit(WAITING_EV, message, options=self.options)
+
+    async def _relaunch(self, plan, forced: bool = False) -> None:
+        if plan is None:
+            raise LaunchError("there is no plan to relaunch")
+        self.state = RELAUNCHING
+        self.options = ()
+        self._emit(RELAUNCHING_EV, f"relaunching llama-server on {self.url}" +
+                   (" with more layers on this computer" if forced else ""))
+        launcher = self._make_launcher(plan)
+        try:
+            check = await launcher.start(self.policy.load_timeout)
+        except (LaunchError, AgentError) as exc:
+            self._emit(RECOVERY_FAILED, f"relaunch failed: {exc}")
+            self._set_waiting("waiting for a node to come back", (OPT_RECOVER,))
+            return
+        await self._adopt(launcher)
+        self._pending_plan = None
+        self.state = SERVING
+        took = time.monotonic() - self._lost_at if self._lost_at else None
+        self._lost_at = None  # a later re-plan (a node's return) is not a recovery from this loss
+        names = _names(launcher.planned_nodes()) or "this computer alone"
+        note = "" if check.ok else " (placement differs from the plan: " + "; ".join(check.problems) + ")"
+        self._emit(RECOVERED, f"serving again at {self.url} on {names}" +
+                   (f", {took:.1f} s after the loss" if took is not None else "") + note, seconds=took)
+
+
+def _names(nodes) -> str:
+    return ", ".join(n.name for n in nodes)
+
+
+def _agent_problem(exc: AgentError, timeout: float) -> str:
+    """Why an agent did not answer, in words a user can act on."""
+    text = str(exc)
+    if "Timeout" in text:
+        return (f"no reply within {timeout:g} s (is the PC asleep, switched off or off the "
+                "network?)")
+    if "ConnectError" in text or "refused" in text.lower():
+        return "connection refused (herd-agent is not running there any more)"
+    return text if len(text) <= 160 else text[:157] + "…"
