@@ -20,12 +20,13 @@ import signal
 import sys
 from pathlib import Path
 
-from agent.client import AgentError
+from agent.client import AgentError, measure_echo_rtt
 from agent.engine import EngineError, find_engine
 from agent.files import CorruptFile
 from gui.cluster import doctor as doc
 from gui.cluster.discovery import Discovery, parse_address
-from gui.cluster.launcher import ClusterLauncher, LaunchError, devices_from_status, spec_from_plan
+from gui.cluster.failover import ClusterSupervisor, FailoverPolicy
+from gui.cluster.launcher import LaunchError, devices_from_status, spec_from_plan
 from gui.cluster.model import file_sha256
 from gui.cluster.nodes import KnownAddresses, Node, TokenStore, config_dir
 
@@ -82,9 +83,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=None, help="address the endpoint listens on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="endpoint port (default 8080)")
     p.add_argument("--load-timeout", type=float, default=600.0, metavar="S")
+    p.add_argument("--stats", type=float, default=0.0, metavar="S",
+                   help="while serving, print tokens/s and link round trips every S seconds "
+                        "in which a reply finished (0 = off)")
     p.add_argument("--no-doctor", action="store_true", help="skip the checks before launch")
     p.add_argument("--server-args", default="", metavar="ARGS",
                    help="more llama-server options in one string, e.g. \"--threads 2 -np 1\"")
+    g = p.add_argument_group("when a worker is lost")
+    g.add_argument("--no-auto-recover", dest="auto_recover", action="store_false",
+                   help="stop instead of relaunching on the surviving nodes")
+    g.add_argument("--countdown", type=float, default=5.0, metavar="S",
+                   help="seconds announced before relaunching on the survivors (default 5)")
+    g.add_argument("--rejoin", choices=("ask", "auto"), default="ask",
+                   help="when a lost node comes back: ask = say so, auto = re-plan with it")
     finding(p, 2.0)
     p.set_defaults(func=_runner(cmd_up))
 
@@ -394,7 +405,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
     model = None if from_profile else _inspect(target)
 
     disc = await _discover(args, strict=True)
-    launcher: ClusterLauncher | None = None
+    launcher: ClusterSupervisor | None = None
     try:
         if from_profile:
             plan, model_path, model, profile = await _target_from_profile(args, disc, eng)
@@ -430,9 +441,14 @@ async def cmd_up(args: argparse.Namespace) -> int:
         print("Plan:")
         for line in plan.describe():
             print("  " + line)
-        launcher = ClusterLauncher(llama_server, plan, model_path, {n.id: n for n in used},
-                                   disc.client, ctx=ctx, host=host, port=port,
-                                   extra_args=extra, threads=args.threads)
+        # The supervisor runs the launcher and relaunches on the survivors if a worker is lost.
+        policy = FailoverPolicy(auto_recover=args.auto_recover, countdown=max(0.0, args.countdown),
+                                rejoin=args.rejoin, load_timeout=args.load_timeout)
+        launcher = ClusterSupervisor(llama_server, plan, model_path, {n.id: n for n in used},
+                                     disc.client, model_info=model, ctx=ctx, host=host, port=port,
+                                     extra_args=extra, threads=args.threads, policy=policy,
+                                     host_free_bytes=_host_free,
+                                     probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout))
         print("Starting " + " ".join(launcher.spec.argv(llama_server)), flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -441,7 +457,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         start = asyncio.create_task(launcher.start(args.load_timeout))
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if not start.done():  # Ctrl-C while loading: ClusterLauncher.start undoes itself
+        if not start.done():  # Ctrl-C while loading: the launcher's start undoes itself
             start.cancel()
             with contextlib.suppress(asyncio.CancelledError, LaunchError, AgentError):
                 await start
@@ -465,14 +481,11 @@ async def cmd_up(args: argparse.Namespace) -> int:
             prof.save_profile(running_profile_path(), prof.make_profile(
                 plan, model, used, engine=eng, server_args=launcher.spec.args()))
         print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
-        server = launcher.server
-        ended = asyncio.create_task(server.wait_exit())
-        waiter = asyncio.create_task(stop.wait())
-        await asyncio.wait({ended, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        if ended.done():
-            raise CommandError(f"llama-server stopped: {server.error or 'exited'}")
-        ended.cancel()
+        gave_up: list[str] = []
+        launcher.subscribe(lambda ev: _print_failover(ev, args, stop, gave_up))
+        await stop.wait()
+        if gave_up:
+            raise CommandError(gave_up[0])
         print("Stopping…", flush=True)
         return 0
     finally:
@@ -482,6 +495,62 @@ async def cmd_up(args: argparse.Namespace) -> int:
         await disc.stop()
         if launcher is not None:
             print("Stopped: llama-server and the workers herd started.", flush=True)
+
+
+def _print_failover(ev, args: argparse.Namespace, stop: asyncio.Event, gave_up: list[str]) -> None:
+    """Say what the failover supervisor did; with ``--no-auto-recover`` a loss ends ``herd up``."""
+    from gui.cluster import failover as F
+    print(f"failover: {ev.message}", flush=True)
+    if ev.kind in (F.REPLANNED, F.NO_FIT):
+        for line in ev.lines:
+            print("  " + line, flush=True)
+    if ev.kind == F.RETURNED and F.OPT_REJOIN in ev.options:
+        print("  (herd up --rejoin auto re-plans with returning nodes by itself)", flush=True)
+    if ev.kind == F.NO_FIT:
+        print("  waiting for the node; Ctrl-C stops, or run herd up again with --split host=N,… "
+              "to put more layers on this computer", flush=True)
+    if not args.auto_recover and ev.kind in (F.LOST, F.SERVER_EXITED):
+        gave_up.append(f"{ev.message}; stopping (auto-recover is off)")
+        stop.set()
+
+
+class _StatsPrinter:
+    """Prints one line per interval in which a reply finished: decode/prompt tokens/s from
+    llama-server's counters and each node's echo round trip."""
+
+    def __init__(self, url: str, nodes: list[Node], interval: float) -> None:
+        import httpx
+
+        from gui.cluster import telemetry as T
+        self._http = httpx.AsyncClient()
+        self.tele = T.Telemetry()
+        self.tele.add(T.MetricsSampler(self._http, url, interval=interval))
+        for n in nodes:
+            if n.echo_port:
+                self.tele.add(T.LinkSampler(
+                    n.name, lambda k, h=n.host, p=n.echo_port: measure_echo_rtt(h, p, k, 0.5),
+                    interval=interval, probes=5))
+        self.links: dict[str, dict] = {}
+        self.tele.subscribe(self._on_sample)
+
+    def _on_sample(self, s) -> None:
+        print("DBG", s, file=sys.stderr, flush=True)
+        if s.kind == "link" and "rtt_median_ms" in s.values:
+            self.links[s.source] = s.values
+        elif s.kind == "metrics" and s.values.get("decode_tps"):
+            parts = [f"decode {s.values['decode_tps']:.1f} tok/s"]
+            if s.values.get("prompt_tps"):
+                parts.append(f"prompt {s.values['prompt_tps']:.1f} tok/s")
+            for name, v in sorted(self.links.items()):
+                parts.append(f"{name} rtt {v['rtt_median_ms']:.2f} ms (p95 {v['rtt_p95_ms']:.2f})")
+            print("stats: " + " · ".join(parts), flush=True)
+
+    def start(self) -> None:
+        self.tele.start()
+
+    async def stop(self) -> None:
+        await self.tele.stop()
+        await self._http.aclose()
 
 
 def _span(slots: list[int]) -> str:

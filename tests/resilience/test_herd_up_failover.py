@@ -1,0 +1,49 @@
+"""``herd up`` carries on when a worker is lost: two real agents on loopback, ``herd up`` serving,
+agent ``beta`` killed with -9. herd up must print which node was lost and why, relaunch on
+``alpha`` at the same endpoint and say so; a chat then completes; Ctrl-C stops everything."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import httpx
+import pytest
+from cluster.agents import start_agent
+from conftest import free_port
+from e2e.herd_cli import HERD, HerdUp, gone, herd
+
+from gui.cluster.chat import chat
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+
+async def test_herd_up_relaunches_on_the_survivor(engine, demo_model, procs, tmp_path):
+    env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "config"), LLAMA_CACHE=str(tmp_path / "cache"))
+    alpha = start_agent(procs.popen, tmp_path, "alpha", mdns=False)
+    beta = start_agent(procs.popen, tmp_path, "beta", mdns=False)
+    for agent in (alpha, beta):
+        r = herd(["pair", agent.api_url.removeprefix("http://"), "--pin", agent.pin()], env)
+        assert r.returncode == 0, r.stderr
+    port = free_port()
+    up = HerdUp(procs.popen(HERD + ["up", demo_model, "--no-mdns", "--split", "alpha=4,beta=5",
+                                    "--ctx", "512", "--port", str(port), "--threads", "1",
+                                    "--countdown", "1", "--server-args", "-np 1"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 120)
+    first = up.server_pids()
+    beta.proc.kill()
+    beta.proc.wait(timeout=10)
+    up.wait_for("failover: beta (127.0.0.1) was lost: its agent does not answer", 10)
+    up.wait_for("failover: relaunching on alpha in 1 s", 15)
+    up.wait_for(f"failover: serving again at http://127.0.0.1:{port} on alpha", 60)
+    assert gone(first), "the old llama-server is still running"
+    async with httpx.AsyncClient() as client:
+        done = await chat(client, f"http://127.0.0.1:{port}", [{"role": "user", "content": "Still there?"}],
+                          max_tokens=8)
+    assert done.timings["predicted_n"] == 8
+    servers = up.server_pids()
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
+    assert gone(servers)
