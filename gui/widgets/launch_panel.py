@@ -17,6 +17,7 @@ WARN = "#d62728"
 OK = "#2ca02c"
 AMBER = "#e6a700"
 
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colour codes llama.cpp writes even to pipes
 _LAYER_RE = re.compile(r"load_tensors: layer\s+\d+ assigned")
 _BUFFER_RE = re.compile(r"(model buffer size|KV buffer size|compute buffer size)")
 
@@ -123,6 +124,7 @@ class LaunchPanel(QWidget):
         """New llama-server log lines; they also drive the progress estimate."""
         if not lines:
             return
+        lines = [_ANSI_RE.sub("", line) for line in lines]
         self.log.appendPlainText("\n".join(lines))
         for line in lines:
             if _LAYER_RE.search(line):

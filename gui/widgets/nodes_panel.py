@@ -84,6 +84,9 @@ class NodeCard(QFrame):
         self.warning.hide()
         self.rtt_label = QLabel()
         self.sparkline = Sparkline()
+        self.sparkline.setMinimumWidth(40)
+        for label in (self.title, self.address, self.engine):
+            label.setWordWrap(True)  # so a card narrows with the panel instead of overflowing
         self.pair_button = QPushButton(self.tr("Pair…"))
         self.worker_button = QPushButton(self.tr("Start worker"))
         self.paired_label = QLabel()
@@ -230,6 +233,8 @@ class NodesPanel(QWidget):
         inner_lay.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
+        # cards wrap their text to the panel's width rather than scroll sideways
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setWidget(inner)
         top = QHBoxLayout()
         top.addWidget(QLabel("<b>" + self.tr("Nodes") + "</b>"))
