@@ -111,9 +111,11 @@ class Agent:
             self.advertiser = Advertiser(self.settings.name, self.api_port, self.txt(), interfaces)
             try:
                 await self.advertiser.start()
-            except Exception:
-                await self.close()
-                raise
+            except Exception as exc:  # no multicast here, name clash, …: serve without mDNS
+                log.error("mDNS advertisement failed (%s); masters can still add this node by "
+                          "address", exc)
+                advertiser, self.advertiser = self.advertiser, None
+                await advertiser.close()
 
     async def close(self) -> None:
         """Stop the worker, say goodbye on mDNS, stop listening. Safe to call twice."""

@@ -85,13 +85,17 @@ async def pair_and_start(api: str, state_dir: Path, threads: int) -> tuple[Agent
     return client, st
 
 
-def measure_idle(pid: int, seconds: float) -> tuple[float, float]:
-    """(RSS MB at the end, CPU % of one core over ``seconds``) of one process."""
+def measure_idle(pid: int, seconds: float) -> tuple[float, float, float | None]:
+    """(RSS MB at the end, CPU % of one core over ``seconds``, PSS MB where the OS tells it)."""
     p = psutil.Process(pid)
     t0, c0 = time.monotonic(), sum(p.cpu_times()[:2])
     time.sleep(seconds)
     t1, c1 = time.monotonic(), sum(p.cpu_times()[:2])
-    return p.memory_info().rss / 2**20, 100.0 * (c1 - c0) / (t1 - t0)
+    try:
+        pss = p.memory_full_info().pss / 2**20
+    except (AttributeError, psutil.Error):
+        pss = None
+    return p.memory_info().rss / 2**20, 100.0 * (c1 - c0) / (t1 - t0), pss
 
 
 def rpc_round_trip(port: int, count: int) -> float:
@@ -163,7 +167,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, default=Path(tempfile.gettempdir()) / "herd-bench-16L-1024E.gguf")
     ap.add_argument("--idle-seconds", type=float, default=20.0)
-    ap.add_argument("--runs", type=int, default=4)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--threads", type=int, default=2, help="RPC worker CPU threads")
     args = ap.parse_args()
@@ -179,7 +183,7 @@ def main() -> int:
             loop = asyncio.new_event_loop()
             client, st = loop.run_until_complete(pair_and_start(api, tmp, args.threads))
             relay_port, worker_port = st["rpc"]["port"], st["rpc"]["worker_port"]
-            rss, cpu = measure_idle(proc.pid, args.idle_seconds)
+            rss, cpu, pss = measure_idle(proc.pid, args.idle_seconds)
             rtt_direct = rpc_round_trip(worker_port, 2000)
             rtt_relay = rpc_round_trip(relay_port, 2000)
             direct, relay = [], []
@@ -206,6 +210,8 @@ def main() -> int:
     est = d_ms / (d_ms + extra_us / 1000)
     rows = [
         ("agent idle RSS", f"{rss:.1f} MB", "<= 40 MB", rss <= 40),
+        # RSS counts shared library pages (libpython, libcrypto) in full; PSS splits them
+        ("agent idle PSS", f"{pss:.1f} MB" if pss is not None else "n/a", "", None),
         (f"agent idle CPU ({args.idle_seconds:.0f} s)", f"{cpu:.3f} % of a core", "<= 0.5 %", cpu <= 0.5),
         ("RPC round trip direct", f"{rtt_direct * 1e6:.0f} us (median of 2000)", "", None),
         ("RPC round trip via relay", f"{rtt_relay * 1e6:.0f} us (+{extra_us:.0f} us)", "", None),
