@@ -53,9 +53,10 @@ def test_frozen_agent_reports_its_version(frozen_agent):
     assert out.stdout.strip() == f"herd-agent {__version__}"
 
 
-def test_frozen_agent_has_the_service_commands(frozen_agent):
+def test_frozen_agent_has_the_service_commands(frozen_agent, tmp_path):
     """Sub-commands are registered by module name: the spec must have frozen those modules."""
-    out = subprocess.run([str(frozen_agent), "firewall", "add", "--dry-run", "--rpc-port", "7102"],
+    out = subprocess.run([str(frozen_agent), "firewall", "add", "--dry-run", "--rpc-port", "7102",
+                          "--config", str(tmp_path / "agent.toml")],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "localport=7102" in out.stdout
