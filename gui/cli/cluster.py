@@ -483,7 +483,14 @@ async def cmd_up(args: argparse.Namespace) -> int:
         print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
         gave_up: list[str] = []
         launcher.subscribe(lambda ev: _print_failover(ev, args, stop, gave_up))
-        await stop.wait()
+        stats = _StatsPrinter(launcher.spec.url, used, args.stats) if args.stats > 0 else None
+        if stats:
+            stats.start()
+        try:
+            await stop.wait()
+        finally:
+            if stats:
+                await stats.stop()
         if gave_up:
             raise CommandError(gave_up[0])
         print("Stopping…", flush=True)
@@ -534,7 +541,6 @@ class _StatsPrinter:
         self.tele.subscribe(self._on_sample)
 
     def _on_sample(self, s) -> None:
-        print("DBG", s, file=sys.stderr, flush=True)
         if s.kind == "link" and "rtt_median_ms" in s.values:
             self.links[s.source] = s.values
         elif s.kind == "metrics" and s.values.get("decode_tps"):

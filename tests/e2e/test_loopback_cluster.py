@@ -51,7 +51,8 @@ async def test_loopback_cluster_flow(engine, demo_model, procs, tmp_path, herd_e
     # host keeps slot 0, alpha 3 slots, beta 5 (with the output layer).
     port = free_port()
     up = HerdUp(procs.popen(HERD + ["up", demo_model, "--no-mdns", "--split", "alpha=3,beta=5",
-                                    "--ctx", "512", "--port", str(port), "--threads", "1"],
+                                    "--ctx", "512", "--port", str(port), "--threads", "1",
+                                    "--stats", "0.2"],
                             env=herd_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     up.wait_for("Serving", 120)
     a_ep, b_ep = f"127.0.0.1:{alpha.rpc_port}", f"127.0.0.1:{beta.rpc_port}"
@@ -65,8 +66,13 @@ async def test_loopback_cluster_flow(engine, demo_model, procs, tmp_path, herd_e
 
     async with httpx.AsyncClient() as client:
         done = await chat(client, up.endpoint(), [{"role": "user", "content": "Hello, herd."}],
-                          max_tokens=16)
-    assert done.timings["predicted_n"] == 16 and done.text
+                          max_tokens=200)
+    assert done.timings["predicted_n"] == 200 and done.text
+    # --stats prints the decode rate of the interval in which the reply finished.
+    up.wait_for("stats: decode", 10)
+    stats = next(ln for ln in up.lines if ln.startswith("stats: decode"))
+    assert float(stats.split()[2]) == pytest.approx(done.predicted_per_second, rel=0.03)
+    assert "alpha rtt" in stats and "beta rtt" in stats
 
     # Export the running cluster as a profile (with start scripts).
     profile = tmp_path / "cluster.json"
