@@ -26,20 +26,29 @@ UPDATE_DELAY = 0.3
 
 
 def lan_addresses() -> list[str]:
-    """Every non-loopback address of this machine (IPv4 first), for the A/AAAA records."""
-    v4, v6 = [], []
+    """Every non-loopback IPv4 address of this machine, for the A records.
+
+    Only IPv4: the RPC path is IPv4-only (``ggml-rpc-server -H`` takes a numeric IPv4 address),
+    and a master that paired over IPv6 would then be refused by the relay on IPv4. The
+    announcements themselves still go out over IPv6 multicast too where the host has it.
+    """
+    out = []
     for addrs in psutil.net_if_addrs().values():
         for a in addrs:
-            if a.family not in (socket.AF_INET, socket.AF_INET6):
+            if a.family != socket.AF_INET:
                 continue
             try:
-                ip = ipaddress.ip_address(a.address.split("%", 1)[0])
+                ip = ipaddress.IPv4Address(a.address)
             except ValueError:
                 continue
-            if ip.is_loopback or ip.is_unspecified:
-                continue
-            (v4 if ip.version == 4 else v6).append(str(ip))
-    return v4 + v6
+            if not (ip.is_loopback or ip.is_unspecified or ip.is_link_local):
+                out.append(str(ip))
+    return out
+
+
+def _host_has_ipv6() -> bool:
+    return any(a.family == socket.AF_INET6 and not a.address.startswith("::1")
+               for addrs in psutil.net_if_addrs().values() for a in addrs)
 
 
 class Advertiser:
@@ -49,7 +58,8 @@ class Advertiser:
         name: friendly node name (the instance name; zeroconf appends " (2)" on a clash).
         port: the API port (the SRV record's port).
         txt: initial TXT properties.
-        interfaces: IPs to advertise on and as; empty = every interface and every address.
+        interfaces: IPs to advertise on and as; empty = every interface (IPv4 and IPv6
+            multicast) with every IPv4 address of the host.
     """
 
     def __init__(self, name: str, port: int, txt: dict[str, str], interfaces: list[str]) -> None:
@@ -77,8 +87,7 @@ class Advertiser:
             interfaces = addresses
         else:
             addresses = lan_addresses()
-            has_v6 = any(":" in a for a in addresses)
-            ip_version = IPVersion.All if has_v6 else IPVersion.V4Only
+            ip_version = IPVersion.All if _host_has_ipv6() else IPVersion.V4Only
             interfaces = InterfaceChoice.All
         self._zc = AsyncZeroconf(interfaces=interfaces, ip_version=ip_version)
         self._info = AsyncServiceInfo(

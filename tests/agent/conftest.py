@@ -98,7 +98,10 @@ def agent_argv(state_dir: Path, *, name: str, bind: str, api_port: int, rpc_port
     argv = [sys.executable, "-m", "agent.main", "--config", str(state_dir / "agent.toml"),
             "--state-dir", str(state_dir), "--name", name, "--bind", bind, "--api-port", str(api_port),
             "--rpc-port", str(rpc_port), "--echo-port", str(echo_port)]
-    argv += ["--mdns-interfaces", mdns_ip] if mdns_ip else ["--no-mdns"]
+    if mdns_ip == "all":  # every interface: only inside a test namespace (see the NETWORK rule)
+        pass
+    else:
+        argv += ["--mdns-interfaces", mdns_ip] if mdns_ip else ["--no-mdns"]
     return argv + ["run"]
 
 
