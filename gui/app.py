@@ -130,6 +130,7 @@ class MainWindow(QMainWindow):
         self._host_timer.timeout.connect(self._show_host)
         self._host_timer.start()
         self._demo = None
+        self._tidying_after_failure = False
         self._restore_layout()
 
     # ------------------------------------------------------------ setup
@@ -375,11 +376,20 @@ class MainWindow(QMainWindow):
         """llama-server's state: launch panel, chat availability, tray."""
         if state == "ready":
             return  # _launched announces ready, together with the placement check
+        if state in ("stopping", "stopped") and self._tidying_after_failure:
+            # the clean-up after a crash: keep the reason on screen
+            if state == "stopped":
+                self._tidying_after_failure = False
+            return
         self.launch.set_state(state, error)
         if state in ("failed", "stopped"):
             self.chat.set_send(None)
             if state == "failed":
                 self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
+                if self.session.launcher is not None:
+                    # it died on its own: stop the workers it used, so Start works again
+                    self._tidying_after_failure = True
+                    self.session.stop_launch()
         if self.tray is not None:
             self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", state))
 

@@ -86,7 +86,8 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     win.editor.ctx.setValue(1 << 24)  # a KV cache far larger than the RAM of this machine
     assert win.editor.problems()
     qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
-    assert "Not started" in win.launch.status.text() and "short by" in win.launch.status.text()
+    assert "Not started" in win.launch.status.text() and "short by" in win.launch.status.text(), \
+        win.launch.status.text()
     assert win.session.launcher is None
     win.editor.ctx.setValue(512)
     assert win.editor.problems() == []
@@ -110,7 +111,7 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     win.editor.reset_by_memory()
     assert win.editor.plan() != exported
     profile, findings = win.read_profile(str(profile_path))
-    assert findings == []
+    assert findings == [], [str(f) for f in findings]
     assert win.apply_profile(profile)
     assert win.editor.plan().counts() == exported.counts() and win.editor.plan().host_layers == 2
     assert [d.endpoint for d in win.editor.plan().devices()] == [d.endpoint for d in exported.devices()]
@@ -131,7 +132,7 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     win.chat.max_tokens.setValue(16)
     with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
         assert win.chat.send_text("hello cluster")
-    assert sig.args[0].pieces == 16
+    assert sig.args[0].pieces == 16, win.chat.status.text()
     qtbot.waitUntil(lambda: ("tps", "decode") in win.dashboard.series, timeout=10000)
 
     # 8. Stop: llama-server and the workers herd started are stopped
@@ -154,3 +155,45 @@ def test_unreadable_model_keeps_previous(qtbot, window, demo_model, tmp_path):
     assert "Cannot use broken.gguf" in win.model_panel.info.text()
     assert win.model is not None and win.model.path == demo_model
     assert win.settings.get("model/last") == str(demo_model)
+
+
+def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_model):
+    import os
+    import signal
+
+    win = window
+    qtbot.waitUntil(lambda: _names(win, agents) == ["demo-a", "demo-b"], timeout=20000)
+    ids = {n.name: n.id for n in win.node_map.values() if n.name in ("demo-a", "demo-b")}
+    for a in agents.agents:
+        win.pair_node(ids[a.name], a.pin)
+    qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
+    assert win.open_model(str(demo_model))
+    qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
+    win.editor.ctx.setValue(512)
+    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
+    assert win.launch.state == "ready", win.launch.status.text()
+    assert win.chat.send_button.isEnabled()
+
+    # llama-server dies under the app: the window says so in words and stays usable
+    os.kill(win.session.launcher.server.pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: win.launch.state == "failed", timeout=15000)
+    assert win.launch.status.text().startswith("Failed:") and len(win.launch.status.text()) > len("Failed: ")
+    assert not win.chat.send_button.isEnabled() and "llama-server stopped" in win.chat.status.text()
+    assert win.launch.start_button.isEnabled()
+    # the app tidies up the workers that launch started, so Start can be pressed again
+    qtbot.waitUntil(lambda: win.session.launcher is None, timeout=15000)
+    qtbot.waitUntil(lambda: all((win.node_status[i].get("rpc") or {}).get("state") == "stopped"
+                                for i in ids.values()), timeout=15000)
+    assert win.launch.status.text().startswith("Failed:")  # the reason stays on screen
+
+    # a node disappears while the app is open: its card says it is lost, the rest carries on
+    b = next(a for a in agents.agents if a.name == "demo-b")
+    b.proc.kill()
+    b.proc.wait(10)
+    card = win.nodes.cards[ids["demo-b"]]
+    qtbot.waitUntil(lambda: card.state.text() == "lost", timeout=15000)
+    assert not card.worker_button.isEnabled()
+    assert win.nodes.cards[ids["demo-a"]].state.text() != "lost"
+    # the editor no longer plans onto the lost node
+    qtbot.waitUntil(lambda: [d.node_name for d in win.editor.plan().devices()] == ["demo-a"], timeout=10000)

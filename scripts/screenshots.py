@@ -1,0 +1,160 @@
+"""Render the README screenshots from a real local run, in English and Simplified Chinese.
+
+For each language this starts two real ``herd-agent`` processes on loopback, opens the real
+window offscreen, pairs them, opens the demo model, sets a three-way split, presses Start (real
+workers and llama-server), chats for a while so the dashboard has data, and grabs the nodes
+panel, the split editor and the chat with the dashboard into ``docs/screenshots/``. Nothing is
+mocked: the numbers are what this machine measured.
+
+    python scripts/screenshots.py [--lang en zh_CN] [--out docs/screenshots]
+
+Chinese text needs a CJK font (e.g. Debian's fonts-wqy-microhei or fonts-noto-cjk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _wait(app, predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        app.processEvents()
+        time.sleep(0.02)
+
+
+def _pump(app, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.02)
+
+
+def render(lang: str, out: Path) -> list[Path]:
+    """One real run in ``lang``; returns the written PNGs."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    tmp = Path(tempfile.mkdtemp(prefix="herd-shots-"))
+    os.environ["HERD_CONFIG_DIR"] = str(tmp / "config")  # fresh pairings, not the user's
+    sys.path.insert(0, str(ROOT))
+    from PySide6.QtCore import QLocale
+    from PySide6.QtGui import QFont
+    from PySide6.QtWidgets import QApplication
+
+    from agent.engine import find_engine
+    from gui.app import MainWindow
+    from gui.bridge import AsyncBridge
+    from gui.cli.demo import DemoCluster
+    from gui.cluster.demo_model import DemoShape, write_demo_model
+    from gui.session import ClusterSession
+    from gui.settings import Settings
+    from gui.translations import install_translator
+
+    app = QApplication.instance() or QApplication([])
+    app.setStyle("Fusion")
+    font = QFont("WenQuanYi Micro Hei" if lang.startswith("zh") else "DejaVu Sans", 9)
+    app.setFont(font)
+    QLocale.setDefault(QLocale(lang))
+    install_translator(app, lang)
+    engine = find_engine(probe=True)
+    if not engine.complete:
+        raise SystemExit("no llama.cpp engine; run `herd engine install`")
+    model = write_demo_model(tmp / "herd-demo-16L.gguf", DemoShape(layers=16))
+    cluster = DemoCluster(2)
+    cluster.start()
+    bridge = AsyncBridge()
+    # Nodes by address only: other herd agents on this machine must not slip into the shots.
+    session = ClusterSession(bridge, browse=False, link_interval=0.5, status_interval=1.0)
+    settings = Settings(str(tmp / "herd.ini"))
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        settings.set("server/port", s.getsockname()[1])
+    win = MainWindow(settings, bridge=bridge, session=session, engine=engine)
+    written = []
+    try:
+        win.resize(1360, 860)
+        win.show()
+        win.start([a.address for a in cluster.agents])
+        ours = {f"127.0.0.1:{a.api_port}": a for a in cluster.agents}
+        _wait(app, lambda: sum(f"{n.host}:{n.api_port}" in ours for n in win.node_map.values()) == 2, 20, "agents")
+        for nid, node in win.node_map.items():
+            win.pair_node(nid, ours[f"{node.host}:{node.api_port}"].pin)
+        _wait(app, lambda: all(n.paired for n in win.node_map.values()), 15, "pairing")
+        _wait(app, lambda: all(nid in win.node_status for nid in win.node_map), 15, "status")
+        win.open_model(str(model))
+        _wait(app, lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, 15, "plan")
+        n = win.model.n_layer + 1
+        win.editor.ctx.setValue(2048)
+        win.editor.set_counts(3, [6, n - 9])
+        _pump(app, 3)  # RTT sparklines fill
+        win.tabs.setCurrentWidget(win.editor)
+        _pump(app, 0.3)
+        for name, widget in (("nodes", win.nodes), ("split", win.tabs)):
+            p = out / f"{lang}-{name}.png"
+            widget.grab().save(str(p))
+            written.append(p)
+        win.launch.start_button.click()
+        _wait(app, lambda: win.launch.state in ("ready", "failed"), 120, "llama-server")
+        if win.launch.state != "ready":
+            raise SystemExit(f"launch failed: {win.launch.status.text()}")
+        p = out / f"{lang}-launch.png"
+        win.tabs.setCurrentWidget(win.launch)
+        _pump(app, 0.5)
+        win.grab().save(str(p))
+        written.append(p)
+        win.tabs.setCurrentIndex(2)
+        win.chat.max_tokens.setValue(160)
+        win.chat.system_edit.setText("You are a helpful assistant." if lang == "en" else "你是一个乐于助人的助手。")
+        prompts = (["Hello! Which machines are you running on?", "Write a haiku about layers."] if lang == "en"
+                   else ["你好！你运行在哪些机器上？", "写一首关于分层的短诗。"])
+        for q in prompts * 3:
+            done = []
+            win.chat.replyFinished.connect(done.append)
+            win.chat.send_text(q)
+            _wait(app, lambda: bool(done), 60, "a reply")
+            win.chat.replyFinished.disconnect(done.append)
+            _pump(app, 1.5)
+        _pump(app, 2.0)
+        p = out / f"{lang}-chat-dashboard.png"
+        win.grab().save(str(p))
+        written.append(p)
+        win.stop_cluster()
+        _wait(app, lambda: win.launch.state == "stopped", 30, "stop")
+    finally:
+        win.close()
+        bridge.close()
+        cluster.stop()
+    return written
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lang", nargs="+", default=["en", "zh_CN"])
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        for p in render(args.one, args.out):
+            print(p)
+        return 0
+    # one process per language: Qt translations and fonts are set per application
+    for lang in args.lang:
+        r = subprocess.run([sys.executable, __file__, "--one", lang, "--out", str(args.out)])
+        if r.returncode != 0:
+            return r.returncode
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
