@@ -92,8 +92,11 @@ class DelayProxy:
                 c_writer.close()
                 return
             _nodelay(t_writer)
-            await asyncio.gather(self._pipe(c_reader, t_writer), self._pipe(t_reader, c_writer),
-                                 return_exceptions=True)
+            try:
+                await asyncio.gather(self._pipe(c_reader, t_writer), self._pipe(t_reader, c_writer),
+                                     return_exceptions=True)
+            except asyncio.CancelledError:
+                pass  # close() drops open connections; not an error of this connection
             for w in (c_writer, t_writer):
                 w.close()
         finally:

@@ -5,11 +5,14 @@ Methods (issue #7), chosen to be honest rather than clever:
 
 * **Compute** — a short real decode through llama-server with *every* layer slot on the one
   device being measured (``--rpc ENDPOINT --fit off -ngl n_layer+1``), timed by llama-server's
-  own ``timings.predicted_ms / predicted_n`` (which leaves out the first token). One decode step
+  own ``timings.predicted_ms`` over ``predicted_n - 1`` steps (the first token comes with the
+  prompt); the best of a
+  few runs counts, since other programs on the machine only ever add time. One decode step
   is then the device's compute for all slots, plus the link's per-token cost (one round trip:
-  the GET_TENSOR that hands the activation back — see ``llama-cpp.md``, "Per-token traffic"),
-  plus the host's fixed work (embedding lookup, sampling). The measured link round trip is
-  subtracted and the rest is spread over the slots in proportion to their bytes: a CPU decode
+  the GET_TENSOR that hands the activation back — see ``llama-cpp.md``, "Per-token traffic" —
+  and the hidden state in and the logits out over the link's throughput), plus the host's fixed
+  work (embedding lookup, sampling). The link cost is subtracted (:func:`link_cost_s`) and the
+  rest is spread over the slots in proportion to their bytes: a CPU decode
   step is a chain of matrix-vector products, whose time follows the bytes of weights read. The
   host's fixed work stays in the per-device number (the cost model's calibration accounts for
   it; :func:`calibration_error` reports how well that works).
@@ -85,6 +88,11 @@ class LinkMeasurement:
     throughput_samples: tuple[float, ...] = ()
     devices: tuple[tuple[int, int], ...] = ()
 
+    @property
+    def rtt_min_s(self) -> float:
+        """The fastest round trip: the link's own latency, without the load of the moment."""
+        return min(self.rtt_samples) if self.rtt_samples else self.rtt_s
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["rtt_samples"] = list(self.rtt_samples)
@@ -107,10 +115,12 @@ class ComputeMeasurement:
 
     Attributes:
         endpoint: the RPC worker measured, or None for the master's own CPU.
-        step_s: median seconds of one decode step with every slot on the device, as llama-server
-            timed it (includes the link round trip and the host's fixed work).
-        step_samples: the per-run values ``step_s`` is the median of.
-        link_s: the link cost subtracted from ``step_s`` (the measured round trip; 0 for the host).
+        step_s: seconds of one decode step with every slot on the device, as llama-server timed
+            it (includes the link's per-token cost and the host's fixed work): the best of the
+            runs, because other programs on the machine only ever add time.
+        step_samples: the per-run values ``step_s`` is the best of.
+        link_s: the link cost subtracted from ``step_s`` (round trip plus the token's bytes over
+            the link's throughput; 0 for the host).
         seconds_per_byte: compute time per byte of weights in a slot.
         slot_s: compute seconds of each slot ``0 … n_layer`` on this device.
         tokens: tokens decoded per run.
@@ -289,8 +299,9 @@ class DecodeTiming:
 
     @property
     def step_s(self) -> float:
-        """Seconds per decoded token (llama-server leaves the first token out)."""
-        return self.predicted_ms / 1000.0 / max(1, self.predicted_n)
+        """Seconds per decode step. The first token comes from the prompt's last batch, so
+        ``predicted_ms`` spans ``predicted_n - 1`` steps (llama-server's ``n_gen_steps``)."""
+        return self.predicted_ms / 1000.0 / max(1, self.predicted_n - 1)
 
     @property
     def tokens_per_s(self) -> float:
@@ -339,8 +350,8 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     """Decode speed of the model with every slot on the worker at ``endpoint`` (None: on the
     master's own CPU), from ``runs`` real completions of ``tokens`` tokens.
 
-    ``link_s`` is the per-token link cost to subtract (the worker's round trip from
-    :func:`probe_rpc_link`); the remainder is spread over the slots by their bytes.
+    ``link_s`` is the per-token link cost to subtract (:func:`link_cost_s`); the remainder of
+    the best run's step is spread over the slots by their bytes.
     ``host_threads`` is llama-server's ``-t``; ``threads`` is only recorded.
     """
     from gui.cluster.launcher import LaunchError, ServerProcess, ServerSpec
@@ -364,7 +375,7 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
         raise MeasureError(f"calibration run on {endpoint or 'the host CPU'} failed: {exc}") from None
     finally:
         await server.stop()
-    step = statistics.median(steps)
+    step = min(steps)
     compute = step - link_s
     if compute <= 0:
         raise MeasureError(f"{endpoint}: the decode step ({step * 1e3:.2f} ms) is not longer than "
@@ -373,6 +384,21 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     return ComputeMeasurement(endpoint=endpoint, step_s=step, step_samples=tuple(steps), link_s=link_s,
                               seconds_per_byte=compute / sum(info.slot_bytes), slot_s=slots,
                               tokens=tokens, threads=threads if endpoint else host_threads)
+
+
+def link_cost_s(link: LinkMeasurement, model_path: str | os.PathLike) -> float:
+    """Per-token link cost of a calibration run (every slot on the worker): one round trip plus
+    the hidden state in and the logits out over the link's throughput (when measured).
+
+    The *fastest* round trip is used: the calibration step is the best of its runs, so both
+    are taken without the load of the moment, and what is left is the device's compute.
+    """
+    from gui.cluster.costmodel import hop_bytes
+    from gui.cluster.model import inspect_model
+
+    if not link.throughput_bps:
+        return link.rtt_min_s
+    return link.rtt_min_s + hop_bytes(inspect_model(model_path), True) / link.throughput_bps
 
 
 def _free_port() -> int:
@@ -471,7 +497,8 @@ async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: s
         if hit is not None:
             return hit
     link = await measure_link(endpoint, agent) if endpoint else None
-    compute = await measure_compute(engine, model_path, endpoint, link_s=link.rtt_s if link else 0.0,
+    link_s = link_cost_s(link, model_path) if link else 0.0
+    compute = await measure_compute(engine, model_path, endpoint, link_s=link_s,
                                     tokens=tokens, runs=runs, host_threads=host_threads,
                                     threads=threads)
     m = NodeMeasurement(node_id=node_id, model_fingerprint=fp, compute=compute, link=link,
@@ -479,6 +506,30 @@ async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: s
     if cache is not None:
         cache.put(m)
     return m
+
+
+def cost_inputs(nodes: Sequence[NodeMeasurement], host: NodeMeasurement | None = None,
+                host_fixed_s: float = 0.0):
+    """The cost model's :class:`~gui.cluster.costmodel.Measurements` from node measurements.
+
+    Compute and links are keyed by node id (and by endpoint, so plans built from either find
+    them). Without ``host`` the master's CPU is taken as too slow to hold layers.
+    """
+    from gui.cluster.costmodel import DeviceSpeed, LinkSpeed, Measurements
+
+    compute: dict = {}
+    links: dict = {}
+    for m in nodes:
+        speed = DeviceSpeed(m.compute.slot_s)
+        compute[m.node_id] = speed
+        if m.link is not None:
+            link = LinkSpeed(m.link.rtt_s, m.link.throughput_bps)
+            links[m.node_id] = link
+            links[m.link.endpoint] = link
+            compute[m.link.endpoint] = speed
+    return Measurements(compute=compute, links=links,
+                        host=None if host is None else DeviceSpeed(host.compute.slot_s),
+                        host_fixed_s=host_fixed_s)
 
 
 # --------------------------------------------------------------------------------------------
