@@ -13,6 +13,7 @@ COMMAND_MODULES = [
     "gui.cli.engine",
     "gui.cli.cluster",
     "gui.cli.demo",
+    "gui.cli.bench",
 ]
 
 
