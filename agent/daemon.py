@@ -21,6 +21,7 @@ from aiohttp import web
 
 from agent import __version__
 from agent import protocol as P
+from agent.api import build_app
 from agent.engine import find_engine
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
@@ -85,8 +86,6 @@ class Agent:
 
     async def start(self) -> None:
         """Listen (API, echo), then advertise. :class:`PortConflict` if a port is taken."""
-        from agent.api import build_app  # noqa: PLC0415 - keeps import order one-way for readers
-
         self._loop = asyncio.get_running_loop()
         bind = self.settings.bind
         try:
@@ -285,7 +284,7 @@ class Agent:
         hardware = dict(self._hardware)
         hardware["ram_free_bytes"] = load["ram_free_bytes"]
         hardware["nics"] = nics()
-        hardware["devices"] = [d for d in self.rpc_status()["devices"]]
+        hardware["devices"] = self.rpc_status()["devices"]
         return {
             "id": self.state.node_id,
             "name": self.settings.name,

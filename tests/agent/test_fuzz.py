@@ -3,6 +3,11 @@ sends — valid, invalid, with or without a token — the agent answers without 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+
 import httpx
 import pytest
 import schemathesis
@@ -21,10 +26,6 @@ FUZZ = settings(max_examples=22, deadline=None, derandomize=True,
 @pytest.fixture(scope="module")
 def live_agent(tmp_path_factory):
     """A real ``herd-agent`` process on loopback, paired; yields (base_url, token, process)."""
-    import subprocess
-    import sys
-    import time
-
     state = tmp_path_factory.mktemp("fuzz-agent")
     api = free_port()
     proc = subprocess.Popen(
@@ -32,7 +33,7 @@ def live_agent(tmp_path_factory):
          "--bind", "127.0.0.1", "--api-port", str(api), "--rpc-port", str(free_port()),
          "--echo-port", str(free_port()), "--no-mdns", "run"],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**__import__("os").environ, "LLAMA_CACHE": str(state / "cache")})
+        env={**os.environ, "LLAMA_CACHE": str(state / "cache")})
     url = f"http://127.0.0.1:{api}"
     try:
         deadline = time.monotonic() + 30
