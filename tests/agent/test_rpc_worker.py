@@ -232,3 +232,31 @@ async def test_status_refreshes_device_memory_while_idle(engine, paired):
     assert agent.supervisor._probed_at > before
     assert agent.supervisor.devices and agent.supervisor.devices[0].free_bytes > 0
     assert agent.supervisor.devices[0].name == ("CPU" if os.name == "posix" else "")
+
+
+async def test_relay_admits_a_paired_master_from_its_new_address(engine, paired):
+    """A master whose address changed (new DHCP lease) is admitted once it calls the API."""
+    agent, client = paired
+    await client.rpc_start()
+    await wait_status(client, ready, 15)
+    loop = asyncio.get_running_loop()
+
+    def hello_from(source: str) -> bytes:
+        with socket.socket() as s:
+            s.settimeout(3)
+            s.bind((source, 0))
+            s.connect(("127.0.0.1", agent.rpc_port))
+            s.sendall(bytes([14]) + (24).to_bytes(8, "little") + bytes(24))
+            try:
+                return s.recv(100)
+            except ConnectionResetError:
+                return b""
+
+    assert await loop.run_in_executor(None, hello_from, "127.0.0.3") == b""
+    transport = httpx.AsyncHTTPTransport(local_address="127.0.0.3")
+    async with httpx.AsyncClient(transport=transport, base_url=agent.api_url,
+                                 headers={"Authorization": f"Bearer {client.token}"}) as h:
+        assert (await h.get(P.PATH_STATUS)).status_code == 200
+    reply = await loop.run_in_executor(None, hello_from, "127.0.0.3")
+    assert len(reply) == 8 + 28 and reply[8:11] == bytes([7, 0, 0])
+    assert "127.0.0.3" in (await client.status())["masters"][0]["addresses"]
