@@ -94,7 +94,7 @@ class Agent:
             raise PortConflict(f"echo port {bind}:{self.settings.echo_port}/udp is not available: "
                                f"{exc.strerror or exc}") from exc
         self.echo_port = self.echo.port
-        self._runner = web.AppRunner(build_app(self), access_log=None, shutdown_timeout=1.0)
+        self._runner = web.AppRunner(build_app(self), access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, bind, self.settings.api_port, reuse_address=True)
         try:

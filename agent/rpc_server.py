@@ -49,8 +49,8 @@ BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 STABLE_AFTER = 30.0
 #: How long a fresh worker may take to answer the handshake before it counts as hung.
 READY_TIMEOUT = 20.0
-#: Seconds a worker gets to exit after SIGTERM before it is killed.
-STOP_GRACE = 2.0
+#: Seconds a worker gets to exit after SIGTERM before it is killed (the whole agent has 3 s).
+STOP_GRACE = 1.5
 MAX_LINE = 2000
 
 _DEVICE_RE = re.compile(r"^\s+(?P<name>[^\s:]+): (?P<desc>.*) \((?P<total>\d+) MiB, (?P<free>\d+) MiB free\)\s*$")
