@@ -1,0 +1,140 @@
+"""Load on herd-agent's API and on a cluster's chat endpoint.
+
+    python bench/agent_load.py [--rate 200] [--seconds 30] [--streams 8] [--tokens 64]
+
+1. A real ``herd-agent`` process on loopback is paired, then this process (a second process)
+   sends ``--rate`` requests/s for ``--seconds`` — open loop, cycling ping, status, info and the
+   worker log, as a master's app does. Printed: requests, errors, achieved rate, p50/p90/p99/max
+   latency measured from each request's scheduled start (target: no errors, p99 ≤ 100 ms).
+2. Two real agents and a real llama-server (``-np N``) over them serve ``--streams`` chat
+   streams at once with a small demo model; printed: how many completed, tokens each, wall time.
+
+Everything runs on loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from agent.client import AgentClient  # noqa: E402
+from agent.engine import find_engine  # noqa: E402
+from cluster.agents import start_agent  # noqa: E402
+from conftest import free_port  # noqa: E402
+from gui.cluster import plan as P  # noqa: E402
+from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.discovery import Discovery  # noqa: E402
+from gui.cluster.launcher import ClusterLauncher, devices_from_status  # noqa: E402
+from gui.cluster.model import inspect_model  # noqa: E402
+from gui.cluster.nodes import TokenStore  # noqa: E402
+from resilience.load import MIX, chat_streams, load_agent  # noqa: E402
+
+
+class Procs:
+    """Processes started here; stopped and reaped at the end."""
+
+    def __init__(self, env: dict) -> None:
+        self.env = env
+        self.procs: list[subprocess.Popen] = []
+
+    def popen(self, argv, **kw):
+        p = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL, env=self.env, **kw)
+        self.procs.append(p)
+        return p
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+async def api_load(tmp: Path, procs: Procs, rate: float, seconds: float) -> None:
+    agent = start_agent(procs.popen, tmp, "loaded", mdns=False)
+    async with AgentClient(agent.api_url) as c:
+        token = await c.pair(agent.pin())
+    r = await load_agent(agent.api_url, token, rate, seconds)
+    ms = lambda q: r.percentile(q) * 1000  # noqa: E731
+    print(f"\nAgent API load: {rate:g} req/s for {seconds:g} s, mix {', '.join(p for _, p, _ in MIX)}\n")
+    print(f"{'requests':>9} {'errors':>7} {'rate/s':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'max ms':>7}")
+    print(f"{r.sent:>9} {r.error_count:>7} {r.sent / r.elapsed:>7.1f} {ms(0.5):>7.2f} {ms(0.9):>7.2f} "
+          f"{ms(0.99):>7.2f} {max(r.latencies) * 1000:>7.2f}")
+    for what, n in sorted(r.errors.items()):
+        print(f"  error: {what} ×{n}")
+    ok = r.error_count == 0 and ms(0.99) <= 100
+    print(f"target: no errors, p99 ≤ 100 ms — {'met' if ok else 'MISSED'}; agent "
+          f"{'still running' if agent.proc.poll() is None else 'DIED'}")
+
+
+async def streams(tmp: Path, procs: Procs, n: int, tokens: int) -> None:
+    eng = find_engine(probe=True)
+    model = write_demo_model(tmp / "demo-8L.gguf", DemoShape(layers=8))
+    agents = [start_agent(procs.popen, tmp, name, mdns=False) for name in ("a", "b")]
+    disc = Discovery(browse=False, tokens=TokenStore(tmp / "tokens.json"))
+    launcher = None
+    try:
+        nodes, devices = {}, []
+        for agent in agents:
+            node = await disc.add_address(agent.api_url)
+            await disc.pair(node, agent.pin())
+            node = disc.nodes[node.id]
+            nodes[node.id] = node
+            async with disc.client(node) as c:
+                devices.extend(devices_from_status(node, await c.status()))
+        info = inspect_model(model)
+        plan = P.plan_from_split(info, devices, {"a": 4, "b": 5})
+        launcher = ClusterLauncher(eng.llama_server, plan, model, nodes, disc.client,
+                                   ctx=n * (tokens + 64), port=free_port(),
+                                   extra_args=["-np", str(n)])
+        await launcher.start(120)
+        t0 = time.perf_counter()
+        done = await chat_streams(launcher.spec.url, n, tokens)
+        wall = time.perf_counter() - t0
+    finally:
+        if launcher is not None:
+            await launcher.stop()
+        await disc.stop()
+    complete = sum(d.finish_reason == "length" and d.timings.get("predicted_n") == tokens for d in done)
+    total = sum(int(d.timings.get("predicted_n") or 0) for d in done)
+    print(f"\nConcurrent chat streams through a loopback cluster (2 workers, demo model, -np {n})\n")
+    print(f"{'streams':>8} {'complete':>9} {'tokens each':>12} {'wall s':>7} {'tok/s total':>12}")
+    print(f"{n:>8} {complete:>9} {tokens:>12} {wall:>7.2f} {total / wall:>12.1f}")
+    print(f"target: all {n} complete — {'met' if complete == n else 'MISSED'}")
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", type=float, default=200)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--streams", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=64)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="herd-load-") as d:
+        tmp = Path(d)
+        procs = Procs(dict(os.environ, LLAMA_CACHE=str(tmp / "cache")))
+        try:
+            await api_load(tmp, procs, args.rate, args.seconds)
+            if args.streams:
+                await streams(tmp, procs, args.streams, args.tokens)
+        finally:
+            procs.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,102 @@
+"""Load on a real herd-agent and on a real cluster: an open-loop request generator for the
+agent's API, and concurrent chat streams. Shared by ``tests/resilience/test_load.py`` (bounded)
+and ``bench/agent_load.py`` (the full run, printed as a table)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from gui.cluster.chat import ChatDone, chat
+
+# What a master's app does all day: liveness pings, status for the dashboard, the worker log.
+MIX = (("GET", "/api/v1/ping", False), ("GET", "/api/v1/status", True),
+       ("GET", "/api/v1/info", False), ("GET", "/api/v1/rpc/log?tail=20", True))
+
+
+@dataclass
+class LoadResult:
+    """Outcome of :func:`load_agent`.
+
+    Attributes:
+        sent: requests sent.
+        errors: {description: count} of failed requests (network errors, non-200 answers).
+        latencies: seconds per successful request, from its scheduled start (so a stalled
+            server shows up as latency rather than a lower rate).
+        elapsed: seconds the run took.
+    """
+
+    sent: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    elapsed: float = 0.0
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    def percentile(self, q: float) -> float:
+        """The ``q`` quantile (0..1) of the latencies, in seconds."""
+        xs = sorted(self.latencies)
+        if not xs:
+            return float("nan")
+        return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
+
+
+async def load_agent(base_url: str, token: str, rate: float, seconds: float,
+                     timeout: float = 5.0) -> LoadResult:
+    """Send ``rate`` requests/s for ``seconds`` (open loop: request *k* starts at ``k/rate``
+    whatever happened to the earlier ones), cycling through :data:`MIX`.
+
+    The generator uses aiohttp's client: at a few hundred requests/s a heavier client's own CPU
+    time would be measured instead of the agent's.
+    """
+    import aiohttp
+
+    result = LoadResult()
+    total = int(rate * seconds)
+    headers = {"Authorization": f"Bearer {token}"}
+    connector = aiohttp.TCPConnector(limit=64)
+    async with aiohttp.ClientSession(base_url, connector=connector,
+                                     timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+        async def one(k: int, due: float) -> None:
+            method, path, auth = MIX[k % len(MIX)]
+            try:
+                async with session.request(method, path, headers=headers if auth else None) as r:
+                    body = await r.read()
+                    if r.status != 200:
+                        key = f"HTTP {r.status} {path}"
+                        result.errors[key] = result.errors.get(key, 0) + 1
+                        return
+                json.loads(body)
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+                key = f"{type(exc).__name__} {path}"
+                result.errors[key] = result.errors.get(key, 0) + 1
+                return
+            result.latencies.append(time.perf_counter() - due)
+
+        start = time.perf_counter()
+        tasks = []
+        for k in range(total):
+            due = start + k / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.ensure_future(one(k, due)))
+            result.sent += 1
+        await asyncio.gather(*tasks)
+        result.elapsed = time.perf_counter() - start
+    return result
+
+
+async def chat_streams(base_url: str, n: int, max_tokens: int) -> list[ChatDone]:
+    """``n`` streamed chat completions at once; returns each one's final message."""
+    async with httpx.AsyncClient(timeout=300) as client:
+        return await asyncio.gather(*(
+            chat(client, base_url, [{"role": "user", "content": f"Stream number {i}, go."}],
+                 max_tokens=max_tokens, seed=i)
+            for i in range(n)))
