@@ -131,6 +131,7 @@ class MainWindow(QMainWindow):
         self._host_timer.start()
         self._demo = None
         self._tidying_after_failure = False
+        self.fastest_call = None
         self._restore_layout()
 
     # ------------------------------------------------------------ setup
@@ -296,6 +297,7 @@ class MainWindow(QMainWindow):
         if info.context_length and ctx > info.context_length:
             self.editor.ctx.setValue(info.context_length)
         self._update_devices(force=True)
+        self._update_fastest_button()
         return True
 
     def make_demo_model(self) -> None:
@@ -311,9 +313,25 @@ class MainWindow(QMainWindow):
         call.finished.connect(lambda p: self.open_model(str(p)))
         call.failed.connect(lambda exc: self.model_panel.show_error("demo model", str(exc)))
 
-    def find_fastest(self) -> None:
-        """Ask the planner for the fastest split (measures the nodes first; may take a while)."""
+    def find_fastest(self):
+        """Ask the planner for the fastest split (measures the nodes first, once per model)."""
+        if self.model is None or not self.engine.complete or self.session.launcher is not None:
+            return None
+        self.editor.set_fastest_available(False)
         self.editor.summary.setText(self.tr("Measuring the nodes to find the fastest split…"))
+        devices = self.planned_devices()
+        call = self.session.fastest(self.engine, self.model, devices, self.editor.ctx.value(),
+                                    psutil.virtual_memory().available)
+        call.finished.connect(self.editor.apply_plan)
+        call.failed.connect(lambda exc: self.editor.summary.setText(
+            self.tr("Could not find the fastest split: %1").replace("%1", str(exc))))
+        call.done.connect(self._update_fastest_button)
+        self.fastest_call = call
+        return call
+
+    def _update_fastest_button(self) -> None:
+        self.editor.set_fastest_available(self.model is not None and self.engine.complete
+                                          and self.session.launcher is None)
 
     # ------------------------------------------------------------ launch
 
@@ -362,6 +380,7 @@ class MainWindow(QMainWindow):
 
     def _launched(self, check) -> None:
         self.launch.set_state("ready")
+        self._update_fastest_button()
         if self.tray is not None:
             self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", "ready"))
         self.launch.show_placement(check)
@@ -384,6 +403,7 @@ class MainWindow(QMainWindow):
         self.launch.set_state(state, error)
         if state in ("failed", "stopped"):
             self.chat.set_send(None)
+            QTimer.singleShot(0, self._update_fastest_button)
             if state == "failed":
                 self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
                 if self.session.launcher is not None:

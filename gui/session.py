@@ -299,6 +299,48 @@ class ClusterSession(QObject):
         if launcher is not None:
             self._relay.emit("state", ("stopped", ""))
 
+    # ------------------------------------------------------------ fastest
+
+    def fastest(self, engine, model, devices: list, ctx: int, host_free_bytes: int | None) -> Call:
+        """Measure each node (cached per model) and the host, then the fastest plan (result: Plan).
+
+        Workers that are not running are started for the measurement and stopped again.
+        """
+        return self.bridge.submit(self._fastest(engine, model, devices, ctx, host_free_bytes), "fastest plan")
+
+    async def _fastest(self, engine, model, devices, ctx, host_free_bytes):
+        from gui.cluster import measure as M
+        from gui.cluster.optimize import fastest_plan
+
+        cache = M.MeasurementCache()
+        node_ids = list(dict.fromkeys(d.node_id for d in devices))
+        measured = []
+        for nid in node_ids:
+            node = self.discovery.nodes[nid]
+            async with self.discovery.client(node) as client:
+                started = False
+                rpc = (await client.status()).get("rpc") or {}
+                if rpc.get("state") != "ready":
+                    await client.rpc_start()
+                    started = True
+                    for _ in range(150):
+                        rpc = (await client.status()).get("rpc") or {}
+                        if rpc.get("state") in ("ready", "crashed"):
+                            break
+                        await asyncio.sleep(0.2)
+                    if rpc.get("state") != "ready":
+                        raise LaunchError(f"{node.name}: the RPC worker did not start ({rpc.get('state')})")
+                try:
+                    measured.append(await M.measure_node(engine, model.path, nid, node.rpc_endpoint,
+                                                         cache=cache, agent=client))
+                finally:
+                    if started:
+                        with contextlib.suppress(Exception):
+                            await client.rpc_stop()
+        host = await M.measure_node(engine, model.path, "master", None, cache=cache)
+        measurements = M.cost_inputs(measured, host)
+        return fastest_plan(model, devices, measurements, ctx, host_free_bytes)
+
     # ------------------------------------------------------------ chat
 
     def chat(self, messages: list[dict], params: dict, url: str | None = None) -> Call:

@@ -129,7 +129,7 @@
 <context>
     <name>ClusterSession</name>
     <message>
-        <location filename="../../gui/session.py" line="308" />
+        <location filename="../../gui/session.py" line="350" />
         <source>No llama-server is running.</source>
         <translation>没有正在运行的 llama-server。</translation>
     </message>
@@ -200,97 +200,97 @@
 <context>
     <name>LaunchPanel</name>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="44" />
+        <location filename="../../gui/widgets/launch_panel.py" line="45" />
         <source>Start</source>
         <translation>启动</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="45" />
+        <location filename="../../gui/widgets/launch_panel.py" line="46" />
         <source>Stop</source>
         <translation>停止</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="47" />
+        <location filename="../../gui/widgets/launch_panel.py" line="48" />
         <source>Not running.</source>
         <translation>未运行。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="58" />
+        <location filename="../../gui/widgets/launch_panel.py" line="59" />
         <source>The OpenAI-compatible endpoint appears here once running</source>
         <translation>运行后这里会显示兼容 OpenAI 的接口地址</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="59" />
+        <location filename="../../gui/widgets/launch_panel.py" line="60" />
         <source>Copy</source>
         <translation>复制</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="70" />
+        <location filename="../../gui/widgets/launch_panel.py" line="71" />
         <source>Endpoint</source>
         <translation>接口地址</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="77" />
+        <location filename="../../gui/widgets/launch_panel.py" line="78" />
         <source>Checks</source>
         <translation>检查结果</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="80" />
+        <location filename="../../gui/widgets/launch_panel.py" line="81" />
         <source>llama-server log</source>
         <translation>llama-server 日志</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="90" />
+        <location filename="../../gui/widgets/launch_panel.py" line="91" />
         <source>Not started: %1</source>
         <translation>未启动：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="120" />
+        <location filename="../../gui/widgets/launch_panel.py" line="121" />
         <source>Checking the nodes…</source>
         <translation>正在检查节点…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="141" />
+        <location filename="../../gui/widgets/launch_panel.py" line="143" />
         <source>Starting the workers and llama-server…</source>
         <translation>正在启动工作节点和 llama-server…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="143" />
+        <location filename="../../gui/widgets/launch_panel.py" line="145" />
         <source>Loading the model onto the devices…</source>
         <translation>正在把模型加载到各设备…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="147" />
+        <location filename="../../gui/widgets/launch_panel.py" line="149" />
         <source>Running.</source>
         <translation>运行中。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="156" />
+        <location filename="../../gui/widgets/launch_panel.py" line="158" />
         <source>Failed: %1</source>
         <translation>失败：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="156" />
+        <location filename="../../gui/widgets/launch_panel.py" line="158" />
         <source>llama-server stopped.</source>
         <translation>llama-server 已停止。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="158" />
+        <location filename="../../gui/widgets/launch_panel.py" line="160" />
         <source>Stopped.</source>
         <translation>已停止。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="160" />
+        <location filename="../../gui/widgets/launch_panel.py" line="162" />
         <source>Stopping…</source>
         <translation>正在停止…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="165" />
+        <location filename="../../gui/widgets/launch_panel.py" line="167" />
         <source>Placement verified: llama-server put every layer where the plan said.</source>
         <translation>分配已核实：llama-server 把每一层都放在了计划的位置。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="168" />
+        <location filename="../../gui/widgets/launch_panel.py" line="170" />
         <source>Placement differs from the plan: %1</source>
         <translation>实际分配与计划不符：%1</translation>
     </message>
@@ -318,197 +318,202 @@
         <translation>正在查找节点…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="138" />
+        <location filename="../../gui/app.py" line="140" />
         <source>&amp;File</source>
         <translation>文件(&amp;F)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="139" />
+        <location filename="../../gui/app.py" line="141" />
         <source>&amp;Open model…</source>
         <translation>打开模型(&amp;O)…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="143" />
+        <location filename="../../gui/app.py" line="145" />
         <source>&amp;Export cluster profile…</source>
         <translation>导出集群配置(&amp;E)…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="146" />
+        <location filename="../../gui/app.py" line="148" />
         <source>&amp;Import cluster profile…</source>
         <translation>导入集群配置(&amp;I)…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="150" />
+        <location filename="../../gui/app.py" line="152" />
         <source>&amp;Quit</source>
         <translation>退出(&amp;Q)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="154" />
+        <location filename="../../gui/app.py" line="156" />
         <source>&amp;Help</source>
         <translation>帮助(&amp;H)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="155" />
+        <location filename="../../gui/app.py" line="157" />
         <source>&amp;About llama-herd</source>
         <translation>关于 llama-herd(&amp;A)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="165" />
+        <location filename="../../gui/app.py" line="167" />
         <source>Show window</source>
         <translation>显示窗口</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="166" />
+        <location filename="../../gui/app.py" line="168" />
         <source>Quit</source>
         <translation>退出</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="168" />
+        <location filename="../../gui/app.py" line="170" />
         <source>llama-herd: not running</source>
         <translation>llama-herd：未运行</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="187" />
+        <location filename="../../gui/app.py" line="189" />
         <source>Remembered nodes that did not answer: %1</source>
         <translation>以下已保存的节点没有响应：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="196" />
+        <location filename="../../gui/app.py" line="198" />
         <source>llama.cpp build %1 (herd needs %2)</source>
         <translation>llama.cpp 版本 %1（herd 需要 %2）</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="198" />
+        <location filename="../../gui/app.py" line="200" />
         <source>llama.cpp engine missing: run herd engine install</source>
         <translation>缺少 llama.cpp 引擎：请运行 herd engine install</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="212" />
+        <location filename="../../gui/app.py" line="214" />
         <source>Lost contact with %1.</source>
         <translation>与 %1 失去联系。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="215" />
+        <location filename="../../gui/app.py" line="217" />
         <source>%1 stopped answering; the running model may fail.</source>
         <translation>%1 已停止响应，正在运行的模型可能会出错。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="218" />
+        <location filename="../../gui/app.py" line="220" />
         <source>%1 node(s) found.</source>
         <translation>已找到 %1 个节点。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="264" />
+        <location filename="../../gui/app.py" line="266" />
         <source>No herd agent answers at %1: %2</source>
         <translation>%1 上没有 herd 代理响应：%2</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="272" />
+        <location filename="../../gui/app.py" line="274" />
         <source>Pairing with %1 failed: %2</source>
         <translation>与 %1 配对失败：%2</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="308" />
+        <location filename="../../gui/app.py" line="311" />
         <source>Making the demo model…</source>
         <translation>正在生成演示模型…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="315" />
+        <location filename="../../gui/app.py" line="321" />
         <source>Measuring the nodes to find the fastest split…</source>
         <translation>正在测量各节点以寻找最快的分层方案…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="323" />
-        <location filename="../../gui/app.py" line="398" />
+        <location filename="../../gui/app.py" line="327" />
+        <source>Could not find the fastest split: %1</source>
+        <translation>无法找到最快的分层方案：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="342" />
+        <location filename="../../gui/app.py" line="428" />
         <source>Open a model first.</source>
         <translation>请先打开一个模型。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="327" />
+        <location filename="../../gui/app.py" line="346" />
         <source>The plan does not fit.</source>
         <translation>该方案内存不足。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="331" />
+        <location filename="../../gui/app.py" line="350" />
         <source>The llama.cpp engine is missing; run herd engine install.</source>
         <translation>缺少 llama.cpp 引擎，请运行 herd engine install。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="337" />
+        <location filename="../../gui/app.py" line="356" />
         <source>Not reachable or not paired: %1.</source>
         <translation>无法连接或未配对：%1。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="365" />
-        <location filename="../../gui/app.py" line="384" />
+        <location filename="../../gui/app.py" line="385" />
+        <location filename="../../gui/app.py" line="414" />
         <source>llama-herd: %1</source>
         <translation>llama-herd：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="382" />
+        <location filename="../../gui/app.py" line="408" />
         <source>llama-server stopped: %1</source>
         <translation>llama-server 已停止：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="398" />
-        <location filename="../../gui/app.py" line="400" />
-        <location filename="../../gui/app.py" line="423" />
+        <location filename="../../gui/app.py" line="428" />
+        <location filename="../../gui/app.py" line="430" />
+        <location filename="../../gui/app.py" line="453" />
         <source>Export cluster profile</source>
         <translation>导出集群配置</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="401" />
+        <location filename="../../gui/app.py" line="431" />
         <source>Cluster profiles (*.json)</source>
         <translation>集群配置 (*.json)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="422" />
+        <location filename="../../gui/app.py" line="452" />
         <source>Saved %1</source>
         <translation>已保存 %1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="430" />
-        <location filename="../../gui/app.py" line="450" />
+        <location filename="../../gui/app.py" line="460" />
+        <location filename="../../gui/app.py" line="480" />
         <source>Import cluster profile</source>
         <translation>导入集群配置</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="431" />
+        <location filename="../../gui/app.py" line="461" />
         <source>Cluster profiles (*.json);;All files (*)</source>
         <translation>集群配置 (*.json);;所有文件 (*)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="478" />
+        <location filename="../../gui/app.py" line="508" />
         <source>Starting two local workers…</source>
         <translation>正在启动两个本地工作节点…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="490" />
+        <location filename="../../gui/app.py" line="520" />
         <source>The local demo could not start: %1</source>
         <translation>本地演示无法启动：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="507" />
+        <location filename="../../gui/app.py" line="537" />
         <source>About llama-herd</source>
         <translation>关于 llama-herd</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="509" />
+        <location filename="../../gui/app.py" line="539" />
         <source>Turn the PCs of your home network into one llama.cpp cluster.</source>
         <translation>把家里局域网中的电脑组成一个 llama.cpp 集群。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="511" />
+        <location filename="../../gui/app.py" line="541" />
         <source>llama.cpp build: %1 (pinned %2)</source>
         <translation>llama.cpp 版本：%1（固定版本 %2）</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="512" />
+        <location filename="../../gui/app.py" line="542" />
         <source>Qt %1, PySide6 %2, Python %3</source>
         <translation>Qt %1，PySide6 %2，Python %3</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="514" />
+        <location filename="../../gui/app.py" line="544" />
         <source>Platform: %1</source>
         <translation>平台：%1</translation>
     </message>
@@ -569,123 +574,123 @@
 <context>
     <name>NodeCard</name>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="87" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="90" />
         <source>Pair…</source>
         <translation>配对…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="88" />
-        <location filename="../../gui/widgets/nodes_panel.py" line="135" />
-        <location filename="../../gui/widgets/nodes_panel.py" line="150" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="91" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="138" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="153" />
         <source>Start worker</source>
         <translation>启动工作进程</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="120" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="123" />
         <source>Address: %1 (API %2, RPC %3)</source>
         <translation>地址：%1（API %2，RPC %3）</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="124" />
-        <location filename="../../gui/widgets/nodes_panel.py" line="146" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="127" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="149" />
         <source>lost</source>
         <translation>已失联</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="129" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="132" />
         <source>llama.cpp build %1 · RPC %2</source>
         <translation>llama.cpp 版本 %1 · RPC %2</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="131" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="134" />
         <source>paired</source>
         <translation>已配对</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="131" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="134" />
         <source>not paired</source>
         <translation>未配对</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="135" />
-        <location filename="../../gui/widgets/nodes_panel.py" line="150" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="138" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="153" />
         <source>Stop worker</source>
         <translation>停止工作进程</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="138" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="141" />
         <source>worker stopped</source>
         <translation>工作进程已停止</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="138" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="141" />
         <source>worker ready</source>
         <translation>工作进程就绪</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="139" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="142" />
         <source>worker in use</source>
         <translation>工作进程使用中</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="139" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="142" />
         <source>worker starting</source>
         <translation>工作进程启动中</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="140" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="143" />
         <source>worker crashed</source>
         <translation>工作进程已崩溃</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="140" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="143" />
         <source>online</source>
         <translation>在线</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="156" />
-        <location filename="../../gui/widgets/nodes_panel.py" line="176" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="159" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="179" />
         <source>CPU %1</source>
         <translation>CPU %1</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="158" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="161" />
         <source> · %1% busy</source>
         <translation> · 占用 %1%</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="160" />
-        <location filename="../../gui/widgets/nodes_panel.py" line="177" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="163" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="180" />
         <source>RAM %1 free of %2</source>
         <translation>内存 可用 %1 / 共 %2</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="164" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="167" />
         <source>GPU %1: %2 free of %3</source>
         <translation>GPU %1：可用 %2 / 共 %3</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="168" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="171" />
         <source>Wi-Fi link (%1): expect slow, uneven decoding. Use a cable if you can.</source>
         <translation>Wi-Fi 连接（%1）：生成速度会慢且不稳定，建议使用网线。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="173" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="176" />
         <source>this computer (host)</source>
         <translation>本机（主控）</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="174" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="177" />
         <source>Runs llama-server; keeps the first layers and the token embeddings.</source>
         <translation>运行 llama-server，保存最前面的层和词嵌入。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="175" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="178" />
         <source>host</source>
         <translation>主控</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="183" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="186" />
         <source>RTT %1 ms</source>
         <translation>往返时延 %1 毫秒</translation>
     </message>
@@ -693,47 +698,47 @@
 <context>
     <name>NodesPanel</name>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="213" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="216" />
         <source>Add by address…</source>
         <translation>按地址添加…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="214" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="217" />
         <source>Try a local demo</source>
         <translation>试用本地演示</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="215" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="218" />
         <source>Start two workers on this computer to see the whole loop</source>
         <translation>在本机启动两个工作节点，体验完整流程</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="216" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="219" />
         <source>No worker found yet. Start herd-agent on your other PCs, or add one by address.</source>
         <translation>尚未找到工作节点。请在其他电脑上启动 herd-agent，或按地址添加。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="235" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="240" />
         <source>Nodes</source>
         <translation>节点</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="285" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="290" />
         <source>Add a node</source>
         <translation>添加节点</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="286" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="291" />
         <source>Address of the node's herd-agent (host or host:port):</source>
         <translation>节点上 herd-agent 的地址（主机 或 主机:端口）：</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="291" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="296" />
         <source>Pair with node</source>
         <translation>与节点配对</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="292" />
+        <location filename="../../gui/widgets/nodes_panel.py" line="297" />
         <source>Enter the PIN the node shows (herd-agent pin):</source>
         <translation>输入节点显示的配对码（herd-agent pin）：</translation>
     </message>

@@ -30,6 +30,7 @@ def agents():
 @pytest.fixture
 def window(qtbot, tmp_path, monkeypatch, engine):
     monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # measurements, compiled translations
     settings = Settings(str(tmp_path / "herd.ini"))
     settings.set("server/port", _free_port())
     bridge = AsyncBridge()
@@ -197,3 +198,28 @@ def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_mo
     assert win.nodes.cards[ids["demo-a"]].state.text() != "lost"
     # the editor no longer plans onto the lost node
     qtbot.waitUntil(lambda: [d.node_name for d in win.editor.plan().devices()] == ["demo-a"], timeout=10000)
+
+
+def test_fastest_measures_the_nodes_and_applies_a_plan(qtbot, window, agents, demo_model):
+    win = window
+    qtbot.waitUntil(lambda: _names(win, agents) == ["demo-a", "demo-b"], timeout=20000)
+    ids = {n.name: n.id for n in win.node_map.values() if n.name in ("demo-a", "demo-b")}
+    for a in agents.agents:
+        win.pair_node(ids[a.name], a.pin)
+    qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
+    assert win.open_model(str(demo_model))
+    qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
+    assert win.editor.fastest_button.isEnabled()
+    qtbot.mouseClick(win.editor.fastest_button, Qt.MouseButton.LeftButton)
+    assert not win.editor.fastest_button.isEnabled()  # one measurement at a time
+    with qtbot.waitSignal(win.fastest_call.done, timeout=240000):
+        pass
+    assert not win.fastest_call.future.exception(), win.editor.summary.text()
+    plan = win.fastest_call.future.result()
+    assert plan is not None and plan.n_slots == win.model.n_layer + 1
+    assert win.editor.plan() == plan and win.editor.problems() == []
+    qtbot.waitUntil(win.editor.fastest_button.isEnabled, timeout=5000)
+    assert win.editor.can_undo()  # the fastest plan is one undoable step
+    # the workers started for measuring were stopped again
+    qtbot.waitUntil(lambda: all((win.node_status[i].get("rpc") or {}).get("state") == "stopped"
+                                for i in ids.values()), timeout=15000)
