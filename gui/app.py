@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 ICON_PATH = RESOURCES / "icons" / "herd.svg"
+#: Comma-separated addresses of the interfaces to look for nodes on (default: all).
+INTERFACES_ENV = "HERD_INTERFACES"
 
 
 def app_icon() -> QIcon:
@@ -584,6 +586,9 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
     lang = getattr(args, "lang", None) or settings.get("ui/language") or QLocale.system().name()
     install_translator(app, lang)
     session_kw = {}
+    if os.environ.get(INTERFACES_ENV):
+        # e.g. HERD_INTERFACES=192.168.1.5 to browse one network only
+        session_kw = {"interfaces": [a.strip() for a in os.environ[INTERFACES_ENV].split(",") if a.strip()]}
     if demo is not None:
         # The demo's agents announce on loopback only; browse there too.
         session_kw = {"interfaces": ["127.0.0.1"]}

@@ -1,0 +1,81 @@
+"""Settings remembered across runs, and ``herd`` opening the window in the forced language."""
+
+from __future__ import annotations
+
+import argparse
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from agent.engine import find_engine
+from gui.app import MainWindow, run_app
+from gui.settings import Settings
+
+
+def test_settings_fall_back_to_defaults_on_bad_values(tmp_path):
+    s = Settings(str(tmp_path / "s.ini"))
+    s.qs.setValue("server/port", "not a number")
+    s.qs.setValue("model/recent", "{broken json")
+    assert s.get("server/port") == 8080
+    assert s.get("model/recent") == []
+    s.add_recent("model/recent", "/a.gguf")
+    s.add_recent("model/recent", "/b.gguf")
+    s.add_recent("model/recent", "/a.gguf")
+    assert s.get("model/recent") == ["/a.gguf", "/b.gguf"]
+
+
+def test_window_remembers_layout_and_choices(qtbot, tmp_path, monkeypatch, demo_model):
+    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
+    path = str(tmp_path / "herd.ini")
+    engine = find_engine(probe=False)
+    win = MainWindow(Settings(path), engine=engine)
+    qtbot.addWidget(win)
+    win.resize(701, 503)  # within the offscreen screen, which restoreGeometry clamps to
+    win.tabs.setCurrentIndex(2)
+    win.editor.ctx.setValue(3072)
+    win.chat.temperature.setValue(0.3)
+    win.chat.system_edit.setText("Be brief.")
+    assert win.open_model(str(demo_model))
+    win.close()
+    assert not win.bridge.is_running()
+
+    again = MainWindow(Settings(path), engine=engine)
+    qtbot.addWidget(again)
+    try:
+        assert again.size().width() == 701 and again.size().height() == 503
+        assert again.tabs.currentIndex() == 2
+        assert again.editor.ctx.value() == 3072
+        assert abs(again.chat.temperature.value() - 0.3) < 1e-9
+        assert again.chat.system_edit.text() == "Be brief."
+        assert again.settings.get("model/last") == str(demo_model)
+        assert again.model_panel.recent.itemData(0) == str(demo_model)
+    finally:
+        again.close()
+
+
+def test_herd_lang_forces_chinese(qtbot, qapp: QApplication, tmp_path, monkeypatch):
+    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.setenv("HERD_INTERFACES", "127.0.0.1")  # tests browse loopback only
+    seen = {}
+
+    def look_and_close():
+        wins = [w for w in qapp.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
+        if not wins:
+            QTimer.singleShot(50, look_and_close)
+            return
+        w = wins[-1]
+        seen["tabs"] = [w.tabs.tabText(i) for i in range(w.tabs.count())]
+        seen["start"] = w.launch.start_button.text()
+        w.close()
+        qapp.quit()
+
+    QTimer.singleShot(100, look_and_close)
+    try:
+        assert run_app(argparse.Namespace(lang="zh_CN")) == 0
+    finally:
+        for t in getattr(qapp, "_herd_translators", []):
+            qapp.removeTranslator(t)
+    assert seen["tabs"] == ["分层", "启动", "对话与仪表盘"]
+    assert seen["start"] == "启动"
