@@ -163,10 +163,13 @@ async def test_stop_kills_a_server_that_ignores_terminate(tmp_path):
     # A llama-server stuck on shutdown can't be produced on demand; a program that ignores
     # SIGTERM stands in for it.
     stuck = tmp_path / "stuck-server"
-    stuck.write_text("#!/bin/sh\ntrap '' TERM\nwhile :; do sleep 0.1; done\n")
+    stuck.write_text("#!/bin/sh\ntrap '' TERM\necho ignoring TERM\nwhile :; do sleep 0.1; done\n")
     stuck.chmod(0o755)
     srv = L.ServerProcess(stuck, L.ServerSpec(model=tmp_path / "m.gguf", port=free_port()))
     await srv.start()
+    deadline = time.monotonic() + 10
+    while "ignoring TERM" not in srv.log and time.monotonic() < deadline:  # the trap is set
+        await asyncio.sleep(0.02)
     t0 = time.monotonic()
     await srv.stop(grace=0.5)
     assert srv.returncode == -9 and srv.state == L.STOPPED
