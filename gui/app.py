@@ -220,6 +220,8 @@ class MainWindow(QMainWindow):
                                            .replace("%1", node.name), "#d62728")
         n = len(self.node_map)
         self.statusBar().showMessage(self.tr("%1 node(s) found.").replace("%1", str(n)))
+        # "Try a local demo" is for a first start with nobody around
+        self.nodes.demo_button.setVisible(n == 0 and self._demo is None)
         self.dashboard.set_node_names({nid: nd.name for nid, nd in self.node_map.items()})
         self._update_devices()
 

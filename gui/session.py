@@ -150,20 +150,29 @@ class ClusterSession(QObject):
             return
         call = self.bridge.submit(self._close(), "close session")
         try:
-            call.future.result(timeout=30)
+            call.future.result(timeout=60)
         except Exception as exc:  # noqa: BLE001 - closing on exit; log and go on
             log.warning("closing the session: %s", exc)
 
     async def _close(self) -> None:
-        with contextlib.suppress(Exception):
-            await self._stop_launch()
+        # Processes first, and patiently: nothing may be left running. The rest gets a short
+        # bound each, so closing the window never hangs on a sampler stuck on a vanished node
+        # (the loop's own shutdown cancels whatever is left).
+        steps = [("stop the cluster", self._stop_launch(), 30.0)]
         if self.telemetry is not None:
-            await self.telemetry.stop()
+            steps.append(("stop telemetry", self.telemetry.stop(), 3.0))
         if self.discovery is not None:
-            await self.discovery.stop()
+            steps.append(("stop discovery", self.discovery.stop(), 5.0))
         if self._http is not None:
-            await self._http.aclose()
+            steps.append(("close http", self._http.aclose(), 3.0))
             self._http = None
+        for what, coro, limit in steps:
+            try:
+                await asyncio.wait_for(coro, limit)
+            except asyncio.TimeoutError:
+                log.warning("%s took longer than %.0f s; going on", what, limit)
+            except Exception as exc:  # noqa: BLE001 - closing: report and carry on
+                log.warning("%s failed: %s", what, exc)
 
     # ------------------------------------------------------------ nodes
 
