@@ -223,3 +223,37 @@ def test_fastest_measures_the_nodes_and_applies_a_plan(qtbot, window, agents, de
     # the workers started for measuring were stopped again
     qtbot.waitUntil(lambda: all((win.node_status[i].get("rpc") or {}).get("state") == "stopped"
                                 for i in ids.values()), timeout=15000)
+
+    # a card's button starts and stops that node's RPC worker
+    nid = ids["demo-a"]
+    card = win.nodes.cards[nid]
+    assert card.worker_button.text() == "Start worker"
+    qtbot.mouseClick(card.worker_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: (win.node_status[nid].get("rpc") or {}).get("state") == "ready", timeout=20000)
+    qtbot.waitUntil(lambda: card.worker_button.text() == "Stop worker", timeout=5000)
+    qtbot.mouseClick(card.worker_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: (win.node_status[nid].get("rpc") or {}).get("state") == "stopped", timeout=20000)
+
+    # a Wi-Fi link in the agent's status is flagged on the card
+    import copy
+    status = copy.deepcopy(win.node_status[nid])
+    assert not card.warning.isVisible()
+    nics = status["hardware"]["nics"]
+    nics.append({"name": "wlan0", "wifi": True, "loopback": False})
+    card.show_status(status)
+    assert "Wi-Fi" in card.warning.text() and "wlan0" in card.warning.text()
+
+
+def test_bad_profile_is_refused_with_the_field_named(qtbot, window, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    shown = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text, *a: shown.append(text))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "llama-herd-profile", "version": 99}')
+    assert window.read_profile(str(bad)) is None
+    assert shown and "version" in shown[0]
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("not json at all")
+    assert window.read_profile(str(garbage)) is None
+    assert len(shown) == 2
