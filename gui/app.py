@@ -603,4 +603,27 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
     if demo is not None:
         win.attach_demo(demo, model)
         win._demo = None  # `herd demo` stops its own agents after the app closes
+    _quit_on_signals(app, win)
     return app.exec()
+
+
+def _quit_on_signals(app: QApplication, win: MainWindow) -> None:
+    """Ctrl-C or SIGTERM close the window properly (stopping llama-server and workers).
+
+    Python only runs signal handlers between bytecodes, and Qt's loop runs none while idle, so a
+    cheap timer gives the interpreter a chance every 200 ms.
+    """
+    import signal
+
+    def close(*_args) -> None:
+        win.close()
+        app.quit()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, close)
+        except (ValueError, OSError):  # not the main thread, or not supported here
+            pass
+    tick = QTimer(app)
+    tick.timeout.connect(lambda: None)
+    tick.start(200)
