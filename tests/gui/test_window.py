@@ -71,11 +71,16 @@ def test_herd_lang_forces_chinese(qtbot, qapp: QApplication, tmp_path, monkeypat
         w.close()
         qapp.quit()
 
+    import signal
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     QTimer.singleShot(100, look_and_close)
     try:
         assert run_app(argparse.Namespace(lang="zh_CN")) == 0
     finally:
         for t in getattr(qapp, "_herd_translators", []):
             qapp.removeTranslator(t)
+        for s, h in handlers.items():  # run_app takes Ctrl-C for the window; give it back
+            signal.signal(s, h)
     assert seen["tabs"] == ["分层", "启动", "对话与仪表盘"]
     assert seen["start"] == "启动"
