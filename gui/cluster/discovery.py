@@ -17,7 +17,9 @@ Pairing (:meth:`Discovery.pair`) trades the PIN the agent shows for a token kept
 in a :class:`~gui.cluster.nodes.TokenStore`.
 
 Everything runs on one asyncio loop. Zeroconf callbacks never raise: whatever a rogue or broken
-advertiser sends is ignored (``agent.protocol.parse_txt`` returns None for it).
+advertiser sends is ignored (``agent.protocol.parse_txt`` returns None for it), and a well-formed
+record is listed only once the agent it names answers ``/api/v1/info`` at the advertised address
+with the same id.
 """
 
 from __future__ import annotations
@@ -283,13 +285,21 @@ class Discovery:
             info = AsyncServiceInfo(service_type, name)
             if not await info.async_request(self._aiozc.zeroconf, 3000):
                 return
-            addresses = info.parsed_addresses()
+            addresses = [a for a in info.parsed_addresses() if self._usable(a)]
             friendly = name[: -len(service_type) - 1] if name.endswith("." + service_type) else name
             advert = P.parse_txt(info.properties, name=friendly, addresses=addresses)
             host = _pick_host(list(advert.addresses)) if advert else None
             if advert is None or host is None:
                 log.debug("ignored mDNS record %r: not a usable herd agent", name)
                 return
+            known = self._nodes.get(advert.node_id)
+            if known is None or (known.host, known.api_port) != (host, advert.api_port):
+                # Anyone on the LAN can advertise anything: a node is listed only once an agent
+                # with that id answers at the advertised address.
+                why = await self._confirm(advert.node_id, host, advert.api_port)
+                if why:
+                    log.debug("ignored mDNS record %r: %s", name, why)
+                    return
             old_id = self._by_name.get(name)
             self._by_name[name] = advert.node_id
             if old_id and old_id != advert.node_id:
@@ -303,6 +313,31 @@ class Discovery:
             raise
         except Exception:
             log.exception("ignored an unreadable mDNS record %r", name)
+
+    def _usable(self, address: str) -> bool:
+        """Loopback addresses only make sense when browsing includes loopback: a record heard on
+        a LAN interface that says 127.0.0.1 points at this machine, not at the advertiser."""
+        try:
+            if not ipaddress.ip_address(address.split("%", 1)[0]).is_loopback:
+                return True
+        except ValueError:
+            return False
+        if self.interfaces is None:
+            return True
+        return any(ipaddress.ip_address(i.split("%", 1)[0]).is_loopback for i in self.interfaces
+                   if _is_ip(i))
+
+    async def _confirm(self, node_id: str, host: str, api_port: int) -> str | None:
+        """None when the agent at ``host:api_port`` says it is ``node_id``, else the reason."""
+        url = f"http://{_bracket(host)}:{api_port}"
+        try:
+            async with AgentClient(url, timeout=self.ping_timeout) as c:
+                info = await c.info()
+        except AgentError as exc:
+            return f"no herd agent answers at {url} ({exc})"
+        if info.get("id") != node_id:
+            return f"the agent at {url} is {info.get('id')!r}, not {node_id}"
+        return None
 
     def _goodbye(self, name: str) -> None:
         nid = self._by_name.pop(name, None)
@@ -400,6 +435,14 @@ class Discovery:
             except Exception:
                 log.exception("ping round failed")
             await asyncio.sleep(max(0.0, self.ping_interval - (time.monotonic() - started)))
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.split("%", 1)[0])
+        return True
+    except ValueError:
+        return False
 
 
 def _visible(n: Node) -> tuple:

@@ -144,6 +144,8 @@ async def test_garbage_txt_is_ignored_and_browsing_goes_on(procs, tmp_path, capl
                 {"id": "not-a-uuid", "api": "50050"},
                 {"id": "3fad9d0b-e7b9-4536-8c45-ae3f35189aeb", "api": "99999"},
                 {b"id": b"\xff\xfe\x00", b"api": b"\x00\x01"},
+                # Well-formed, but no agent answers there.
+                {"id": "0b0c5d6e-1111-4222-8333-944455556666", "api": str(free_port())},
             ])]
         try:
             for info in infos:
@@ -156,7 +158,8 @@ async def test_garbage_txt_is_ignored_and_browsing_goes_on(procs, tmp_path, capl
                 await asyncio.sleep(0.05)
             assert _ignored(caplog) == {info.name for info in infos}
             assert not any(n.name.startswith("rogue") for n in disc.nodes.values())
-            assert "3fad9d0b-e7b9-4536-8c45-ae3f35189aeb" not in disc.nodes
+            assert set(disc.nodes) & {"3fad9d0b-e7b9-4536-8c45-ae3f35189aeb",
+                                      "0b0c5d6e-1111-4222-8333-944455556666"} == set()
         finally:
             for info in infos:
                 await rogue.async_unregister_service(info)
