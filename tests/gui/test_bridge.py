@@ -108,3 +108,18 @@ def test_dangling_thread_is_detected(no_dangling_qthreads):
     finally:
         t.quit()
         t.wait()
+
+
+def test_batched_stream_keeps_every_item_in_order(qtbot, bridge):
+    async def burst():
+        for i in range(2000):
+            yield i
+            if i % 100 == 0:
+                await asyncio.sleep(0.01)  # pauses longer than the batch window flush on time
+
+    call = bridge.stream(burst(), "burst", batch_ms=4.0)
+    seen = []
+    call.item.connect(seen.append)
+    with qtbot.waitSignal(call.done, timeout=10000):
+        pass
+    assert seen == list(range(2000))
