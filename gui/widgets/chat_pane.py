@@ -12,9 +12,7 @@ once as Markdown (code blocks included) in place of the plain text.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +23,9 @@ from PySide6.QtGui import QColor, QFont, QGuiApplication, QTextBlockFormat, QTex
 from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit,
                                QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout, QWidget)
 
+from agent.files import write_json_atomic
 from gui.cluster.chat import ChatDelta, ChatDone
+from gui.cluster.conversation import COMPLETE, INTERRUPTED, Conversation, Message
 
 FRAME_MS = 16
 
@@ -69,24 +69,21 @@ class ChatSession:
     stats: list[dict] = field(default_factory=list)
 
     def request_messages(self) -> list[dict]:
-        """What goes to the server: the system prompt (if any) then the conversation."""
+        """What goes to the server: the system prompt (if any) then the conversation.
+
+        A reply marked ``"state": "interrupted"`` (stopped, or cut off by a lost worker) is sent
+        by the rules of :meth:`gui.cluster.conversation.Conversation.request_messages`.
+        """
         head = [{"role": "system", "content": self.system}] if self.system.strip() else []
-        return head + list(self.messages)
+        conv = Conversation([Message(m["role"], m["content"], m.get("state", COMPLETE), m.get("note", ""))
+                             for m in self.messages])
+        return head + conv.request_messages()
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the history as JSON, atomically."""
-        path = Path(path)
         data = {"format": "llama-herd-chat", "version": 1, "system": self.system,
                 "messages": self.messages, "stats": self.stats}
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, ensure_ascii=False, indent=2)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_json_atomic(path, data)
 
 
 SendFn = Callable[[list[dict], dict], object]
@@ -329,7 +326,10 @@ class ChatPane(QWidget):
         self._call = None
         text = "".join(self._reply_parts)
         if text:
-            self.session.messages.append({"role": "assistant", "content": text})
+            reply = {"role": "assistant", "content": text}
+            if stopped or error:  # marked, not dropped: the user saw it and may go on from it
+                reply.update(state=INTERRUPTED, note=error or "stopped")
+            self.session.messages.append(reply)
         self._render_reply(text)
         stat = {"tokens": st.pieces, "ttft_ms": st.ttft_ms(), "seen_tps": st.seen_tps(),
                 "server_tps": st.server_tps, "stopped": stopped, "error": error}

@@ -59,6 +59,7 @@ def test_stop_stops_the_stream(qtbot, pane):
     assert pane.session.stats[-1]["stopped"] is True
     assert "stopped" in pane.transcript.toPlainText().splitlines()[-1]
     # What arrived is kept; nothing more arrives after Stop.
+    assert pane.session.messages[-1]["state"] == "interrupted"  # marked, not dropped
     kept = len(pane.session.messages[-1]["content"])
     qtbot.wait(300)
     assert len(pane.session.messages[-1]["content"]) == kept
