@@ -16,9 +16,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from agent.files import write_atomic
 
 UNIT_NAME = "herd-agent.service"
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
@@ -151,19 +152,7 @@ def build_spec(user: str | None, config: str | None, program: list[str] | None =
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, text, 0o644)
 
 
 def _systemctl(*args: str) -> list[str]:
