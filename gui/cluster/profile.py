@@ -26,13 +26,13 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.files import write_atomic
 from gui.cluster.plan import Assignment, Device, Plan, PlanError
 
 if TYPE_CHECKING:
@@ -303,19 +303,8 @@ def load_profile(path: str | os.PathLike) -> Profile:
 def save_profile(path: str | os.PathLike, profile: Profile) -> Path:
     """Write ``profile`` to ``path`` atomically (temp file in the same folder, then rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(profile.to_json(), indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -623,16 +612,6 @@ def write_start_scripts(folder: str | os.PathLike, profile: Profile) -> list[Pat
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in start_scripts(profile).items():
-        path = folder / name
-        fd, tmp = tempfile.mkstemp(prefix=name + ".", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-            if name.endswith(".sh"):
-                os.chmod(tmp, 0o755)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        path = write_atomic(folder / name, text, 0o755 if name.endswith(".sh") else None)
         written.append(path)
     return written
