@@ -158,17 +158,17 @@ class ClusterSession(QObject):
         # Processes first, and patiently: nothing may be left running. The rest gets a short
         # bound each, so closing the window never hangs on a sampler stuck on a vanished node
         # (the loop's own shutdown cancels whatever is left).
-        steps = [("stop the cluster", self._stop_launch(), 30.0)]
+        steps = [("stop the cluster", self._stop_launch, 30.0)]
         if self.telemetry is not None:
-            steps.append(("stop telemetry", self.telemetry.stop(), 3.0))
+            steps.append(("stop telemetry", self.telemetry.stop, 3.0))
         if self.discovery is not None:
-            steps.append(("stop discovery", self.discovery.stop(), 5.0))
+            steps.append(("stop discovery", self.discovery.stop, 5.0))
         if self._http is not None:
-            steps.append(("close http", self._http.aclose(), 3.0))
+            steps.append(("close http", self._http.aclose, 3.0))
             self._http = None
-        for what, coro, limit in steps:
+        for what, step, limit in steps:
             try:
-                await asyncio.wait_for(coro, limit)
+                await asyncio.wait_for(step(), limit)
             except asyncio.TimeoutError:
                 log.warning("%s took longer than %.0f s; going on", what, limit)
             except Exception as exc:  # noqa: BLE001 - closing: report and carry on

@@ -10,7 +10,7 @@ import re
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit,
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit,
                                QProgressBar, QPushButton, QVBoxLayout, QWidget)
 
 WARN = "#d62728"
@@ -18,6 +18,7 @@ OK = "#2ca02c"
 AMBER = "#e6a700"
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colour codes llama.cpp writes even to pipes
+_DEBUG_RE = re.compile(r"^\d+\.\d+\.\d+\.\d+ D ")  # llama.cpp's debug level (-lv 5), kept for placement
 _LAYER_RE = re.compile(r"load_tensors: layer\s+\d+ assigned")
 _BUFFER_RE = re.compile(r"(model buffer size|KV buffer size|compute buffer size)")
 
@@ -63,6 +64,8 @@ class LaunchPanel(QWidget):
         self.log.setMaximumBlockCount(5000)  # keeps appending cheap on long runs
         self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.debug_box = QCheckBox(self.tr("Show debug lines"))
+        self._lines: list[str] = []
         row = QHBoxLayout()
         row.addWidget(self.start_button)
         row.addWidget(self.stop_button)
@@ -78,11 +81,16 @@ class LaunchPanel(QWidget):
         lay.addWidget(QLabel(self.tr("Checks")))
         lay.addWidget(self.findings)
         lay.addLayout(ep)
-        lay.addWidget(QLabel(self.tr("llama-server log")))
+        log_head = QHBoxLayout()
+        log_head.addWidget(QLabel(self.tr("llama-server log")))
+        log_head.addStretch(1)
+        log_head.addWidget(self.debug_box)
+        lay.addLayout(log_head)
         lay.addWidget(self.log, 1)
         self.start_button.clicked.connect(self.startRequested)
         self.stop_button.clicked.connect(self.stopRequested)
         self.copy_button.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.endpoint.text()))
+        self.debug_box.toggled.connect(self._refill_log)
 
     # ------------------------------------------------------------ shown state
 
@@ -112,6 +120,7 @@ class LaunchPanel(QWidget):
         self._layers_seen = 0
         self._buffers_seen = 0
         self.log.clear()
+        self._lines = []
         self.verified.clear()
         self.endpoint.clear()
         self.progress.setValue(0)
@@ -125,7 +134,11 @@ class LaunchPanel(QWidget):
         if not lines:
             return
         lines = [_ANSI_RE.sub("", line) for line in lines]
-        self.log.appendPlainText("\n".join(lines))
+        self._lines.extend(lines)
+        del self._lines[:-20000]
+        shown = lines if self.debug_box.isChecked() else [x for x in lines if not _DEBUG_RE.match(x)]
+        if shown:
+            self.log.appendPlainText("\n".join(shown))
         for line in lines:
             if _LAYER_RE.search(line):
                 self._layers_seen += 1
@@ -135,6 +148,10 @@ class LaunchPanel(QWidget):
             # The layer map lines come first (≈ 40 %), then weights, KV cache and compute buffers.
             frac = 0.4 * min(1.0, self._layers_seen / self._n_slots) + 0.5 * min(1.0, self._buffers_seen / 6)
             self.progress.setValue(int(100 * min(frac, 0.95)))
+
+    def _refill_log(self) -> None:
+        lines = self._lines if self.debug_box.isChecked() else [x for x in self._lines if not _DEBUG_RE.match(x)]
+        self.log.setPlainText("\n".join(lines))
 
     def set_state(self, state: str, error: str = "") -> None:
         """llama-server's state, as the launcher reports it."""

@@ -129,7 +129,7 @@
 <context>
     <name>ClusterSession</name>
     <message>
-        <location filename="../../gui/session.py" line="350" />
+        <location filename="../../gui/session.py" line="359" />
         <source>No llama-server is running.</source>
         <translation>没有正在运行的 llama-server。</translation>
     </message>
@@ -200,97 +200,102 @@
 <context>
     <name>LaunchPanel</name>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="45" />
+        <location filename="../../gui/widgets/launch_panel.py" line="46" />
         <source>Start</source>
         <translation>启动</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="46" />
+        <location filename="../../gui/widgets/launch_panel.py" line="47" />
         <source>Stop</source>
         <translation>停止</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="48" />
+        <location filename="../../gui/widgets/launch_panel.py" line="49" />
         <source>Not running.</source>
         <translation>未运行。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="59" />
+        <location filename="../../gui/widgets/launch_panel.py" line="60" />
         <source>The OpenAI-compatible endpoint appears here once running</source>
         <translation>运行后这里会显示兼容 OpenAI 的接口地址</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="60" />
+        <location filename="../../gui/widgets/launch_panel.py" line="61" />
         <source>Copy</source>
         <translation>复制</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="71" />
+        <location filename="../../gui/widgets/launch_panel.py" line="67" />
+        <source>Show debug lines</source>
+        <translation>显示调试信息</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="74" />
         <source>Endpoint</source>
         <translation>接口地址</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="78" />
+        <location filename="../../gui/widgets/launch_panel.py" line="81" />
         <source>Checks</source>
         <translation>检查结果</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="81" />
+        <location filename="../../gui/widgets/launch_panel.py" line="85" />
         <source>llama-server log</source>
         <translation>llama-server 日志</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="91" />
+        <location filename="../../gui/widgets/launch_panel.py" line="99" />
         <source>Not started: %1</source>
         <translation>未启动：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="121" />
+        <location filename="../../gui/widgets/launch_panel.py" line="130" />
         <source>Checking the nodes…</source>
         <translation>正在检查节点…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="143" />
+        <location filename="../../gui/widgets/launch_panel.py" line="160" />
         <source>Starting the workers and llama-server…</source>
         <translation>正在启动工作节点和 llama-server…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="145" />
+        <location filename="../../gui/widgets/launch_panel.py" line="162" />
         <source>Loading the model onto the devices…</source>
         <translation>正在把模型加载到各设备…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="149" />
+        <location filename="../../gui/widgets/launch_panel.py" line="166" />
         <source>Running.</source>
         <translation>运行中。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="158" />
+        <location filename="../../gui/widgets/launch_panel.py" line="175" />
         <source>Failed: %1</source>
         <translation>失败：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="158" />
+        <location filename="../../gui/widgets/launch_panel.py" line="175" />
         <source>llama-server stopped.</source>
         <translation>llama-server 已停止。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="160" />
+        <location filename="../../gui/widgets/launch_panel.py" line="177" />
         <source>Stopped.</source>
         <translation>已停止。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="162" />
+        <location filename="../../gui/widgets/launch_panel.py" line="179" />
         <source>Stopping…</source>
         <translation>正在停止…</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="167" />
+        <location filename="../../gui/widgets/launch_panel.py" line="184" />
         <source>Placement verified: llama-server put every layer where the plan said.</source>
         <translation>分配已核实：llama-server 把每一层都放在了计划的位置。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/launch_panel.py" line="170" />
+        <location filename="../../gui/widgets/launch_panel.py" line="187" />
         <source>Placement differs from the plan: %1</source>
         <translation>实际分配与计划不符：%1</translation>
     </message>
@@ -298,222 +303,223 @@
 <context>
     <name>MainWindow</name>
     <message>
-        <location filename="../../gui/app.py" line="82" />
+        <location filename="../../gui/app.py" line="84" />
         <source>Split</source>
+        <extracomment>Comma-separated addresses of the interfaces to look for nodes on (default: all).</extracomment>
         <translation>分层</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="83" />
+        <location filename="../../gui/app.py" line="85" />
         <source>Launch</source>
         <translation>启动</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="88" />
+        <location filename="../../gui/app.py" line="90" />
         <source>Chat &amp;&amp; dashboard</source>
         <translation>对话与仪表盘</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="100" />
+        <location filename="../../gui/app.py" line="102" />
         <source>Looking for nodes…</source>
         <translation>正在查找节点…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="140" />
+        <location filename="../../gui/app.py" line="142" />
         <source>&amp;File</source>
         <translation>文件(&amp;F)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="141" />
+        <location filename="../../gui/app.py" line="143" />
         <source>&amp;Open model…</source>
         <translation>打开模型(&amp;O)…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="145" />
+        <location filename="../../gui/app.py" line="147" />
         <source>&amp;Export cluster profile…</source>
         <translation>导出集群配置(&amp;E)…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="148" />
+        <location filename="../../gui/app.py" line="150" />
         <source>&amp;Import cluster profile…</source>
         <translation>导入集群配置(&amp;I)…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="152" />
+        <location filename="../../gui/app.py" line="154" />
         <source>&amp;Quit</source>
         <translation>退出(&amp;Q)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="156" />
+        <location filename="../../gui/app.py" line="158" />
         <source>&amp;Help</source>
         <translation>帮助(&amp;H)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="157" />
+        <location filename="../../gui/app.py" line="159" />
         <source>&amp;About llama-herd</source>
         <translation>关于 llama-herd(&amp;A)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="167" />
+        <location filename="../../gui/app.py" line="169" />
         <source>Show window</source>
         <translation>显示窗口</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="168" />
+        <location filename="../../gui/app.py" line="170" />
         <source>Quit</source>
         <translation>退出</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="170" />
+        <location filename="../../gui/app.py" line="172" />
         <source>llama-herd: not running</source>
         <translation>llama-herd：未运行</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="189" />
+        <location filename="../../gui/app.py" line="191" />
         <source>Remembered nodes that did not answer: %1</source>
         <translation>以下已保存的节点没有响应：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="198" />
+        <location filename="../../gui/app.py" line="200" />
         <source>llama.cpp build %1 (herd needs %2)</source>
         <translation>llama.cpp 版本 %1（herd 需要 %2）</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="200" />
+        <location filename="../../gui/app.py" line="202" />
         <source>llama.cpp engine missing: run herd engine install</source>
         <translation>缺少 llama.cpp 引擎：请运行 herd engine install</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="214" />
+        <location filename="../../gui/app.py" line="216" />
         <source>Lost contact with %1.</source>
         <translation>与 %1 失去联系。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="217" />
+        <location filename="../../gui/app.py" line="219" />
         <source>%1 stopped answering; the running model may fail.</source>
         <translation>%1 已停止响应，正在运行的模型可能会出错。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="220" />
+        <location filename="../../gui/app.py" line="222" />
         <source>%1 node(s) found.</source>
         <translation>已找到 %1 个节点。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="266" />
+        <location filename="../../gui/app.py" line="270" />
         <source>No herd agent answers at %1: %2</source>
         <translation>%1 上没有 herd 代理响应：%2</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="274" />
+        <location filename="../../gui/app.py" line="278" />
         <source>Pairing with %1 failed: %2</source>
         <translation>与 %1 配对失败：%2</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="311" />
+        <location filename="../../gui/app.py" line="315" />
         <source>Making the demo model…</source>
         <translation>正在生成演示模型…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="321" />
+        <location filename="../../gui/app.py" line="325" />
         <source>Measuring the nodes to find the fastest split…</source>
         <translation>正在测量各节点以寻找最快的分层方案…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="327" />
+        <location filename="../../gui/app.py" line="331" />
         <source>Could not find the fastest split: %1</source>
         <translation>无法找到最快的分层方案：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="342" />
-        <location filename="../../gui/app.py" line="428" />
+        <location filename="../../gui/app.py" line="346" />
+        <location filename="../../gui/app.py" line="432" />
         <source>Open a model first.</source>
         <translation>请先打开一个模型。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="346" />
+        <location filename="../../gui/app.py" line="350" />
         <source>The plan does not fit.</source>
         <translation>该方案内存不足。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="350" />
+        <location filename="../../gui/app.py" line="354" />
         <source>The llama.cpp engine is missing; run herd engine install.</source>
         <translation>缺少 llama.cpp 引擎，请运行 herd engine install。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="356" />
+        <location filename="../../gui/app.py" line="360" />
         <source>Not reachable or not paired: %1.</source>
         <translation>无法连接或未配对：%1。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="385" />
-        <location filename="../../gui/app.py" line="414" />
+        <location filename="../../gui/app.py" line="389" />
+        <location filename="../../gui/app.py" line="418" />
         <source>llama-herd: %1</source>
         <translation>llama-herd：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="408" />
+        <location filename="../../gui/app.py" line="412" />
         <source>llama-server stopped: %1</source>
         <translation>llama-server 已停止：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="428" />
-        <location filename="../../gui/app.py" line="430" />
-        <location filename="../../gui/app.py" line="453" />
+        <location filename="../../gui/app.py" line="432" />
+        <location filename="../../gui/app.py" line="434" />
+        <location filename="../../gui/app.py" line="457" />
         <source>Export cluster profile</source>
         <translation>导出集群配置</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="431" />
+        <location filename="../../gui/app.py" line="435" />
         <source>Cluster profiles (*.json)</source>
         <translation>集群配置 (*.json)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="452" />
+        <location filename="../../gui/app.py" line="456" />
         <source>Saved %1</source>
         <translation>已保存 %1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="460" />
-        <location filename="../../gui/app.py" line="480" />
+        <location filename="../../gui/app.py" line="464" />
+        <location filename="../../gui/app.py" line="484" />
         <source>Import cluster profile</source>
         <translation>导入集群配置</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="461" />
+        <location filename="../../gui/app.py" line="465" />
         <source>Cluster profiles (*.json);;All files (*)</source>
         <translation>集群配置 (*.json);;所有文件 (*)</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="508" />
+        <location filename="../../gui/app.py" line="512" />
         <source>Starting two local workers…</source>
         <translation>正在启动两个本地工作节点…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="520" />
+        <location filename="../../gui/app.py" line="524" />
         <source>The local demo could not start: %1</source>
         <translation>本地演示无法启动：%1</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="537" />
+        <location filename="../../gui/app.py" line="541" />
         <source>About llama-herd</source>
         <translation>关于 llama-herd</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="539" />
+        <location filename="../../gui/app.py" line="543" />
         <source>Turn the PCs of your home network into one llama.cpp cluster.</source>
         <translation>把家里局域网中的电脑组成一个 llama.cpp 集群。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="541" />
+        <location filename="../../gui/app.py" line="545" />
         <source>llama.cpp build: %1 (pinned %2)</source>
         <translation>llama.cpp 版本：%1（固定版本 %2）</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="542" />
+        <location filename="../../gui/app.py" line="546" />
         <source>Qt %1, PySide6 %2, Python %3</source>
         <translation>Qt %1，PySide6 %2，Python %3</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="544" />
+        <location filename="../../gui/app.py" line="548" />
         <source>Platform: %1</source>
         <translation>平台：%1</translation>
     </message>
