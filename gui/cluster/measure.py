@@ -508,6 +508,67 @@ async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: s
     return m
 
 
+async def measure_nodes(engine: Engine, model_path: str | os.PathLike, nodes: Sequence, client_for, *,
+                        cache: MeasurementCache | None = None, threads: int | None = None,
+                        refresh: bool = False, tokens: int = 24, runs: int = 3,
+                        worker_timeout: float = 30.0) -> list[NodeMeasurement]:
+    """:func:`measure_node` for each paired node, starting its RPC worker through its agent.
+
+    ``nodes`` are ``gui.cluster.nodes.Node`` (``id``, ``name``, ``rpc_endpoint``);
+    ``client_for(node)`` gives a paired ``AgentClient``. A node answered from ``cache`` is not
+    touched. Otherwise its worker is started if it is not running (and stopped again after the
+    measurement); a worker held by another master is an error, since it cannot be measured.
+    """
+    fp = model_fingerprint(model_path)
+    settings = {"threads": threads}
+    out = []
+    for node in nodes:
+        hit = None if refresh or cache is None else cache.get(node.id, fp, settings)
+        if hit is not None:
+            out.append(hit)
+            continue
+        async with client_for(node) as client:
+            rpc = (await client.status()).get("rpc") or {}
+            if rpc.get("state") == "busy":
+                raise MeasureError(f"{node.name}: its RPC worker is in use by a llama-server; "
+                                   "stop that cluster to measure the node")
+            started = rpc.get("state") != "ready"
+            if started:
+                await client.rpc_start(threads=threads)
+            try:
+                deadline = time.monotonic() + worker_timeout
+                while rpc.get("state") != "ready":
+                    if rpc.get("state") == "crashed" or time.monotonic() > deadline:
+                        raise MeasureError(f"{node.name}: the RPC worker did not start "
+                                           f"({rpc.get('error') or rpc.get('state')})")
+                    await asyncio.sleep(0.2)
+                    rpc = (await client.status()).get("rpc") or {}
+                out.append(await measure_node(engine, model_path, node.id, node.rpc_endpoint, cache=cache,
+                                              settings=settings, agent=client, refresh=True,
+                                              tokens=tokens, runs=runs, threads=threads))
+            finally:
+                if started:
+                    await client.rpc_stop()
+    return out
+
+
+async def measured_fastest(engine: Engine, model_path: str | os.PathLike, model, nodes: Sequence,
+                           devices: Sequence, client_for, ctx: int, *, host_free_bytes: int | None,
+                           cache: MeasurementCache | None = None, threads: int | None = None,
+                           refresh: bool = False):
+    """The Fastest plan for ``nodes``: measure them (and the master's CPU, which may keep
+    layers), then search (:func:`gui.cluster.optimize.fastest`). Returns its ``FastestResult``.
+
+    Raises :class:`MeasureError` when a node cannot be measured, ``PlanError`` when no plan fits.
+    """
+    from gui.cluster.optimize import fastest
+
+    measured = await measure_nodes(engine, model_path, nodes, client_for, cache=cache,
+                                   threads=threads, refresh=refresh)
+    host = await measure_node(engine, model_path, "master", None, cache=cache, refresh=refresh)
+    return fastest(model, devices, cost_inputs(measured, host), ctx, host_free_bytes=host_free_bytes)
+
+
 def cost_inputs(nodes: Sequence[NodeMeasurement], host: NodeMeasurement | None = None,
                 host_fixed_s: float = 0.0):
     """The cost model's :class:`~gui.cluster.costmodel.Measurements` from node measurements.
