@@ -72,6 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="show where each layer would go, memory fit and command lines")
     p.add_argument("--model", required=True, type=Path, help="the GGUF model")
     planning(p)
+    p.add_argument("--fastest", action="store_true",
+                   help="the fastest split that fits, from measured node speeds and links "
+                        "(measured once per node and model, then cached; see herd bench)")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--json", action="store_true", help="print JSON")
     finding(p, 2.0)
@@ -247,7 +250,9 @@ async def _make_plan(args, disc: Discovery, model, nodes: list[Node]):
     from gui.cluster import plan as P
     devices = await _devices(disc, nodes)
     try:
-        if args.split:
+        if getattr(args, "fastest", False):
+            plan = await _fastest(args, disc, model, nodes, devices)
+        elif args.split:
             split = P.parse_split(args.split)
             # Let users name nodes by their mDNS/agent name as well as id or endpoint.
             plan = P.plan_from_split(model, devices, split)
@@ -257,6 +262,22 @@ async def _make_plan(args, disc: Discovery, model, nodes: list[Node]):
     except P.PlanError as exc:
         raise CommandError(str(exc), 2) from None
     return plan, fits
+
+
+async def _fastest(args, disc: Discovery, model, nodes: list[Node], devices: list):
+    """``--fastest``: measure (or take from the cache) every node, then the exact search."""
+    from gui.cluster.measure import MeasureError, MeasurementCache, measured_fastest
+    if args.split:
+        raise CommandError("--fastest and --split choose the split in two ways; give one", 2)
+    try:
+        best = await measured_fastest(find_engine(), args.model, model, nodes, devices, disc.client,
+                                      args.ctx, host_free_bytes=_host_free(), cache=MeasurementCache(),
+                                      threads=args.threads)
+    except (MeasureError, EngineError) as exc:
+        raise CommandError(f"cannot measure the nodes: {exc}") from None
+    if not args.json:
+        print(f"Fastest: predicted {best.cost.tokens_per_s:.1f} tokens/s")
+    return best.plan
 
 
 def _worker_commands(plan, nodes: list[Node]) -> list[str]:

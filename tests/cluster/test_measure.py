@@ -366,3 +366,43 @@ def test_cost_inputs_and_link_cost_feed_the_cost_model(demo_model):
     noisy = M.LinkMeasurement("10.0.0.1:50052", rtt_s=0.004, rtt_samples=(0.009, 0.003, 0.004))
     assert noisy.rtt_min_s == 0.003 and M.link_cost_s(noisy, demo_model) == pytest.approx(0.003)
     assert M.link_cost_s(b.link, demo_model) == pytest.approx(0.01 + hop_bytes(info, True) / 1e6)
+
+
+# --- herd plan --fastest -------------------------------------------------------------------------
+
+
+@pytest.mark.engine
+def test_herd_plan_fastest_measures_once_then_plans_from_the_cache(procs, tmp_path, demo_model):
+    import os
+
+    from cluster.agents import start_agent
+    from e2e.herd_cli import herd, rpc_children
+
+    env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "config"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    agents = [start_agent(procs.popen, tmp_path, name, mdns=False) for name in ("alpha", "beta")]
+    for a in agents:
+        r = herd(["pair", a.api_url, "--pin", a.pin()], env)
+        assert r.returncode == 0, r.stderr
+
+    r = herd(["plan", "--model", demo_model, "--fastest", "--ctx", "512", "--no-mdns", "--json"], env)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    plan = data["plan"]
+    assert data["fits_all"] is True
+    assert plan["host_layers"] + sum(a["count"] for a in plan["assignments"]) == 9
+    # Every node was measured (the master's CPU too) and cached; the workers started for the
+    # measurement are stopped again.
+    cached = sorted((tmp_path / "cache" / "llama-herd" / "measure").glob("*.json"))
+    assert len(cached) == 3
+    assert {json.loads(p.read_text())["node_id"] for p in cached} == {"master", *(a.node_id for a in agents)}
+    assert all(rpc_children(a.proc.pid) == [] for a in agents)
+
+    # A second plan comes from the cache: same plan, no file rewritten.
+    stamps = [p.stat().st_mtime_ns for p in cached]
+    r = herd(["plan", "--model", demo_model, "--fastest", "--ctx", "512", "--no-mdns"], env)
+    assert r.returncode == 0, r.stderr
+    assert "Fastest: predicted" in r.stdout and "tokens/s" in r.stdout
+    assert [p.stat().st_mtime_ns for p in cached] == stamps
+
+    r = herd(["plan", "--model", demo_model, "--fastest", "--split", "alpha=9", "--no-mdns"], env)
+    assert r.returncode == 2 and "give one" in r.stderr
