@@ -137,6 +137,8 @@ class ClusterSupervisor:
             the status polls (default: ``client_for``).
         host_free_bytes: ``host_free_bytes()`` → RAM free on this computer (None: unknown).
         conversation: a chat transcript whose reply in flight is marked interrupted on a loss.
+        verify_layers: run llama-server at ``-lv 5`` and check each layer's device from its own
+            lines (slower decoding; for debugging).
 
     Attributes:
         state: ``starting``, ``serving``, ``recovering``, ``countdown``, ``relaunching``,
@@ -154,7 +156,7 @@ class ClusterSupervisor:
                  extra_args: list[str] | None = None, threads: int | None = None,
                  policy: FailoverPolicy | None = None, probe_client_for: Callable | None = None,
                  host_free_bytes: Callable[[], int | None] | None = None,
-                 conversation=None) -> None:
+                 conversation=None, verify_layers: bool = False) -> None:
         self.llama_server = llama_server
         self.first_plan = plan
         self.model = model
@@ -168,6 +170,7 @@ class ClusterSupervisor:
         self.policy = policy or FailoverPolicy()
         self.host_free_bytes = host_free_bytes or (lambda: None)
         self.conversation = conversation
+        self.verify_layers = verify_layers
         self.launcher = self._make_launcher(plan)
         self.state = STARTING
         self.lost: dict[str, object] = {}
@@ -211,7 +214,13 @@ class ClusterSupervisor:
 
     @property
     def spec(self):
+        """The current launch's :class:`~gui.cluster.launcher.ServerSpec` (same host:port always)."""
         return self.launcher.spec
+
+    @property
+    def server(self):
+        """The current :class:`~gui.cluster.launcher.ServerProcess` (a new one after a relaunch)."""
+        return self.launcher.server
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -219,7 +228,8 @@ class ClusterSupervisor:
         nodes = {nid: n for nid, n in self.nodes.items() if n.rpc_endpoint in plan.rpc_endpoints()}
         return ClusterLauncher(self.llama_server, plan, self.model, nodes, self.client_for,
                                ctx=self.ctx, host=self.host, port=self.port,
-                               extra_args=self.extra_args, threads=self.threads, worker_timeout=20.0)
+                               extra_args=self.extra_args, threads=self.threads, worker_timeout=20.0,
+                               model_info=self.model_info, verify_layers=self.verify_layers)
 
     async def start(self, timeout: float = 300.0):
         """Launch the first plan (like :meth:`ClusterLauncher.start`), then watch it.
