@@ -9,7 +9,7 @@ re-emitted as this object's signals.
 
 It owns the loop-side objects that must be shared: one ``httpx.AsyncClient``, the
 :class:`~gui.cluster.discovery.Discovery`, the :class:`~gui.cluster.telemetry.Telemetry` hub and
-the running :class:`~gui.cluster.launcher.ClusterLauncher`.
+the running launch (a :class:`~gui.cluster.failover.ClusterSupervisor` around the launcher).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import logging
 from pathlib import Path
 
 import httpx
+import psutil
 from PySide6.QtCore import QObject, Qt, Signal
 
 from agent.client import AgentError, measure_echo_rtt
@@ -27,7 +28,9 @@ from gui.bridge import AsyncBridge, Call
 from gui.cluster import doctor as doc
 from gui.cluster.chat import stream_chat
 from gui.cluster.discovery import Discovery, NodeEvent
-from gui.cluster.launcher import ClusterLauncher, LaunchError, devices_from_status
+from gui.cluster.failover import RECOVERED, ClusterSupervisor, FailoverPolicy
+from gui.cluster.launcher import LaunchError, devices_from_status
+from gui.cluster.model import inspect_model
 from gui.cluster.telemetry import (LinkSampler, MetricsSampler, NodeStatusSampler, Sample, ServerSampler,
                                    Telemetry)
 
@@ -42,6 +45,8 @@ class ClusterSession(QObject):
         sample(object): a telemetry :class:`Sample` (link RTT, node status, server metrics).
         serverState(str, str): llama-server's state and, when it failed, why.
         serverLog(list): new lines of llama-server's log, in order.
+        failover(object): a :class:`~gui.cluster.failover.FailoverEvent` — a worker was lost,
+            the countdown to the relaunch on the survivors, serving again, a node came back.
 
     Attributes:
         bridge: the app's :class:`AsyncBridge`.
@@ -53,6 +58,7 @@ class ClusterSession(QObject):
     sample = Signal(object)
     serverState = Signal(str, str)
     serverLog = Signal(list)
+    failover = Signal(object)
     _relay = Signal(str, object)
 
     def __init__(self, bridge: AsyncBridge, parent: QObject | None = None, *,
@@ -68,7 +74,9 @@ class ClusterSession(QObject):
         self.status_interval = status_interval
         self.discovery: Discovery | None = None
         self.telemetry: Telemetry | None = None
-        self.launcher: ClusterLauncher | None = None
+        self.launcher: ClusterSupervisor | None = None
+        #: How a lost worker is handled (auto-recover, countdown…); the settings dialog sets it.
+        self.failover_policy = FailoverPolicy()
         self._node_samplers: dict[str, list] = {}
         self._server_samplers: list = []
         self._log_task: asyncio.Task | None = None
@@ -87,6 +95,8 @@ class ClusterSession(QObject):
             self.serverState.emit(*payload)
         elif kind == "log":
             self.serverLog.emit(payload)
+        elif kind == "failover":
+            self.failover.emit(payload)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -178,7 +188,7 @@ class ClusterSession(QObject):
 
     def add_address(self, address: str) -> Call:
         """Add a node by ``host[:port]`` (result: the :class:`Node`)."""
-        return self.bridge.submit(self.discovery_call("add_address", address), f"add {address}")
+        return self.bridge.submit(self.discovery_call("add_address", address), f"add {address}", timeout=15)
 
     async def discovery_call(self, name: str, *args):
         """Run ``Discovery.<name>(*args)`` once discovery has started."""
@@ -190,11 +200,11 @@ class ClusterSession(QObject):
 
     def pair(self, node_id: str, pin: str) -> Call:
         """Pair with a node using the PIN it shows."""
-        return self.bridge.submit(self.discovery_call("pair", node_id, pin), "pair")
+        return self.bridge.submit(self.discovery_call("pair", node_id, pin), "pair", timeout=15)
 
     def node_status(self, node_id: str) -> Call:
         """The agent's status of one node (result: dict)."""
-        return self.bridge.submit(self._status(node_id), "node status")
+        return self.bridge.submit(self._status(node_id), "node status", timeout=10)
 
     def set_worker(self, node_id: str, running: bool) -> Call:
         """Start or stop a node's RPC worker."""
@@ -202,7 +212,7 @@ class ClusterSession(QObject):
             node = self.discovery.nodes[node_id]
             async with self.discovery.client(node) as c:
                 return await (c.rpc_start() if running else c.rpc_stop())
-        return self.bridge.submit(go(), "start worker" if running else "stop worker")
+        return self.bridge.submit(go(), "start worker" if running else "stop worker", timeout=30)
 
     def devices(self, node_ids: list[str]) -> Call:
         """Plan devices of these nodes from their agents (result: list of Device)."""
@@ -212,7 +222,7 @@ class ClusterSession(QObject):
                 node = self.discovery.nodes[nid]
                 out += devices_from_status(node, await self._status(nid))
             return out
-        return self.bridge.submit(go(), "devices")
+        return self.bridge.submit(go(), "devices", timeout=15)
 
     # ------------------------------------------------------------ launch
 
@@ -221,7 +231,7 @@ class ClusterSession(QObject):
         async def go():
             nodes = [self.discovery.nodes[n] for n in node_ids if n in self.discovery.nodes]
             return await doc.check_cluster(nodes, self.discovery.client, engine)
-        return self.bridge.submit(go(), "doctor")
+        return self.bridge.submit(go(), "doctor", timeout=60)
 
     def launch(self, llama_server, plan, model_path: Path, *, ctx: int, host: str, port: int,
                extra_args: list[str] | None = None, timeout: float = 300.0) -> Call:
@@ -234,8 +244,14 @@ class ClusterSession(QObject):
             raise LaunchError("a cluster is already running; stop it first")
         eps = set(plan.rpc_endpoints())
         nodes = {n.id: n for n in self.discovery.nodes.values() if n.rpc_endpoint in eps}
-        self.launcher = ClusterLauncher(llama_server, plan, model_path, nodes, self.discovery.client,
-                                        ctx=ctx, host=host, port=port, extra_args=extra_args)
+        policy = self.failover_policy
+        # A supervised launch: a lost worker is detected, explained and the model relaunched on
+        # the survivors at the same endpoint (see gui.cluster.failover).
+        self.launcher = ClusterSupervisor(
+            llama_server, plan, model_path, nodes, self.discovery.client, ctx=ctx, host=host,
+            port=port, extra_args=extra_args, model_info=inspect_model(model_path), policy=policy,
+            host_free_bytes=lambda: int(psutil.virtual_memory().available),
+            probe_client_for=lambda n: self.discovery.client(n, timeout=policy.poll_timeout))
         self._relay.emit("state", ("starting", ""))
         launcher = self.launcher
         loop = asyncio.get_running_loop()
@@ -251,6 +267,7 @@ class ClusterSession(QObject):
                 self._relay.emit("state", ("failed", str(exc)))
             raise
         launcher.server.on_state(lambda st, err: self._relay.emit("state", (st, err or "")))
+        launcher.subscribe(self._on_failover)
         self.server_url = launcher.spec.url
         self._relay.emit("state", ("ready", ""))
         client = await self.http()
@@ -261,7 +278,14 @@ class ClusterSession(QObject):
         self.telemetry.start()
         return check
 
-    async def _pump_log(self, launcher: ClusterLauncher) -> None:
+    def _on_failover(self, ev) -> None:
+        # Loop thread. The relaunched server is a new process: say when it serves again.
+        self._relay.emit("failover", ev)
+        if ev.kind == RECOVERED:
+            self._relay.emit("state", ("ready", ""))
+            self.launcher.server.on_state(lambda st, err: self._relay.emit("state", (st, err or "")))
+
+    async def _pump_log(self, launcher: ClusterSupervisor) -> None:
         # The server's log is a deque filled on this loop; forward new lines a few times a second.
         sent = 0
         last_server = None
