@@ -162,12 +162,19 @@ class AsyncBridge(QObject):
         """True while the loop thread runs."""
         return self._thread.isRunning()
 
-    def submit(self, coro: Awaitable[Any], label: str = "background task") -> Call:
-        """Run ``coro`` on the loop; its outcome comes back through the returned :class:`Call`."""
+    def submit(self, coro: Awaitable[Any], label: str = "background task",
+               timeout: float | None = None) -> Call:
+        """Run ``coro`` on the loop; its outcome comes back through the returned :class:`Call`.
+
+        With ``timeout`` (seconds) a call that takes longer fails with a ``TimeoutError`` that
+        names it, so no request can leave a widget waiting forever.
+        """
         if self._closed:
             getattr(coro, "close", lambda: None)()
             raise RuntimeError("the bridge is closed")
         call = Call(label, self)
+        if timeout is not None:
+            coro = _bounded(coro, timeout, label)
         call.future = asyncio.run_coroutine_threadsafe(self._run(call, coro), self._loop)
         self._track(call)
         return call
@@ -260,3 +267,10 @@ class AsyncBridge(QObject):
             self._loop.call_soon_threadsafe(self._loop.stop)
             if not self._thread.wait(timeout_ms):
                 log.error("the asyncio thread did not stop within %d ms", timeout_ms)
+
+
+async def _bounded(coro: Awaitable[Any], timeout: float, label: str) -> Any:
+    try:
+        return await asyncio.wait_for(coro, timeout)
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"{label} took longer than {timeout:g} s") from None

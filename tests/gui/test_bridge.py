@@ -123,3 +123,10 @@ def test_batched_stream_keeps_every_item_in_order(qtbot, bridge):
     with qtbot.waitSignal(call.done, timeout=10000):
         pass
     assert seen == list(range(2000))
+
+
+def test_timeout_fails_the_call_with_its_name(qtbot, bridge):
+    call = bridge.submit(asyncio.sleep(30), "pair node-a", timeout=0.1)
+    with qtbot.waitSignal(call.failed, timeout=5000) as sig:
+        pass
+    assert isinstance(sig.args[0], TimeoutError) and "pair node-a" in str(sig.args[0])
