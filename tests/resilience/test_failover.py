@@ -35,3 +35,74 @@ async def test_link_down_mid_reply_then_the_node_returns(engine, demo_model, tmp
     check(result)
     assert "its agent does not answer" in result.lost_message
     assert result.returned_s is not None and result.returned_s <= 10.0
+
+
+async def test_cancel_choose_and_the_restarted_agent_rejoins(engine, demo_model, procs, tmp_path):
+    """Countdown cancelled → waiting with the options; the user chooses to recover; the lost
+    agent is restarted (same id, same pairing) and the supervisor offers, then does, the rejoin."""
+    import asyncio
+
+    from cluster.agents import start_agent
+    from conftest import free_port
+
+    from gui.cluster import failover as F
+    from gui.cluster import plan as P
+    from gui.cluster.discovery import Discovery
+    from gui.cluster.launcher import devices_from_status
+    from gui.cluster.model import inspect_model
+    from gui.cluster.nodes import TokenStore
+
+    agents = {n: start_agent(procs.popen, tmp_path, n, mdns=False) for n in ("a", "b")}
+    disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
+    sup = None
+
+    async def until(pred, timeout=60.0):
+        for _ in range(int(timeout / 0.05)):
+            if pred():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("timed out; events:\n" + "\n".join(e.message for e in sup.events))
+
+    try:
+        nodes, devices = {}, []
+        for agent in agents.values():
+            node = await disc.add_address(agent.api_url)
+            await disc.pair(node, agent.pin())
+            nodes[node.id] = node = disc.nodes[node.id]
+            async with disc.client(node) as c:
+                devices.extend(devices_from_status(node, await c.status()))
+        info = inspect_model(demo_model)
+        sup = F.ClusterSupervisor(engine.llama_server, P.plan_from_split(info, devices, {"a": 4, "b": 5}),
+                                  demo_model, nodes, disc.client, model_info=info, ctx=512,
+                                  port=free_port(), threads=1, extra_args=["--threads", "1"],
+                                  policy=F.FailoverPolicy(countdown=30, busy_wait=2),
+                                  probe_client_for=lambda n: disc.client(n, timeout=1.0))
+        await sup.start(120)
+        b = agents["b"]
+        b.proc.kill()
+        b.proc.wait(timeout=10)
+        await until(lambda: sup.state == F.COUNTDOWN)
+        assert any(e.kind == F.COUNTDOWN_TICK and "relaunching on a in" in e.message for e in sup.events)
+        sup.cancel()
+        await until(lambda: sup.state == F.WAITING)
+        assert F.OPT_RECOVER in sup.options and any(e.kind == F.CANCELLED for e in sup.events)
+        with pytest.raises(ValueError, match="not possible now"):
+            await sup.choose(F.OPT_REJOIN)
+        await sup.choose(F.OPT_RECOVER)
+        assert sup.state == F.SERVING and [n.name for n in sup.launcher.planned_nodes()] == ["a"]
+
+        # The agent comes back (its service manager restarts it): same ports, same state folder.
+        port_of = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
+        again = start_agent(procs.popen, tmp_path, "b", mdns=False, api_port=port_of(b.api_url),
+                            rpc_port=b.rpc_port, echo_port=b.echo_port)
+        assert again.node_id == b.node_id  # same identity and pairing: no new PIN needed
+        await until(lambda: any(e.kind == F.RETURNED for e in sup.events))
+        assert F.OPT_REJOIN in sup.options
+        await sup.rejoin()
+        assert sup.state == F.SERVING
+        assert sorted(n.name for n in sup.launcher.planned_nodes()) == ["a", "b"]
+        assert sup.launcher.plan is sup.first_plan  # everyone back: the user's own split again
+    finally:
+        if sup is not None:
+            await sup.stop()
+        await disc.stop()
