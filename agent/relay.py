@@ -46,7 +46,10 @@ class _Leg(asyncio.Protocol):
     def __init__(self, on_close: Callable[[], None]) -> None:
         self.transport: asyncio.Transport | None = None
         self.peer: _Leg | None = None
-        self.pending: list[bytes] = []  # data that arrived before the other leg existed
+        self.pending: list[bytes] = []  # data that arrived before the other leg was writable
+        # True once this leg may be written to directly: for the worker-side leg only after the
+        # client's early bytes were flushed to it, or they would be overtaken (order matters).
+        self.writable = False
         self.closed = False
         self.eof = False
         self._on_close = on_close
@@ -59,7 +62,7 @@ class _Leg(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.nbytes += len(data)
-        if self.peer is not None and self.peer.transport is not None:
+        if self.peer is not None and self.peer.writable:
             self.peer.transport.write(data)
         else:
             self.pending.append(data)
@@ -67,8 +70,10 @@ class _Leg(asyncio.Protocol):
     def eof_received(self):
         self.eof = True
         peer = self.peer
-        if peer is None or peer.transport is None:
+        if peer is None:
             return False
+        if not peer.writable:
+            return True  # the worker leg is still connecting; _connect passes the EOF on
         if peer.eof:  # both directions are finished: close both
             peer.transport.close()
             return False
@@ -167,6 +172,7 @@ class RpcRelay:
         back = _Leg(on_close=lambda: self._drop(key))
         front.peer = back
         back.peer = front
+        front.writable = True
         self._active[key] = (addr, front, back)
         self._on_client(addr)
         task = asyncio.get_running_loop().create_task(self._connect(key, front, back, target))
@@ -189,6 +195,9 @@ class RpcRelay:
         for chunk in front.pending:
             back.transport.write(chunk)
         front.pending.clear()
+        back.writable = True
+        if front.eof and back.transport.can_write_eof():
+            back.transport.write_eof()
 
     def _drop(self, key: int) -> None:
         entry = self._active.pop(key, None)
