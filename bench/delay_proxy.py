@@ -138,13 +138,13 @@ class DelayProxy:
 
 async def _serve(args: argparse.Namespace) -> None:
     proxy = DelayProxy(parse_endpoint(args.target), args.delay_ms / 1000.0, parse_endpoint(args.listen))
-    await proxy.start()
-    host, port = proxy.address
-    print(f"listening on {host}:{port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    await proxy.start()
+    host, port = proxy.address
+    print(f"listening on {host}:{port}", flush=True)
     await stop.wait()
     await proxy.close()
 
