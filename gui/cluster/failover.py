@@ -65,6 +65,11 @@ RECOVERY_FAILED = "recovery-failed"
 WAITING_EV = "waiting"       # waiting for a node or a choice (``options``)
 RETURNED = "returned"        # a lost node answers again (``options``: rejoin)
 
+#: llama-server stopping this soon after a relaunch, with no node to blame, counts as a quick
+#: failure; after this many in a row the supervisor stops relaunching and waits for the user.
+QUICK_FAILURE_S = 30.0
+MAX_QUICK_FAILURES = 3
+
 # Options offered with NO_FIT / WAITING / RETURNED.
 OPT_WAIT = "wait"            # keep waiting for the lost node(s)
 OPT_HOST = "host"            # run anyway, more layers on this computer
@@ -188,6 +193,8 @@ class ClusterSupervisor:
         self._monitor: asyncio.Task | None = None
         self._recovery: asyncio.Task | None = None
         self._stopping = False
+        self._serving_since: float | None = None
+        self._quick_failures = 0
 
     # --- events -------------------------------------------------------------------------------
 
@@ -336,6 +343,7 @@ class ClusterSupervisor:
             except AgentError as exc:
                 log.info("no baseline status from %s: %s", h.node.name, exc)
         server = launcher.server
+        self._serving_since = time.monotonic()
         if server is not None:
             server.on_state(lambda state, error, s=server: self._on_server(s, state, error))
 
@@ -462,7 +470,22 @@ class ClusterSupervisor:
             why = ("; ".join(f"{n.name} was lost" for n, _ in lost) if lost
                    else f"llama-server stopped ({server_error or 'it exited'})")
             self.conversation.interrupt(why)
+        # A server that keeps dying soon after each relaunch with no node to blame (a bad
+        # option, a broken build) would be relaunched forever: stop after a few and ask.
+        quick = not lost and self._serving_since is not None and \
+            time.monotonic() - self._serving_since < QUICK_FAILURE_S
+        self._quick_failures = self._quick_failures + 1 if quick else 0
+        if self._quick_failures >= MAX_QUICK_FAILURES:
+            self._pending_plan = self.launcher.plan
+            self._run_recovery(self._give_up(f"llama-server stopped {self._quick_failures} times "
+                                             f"within {QUICK_FAILURE_S:.0f} s of a relaunch "
+                                             f"({server_error or 'it exited'}); not relaunching again"))
+            return
         self._run_recovery(self._replan_and_relaunch(reason="", stop_first=True, immediate=False))
+
+    async def _give_up(self, message: str) -> None:
+        await self._release(self.launcher)
+        self._set_waiting(message, (OPT_RECOVER,))
 
     async def _stop_server(self, launcher: ClusterLauncher) -> None:
         server = launcher.server

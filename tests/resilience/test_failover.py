@@ -1,13 +1,30 @@
 """Failover with real processes: a worker is hurt while a chat reply streams; the supervisor
 must name the node within 5 s, serve again on the survivors within 30 s on the same endpoint,
 and keep the transcript (the cut reply marked interrupted). Two of the four faults run here, each
-on a fresh cluster; ``bench/faults.py`` runs all four and prints the table."""
+on a fresh cluster; ``bench/faults.py`` runs all four and prints the table. Then the choices:
+a cancelled countdown, recovery on request, a restarted agent rejoining, and a llama-server that
+keeps dying left alone after three tries."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import signal
+import time
+
 import pytest
-from resilience.faults import LINK_DOWN, RPC_KILL, run_fault
+from cluster.agents import start_agent
+from conftest import free_port
 from lan import Lan, can_build_lan
+from resilience.faults import LINK_DOWN, RPC_KILL, run_fault
+
+from gui.cluster import failover as F
+from gui.cluster import plan as P
+from gui.cluster.discovery import Discovery
+from gui.cluster.launcher import devices_from_status
+from gui.cluster.model import inspect_model
+from gui.cluster.nodes import TokenStore
 
 OK, WHY = can_build_lan()
 
@@ -37,32 +54,14 @@ async def test_link_down_mid_reply_then_the_node_returns(engine, demo_model, tmp
     assert result.returned_s is not None and result.returned_s <= 10.0
 
 
-async def test_cancel_choose_and_the_restarted_agent_rejoins(engine, demo_model, procs, tmp_path):
-    """Countdown cancelled → waiting with the options; the user chooses to recover; the lost
-    agent is restarted (same id, same pairing) and the supervisor offers, then does, the rejoin."""
-    import asyncio
 
-    from cluster.agents import start_agent
-    from conftest import free_port
-
-    from gui.cluster import failover as F
-    from gui.cluster import plan as P
-    from gui.cluster.discovery import Discovery
-    from gui.cluster.launcher import devices_from_status
-    from gui.cluster.model import inspect_model
-    from gui.cluster.nodes import TokenStore
-
+@contextlib.asynccontextmanager
+async def supervised(engine, demo_model, procs, tmp_path, policy):
+    """Two real agents on loopback (a, b), paired; a started supervisor with split a=4, b=5.
+    Yields (supervisor, {name: RunningAgent})."""
     agents = {n: start_agent(procs.popen, tmp_path, n, mdns=False) for n in ("a", "b")}
     disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
     sup = None
-
-    async def until(pred, timeout=60.0):
-        for _ in range(int(timeout / 0.05)):
-            if pred():
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError("timed out; events:\n" + "\n".join(e.message for e in sup.events))
-
     try:
         nodes, devices = {}, []
         for agent in agents.values():
@@ -75,16 +74,35 @@ async def test_cancel_choose_and_the_restarted_agent_rejoins(engine, demo_model,
         sup = F.ClusterSupervisor(engine.llama_server, P.plan_from_split(info, devices, {"a": 4, "b": 5}),
                                   demo_model, nodes, disc.client, model_info=info, ctx=512,
                                   port=free_port(), threads=1, extra_args=["--threads", "1"],
-                                  policy=F.FailoverPolicy(countdown=30, busy_wait=2),
-                                  probe_client_for=lambda n: disc.client(n, timeout=1.0))
+                                  policy=policy, probe_client_for=lambda n: disc.client(n, timeout=1.0))
         await sup.start(120)
+        yield sup, agents
+    finally:
+        if sup is not None:
+            await sup.stop()
+        await disc.stop()
+
+
+async def until(sup, pred, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out; events:\n" + "\n".join(e.message for e in sup.events))
+        await asyncio.sleep(0.05)
+
+
+async def test_cancel_choose_and_the_restarted_agent_rejoins(engine, demo_model, procs, tmp_path):
+    """Countdown cancelled → waiting with the options; the user chooses to recover; the lost
+    agent is restarted (same id, same pairing) and the supervisor offers, then does, the rejoin."""
+    async with supervised(engine, demo_model, procs, tmp_path,
+                          F.FailoverPolicy(countdown=30, busy_wait=2)) as (sup, agents):
         b = agents["b"]
         b.proc.kill()
         b.proc.wait(timeout=10)
-        await until(lambda: sup.state == F.COUNTDOWN)
+        await until(sup, lambda: sup.state == F.COUNTDOWN)
         assert any(e.kind == F.COUNTDOWN_TICK and "relaunching on a in" in e.message for e in sup.events)
         sup.cancel()
-        await until(lambda: sup.state == F.WAITING)
+        await until(sup, lambda: sup.state == F.WAITING)
         assert F.OPT_RECOVER in sup.options and any(e.kind == F.CANCELLED for e in sup.events)
         with pytest.raises(ValueError, match="not possible now"):
             await sup.choose(F.OPT_REJOIN)
@@ -96,13 +114,27 @@ async def test_cancel_choose_and_the_restarted_agent_rejoins(engine, demo_model,
         again = start_agent(procs.popen, tmp_path, "b", mdns=False, api_port=port_of(b.api_url),
                             rpc_port=b.rpc_port, echo_port=b.echo_port)
         assert again.node_id == b.node_id  # same identity and pairing: no new PIN needed
-        await until(lambda: any(e.kind == F.RETURNED for e in sup.events))
+        await until(sup, lambda: any(e.kind == F.RETURNED for e in sup.events))
         assert F.OPT_REJOIN in sup.options
         await sup.rejoin()
         assert sup.state == F.SERVING
         assert sorted(n.name for n in sup.launcher.planned_nodes()) == ["a", "b"]
         assert sup.launcher.plan is sup.first_plan  # everyone back: the user's own split again
-    finally:
-        if sup is not None:
-            await sup.stop()
-        await disc.stop()
+
+
+async def test_a_server_that_keeps_dying_is_relaunched_then_left_alone(engine, demo_model, procs, tmp_path):
+    """llama-server killed with no worker at fault: relaunched on the same nodes; killed again
+    right after each relaunch, the supervisor stops after three and waits for the user."""
+    async with supervised(engine, demo_model, procs, tmp_path, F.FailoverPolicy(countdown=0)) as (sup, _):
+        for round_ in range(F.MAX_QUICK_FAILURES):
+            await until(sup, lambda: sup.state == F.SERVING)
+            os.kill(sup.server.pid, signal.SIGKILL)
+            await until(sup, lambda: sup.state != F.SERVING)
+        await until(sup, lambda: sup.state == F.WAITING)
+        exits = [e for e in sup.events if e.kind == F.SERVER_EXITED]
+        assert len(exits) == F.MAX_QUICK_FAILURES and "killed by signal SIGKILL" in exits[0].message
+        assert sum(e.kind == F.RECOVERED for e in sup.events) == F.MAX_QUICK_FAILURES - 1
+        assert "not relaunching again" in sup.events[-1].message and sup.options == (F.OPT_RECOVER,)
+        assert not any(e.kind == F.LOST for e in sup.events)  # no node was blamed
+        await sup.recover_now()
+        assert sup.state == F.SERVING
