@@ -412,3 +412,38 @@ def test_herd_plan_fastest_measures_once_then_plans_from_the_cache(procs, tmp_pa
 
     r = herd(["plan", "--model", demo_model, "--fastest", "--split", "alpha=9", "--no-mdns"], env)
     assert r.returncode == 2 and "give one" in r.stderr
+
+
+# --- the benchmark on a simulated LAN (root only) ------------------------------------------------
+
+
+@pytest.mark.engine
+@pytest.mark.netns
+@pytest.mark.slow
+def test_fastest_benchmark_leaves_a_far_worker_out_and_beats_the_default(engine, tmp_path):
+    from lan import can_build_lan
+
+    ok, why = can_build_lan()
+    if not ok:
+        pytest.skip(why)
+    # The benchmark itself, cut down: one shape (a worker with 40 % of a CPU, one 16 ms away
+    # behind a 20 Mbit/s token bucket), a small model, one launch per plan. With the far worker
+    # holding the output layer, llama.cpp's default pays its round trip on every token; the
+    # Fastest plan, planned from measurements, leaves it out.
+    r = subprocess.run([sys.executable, REPO / "bench" / "fastest" / "run.py", "--shapes", "mixed",
+                        "--layers", "4", "--embd", "256", "--vocab", "2048", "--tokens", "8", "--runs", "1",
+                        "--calibration-runs", "2", "--grid-step", "5", "--confirm-rounds", "0", "--nice", "0",
+                        "--work", tmp_path / "work", "--out", tmp_path / "out"],
+                       capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    (shape,) = data["shapes"]
+    assert "w3" not in shape["fastest"]["split"]
+    assert shape["default"]["split"].get("w3", 0) > 0
+    assert shape["b_over_a"] >= 1.25
+    w3 = next(m for m in shape["measurements"] if m["node_id"] == "mixed-w3")
+    assert w3["link"]["rtt_s"] >= 0.016 * 0.95
+    assert 16e6 <= w3["link"]["throughput_bps"] * 8 <= 24e6  # the 20 Mbit/s token bucket, measured
+    assert (tmp_path / "out" / "results.md").read_text().count("| mixed |") == 1
+    assert (tmp_path / "out" / "results.png").stat().st_size > 10_000
+    assert not list(Path("/sys/fs/cgroup/cpu").glob("herd-bench-*"))  # the CPU quota is undone
