@@ -287,24 +287,30 @@ class ClusterSession(QObject):
 
     async def _pump_log(self, launcher: ClusterSupervisor) -> None:
         # The server's log is a deque filled on this loop; forward new lines a few times a second.
-        sent = 0
+        last_line = None
         last_server = None
         last_state = None
         while True:
             server = launcher.server
             if server is not None:
                 if server is not last_server:
-                    last_server, sent = server, 0
+                    last_server, last_line = server, None
                 if server.state != last_state and server.state not in ("ready", "stopped"):
                     # ready/stopped are announced by the launch itself, once placement is known
                     last_state = server.state
                     self._relay.emit("state", (server.state, server.error or ""))
                 lines = list(server.log)
-                if len(lines) > sent:
-                    self._relay.emit("log", lines[sent:])
-                    sent = len(lines)
-                elif len(lines) < sent:  # the deque dropped old lines
-                    sent = len(lines)
+                # The log is a bounded deque: once full, its length stops growing while old lines
+                # fall out. Find where we stopped by the last line we sent (the same object).
+                start = 0
+                if last_line is not None:
+                    for i in range(len(lines) - 1, -1, -1):
+                        if lines[i] is last_line:
+                            start = i + 1
+                            break
+                if start < len(lines):
+                    self._relay.emit("log", lines[start:])
+                    last_line = lines[-1]
             await asyncio.sleep(0.25)
 
     async def _end_log_pump(self) -> None:
