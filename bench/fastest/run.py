@@ -58,6 +58,7 @@ from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
 from gui.cluster.launcher import ServerProcess, ServerSpec  # noqa: E402
 from gui.cluster.model import inspect_model  # noqa: E402
 from gui.cluster.optimize import fastest  # noqa: E402
+from gui.cluster.placement import layout_from_log  # noqa: E402
 from gui.cluster.plan import Assignment, Device, Plan, estimate  # noqa: E402
 from lan import Lan, can_build_lan  # noqa: E402
 
@@ -323,7 +324,7 @@ async def bench_shape(engine, name: str, workers: list[Worker], model: Path, arg
                           again: Run | None = None) -> Run:
             spec = spec or plan_spec(plan, model, port, args.host_threads)
             steps, placement = await run_plan(engine, model, spec, args.tokens, args.runs)
-            actual = placement.by_endpoint()
+            actual = layout_from_log(placement, info)
             if plan is None:  # llama.cpp chose: the plan is what it did
                 plan = Plan(info.n_layer, len(actual.get("host", [])),
                             tuple(Assignment(d, len(actual.get(d.endpoint, []))) for d in devices))

@@ -90,6 +90,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="while serving, print tokens/s and link round trips every S seconds "
                         "in which a reply finished (0 = off)")
     p.add_argument("--no-doctor", action="store_true", help="skip the checks before launch")
+    p.add_argument("--verify-layers", action="store_true",
+                   help="run llama-server at -lv 5 and check every layer's device from its own lines "
+                        "(for debugging: its per-token debug output slows generation)")
     p.add_argument("--server-args", default="", metavar="ARGS",
                    help="more llama-server options in one string, e.g. \"--threads 2 -np 1\"")
     g = p.add_argument_group("when a worker is lost")
@@ -469,7 +472,8 @@ async def cmd_up(args: argparse.Namespace) -> int:
                                      disc.client, model_info=model, ctx=ctx, host=host, port=port,
                                      extra_args=extra, threads=args.threads, policy=policy,
                                      host_free_bytes=_host_free,
-                                     probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout))
+                                     probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout),
+                                     verify_layers=args.verify_layers)
         print("Starting " + " ".join(launcher.spec.argv(llama_server)), flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -493,6 +497,10 @@ async def cmd_up(args: argparse.Namespace) -> int:
         print("Placement reported by llama-server:")
         for where, slots in check.actual.items():
             print(f"  {where:<24} slots {_span(slots)}")
+        print("Checked " + ("layer by layer (llama-server's per-layer lines):" if check.per_layer
+                            else "from the weights llama-server reports per device:"))
+        for line in check.report:
+            print("  " + line)
         if not check.ok:
             for p in check.problems:
                 print(f"  MISMATCH: {p}", file=sys.stderr)

@@ -4,13 +4,14 @@ Three layers, each usable on its own:
 
 * :class:`ServerSpec` — the exact ``llama-server`` command line for a split: ``--rpc`` in the
   plan's device order, ``--fit off -ngl N -ts c0,c1,…`` as whole numbers (the exact inverse of
-  llama.cpp's layer map), ``--metrics`` for telemetry and ``-lv 5`` so the log says which layer
-  went to which device.
+  llama.cpp's layer map), ``--metrics`` for telemetry and ``-lv 4`` so the log reports the device
+  order, the offload summary and each device's weights (``-lv 5`` adds a line per layer, but
+  also ~20 debug lines per generated token, which slows decoding: only on request).
 * :class:`ServerProcess` — starts that command and supervises it through
   ``starting → loading → ready → stopped`` (or ``failed``), keeps its log, explains a failure in
   words (:func:`explain_failure`) and stops it without leaving an orphan.
-* :func:`parse_placement` / :func:`compare_placement` — read back from the log which layer slot
-  each device really holds, and compare it with what was asked for.
+* :meth:`ServerProcess.placement` reads back from the log where the layers went
+  (:mod:`gui.cluster.placement` compares that with the plan).
 
 :class:`ClusterLauncher` ties them to the agents: it asks each planned node's agent to start its
 RPC worker, runs the server, verifies placement, and on stop undoes exactly what it started.
@@ -32,6 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from gui.cluster.placement import (BUFFER_LINES_LEVEL, LAYER_LINES_LEVEL, Placement, PlacementCheck,
+                                   check_placement, parse_placement)
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +64,9 @@ class ServerSpec:
         ctx: context size (``-c``).
         host, port: where the OpenAI-compatible endpoint listens.
         extra_args: further options, passed as they are (after ours, so they win).
-        verbosity: ``-lv`` level; 5 prints the per-layer device assignment placement needs.
+        verbosity: ``-lv`` level. 4 prints what the placement check needs (device order,
+            offload summary, weights per device); 5 adds one line per layer and ~20 debug lines
+            per generated token, which costs decode speed.
     """
 
     model: Path
@@ -71,7 +77,7 @@ class ServerSpec:
     host: str = "127.0.0.1"
     port: int = 8080
     extra_args: list[str] = field(default_factory=list)
-    verbosity: int = 5
+    verbosity: int = BUFFER_LINES_LEVEL
 
     def args(self) -> list[str]:
         """The arguments after the program name."""
@@ -100,125 +106,9 @@ class ServerSpec:
 
 # --- reading llama-server's log ---------------------------------------------------------------
 
-_DEVICE_RE = re.compile(r"llama_prepare_model_devices: using device (\S+) \(([^)]*)\)")
-_LAYER_RE = re.compile(r"load_tensors: layer\s+(\d+) assigned to device (\S+?),")
 _LISTEN_RE = re.compile(r"listening on (http://\S+)")
 # "0.00.014.005 D load_tensors: …": llama.cpp's timestamp, then the level letter.
 _DEBUG_RE = re.compile(r"^[\d.]+ D ")
-
-
-@dataclass
-class Placement:
-    """Where llama-server put each layer slot, as its log reports it.
-
-    Attributes:
-        devices: model-order devices as ``(name, endpoint)``; RPC devices carry ``host:port``.
-        slots: device name per layer slot (``CPU`` for the host); slot ``n_layer`` is the output.
-    """
-
-    devices: list[tuple[str, str]] = field(default_factory=list)
-    slots: dict[int, str] = field(default_factory=dict)
-
-    @property
-    def n_slots(self) -> int:
-        return len(self.slots)
-
-    def endpoint_of(self, device: str) -> str:
-        """The endpoint a device name refers to (``host`` for the CPU)."""
-        for name, ep in self.devices:
-            if name == device:
-                return ep
-        return "host" if device.upper().startswith("CPU") else device
-
-    def by_endpoint(self) -> dict[str, list[int]]:
-        """{endpoint or ``host``: sorted slots it holds}."""
-        out: dict[str, list[int]] = {}
-        for slot in sorted(self.slots):
-            out.setdefault(self.endpoint_of(self.slots[slot]), []).append(slot)
-        return out
-
-    def to_json(self) -> dict:
-        return {"devices": [{"name": n, "endpoint": e} for n, e in self.devices],
-                "slots": {str(k): v for k, v in sorted(self.slots.items())},
-                "by_endpoint": self.by_endpoint()}
-
-
-def parse_placement(lines: list[str]) -> Placement:
-    """Read the device order and the layer → device lines (needs ``-lv 5``) from a log."""
-    p = Placement()
-    for line in lines:
-        m = _DEVICE_RE.search(line)
-        if m:
-            p.devices.append((m.group(1), m.group(2)))
-            continue
-        m = _LAYER_RE.search(line)
-        if m:
-            p.slots[int(m.group(1))] = m.group(2)
-    return p
-
-
-@dataclass(frozen=True)
-class PlacementCheck:
-    """Result of comparing the placement llama-server reports with the one asked for.
-
-    Attributes:
-        ok: every slot is where it was asked to be.
-        expected, actual: {endpoint or ``host``: slots}.
-        problems: one sentence per difference.
-    """
-
-    ok: bool
-    expected: dict[str, list[int]]
-    actual: dict[str, list[int]]
-    problems: list[str]
-
-
-def expected_slots(host_layers: int, devices: list[tuple[str, int]]) -> dict[str, list[int]]:
-    """Slots each endpoint should hold: the first ``host_layers`` on the host, then each
-    ``(endpoint, count)`` in order takes the next ``count`` contiguous slots.
-
-    An endpoint listed twice (a worker with two devices) collects both ranges.
-    """
-    out: dict[str, list[int]] = {}
-    if host_layers:
-        out["host"] = list(range(host_layers))
-    nxt = host_layers
-    for ep, count in devices:
-        if count:
-            out.setdefault(ep, []).extend(range(nxt, nxt + count))
-        nxt += count
-    return out
-
-
-def compare_placement(expected: dict[str, list[int]], placement: Placement) -> PlacementCheck:
-    """Compare ``expected`` ({endpoint: slots}) with what the log says."""
-    actual = placement.by_endpoint()
-    problems: list[str] = []
-    if not placement.slots:
-        problems.append("llama-server's log has no layer assignment lines (was it run with -lv 5?)")
-    else:
-        for ep in sorted(set(expected) | set(actual)):
-            want, got = sorted(expected.get(ep, [])), sorted(actual.get(ep, []))
-            if want != got:
-                problems.append(f"{ep} holds layer slots {_ranges(got) or 'none'}, "
-                                f"the plan gave it {_ranges(want) or 'none'}")
-    return PlacementCheck(not problems, expected, actual, problems)
-
-
-def _ranges(slots: list[int]) -> str:
-    """[0,1,2,5] → "0-2, 5"."""
-    out, start, prev = [], None, None
-    for s in sorted(slots):
-        if start is None:
-            start = prev = s
-        elif s == prev + 1:
-            prev = s
-        else:
-            out.append(f"{start}-{prev}" if prev != start else f"{start}")
-            start = prev = s
-    if start is not None:
-        out.append(f"{start}-{prev}" if prev != start else f"{start}")
-    return ", ".join(out)
 
 
 # What a failed llama-server said, and what that means for the user. First match wins.
@@ -369,8 +259,8 @@ class ServerProcess:
 
     async def _read_output(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
-        # Read in chunks, not lines: at -lv 5 llama-server prints ~20 debug lines per token,
-        # and per-line reads would cost the master noticeable CPU while it generates.
+        # Read in chunks, not lines: at -lv 5 (on request) llama-server prints ~20 debug lines
+        # per token, and per-line reads would cost the master noticeable CPU while it generates.
         pending = b""
         while True:
             chunk = await self._proc.stdout.read(1 << 16)
@@ -390,8 +280,8 @@ class ServerProcess:
                 self.startup_log.append(line)
             self.log.append(line)
         elif not _DEBUG_RE.match(line):
-            # Afterwards only info, warnings and errors: the per-token debug lines (needed only
-            # for the placement) would push the useful lines out of the kept log.
+            # Afterwards only info, warnings and errors: at -lv 5 the per-token debug lines
+            # would push the useful lines out of the kept log.
             self.log.append(line)
 
     async def _watch(self) -> None:
@@ -487,11 +377,13 @@ class ServerProcess:
 # --- a whole cluster: agents' workers + llama-server ------------------------------------------
 
 def spec_from_plan(plan, model: str | os.PathLike, *, ctx: int, host: str = "127.0.0.1",
-                   port: int = 8080, extra_args: list[str] | None = None) -> ServerSpec:
+                   port: int = 8080, extra_args: list[str] | None = None,
+                   verify_layers: bool = False) -> ServerSpec:
     """The :class:`ServerSpec` that runs ``plan`` (a :class:`gui.cluster.plan.Plan`).
 
     Uses the plan's own ``--rpc/--fit/-ngl/-ts`` (its exact inverse of the layer map), so the
-    command line and the planner can never disagree.
+    command line and the planner can never disagree. ``verify_layers`` runs llama-server at
+    ``-lv 5`` so that the log names every layer's device (slower decoding; for debugging).
     """
     args = plan.llama_args()
     opts: dict[str, str] = {}
@@ -502,18 +394,8 @@ def spec_from_plan(plan, model: str | os.PathLike, *, ctx: int, host: str = "127
                       rpc=[e for e in opts.get("--rpc", "").split(",") if e],
                       ngl=int(opts["-ngl"]),
                       tensor_split=[int(x) for x in opts["-ts"].split(",")] if "-ts" in opts else [],
-                      ctx=ctx, host=host, port=port, extra_args=list(extra_args or []))
-
-
-def plan_expected_slots(plan) -> dict[str, list[int]]:
-    """{endpoint (or local GPU name) or ``host``: slots} that ``plan`` asks for."""
-    out: dict[str, list[int]] = {}
-    if plan.host_layers:
-        out["host"] = list(plan.host_slots())
-    for i, (dev, count) in enumerate(plan.assignments):
-        if count:
-            out.setdefault(dev.endpoint or dev.name, []).extend(plan.slots_of(i))
-    return out
+                      ctx=ctx, host=host, port=port, extra_args=list(extra_args or []),
+                      verbosity=LAYER_LINES_LEVEL if verify_layers else BUFFER_LINES_LEVEL)
 
 
 def devices_from_status(node, status: dict):
@@ -560,6 +442,11 @@ class ClusterLauncher:
         client_for: ``client_for(node)`` → a paired :class:`agent.client.AgentClient`.
         ctx, host, port, extra_args: llama-server options.
         threads: RPC worker threads (None: the agent's setting).
+        model_info: the model's :class:`~gui.cluster.model.ModelInfo` (read from ``model`` when
+            not given): its per-slot bytes are what the placement check compares the weights
+            llama-server reports per device with.
+        verify_layers: run llama-server at ``-lv 5`` and check every layer's device from its
+            own lines (slower decoding; for debugging).
 
     Attributes:
         server: the :class:`ServerProcess` once started.
@@ -569,13 +456,15 @@ class ClusterLauncher:
     def __init__(self, llama_server, plan, model, nodes: dict, client_for: Callable, *,
                  ctx: int = 4096, host: str = "127.0.0.1", port: int = 8080,
                  extra_args: list[str] | None = None, threads: int | None = None,
-                 worker_timeout: float = 30.0) -> None:
+                 worker_timeout: float = 30.0, model_info=None, verify_layers: bool = False) -> None:
         self.llama_server = llama_server
         self.plan = plan
         self.model = model
         self.nodes = nodes
         self.client_for = client_for
-        self.spec = spec_from_plan(plan, model, ctx=ctx, host=host, port=port, extra_args=extra_args)
+        self.model_info = model_info
+        self.spec = spec_from_plan(plan, model, ctx=ctx, host=host, port=port, extra_args=extra_args,
+                                   verify_layers=verify_layers)
         self.threads = threads
         self.worker_timeout = worker_timeout
         self.workers: list[WorkerHandle] = []
@@ -630,11 +519,20 @@ class ClusterLauncher:
             self.server = ServerProcess(self.llama_server, self.spec)
             await self.server.start()
             await self.server.wait_ready(timeout)
-            self.check = compare_placement(plan_expected_slots(self.plan), self.server.placement())
+            self.check = check_placement(self.plan, self.server.placement(), self._model_info())
             return self.check
         except BaseException:
             await self.stop()
             raise
+
+    def _model_info(self):
+        if self.model_info is None:
+            from gui.cluster.model import ModelError, inspect_model
+            try:
+                self.model_info = inspect_model(self.model)
+            except ModelError as exc:  # llama-server loaded it; the check goes without sizes
+                log.warning("placement check without weight sizes: %s", exc)
+        return self.model_info
 
     async def stop(self) -> None:
         """Stop llama-server, then the workers this launcher started; close the clients."""

@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 #: Architectures that are not text generators (encoders, vision projectors, audio decoders):
 #: llama-server cannot serve them as a chat model split over RPC workers.
@@ -39,6 +40,15 @@ KV_ELEMENT_BYTES = 2
 
 _BLOCK_RE = re.compile(r"^blk\.(\d+)\.")
 _OUTPUT_NAMES = ("output.", "output_norm.")
+
+
+class TensorExtent(NamedTuple):
+    """Where one tensor lies in the file and which slot it belongs to (-1: an input tensor,
+    ``n_layer``: the output layer)."""
+
+    slot: int
+    offset: int
+    nbytes: int
 
 
 class ModelError(ValueError):
@@ -74,6 +84,8 @@ class ModelInfo:
         tied_embeddings: True when the model has no ``output.weight`` and reuses the token
             embeddings as its output matrix.
         tensor_bytes: bytes of all tensors in the file (each counted once).
+        tensors: every tensor's slot and file range (for checking what llama-server reports
+            about its buffers: a memory-mapped buffer spans a file range); empty when unknown.
     """
 
     path: Path
@@ -96,6 +108,7 @@ class ModelInfo:
     token_embd_bytes: int
     tied_embeddings: bool
     tensor_bytes: int
+    tensors: tuple[TensorExtent, ...] = ()
 
     @property
     def n_slots(self) -> int:
@@ -283,6 +296,7 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
     has_output = False
     type_bytes: dict[str, int] = {}
     total = 0
+    extents: list[TensorExtent] = []
     for t in reader.tensors:
         nbytes = int(t.n_bytes)
         end = int(t.data_offset) + nbytes
@@ -298,11 +312,14 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
                 raise ModelError(f"{path}: tensor {t.name} belongs to block {i}, but "
                                  f"{arch}.block_count is {n_layer}")
             slots[i] += nbytes
+            extents.append(TensorExtent(i, int(t.data_offset), nbytes))
         elif t.name.startswith(_OUTPUT_NAMES):
             slots[n_layer] += nbytes
             has_output = has_output or t.name == "output.weight"
+            extents.append(TensorExtent(n_layer, int(t.data_offset), nbytes))
         else:
             input_bytes += nbytes
+            extents.append(TensorExtent(-1, int(t.data_offset), nbytes))
             if t.name == "token_embd.weight":
                 token_embd = nbytes
                 vocab = int(t.shape[-1]) if len(t.shape) > 1 else 0
@@ -338,6 +355,7 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
         token_embd_bytes=token_embd,
         tied_embeddings=tied,
         tensor_bytes=total,
+        tensors=tuple(extents),
     )
     return info
 

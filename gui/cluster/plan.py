@@ -17,7 +17,7 @@ A :class:`Plan` is the host's leading slot count plus an ordered list of
 ``--rpc … --fit off -ngl N -ts c0,c1,…``; :meth:`Plan.from_llama_args` reads such arguments
 back exactly as llama.cpp would. :func:`estimate` checks each device's memory, and
 :func:`plan_by_memory` / :func:`plan_from_split` make the two kinds of plan users ask for.
-:func:`parse_placement` reads llama-server's own report of where each layer went.
+Reading back where llama-server really put the layers is :mod:`gui.cluster.placement`.
 """
 
 from __future__ import annotations
@@ -356,7 +356,7 @@ class Plan:
         return names
 
     def expected_placement(self) -> dict[int, str]:
-        """Slot → llama.cpp device name, as :func:`parse_placement` will read it back."""
+        """Slot → llama.cpp device name, as llama-server's per-layer lines (``-lv 5``) name it."""
         names = self.device_names()
         return {slot: HOST_DEVICE_NAME if a < 0 else str(names[a]) for slot, a in enumerate(self.layer_map())}
 
@@ -711,31 +711,3 @@ def plan_from_split(model: ModelInfo | int, devices: Sequence[Device], split: Ma
                         f"but the model has {n} ({n_layer} blocks + output)")
     devs = model_order(devices, named_eps)
     return Plan(n_layer, host, tuple(Assignment(d, counts.get(d.key, 0)) for d in devs))
-
-
-# --------------------------------------------------------------------------------------------
-# reading llama-server's placement back
-
-_PLACEMENT_RE = re.compile(r"load_tensors:\s+layer\s+(\d+)\s+assigned to device\s+([^\s,]+)")
-
-
-def parse_placement(log_text: str) -> dict[int, str]:
-    """Slot → device name (``RPC0``, ``CUDA0``, ``CPU``) from llama-server's log.
-
-    Reads the ``load_tensors: layer N assigned to device X`` lines that llama-server prints at
-    verbosity 5 (``-lv 5`` or ``-v``). Slot ``n_layer`` is the output layer. A later line for
-    the same slot wins (a reload prints the map again).
-    """
-    return {int(m.group(1)): m.group(2) for m in _PLACEMENT_RE.finditer(log_text)}
-
-
-def placement_mismatches(plan: Plan, placement: Mapping[int, str]) -> list[str]:
-    """Human lines for every slot whose real device differs from the plan (empty: all match)."""
-    want = plan.expected_placement()
-    out = []
-    for slot in range(plan.n_slots):
-        got = placement.get(slot)
-        if got != want[slot]:
-            what = "output layer" if slot == plan.n_layer else f"layer {slot}"
-            out.append(f"{what}: planned on {want[slot]}, llama-server put it on {got or 'nothing'}")
-    return out

@@ -18,8 +18,9 @@ OK = "#2ca02c"
 AMBER = "#e6a700"
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colour codes llama.cpp writes even to pipes
-_DEBUG_RE = re.compile(r"^\d+\.\d+\.\d+\.\d+ D ")  # llama.cpp's debug level (-lv 5), kept for placement
-_LAYER_RE = re.compile(r"load_tensors: layer\s+\d+ assigned")
+_DEBUG_RE = re.compile(r"^\d+\.\d+\.\d+\.\d+ D ")  # llama.cpp's debug level (-lv 5, only when asked for)
+_LAYER_RE = re.compile(r"load_tensors: layer\s+\d+ assigned")  # one per slot, only at -lv 5
+_OFFLOADED_RE = re.compile(r"load_tensors: offloaded \d+/\d+ layers")  # once the layer map is done
 _BUFFER_RE = re.compile(r"(model buffer size|KV buffer size|compute buffer size)")
 
 
@@ -142,10 +143,12 @@ class LaunchPanel(QWidget):
         for line in lines:
             if _LAYER_RE.search(line):
                 self._layers_seen += 1
+            elif _OFFLOADED_RE.search(line):
+                self._layers_seen = self._n_slots
             elif _BUFFER_RE.search(line):
                 self._buffers_seen += 1
         if self.state in ("starting", "loading"):
-            # The layer map lines come first (≈ 40 %), then weights, KV cache and compute buffers.
+            # The layer map comes first (≈ 40 %), then weights, KV cache and compute buffers.
             frac = 0.4 * min(1.0, self._layers_seen / self._n_slots) + 0.5 * min(1.0, self._buffers_seen / 6)
             self.progress.setValue(int(100 * min(frac, 0.95)))
 

@@ -15,50 +15,17 @@ from conftest import free_port
 
 from gui.cluster import launcher as L
 from gui.cluster.chat import chat
+from gui.cluster.model import inspect_model
+from gui.cluster.placement import check_placement
+from gui.cluster.plan import Device, Plan
 
 pytestmark = pytest.mark.engine
-
-# Lines as llama-server build 11434 prints them at -lv 5 (copied from a real run).
-REAL_LOG = """\
-0.00.011.067 I llama_prepare_model_devices: using device RPC0 (127.0.0.1:50161) (unknown id) - 24105 MiB free
-0.00.011.246 I llama_prepare_model_devices: using device RPC1 (127.0.0.1:50162) (unknown id) - 24105 MiB free
-0.00.014.005 D load_tensors: layer   0 assigned to device CPU, is_swa = 0
-0.00.014.032 D load_tensors: layer   1 assigned to device CPU, is_swa = 0
-0.00.014.043 D load_tensors: layer   2 assigned to device RPC0, is_swa = 0
-0.00.014.055 D load_tensors: layer   3 assigned to device RPC0, is_swa = 0
-0.00.014.066 D load_tensors: layer   4 assigned to device RPC0, is_swa = 0
-0.00.014.077 D load_tensors: layer   5 assigned to device RPC1, is_swa = 0
-0.00.014.088 D load_tensors: layer   6 assigned to device RPC1, is_swa = 0
-0.00.014.099 D load_tensors: layer   7 assigned to device RPC1, is_swa = 0
-0.00.014.110 D load_tensors: layer   8 assigned to device RPC1, is_swa = 0
-0.00.019.096 I load_tensors: RPC0[127.0.0.1:50162] model buffer size =     1.65 MiB
-""".splitlines()
+GiB = 1 << 30
 
 
-def test_parse_placement_reads_device_order_and_layers():
-    p = L.parse_placement(REAL_LOG)
-    assert p.devices == [("RPC0", "127.0.0.1:50161"), ("RPC1", "127.0.0.1:50162")]
-    assert p.by_endpoint() == {"host": [0, 1], "127.0.0.1:50161": [2, 3, 4],
-                               "127.0.0.1:50162": [5, 6, 7, 8]}
-
-
-def test_compare_placement_names_each_difference():
-    p = L.parse_placement(REAL_LOG)
-    same = L.compare_placement(L.expected_slots(2, [("127.0.0.1:50161", 3), ("127.0.0.1:50162", 4)]), p)
-    assert same.ok and same.problems == []
-    off = L.compare_placement(L.expected_slots(1, [("127.0.0.1:50161", 4), ("127.0.0.1:50162", 4)]), p)
-    assert not off.ok
-    assert any("127.0.0.1:50161 holds layer slots 2-4, the plan gave it 1-4" in s for s in off.problems)
-    assert any(s.startswith("host holds layer slots 0-1") for s in off.problems)
-    empty = L.compare_placement({"host": [0]}, L.Placement())
-    assert not empty.ok and "-lv 5" in empty.problems[0]
-
-
-def test_expected_slots_multi_device_node_and_zero_counts():
-    # A worker exposing two devices appears twice in device order; a zero count takes no slot.
-    exp = L.expected_slots(0, [("a:1", 2), ("b:1", 0), ("a:1", 3)])
-    assert exp == {"a:1": [0, 1, 2, 3, 4]}
-
+def two_worker_plan(workers: list[str], host: int, counts: list[int]) -> Plan:
+    devs = [Device(f"w{i}", f"worker{i}", ep, 0, "CPU", GiB, GiB) for i, ep in enumerate(workers)]
+    return Plan(8, host, list(zip(devs, counts)))
 
 def test_spec_args_use_whole_number_split_and_what_placement_needs(tmp_path):
     spec = L.ServerSpec(model=tmp_path / "m.gguf", rpc=["10.0.0.2:50052", "10.0.0.3:50052"], ngl=7,
@@ -67,8 +34,17 @@ def test_spec_args_use_whole_number_split_and_what_placement_needs(tmp_path):
     assert a[a.index("--rpc") + 1] == "10.0.0.2:50052,10.0.0.3:50052"
     assert a[a.index("--fit") + 1] == "off"
     assert a[a.index("-ngl") + 1] == "7" and a[a.index("-ts") + 1] == "3,4"
-    assert "--metrics" in a and a[a.index("-lv") + 1] == "5"
+    # -lv 4: device order, offload summary and weights per device, without -lv 5's per-token lines.
+    assert "--metrics" in a and a[a.index("-lv") + 1] == "4"
     assert a[-2:] == ["--threads", "2"]
+
+
+def test_verify_layers_asks_for_the_per_layer_lines(tmp_path):
+    devs = [Device(f"n{i}", f"n{i}", f"127.0.0.1:{5000 + i}", 0, "CPU", GiB, GiB) for i in range(2)]
+    plan = Plan(8, 1, [(devs[0], 3), (devs[1], 5)])
+    assert L.spec_from_plan(plan, tmp_path / "m.gguf", ctx=512).verbosity == 4
+    spec = L.spec_from_plan(plan, tmp_path / "m.gguf", ctx=512, verify_layers=True)
+    assert spec.args()[spec.args().index("-lv") + 1] == "5"
 
 
 @pytest.mark.parametrize("line, words", [
@@ -88,10 +64,64 @@ def test_explain_failure_out_of_memory_line():
     assert "signal SIGKILL" in L.explain_failure([], -9)
 
 
+async def test_default_launch_checks_each_devices_weights(engine, demo_model, procs):
+    workers = start_rpc_workers(engine, procs, 2)
+    info = inspect_model(demo_model)
+    plan = two_worker_plan(workers, 1, [3, 5])
+    spec = L.spec_from_plan(plan, demo_model, ctx=512, port=free_port())
+    srv = L.ServerProcess(engine.llama_server, spec)
+    await srv.start()
+    try:
+        await srv.wait_ready(120)
+        placement = srv.placement()
+        assert placement.slots == {}  # no per-layer lines at the default level
+        check = check_placement(plan, placement, info)
+        assert check.ok and not check.per_layer, check.problems
+        assert check.actual == {"host": [0], workers[0]: [1, 2, 3], workers[1]: [4, 5, 6, 7, 8]}
+        assert check.report[1].startswith(f"{workers[0]} (RPC0) holds slots 1-3 as planned")
+        assert check.report[2].startswith(f"{workers[1]} (RPC1) holds slots 4-8 as planned")
+        # The same run against plans it does not run (-ts 3,5 launched, 4,4 or 2,6 compared).
+        for counts, wrong in (([4, 4], "slots 1-4"), ([2, 6], "slots 1-2")):
+            off = check_placement(two_worker_plan(workers, 1, counts), placement, info)
+            assert not off.ok
+            assert any(p.startswith(f"{workers[0]} (RPC0) holds slots 1-3") and wrong in p
+                       for p in off.problems), off.problems
+        fewer = check_placement(two_worker_plan(workers, 2, [2, 5]), placement, info)
+        assert any("offloaded 8 of 9 slots" in p for p in fewer.problems)
+        # Decoding prints no debug line at all at this level.
+        async with httpx.AsyncClient() as client:
+            done = await chat(client, spec.url, [{"role": "user", "content": "hi"}], max_tokens=16)
+        assert done.timings["predicted_n"] == 16
+        assert not any(L._DEBUG_RE.match(ln) for ln in srv.startup_log + list(srv.log))
+    finally:
+        await srv.stop()
+
+
+async def test_plan_launched_with_another_split_fails_the_check(engine, demo_model, procs):
+    # What a wrong -ts on the command line looks like: launch -ts 2,6 for a plan of 3,5.
+    workers = start_rpc_workers(engine, procs, 2)
+    info = inspect_model(demo_model)
+    plan = two_worker_plan(workers, 1, [3, 5])
+    spec = L.spec_from_plan(plan, demo_model, ctx=512, port=free_port())
+    spec.tensor_split = [2, 6]
+    srv = L.ServerProcess(engine.llama_server, spec)
+    await srv.start()
+    try:
+        await srv.wait_ready(120)
+        check = check_placement(plan, srv.placement(), info)
+    finally:
+        await srv.stop()
+    assert not check.ok
+    assert check.actual == {"host": [0], workers[0]: [1, 2], workers[1]: [3, 4, 5, 6, 7, 8]}
+    assert any(p.startswith(f"{workers[0]} (RPC0) holds slots 1-2 (0.77 MiB of weights), the plan "
+                            "gave it slots 1-3 (1.15 MiB)") for p in check.problems), check.problems
+
+
 async def test_launch_two_workers_placement_matches_and_stop_leaves_nothing(engine, demo_model, procs):
     workers = start_rpc_workers(engine, procs, 2)
+    # Per-layer lines on request (-lv 5), and the kept log without their per-token debug lines.
     spec = L.ServerSpec(model=demo_model, rpc=workers, ngl=7, tensor_split=[2, 5], ctx=512,
-                        port=free_port())
+                        port=free_port(), verbosity=5)
     srv = L.ServerProcess(engine.llama_server, spec)
     seen: list[str] = []
     srv.on_state(lambda s, e: seen.append(s))
@@ -99,9 +129,9 @@ async def test_launch_two_workers_placement_matches_and_stop_leaves_nothing(engi
     try:
         await srv.wait_ready(120)
         assert srv.listening_url == spec.url
-        check = L.compare_placement(L.expected_slots(2, [(workers[0], 2), (workers[1], 5)]),
-                                    srv.placement())
-        assert check.ok, check.problems
+        check = check_placement(two_worker_plan(workers, 2, [2, 5]), srv.placement(),
+                                inspect_model(demo_model))
+        assert check.ok and check.per_layer, check.problems
         assert check.actual[workers[1]] == [4, 5, 6, 7, 8]  # the output slot is on the last device
         # After ready the kept log drops llama-server's per-token debug lines, keeps the rest.
         n_before = len(srv.log)

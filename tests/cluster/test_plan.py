@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from conftest import free_port
 from gui.cluster.model import inspect_model
+from gui.cluster.placement import check_placement, layout_from_log, parse_placement
 from gui.cluster.plan import (
     Assignment,
     Device,
@@ -30,9 +31,7 @@ from gui.cluster.plan import (
     layer_map,
     layer_map_inverse,
     model_order,
-    parse_placement,
     parse_split,
-    placement_mismatches,
     plan_by_memory,
     plan_from_split,
 )
@@ -359,24 +358,7 @@ def test_parse_split_errors(text, message):
         parse_split(text)
 
 
-# -- placement read back -----------------------------------------------------------------------
-
-def test_parse_placement_reads_the_debug_lines():
-    log = ("load_tensors: layer   0 assigned to device CPU, is_swa = 0\n"
-           "llama_model_loader: something else\n"
-           "load_tensors: layer   1 assigned to device RPC1, is_swa = 0\n"
-           "load_tensors: layer  12 assigned to device CUDA0, is_swa = 1\n")
-    assert parse_placement(log) == {0: "CPU", 1: "RPC1", 12: "CUDA0"}
-
-
-def test_placement_mismatches_names_each_wrong_slot():
-    plan = Plan(2, 1, [(rpc("a", 1), 1), (rpc("b", 2), 1)])
-    assert placement_mismatches(plan, {0: "CPU", 1: "RPC0", 2: "RPC1"}) == []
-    assert placement_mismatches(plan, {0: "CPU", 1: "RPC1", 2: "RPC1"}) == [
-        "layer 1: planned on RPC0, llama-server put it on RPC1"]
-    assert placement_mismatches(plan, {0: "CPU", 1: "RPC0"}) == [
-        "output layer: planned on RPC1, llama-server put it on nothing"]
-
+# -- placement read back from the real llama-server (more in test_placement.py) ----------------
 
 def _start_rpc_workers(engine, procs, count: int) -> list[str]:
     """``count`` real ggml-rpc-server processes on 127.0.0.1, each accepting connections."""
@@ -426,16 +408,21 @@ def test_real_llama_server_places_layers_where_the_plan_says(engine, demo_model,
         # Placement lines come first; the compute buffers (one per active device, then the CPU's)
         # are reserved after the weights are loaded.
         n_buffers = len(plan.active_assignments()) + 1
-        text = _wait_for_log(proc, log_path, lambda t: len(parse_placement(t)) >= plan.n_slots
+        text = _wait_for_log(proc, log_path, lambda t: parse_placement(t).n_slots >= plan.n_slots
                              and t.count("compute buffer size") >= n_buffers)
     placement = parse_placement(text)
-    assert placement_mismatches(plan, placement) == []
-    assert placement == plan.expected_placement()
+    info = inspect_model(demo_model)
+    check = check_placement(plan, placement, info)
+    assert check.ok and check.per_layer, check.problems
+    assert placement.slots == plan.expected_placement()
+    # The weights per device alone (what -lv 4 prints) give the very same layout.
+    placement.slots.clear()
+    assert layout_from_log(placement, info) == check.actual
+    assert check_placement(plan, placement, info).ok
     # llama-server's own device list: RPCk is the k-th --rpc endpoint, as device_names() says.
     listed = dict(re.findall(r"using device (RPC\d+) \(([^)]+)\)", text))
     assert listed == {name: dev.endpoint for dev, name in zip(plan.devices(), plan.device_names()) if name}
     # The memory estimate against the buffers llama-server reports for each worker.
-    info = inspect_model(demo_model)
     for fit in estimate(plan, info, ctx=256)[:-1]:
         if not fit.slots:
             continue
@@ -491,12 +478,14 @@ def test_tied_model_sends_a_copy_of_the_embeddings_with_the_output_layer(engine,
     (ep,) = _start_rpc_workers(engine, procs, 1)
     plan = Plan(4, 3, [(Device("w", "worker", ep, 0, "CPU", GiB, GiB), 2)])  # block 3 + output
     log_path = tmp_path / "llama-server.log"
-    with open(log_path, "wb") as log:
+    with open(log_path, "wb") as log:  # -lv 4: the weights per device, no per-layer lines
         proc = procs.popen([engine.llama_server, "-m", model, *plan.llama_args(), "-c", "256",
-                            "--host", "127.0.0.1", "--port", str(free_port()), "-lv", "5"],
+                            "--host", "127.0.0.1", "--port", str(free_port()), "-lv", "4"],
                            stdout=log, stderr=subprocess.STDOUT)
         text = _wait_for_log(proc, log_path, lambda t: "CPU compute buffer size" in t)
-    assert placement_mismatches(plan, parse_placement(text)) == []
+    check = check_placement(plan, parse_placement(text), info)
+    assert check.ok and not check.per_layer, check.problems
+    assert check.actual == {"host": [0, 1, 2], ep: [3, 4]}
     got = float(re.search(rf"RPC0\[{re.escape(ep)}\] model buffer size = +([\d.]+) MiB", text).group(1))
     want = estimate(plan, info, ctx=256)[0].weights_bytes
     assert want == info.slot_bytes[3] + info.slot_bytes[4] and info.slot_bytes[4] > info.token_embd_bytes

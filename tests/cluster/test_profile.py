@@ -17,7 +17,8 @@ from agent.engine import PINNED_BUILD
 from conftest import free_port
 from gui.cluster.model import file_sha256, inspect_model
 from gui.cluster.nodes import Node
-from gui.cluster.plan import Device, Plan, parse_placement, placement_mismatches
+from gui.cluster.placement import check_placement, parse_placement
+from gui.cluster.plan import Device, Plan
 from gui.cluster.profile import (
     Profile,
     ProfileError,
@@ -240,10 +241,11 @@ def test_scripts_start_a_cluster_that_places_layers_as_planned(engine, demo_mode
     with open(log_path, "wb") as log:
         proc = procs.popen(["sh", folder / "start-master.sh"], env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
-        while len(parse_placement(log_path.read_text(errors="replace"))) < plan.n_slots:
+        while parse_placement(log_path.read_text(errors="replace")).n_slots < plan.n_slots:
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"no placement from llama-server:\n{log_path.read_text(errors='replace')[-3000:]}")
             time.sleep(0.1)
-    assert placement_mismatches(plan, parse_placement(log_path.read_text(errors="replace"))) == []
+    check = check_placement(plan, parse_placement(log_path.read_text(errors="replace")))
+    assert check.ok and check.per_layer, check.problems
     usage = subprocess.run(["sh", folder / "start-workers.sh", "nobody"], env=env, capture_output=True, text=True)
     assert usage.returncode == 2 and "one of: alpha beta" in usage.stderr

@@ -62,12 +62,16 @@ async def test_lan_cluster_flow(engine, demo_model, tmp_path, lan):
 
     # The endpoint listens on the master's LAN address so this test process can reach it.
     up = HerdUp(m.popen(HERD + ["up", demo_model, "--split", "a=5,b=2,host=2", "--ctx", "512",
-                                "--host", m.ip, "--port", "8080", "--threads", "1", "--timeout", "3"],
+                                "--host", m.ip, "--port", "8080", "--threads", "1", "--timeout", "3",
+                                "--verify-layers"],
                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     up.wait_for("Serving", 180)
     a_ep, b_ep = f"{lan['a'].ip}:{RPC}", f"{lan['b'].ip}:{RPC}"
     assert up.placement() == {"host": [0, 1], a_ep: [2, 3, 4, 5, 6], b_ep: [7, 8]}
     assert any(ln.startswith("Placement matches the plan.") for ln in up.lines)
+    # --verify-layers: llama-server at -lv 5 names every layer's device.
+    assert "Checked layer by layer (llama-server's per-layer lines):" in up.lines
+    assert any(ln.startswith("Starting ") and " -lv 5" in ln for ln in up.lines)
     assert up.endpoint() == f"http://{m.ip}:8080"
     servers = up.server_pids()
     workers = rpc_children(agents["a"].proc.pid) + rpc_children(agents["b"].proc.pid)

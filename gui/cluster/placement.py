@@ -1,0 +1,491 @@
+"""Reading back where llama-server put each layer slot, and checking it against the plan.
+
+llama-server (build 11434) reports its placement at two verbosity levels
+(``../shared/handbook/llama-cpp.md``, "Reading what llama-server did"):
+
+* ``-lv 4`` (info) — what herd runs by default:
+
+  - the devices in model order: ``llama_prepare_model_devices: using device RPC0 (host:port) …``;
+  - the offload summary: ``load_tensors: offloaded 8/9 layers to GPU`` (offloaded / all slots);
+  - the weights of each buffer: ``load_tensors: RPC0[127.0.0.1:50062] model buffer size = 3.26 MiB``
+    (``RPCk`` is the device's number *on that worker*), and the host's ``CPU_Mapped`` (or ``CPU``
+    when the model is not memory-mapped) buffer.
+
+* ``-lv 5`` (debug) adds one ``load_tensors: layer N assigned to device RPC1`` line per slot, but
+  also about twenty debug lines per generated token, which costs decode speed (see
+  ``bench/log_level.py``). It stays available for debugging (``herd up --verify-layers``).
+
+**Why the level-4 report is enough.** llama.cpp only ever makes one kind of layout: the first
+``h`` slots on the host, then each device in model order takes the next ``c_k`` contiguous slots
+(src/llama-model.cpp, the layer map in :mod:`gui.cluster.plan`). The summary gives ``h`` exactly
+(all slots minus offloaded ones) and the ``using device`` lines give the order. Device 0 then
+starts at slot ``h`` and holds ``bytes(h … h+c_0-1)``; every slot has a positive size, so that sum
+grows strictly with ``c_0`` and the reported size names exactly one count. Device 1 starts where
+device 0 stopped, and so on: by induction the buffer sizes determine the whole layout, slot for
+slot — as long as one slot is bigger than the uncertainty of a reported size. Two different
+layouts can give a device the same bytes only if they give it the same start and the same count,
+i.e. the same slots. The output slot (``n_layer``) has its own size (``output`` and
+``output_norm``, plus the duplicated token embeddings of a tied model), which is taken from the
+model's per-slot bytes like every other slot, so it needs no special case — only a slot smaller
+than the uncertainty (possible for a tiny output layer) makes two counts indistinguishable, and
+then the report says so instead of guessing.
+
+The uncertainty of a reported size: llama.cpp prints MiB with two decimals (±0.005 MiB), and ggml
+pads each tensor of a buffer up to the buffer's alignment (32 bytes on CPU and RPC-CPU, 128 on
+CUDA, up to 256 on Vulkan; nothing on this machine's models, whose tensors are multiples of
+128 bytes). So a device's weights must lie in ``[expected - rounding, expected + rounding +
+padding]`` with :data:`PAD_PER_TENSOR` bytes of padding allowed per tensor.
+
+The host is checked the same way, with one twist: a memory-mapped model's ``CPU_Mapped`` buffer
+is the *file range* from the host's first tensor to its last, including any tensors stored in
+between that live elsewhere (the output tensors sit between ``token_embd`` and ``blk.0`` in most
+files). That range is computed from the tensors' file offsets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gui.cluster.plan import HOST_DEVICE_NAME, Plan
+
+if TYPE_CHECKING:
+    from gui.cluster.model import ModelInfo
+
+MiB = 1 << 20
+#: Half of the last printed digit of a ``… MiB`` figure.
+ROUNDING_BYTES = int(0.005 * MiB) + 1
+#: Alignment padding allowed per tensor of a buffer (the largest backend alignment, Vulkan's).
+PAD_PER_TENSOR = 256
+#: Where llama-server says which device a slot went to, per slot, only at ``-lv 5``.
+LAYER_LINES_LEVEL = 5
+#: The level at which the device order, offload summary and buffer sizes are printed.
+BUFFER_LINES_LEVEL = 4
+
+_DEVICE_RE = re.compile(r"llama_prepare_model_devices: using device (\S+) \(([^)]*)\)")
+_LAYER_RE = re.compile(r"load_tensors:\s+layer\s+(\d+)\s+assigned to device\s+([^\s,]+)")
+_OFFLOADED_RE = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
+_BUFFER_RE = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
+_RPC_BUFFER_RE = re.compile(r"RPC(\d+)\[([^\]]+)\]$")
+
+
+@dataclass
+class Placement:
+    """What llama-server's log says about where the model went.
+
+    Attributes:
+        devices: model-order devices as ``(name, endpoint)``; RPC devices carry ``host:port``
+            (local GPUs carry their description).
+        offloaded: ``(offloaded slots, all slots)`` from the summary line, or None.
+        buffers: MiB of weights per buffer, as printed: ``{"RPC0[127.0.0.1:50062]": 3.26,
+            "CPU_Mapped": 1.38}``.
+        slots: device name per layer slot (``CPU`` for the host), only with ``-lv 5``; slot
+            ``n_layer`` is the output layer.
+    """
+
+    devices: list[tuple[str, str]] = field(default_factory=list)
+    offloaded: tuple[int, int] | None = None
+    buffers: dict[str, float] = field(default_factory=dict)
+    slots: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.slots)
+
+    def endpoint_of(self, device: str) -> str:
+        """The endpoint a device name refers to (``host`` for the CPU)."""
+        for name, ep in self.devices:
+            if name == device:
+                return ep
+        return "host" if device.upper().startswith(HOST_DEVICE_NAME) else device
+
+    def by_endpoint(self) -> dict[str, list[int]]:
+        """{endpoint or ``host``: sorted slots it holds}, from the per-layer lines."""
+        out: dict[str, list[int]] = {}
+        for slot in sorted(self.slots):
+            out.setdefault(self.endpoint_of(self.slots[slot]), []).append(slot)
+        return out
+
+    def device_bytes(self) -> dict[str, int]:
+        """Reported weight bytes per model-order device name (``RPC1``, ``CUDA0``); devices
+        without a buffer line hold no weights and are absent."""
+        out: dict[str, int] = {}
+        for label, mib in self.buffers.items():
+            name = self._device_of_buffer(label)
+            if name is not None:
+                out[name] = out.get(name, 0) + round(mib * MiB)
+        return out
+
+    def host_buffers(self) -> dict[str, float]:
+        """The buffers that belong to no device: the host's (``CPU_Mapped``, ``CPU``, …)."""
+        return {k: v for k, v in self.buffers.items() if self._device_of_buffer(k) is None}
+
+    def _device_of_buffer(self, label: str) -> str | None:
+        m = _RPC_BUFFER_RE.match(label)
+        if m:
+            # RPCk[ep] is device k of that worker: the k-th device of ep in model order.
+            mine = [name for name, ep in self.devices if ep == m.group(2)]
+            k = int(m.group(1))
+            return mine[k] if k < len(mine) else label
+        names = [name for name, _ in self.devices]
+        return label if label in names else None
+
+    def to_json(self) -> dict:
+        return {"devices": [{"name": n, "endpoint": e} for n, e in self.devices],
+                "offloaded": list(self.offloaded) if self.offloaded else None,
+                "buffers_mib": dict(self.buffers),
+                "slots": {str(k): v for k, v in sorted(self.slots.items())},
+                "by_endpoint": self.by_endpoint()}
+
+
+def parse_placement(log: str | Iterable[str]) -> Placement:
+    """Read llama-server's placement report from its log (a string or lines).
+
+    A later report replaces an earlier one line by line (a reload prints it again).
+    """
+    lines = log.splitlines() if isinstance(log, str) else log
+    p = Placement()
+    for line in lines:
+        m = _DEVICE_RE.search(line)
+        if m:
+            if (m.group(1), m.group(2)) not in p.devices:
+                p.devices.append((m.group(1), m.group(2)))
+            continue
+        m = _LAYER_RE.search(line)
+        if m:
+            p.slots[int(m.group(1))] = m.group(2)
+            continue
+        m = _OFFLOADED_RE.search(line)
+        if m:
+            p.offloaded = (int(m.group(1)), int(m.group(2)))
+            continue
+        m = _BUFFER_RE.search(line)
+        if m:
+            p.buffers[m.group(1)] = float(m.group(2))
+    return p
+
+
+# --- what the plan asks for ---------------------------------------------------------------------
+
+def expected_slots(host_layers: int, devices: Sequence[tuple[str, int]]) -> dict[str, list[int]]:
+    """Slots each endpoint should hold: the first ``host_layers`` on the host, then each
+    ``(endpoint, count)`` in order takes the next ``count`` contiguous slots.
+
+    An endpoint listed twice (a worker with two devices) collects both ranges.
+    """
+    out: dict[str, list[int]] = {}
+    if host_layers:
+        out["host"] = list(range(host_layers))
+    nxt = host_layers
+    for ep, count in devices:
+        if count:
+            out.setdefault(ep, []).extend(range(nxt, nxt + count))
+        nxt += count
+    return out
+
+
+def plan_expected_slots(plan: Plan) -> dict[str, list[int]]:
+    """{endpoint (or local GPU name) or ``host``: slots} that ``plan`` asks for."""
+    out: dict[str, list[int]] = {}
+    if plan.host_layers:
+        out["host"] = list(plan.host_slots())
+    for i, (dev, count) in enumerate(plan.assignments):
+        if count:
+            out.setdefault(dev.endpoint or dev.name, []).extend(plan.slots_of(i))
+    return out
+
+
+# --- comparing --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PlacementCheck:
+    """Result of comparing the placement llama-server reports with the one asked for.
+
+    Attributes:
+        ok: everything checked is where it was asked to be.
+        expected, actual: {endpoint or ``host``: slots}. ``actual`` comes from the per-layer
+            lines when the log has them, else it is read off the buffer sizes (see the module
+            docstring); a device whose slots cannot be told is left out.
+        problems: one sentence per difference.
+        report: one sentence per device (host first), e.g. ``127.0.0.1:50062 (RPC1) holds
+            slots 4-8 as planned (2.04 MiB of weights)``.
+        per_layer: True when the check had llama-server's per-layer lines (``-lv 5``).
+    """
+
+    ok: bool
+    expected: dict[str, list[int]]
+    actual: dict[str, list[int]]
+    problems: list[str]
+    report: list[str] = field(default_factory=list)
+    per_layer: bool = False
+
+
+def _span(slots: Sequence[int]) -> str:
+    """[0,1,2,5] → "0-2, 5"; [] → "none"."""
+    out, start, prev = [], None, None
+    for s in sorted(slots):
+        if start is None:
+            start = prev = s
+        elif s == prev + 1:
+            prev = s
+        else:
+            out.append(f"{start}-{prev}" if prev != start else f"{start}")
+            start = prev = s
+    if start is not None:
+        out.append(f"{start}-{prev}" if prev != start else f"{start}")
+    return ", ".join(out) or "none"
+
+
+def _slots(r: Sequence[int]) -> str:
+    """"slot 3" / "slots 3-5" / "no slot"."""
+    return "no slot" if not r else (f"slot {_span(r)}" if len(r) == 1 else f"slots {_span(r)}")
+
+
+def _mib(n: int) -> str:
+    return f"{n / MiB:.2f} MiB"
+
+
+class _Weights:
+    """Byte arithmetic over a model's slots: sums, tensor counts and the host's file range."""
+
+    def __init__(self, model: ModelInfo) -> None:
+        self.model = model
+        self.tensors = list(getattr(model, "tensors", ()) or ())
+
+    def bytes(self, start: int, count: int) -> int:
+        return self.model.block_bytes(start, count)
+
+    def padding(self, start: int, count: int) -> int:
+        if not self.tensors:
+            return 0
+        n = sum(1 for t in self.tensors if start <= t.slot < start + count)
+        if self.model.tied_embeddings and start <= self.model.n_layer < start + count:
+            n += 1  # the duplicated token embeddings
+        return n * PAD_PER_TENSOR
+
+    def matches(self, reported: int, start: int, count: int) -> bool:
+        diff = reported - self.bytes(start, count)
+        return -ROUNDING_BYTES <= diff <= ROUNDING_BYTES + self.padding(start, count)
+
+    def host_range(self, host_slots: int) -> tuple[int, int, int]:
+        """(sum of the host's weights, its memory-mapped file range, tensors) for ``host_slots``
+        leading slots on the host (plus the input tensors, which always stay there)."""
+        m = self.model
+        total = m.input_bytes + m.block_bytes(0, host_slots)
+        if m.n_layer < host_slots:
+            total -= m.output_duplicate_bytes  # the host shares its own token_embd
+        mine = [t for t in self.tensors if t.slot < host_slots]  # inputs have slot -1
+        if not mine:
+            return total, total, 0
+        return total, max(t.offset + t.nbytes for t in mine) - min(t.offset for t in mine), len(mine)
+
+
+def check_placement(plan: Plan, placement: Placement, model: ModelInfo | None = None) -> PlacementCheck:
+    """Compare what llama-server reported (``placement``) with ``plan``.
+
+    With the per-layer lines (``-lv 5``) every slot is compared. Without them (the default
+    ``-lv 4``) the offload summary, the device order and — given ``model`` — each device's weight
+    bytes are compared, which pins the layout down slot for slot (module docstring). With
+    neither, the check fails: nothing says where the layers went.
+    """
+    expected = plan_expected_slots(plan)
+    problems: list[str] = []
+    report: list[str] = []
+    names = plan.device_names()
+    active = plan.active_assignments()
+    # Model order of the devices llama-server should see: (name, endpoint or GPU name, index).
+    want_devices = [(names[i], plan.assignments[i].device.endpoint or plan.assignments[i].device.name, i)
+                    for i in active]
+
+    if not placement.slots and placement.offloaded is None and not placement.buffers:
+        problems.append("llama-server's log has no placement report (it needs -lv "
+                        f"{BUFFER_LINES_LEVEL} or higher)")
+        return PlacementCheck(False, expected, {}, problems, report)
+
+    rpc_want = [(n, ep) for n, ep, i in want_devices if plan.assignments[i].device.kind == "rpc"]
+    rpc_got = [(n, ep) for n, ep in placement.devices if n.startswith("RPC")]
+    if placement.devices and rpc_got != rpc_want:
+        problems.append("llama-server's device order is "
+                        + (", ".join(f"{n} {ep}" for n, ep in rpc_got) or "no RPC device")
+                        + "; the plan expected "
+                        + (", ".join(f"{n} {ep}" for n, ep in rpc_want) or "no RPC device"))
+
+    if placement.offloaded is not None:
+        off, total = placement.offloaded
+        if total != plan.n_slots:
+            problems.append(f"llama-server's model has {total} layer slots, the plan has {plan.n_slots}")
+        elif off != plan.offloaded:
+            problems.append(f"llama-server offloaded {off} of {total} slots (the host keeps "
+                            f"{_span(range(total - off))}), the plan offloads {plan.offloaded}")
+
+    if placement.slots:
+        actual = placement.by_endpoint()
+        for ep in sorted(set(expected) | set(actual)):
+            want, got = sorted(expected.get(ep, [])), sorted(actual.get(ep, []))
+            if want != got:
+                problems.append(f"{ep} holds layer slots {_span(got)}, the plan gave it {_span(want)}")
+            else:
+                report.append(f"{ep} holds {_slots(got)} as planned")
+    else:
+        actual = {}
+
+    if model is not None and placement.buffers:
+        by_bytes, byte_problems, byte_report = _check_bytes(plan, placement, model, want_devices)
+        problems += byte_problems
+        if not placement.slots:
+            actual, report = by_bytes, byte_report
+    elif not placement.slots:
+        # Only the summary: the host's count is known, the devices' shares are not.
+        if placement.offloaded is not None:
+            off, total = placement.offloaded
+            actual = {"host": list(range(total - off))} if total - off else {}
+        report.append("weights per device were not checked (no model sizes or buffer lines)")
+    return PlacementCheck(not problems, expected, actual, problems, report, bool(placement.slots))
+
+
+def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
+                 want_devices: list[tuple[str, str, int]]):
+    """(slots read off the buffer sizes by endpoint, problems, report) — see the module docstring."""
+    w = _Weights(model)
+    problems: list[str] = []
+    report: list[str] = []
+    actual: dict[str, list[int]] = {}
+    n = plan.n_slots
+    host = n - placement.offloaded[0] if placement.offloaded else plan.host_layers
+
+    # The host: its buffers against the sum (not mapped) or file range (memory-mapped).
+    host_bufs = placement.host_buffers()
+    if host_bufs:
+        got = sum(round(v * MiB) for v in host_bufs.values())
+        total, mapped, count = w.host_range(host)
+        low = min(total, mapped) - ROUNDING_BYTES
+        high = max(total, mapped) + ROUNDING_BYTES + count * PAD_PER_TENSOR
+        if set(host_bufs) == {"CPU_Mapped"}:
+            low = mapped - ROUNDING_BYTES
+        elif set(host_bufs) == {"CPU"}:
+            high = total + ROUNDING_BYTES + count * PAD_PER_TENSOR
+        where = f"host keeps {_slots(range(host))}"
+        if low <= got <= high:
+            report.append(f"{where} as planned ({_mib(got)} incl. token embeddings)"
+                          if host == plan.host_layers else f"{where} ({_mib(got)})")
+        else:
+            problems.append(f"the host's weights are {_mib(got)}, but keeping slots "
+                            f"{_span(range(host))} and the token embeddings takes {_mib(mapped)}")
+    if host:
+        actual["host"] = list(range(host))
+
+    # The devices, in the order llama-server reports them (the plan's order if it printed none).
+    planned = {_plan_key(plan, i): (ep, plan.slots_of(i)) for _, ep, i in want_devices}
+    if placement.devices:
+        order = _log_keys(placement.devices)
+    else:
+        order = [(name, _plan_key(plan, i)) for name, _, i in want_devices]
+    start: int | None = host
+    for seen in _read_devices(placement, w, order, host, n):
+        ep, want = planned.get(seen.key, (seen.key[0], range(0)))
+        label = f"{ep} ({seen.name})"
+        b = seen.bytes
+        planned_bytes = _mib(w.bytes(want.start, len(want)))
+        if seen.slots is not None:
+            got = seen.slots
+            if got:
+                actual.setdefault(ep, []).extend(got)
+            if got == want:
+                report.append(f"{label} holds {_slots(got)} as planned ({_mib(b)} of weights)"
+                              if got else f"{label} holds no slot, as planned")
+            else:
+                problems.append(f"{label} holds {_slots(got)} ({_mib(b)} of weights), the plan "
+                                f"gave it {_slots(want)} ({planned_bytes})")
+            start = got.stop
+        elif seen.start is None:
+            problems.append(f"{label}: {_mib(b)} of weights; its slots cannot be told because "
+                            "an earlier device's could not")
+            start = None
+        elif not seen.candidates:
+            problems.append(f"{label} has {_mib(b)} of weights, which is no run of whole slots from "
+                            f"slot {seen.start}; the plan gave it {_slots(want)} ({planned_bytes})")
+            start = None
+        else:
+            problems.append(f"{label}: {_mib(b)} of weights fits {len(seen.candidates)} slot counts "
+                            f"from slot {seen.start} ({', '.join(map(str, seen.candidates))}): some slots "
+                            "are smaller than the log's rounding, so bytes alone cannot tell; "
+                            "use --verify-layers")
+            start = None
+    if start is not None and start != n:
+        problems.append(f"the reported weights cover slots up to {start - 1}, the model has "
+                        f"{n} slots (0-{n - 1})")
+    return actual, problems, report
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """One device as read off the buffer sizes: ``slots`` when exactly one count fits."""
+
+    name: str
+    key: tuple[str, int]
+    bytes: int
+    start: int | None
+    candidates: tuple[int, ...]
+
+    @property
+    def slots(self) -> range | None:
+        if self.start is None or len(self.candidates) != 1:
+            return None
+        return range(self.start, self.start + self.candidates[0])
+
+
+def _read_devices(placement: Placement, w: _Weights, order, host: int, n: int) -> list[_Seen]:
+    """Walk the devices in model order from slot ``host``: each one's count is the one whose
+    slots' bytes match its reported weights. Stops telling once a device cannot be told."""
+    got_bytes = placement.device_bytes()
+    out: list[_Seen] = []
+    start: int | None = host
+    for name, key in order:
+        b = got_bytes.get(name, 0)
+        fits = tuple(c for c in range(n - start + 1) if w.matches(b, start, c)) if start is not None else ()
+        seen = _Seen(name, key, b, start, fits)
+        out.append(seen)
+        start = seen.slots.stop if seen.slots is not None else None
+    return out
+
+
+def layout_from_log(placement: Placement, model: ModelInfo) -> dict[str, list[int]]:
+    """{endpoint (local GPU: its name) or ``host``: slots} as llama-server placed them.
+
+    From the per-layer lines when the log has them (``-lv 5``), else read off the offload summary
+    and the weights per device (``-lv 4``, module docstring). Devices whose slots cannot be told
+    are left out; an empty dict means the log has no usable report.
+    """
+    if placement.slots:
+        return placement.by_endpoint()
+    if placement.offloaded is None:
+        return {}
+    off, n = placement.offloaded
+    host = n - off
+    out: dict[str, list[int]] = {"host": list(range(host))} if host else {}
+    for seen in _read_devices(placement, _Weights(model), _log_keys(placement.devices), host, n):
+        if seen.slots:
+            out.setdefault(seen.key[0], []).extend(seen.slots)
+    return out
+
+
+def _plan_key(plan: Plan, i: int) -> tuple[str, int]:
+    """Identity of assignment ``i``'s device: (endpoint, its number on that worker), or a local
+    GPU's (name, 0)."""
+    dev = plan.assignments[i].device
+    return (dev.endpoint, dev.index) if dev.kind == "rpc" else (dev.name, 0)
+
+
+def _log_keys(devices: list[tuple[str, str]]) -> list[tuple[str, tuple[str, int]]]:
+    """(model-order name, identity) of the devices in the log, identities as in :func:`_plan_key`."""
+    out, seen = [], {}
+    for name, ep in devices:
+        if name.startswith("RPC"):
+            k = seen.get(ep, 0)
+            seen[ep] = k + 1
+            out.append((name, (ep, k)))
+        else:
+            out.append((name, (name, 0)))
+    return out
