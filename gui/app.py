@@ -126,13 +126,13 @@ class MainWindow(QMainWindow):
         self.session.sample.connect(self.on_sample)
         self.session.serverState.connect(self.on_server_state)
         self.session.serverLog.connect(self.launch.append_log)
+        self.session.failover.connect(self.on_failover)
         self.bridge.error.connect(lambda label, msg: self.statusBar().showMessage(f"{label}: {msg}", 10000))
         self._host_timer = QTimer(self)
         self._host_timer.setInterval(5000)
         self._host_timer.timeout.connect(self._show_host)
         self._host_timer.start()
         self._demo = None
-        self._tidying_after_failure = False
         self.fastest_call = None
         self._restore_layout()
 
@@ -399,11 +399,6 @@ class MainWindow(QMainWindow):
         """llama-server's state: launch panel, chat availability, tray."""
         if state == "ready":
             return  # _launched announces ready, together with the placement check
-        if state in ("stopping", "stopped") and self._tidying_after_failure:
-            # the clean-up after a crash: keep the reason on screen
-            if state == "stopped":
-                self._tidying_after_failure = False
-            return
         self.launch.set_state(state, error)
         if state in ("failed", "stopped"):
             self.chat.set_send(None)
@@ -411,11 +406,29 @@ class MainWindow(QMainWindow):
             if state == "failed":
                 self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
                 if self.session.launcher is not None:
-                    # it died on its own: stop the workers it used, so Start works again
-                    self._tidying_after_failure = True
-                    self.session.stop_launch()
+                    # The failover supervisor takes over from here (it relaunches, or waits for a
+                    # node or for the user); Stop stays the way out.
+                    self.launch.start_button.setEnabled(False)
+                    self.launch.stop_button.setEnabled(True)
         if self.tray is not None:
             self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", state))
+
+    def on_failover(self, ev) -> None:
+        """What the failover supervisor says: a lost node, a countdown, serving again…"""
+        from gui.cluster import failover as F
+
+        bad = {F.LOST, F.NO_FIT, F.RECOVERY_FAILED, F.SERVER_EXITED}
+        color = "#2ca02c" if ev.kind == F.RECOVERED else ("#d62728" if ev.kind in bad else "#e6a700")
+        if ev.kind != F.COUNTDOWN_TICK:
+            self.launch.append_log(["[herd] " + ev.message, *ev.lines])
+        self.statusBar().showMessage(ev.message, 15000)
+        if ev.kind == F.RECOVERED:
+            self.launch.set_state("ready")
+            self.launch.set_endpoint(self.session.server_url)
+            self.chat.set_send(self.session.chat_sender())
+        self.launch.set_status(ev.message, color)
+        if self.tray is not None:
+            self.tray.setToolTip("llama-herd: " + ev.message)
 
     def stop_cluster(self) -> None:
         """Stop llama-server and the workers the launch started."""

@@ -169,7 +169,10 @@ def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_mo
     import os
     import signal
 
+    from gui.cluster.failover import FailoverPolicy
+
     win = window
+    win.session.failover_policy = FailoverPolicy(countdown=0.5)
     qtbot.waitUntil(lambda: _names(win, agents) == ["demo-a", "demo-b"], timeout=20000)
     ids = {n.name: n.id for n in win.node_map.values() if n.name in ("demo-a", "demo-b")}
     for a in agents.agents:
@@ -183,17 +186,25 @@ def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_mo
     assert win.launch.state == "ready", win.launch.status.text()
     assert win.chat.send_button.isEnabled()
 
-    # llama-server dies under the app: the window says so in words and stays usable
+    # llama-server dies under the app: the window says so in words, and the failover
+    # supervisor brings the cluster back at the same endpoint
+    endpoint = win.launch.endpoint.text()
     os.kill(win.session.launcher.server.pid, signal.SIGKILL)
     qtbot.waitUntil(lambda: win.launch.state == "failed", timeout=15000)
     assert win.launch.status.text().startswith("Failed:") and len(win.launch.status.text()) > len("Failed: ")
     assert not win.chat.send_button.isEnabled() and "llama-server stopped" in win.chat.status.text()
-    assert win.launch.start_button.isEnabled()
-    # the app tidies up the workers that launch started, so Start can be pressed again
-    qtbot.waitUntil(lambda: win.session.launcher is None, timeout=15000)
+    assert win.launch.stop_button.isEnabled() and not win.launch.start_button.isEnabled()
+    qtbot.waitUntil(lambda: win.launch.state == "ready", timeout=90000)
+    assert "[herd]" in win.launch.log.toPlainText()
+    assert win.launch.endpoint.text() == endpoint
+    win.chat.max_tokens.setValue(4)
+    with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
+        assert win.chat.send_text("still there?")
+    assert sig.args[0].pieces == 4, win.chat.status.text()
+    win.stop_cluster()
+    qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
     qtbot.waitUntil(lambda: all((win.node_status[i].get("rpc") or {}).get("state") == "stopped"
                                 for i in ids.values()), timeout=15000)
-    assert win.launch.status.text().startswith("Failed:")  # the reason stays on screen
 
     # a node disappears while the app is open: its card says it is lost, the rest carries on
     b = next(a for a in agents.agents if a.name == "demo-b")
