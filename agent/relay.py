@@ -105,7 +105,7 @@ class RpcRelay:
         host, port: where masters connect (the advertised RPC port).
         is_allowed: ``is_allowed(ip)`` — is this a paired master's address?
         target: ``target()`` — ``(host, port)`` of the worker when it is ready, else None
-            (clients are then closed at once; llama-server retries its connection).
+            (clients are then closed at once, as if nothing listened).
         on_client: called with the connected client's address, or None when the last one left.
 
     Attributes:
@@ -126,6 +126,7 @@ class RpcRelay:
         self._next = 0
         self._tasks: set[asyncio.Task] = set()
         self.refused = 0
+        self._warned: set[str] = set()
         self.bytes_to_worker = 0
         self.bytes_from_worker = 0
 
@@ -162,8 +163,12 @@ class RpcRelay:
         target = self._target()
         if not self._is_allowed(addr) or target is None:
             self.refused += 1
-            why = "not a paired master" if target is not None or not self._is_allowed(addr) else "worker not ready"
-            log.warning("RPC relay: refused %s (%s)", addr, why)
+            why = "not a paired master" if not self._is_allowed(addr) else "worker not ready"
+            # once per address at warning level: a port scan must not flood the log
+            level = logging.DEBUG if addr in self._warned else logging.WARNING
+            if len(self._warned) < 1000:
+                self._warned.add(addr)
+            log.log(level, "RPC relay: refused %s (%s)", addr, why)
             transport.abort()
             return
         key = self._next

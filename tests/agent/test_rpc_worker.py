@@ -31,6 +31,20 @@ async def wait_status(client, pred, timeout: float) -> dict:
         await asyncio.sleep(0.05)
 
 
+def read_reply(sock: socket.socket, n: int) -> bytes:
+    """Up to ``n`` bytes, however the reply is split; less (b"" for a refusal) if it closes."""
+    got = b""
+    while len(got) < n:
+        try:
+            chunk = sock.recv(n - len(got))
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
 def ready(st: dict) -> bool:
     return st["rpc"]["state"] == P.STATE_READY
 
@@ -129,10 +143,7 @@ async def test_relay_refuses_an_address_that_is_not_paired(engine, paired):
             s.bind(("127.0.0.2", 0))
             s.connect(("127.0.0.1", agent.rpc_port))
             s.sendall(bytes([14]) + (24).to_bytes(8, "little") + bytes(24))
-            try:
-                return s.recv(100)
-            except ConnectionResetError:
-                return b""
+            return read_reply(s, 8 + 28)
 
     assert await loop.run_in_executor(None, stranger_reads) == b""
     assert (await client.status())["rpc"]["refused"] == 1
@@ -247,10 +258,7 @@ async def test_relay_admits_a_paired_master_from_its_new_address(engine, paired)
             s.bind((source, 0))
             s.connect(("127.0.0.1", agent.rpc_port))
             s.sendall(bytes([14]) + (24).to_bytes(8, "little") + bytes(24))
-            try:
-                return s.recv(100)
-            except ConnectionResetError:
-                return b""
+            return read_reply(s, 8 + 28)
 
     assert await loop.run_in_executor(None, hello_from, "127.0.0.3") == b""
     transport = httpx.AsyncHTTPTransport(local_address="127.0.0.3")
