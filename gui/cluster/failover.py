@@ -304,8 +304,8 @@ class ClusterSupervisor:
         if option not in self.options:
             raise ValueError(f"{option!r} is not possible now (possible: {', '.join(self.options) or 'none'})")
         if option == OPT_WAIT:
-            self._set_waiting("waiting for " + _names(self.lost.values()) + " to come back",
-                              (OPT_HOST,) if self._pending_plan is not None else ())
+            self._set_waiting("waiting for " + (_names(self.lost.values()) or "a node") + " to come back",
+                              (OPT_WAIT, OPT_HOST) if self._pending_plan is not None else (OPT_WAIT,))
             return
         if option == OPT_REJOIN:
             await self.rejoin()
@@ -564,7 +564,7 @@ class ClusterSupervisor:
                            "to come back, or run with more layers on this computer (slow, may swap)",
                            options=(OPT_WAIT, OPT_HOST), lines=tuple(plan.describe()))
                 self._set_waiting("waiting for " + (_names(self.lost.values()) or "a node") +
-                                  " to come back", (OPT_HOST,))
+                                  " to come back", (OPT_WAIT, OPT_HOST))
                 return
             where = ", ".join(used) if used else "this computer alone"
             self._emit(REPLANNED, f"new plan on {where}" + (f" ({reason})" if reason else ""),

@@ -138,3 +138,82 @@ async def test_a_server_that_keeps_dying_is_relaunched_then_left_alone(engine, d
         assert not any(e.kind == F.LOST for e in sup.events)  # no node was blamed
         await sup.recover_now()
         assert sup.state == F.SERVING
+
+
+class ShrunkStatus:
+    """An agent client whose status reports a device with ``free`` bytes free.
+
+    A PC with too little memory for the model cannot be made on this machine (its RAM is what
+    it is), so this one figure of the real agent's real status is replaced; everything else —
+    the calls, the worker, the failures — is the real agent's.
+    """
+
+    def __init__(self, client, free: int) -> None:
+        self._client, self._free = client, free
+
+    async def status(self) -> dict:
+        st = await self._client.status()
+        for d in (st.get("rpc") or {}).get("devices") or []:
+            d["free_bytes"] = self._free
+        return st
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+async def test_no_fit_on_the_survivor_offers_waiting_or_more_host_layers(
+        engine, demo_model, procs, tmp_path):
+    info = inspect_model(demo_model)
+    policy = F.FailoverPolicy(countdown=0, busy_wait=2)
+    async with supervised(engine, demo_model, procs, tmp_path, policy) as (sup, agents):
+        fits = P.estimate(sup.first_plan, info, 512)
+        a_fit = next(f for f in fits if f.device is not None and f.device.node_name == "a")
+        # a has room for its own 4 slots only, this computer for the embeddings only.
+        make_probe = sup.probe_client_for
+        sup.probe_client_for = lambda n: ShrunkStatus(make_probe(n), a_fit.need_bytes + 4096) \
+            if n.name == "a" else make_probe(n)
+        sup._probes.clear()
+        sup.host_free_bytes = lambda: fits[-1].need_bytes + 4096
+        b = agents["b"]
+        b.proc.kill()
+        b.proc.wait(timeout=10)
+        await until(sup, lambda: sup.state == F.WAITING)
+        no_fit = next(e for e in sup.events if e.kind == F.NO_FIT)
+        assert "does not fit" in no_fit.message and "wait for b" in no_fit.message
+        assert no_fit.options == (F.OPT_WAIT, F.OPT_HOST) and F.OPT_HOST in sup.options
+        assert not any(e.kind == F.RELAUNCHING_EV for e in sup.events)
+        await sup.choose(F.OPT_WAIT)
+        assert sup.state == F.WAITING and sup.options == (F.OPT_WAIT, F.OPT_HOST)
+        # The user would rather run now, slowly: more layers on this computer.
+        await sup.choose(F.OPT_HOST)
+        assert sup.state == F.SERVING, sup.events[-1].message
+        assert sup.launcher.plan.host_layers > 0
+        assert [n.name for n in sup.launcher.planned_nodes()] == ["a"]
+        assert "more layers on this computer" in next(e for e in sup.events if e.kind == F.RELAUNCHING_EV).message
+
+        port_of = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
+        start_agent(procs.popen, tmp_path, "b", mdns=False, api_port=port_of(b.api_url),
+                    rpc_port=b.rpc_port, echo_port=b.echo_port)
+        await until(sup, lambda: F.OPT_REJOIN in sup.options)
+        await sup.rejoin()
+        assert sup.state == F.SERVING and sup.launcher.plan is sup.first_plan
+
+
+async def test_auto_recover_off_waits_and_offers_the_returned_node(engine, demo_model, procs, tmp_path):
+    """With auto-recover off the supervisor relaunches nothing by itself: it says what happened,
+    waits, and offers the returned node; the user's choice relaunches."""
+    policy = F.FailoverPolicy(auto_recover=False, busy_wait=2)
+    async with supervised(engine, demo_model, procs, tmp_path, policy) as (sup, agents):
+        b = agents["b"]
+        b.proc.terminate()  # a clean stop
+        b.proc.wait(timeout=10)
+        await until(sup, lambda: sup.state == F.WAITING)
+        assert sup.options == (F.OPT_RECOVER,) and "auto-recover is off" in sup.events[-1].message
+        port_of = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
+        start_agent(procs.popen, tmp_path, "b", mdns=False, api_port=port_of(b.api_url),
+                    rpc_port=b.rpc_port, echo_port=b.echo_port)
+        await until(sup, lambda: F.OPT_REJOIN in sup.options)
+        assert sup.state == F.WAITING and sup.options == (F.OPT_RECOVER, F.OPT_REJOIN)
+        assert not any(e.kind == F.RELAUNCHING_EV for e in sup.events)
+        await sup.choose(F.OPT_REJOIN)
+        assert sup.state == F.SERVING and sup.launcher.plan is sup.first_plan
