@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 from PySide6 import __version__ as PYSIDE_VERSION
-from PySide6.QtCore import QLocale, QSize, Qt, QTimer, qVersion
+from PySide6.QtCore import QLocale, Qt, QTimer, qVersion
 from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QMainWindow, QMenu, QMessageBox, QSplitter,
                                QSystemTrayIcon, QTabWidget, QVBoxLayout, QWidget)

@@ -11,7 +11,6 @@ ready to launch. Closing the app stops the agents and removes their state.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import socket
 import subprocess
