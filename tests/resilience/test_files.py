@@ -4,7 +4,6 @@ reported and set aside instead of being replaced with defaults."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
