@@ -10,8 +10,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
-from pathlib import Path
 
 import httpx
 import pytest
@@ -25,7 +23,7 @@ from agent import protocol as P
 from agent.settings import (STATE_NAME, Settings, SettingsError, dump_settings, load_settings,
                             load_state)
 from gui.cluster.model import ModelError, inspect_model
-from gui.cluster.nodes import Node, TokenStore
+from gui.cluster.nodes import Node
 from gui.cluster.plan import Device, Plan
 from gui.cluster.profile import ProfileError, load_profile, make_profile, save_profile
 
