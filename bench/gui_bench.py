@@ -32,6 +32,7 @@ from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from agent.engine import find_engine  # noqa: E402
+from gui.app import freeze_startup_objects  # noqa: E402
 from gui.bridge import AsyncBridge  # noqa: E402
 from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
 from gui.session import ClusterSession  # noqa: E402
@@ -113,6 +114,7 @@ def main() -> int:
     pane.show()
     meter = StallMeter()
     rows = []
+    freeze_startup_objects()  # as run_app does
     try:
         for i in range(args.replies + 1):  # the first reply warms up and is not counted
             # A new chat per reply keeps the prompt short, so the server streams at full speed.

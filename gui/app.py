@@ -587,6 +587,18 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
 
+def freeze_startup_objects() -> None:
+    """Move everything allocated so far (Qt bindings, pyqtgraph, numpy…) out of the cyclic GC.
+
+    A full collection otherwise walks all of them and holds the GIL for tens of milliseconds,
+    a stall the user sees while a reply streams (measured with bench/gui_bench.py).
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def run_app(args, demo=None, model: Path | None = None) -> int:
     """Open the app (``herd`` without a command, or ``herd demo``); returns the exit code."""
     logging.basicConfig(level=logging.INFO if os.environ.get("HERD_DEBUG") else logging.WARNING)
@@ -617,6 +629,7 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
         win.attach_demo(demo, model)
         win._demo = None  # `herd demo` stops its own agents after the app closes
     _quit_on_signals(app, win)
+    freeze_startup_objects()
     return app.exec()
 
 
