@@ -110,6 +110,7 @@ class ChatPane(QWidget):
         self.session = ChatSession()
         self._call = None
         self._stats: ReplyStats | None = None
+        self._last_stats: ReplyStats | None = None
         self._pending: list[str] = []
         self._reply_parts: list[str] = []
         self._reply_start = 0
@@ -247,7 +248,7 @@ class ChatPane(QWidget):
 
     def last_stats(self) -> ReplyStats | None:
         """Stats of the reply that ended last."""
-        return self._last_stats if hasattr(self, "_last_stats") else None
+        return self._last_stats
 
     def reply_text(self) -> str:
         """The text of the reply streaming now (or of the last one)."""
