@@ -9,7 +9,7 @@ at load, but also about twenty debug lines per generated token. This measures wh
 Setup: one demo model (8 layers unless ``--layers``), two real ``ggml-rpc-server`` workers on
 127.0.0.1 holding host 1 / 3 / 5 slots, and the master's llama-server supervised by herd's own
 :class:`~gui.cluster.launcher.ServerProcess` (so the log is read the way herd reads it). Each
-repetition launches the server once per level, in turn, and takes ``--replies`` completions of
+repetition launches the server once per level, in turn (the order rotates), and takes ``--replies`` completions of
 ``--tokens`` tokens; the decode rate is each reply's ``timings.predicted_per_second``. Levels
 alternate within a repetition so that load from elsewhere on the machine hits all of them alike.
 The table gives the median over all replies of a level, its quartiles, the ratio to ``-lv 4``'s
@@ -100,7 +100,8 @@ async def main() -> None:
             workers = start_rpc_workers(engine, jar, 2)
             for rep in range(args.reps):
                 launch: dict[int, float] = {}
-                for lv in LEVELS:
+                # Rotate the order so that no level always runs first (or after -lv 5).
+                for lv in LEVELS[rep % 3:] + LEVELS[:rep % 3]:
                     got, lines = await one_launch(engine, model, workers, lv, args.layers, args.replies,
                                                   args.tokens)
                     rates[lv] += got
