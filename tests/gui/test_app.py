@@ -53,6 +53,15 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _add_by_address(qtbot, win, agents):
+    """Add the agents by address (the first test proves mDNS; the others need not wait for it)."""
+    for a in agents.agents:
+        win.add_node(a.address)
+    qtbot.waitUntil(lambda: _names(win, agents) == ["demo-a", "demo-b"], timeout=20000)
+    return {n.name: n.id for n in win.node_map.values()
+            if n.name in ("demo-a", "demo-b") and f"{n.host}:{n.api_port}" in {a.address for a in agents.agents}}
+
+
 def _names(win, agents):
     # other agents may announce on loopback too; look at ours only
     ours = {f"127.0.0.1:{a.api_port}" for a in agents.agents}
@@ -62,7 +71,7 @@ def _names(win, agents):
 def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_model, tmp_path):
     win = window
     # 1. the agents announce themselves over mDNS (loopback) and appear as cards
-    qtbot.waitUntil(lambda: _names(win, agents) == ["demo-a", "demo-b"], timeout=20000)
+    qtbot.waitUntil(lambda: _names(win, agents) == ["demo-a", "demo-b"], timeout=30000)
     ids = {n.name: n.id for n in win.node_map.values() if n.name in ("demo-a", "demo-b")}
     card = win.nodes.cards[ids["demo-a"]]
     assert "demo-a" in card.title.text() and card.paired_label.text() == "not paired"
@@ -173,8 +182,7 @@ def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_mo
 
     win = window
     win.session.failover_policy = FailoverPolicy(countdown=0.5)
-    qtbot.waitUntil(lambda: _names(win, agents) == ["demo-a", "demo-b"], timeout=20000)
-    ids = {n.name: n.id for n in win.node_map.values() if n.name in ("demo-a", "demo-b")}
+    ids = _add_by_address(qtbot, win, agents)
     for a in agents.agents:
         win.pair_node(ids[a.name], a.pin)
     qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
@@ -220,8 +228,7 @@ def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_mo
 
 def test_fastest_measures_the_nodes_and_applies_a_plan(qtbot, window, agents, demo_model):
     win = window
-    qtbot.waitUntil(lambda: _names(win, agents) == ["demo-a", "demo-b"], timeout=20000)
-    ids = {n.name: n.id for n in win.node_map.values() if n.name in ("demo-a", "demo-b")}
+    ids = _add_by_address(qtbot, win, agents)
     for a in agents.agents:
         win.pair_node(ids[a.name], a.pin)
     qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
