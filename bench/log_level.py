@@ -14,8 +14,9 @@ repetition launches the server once per level, in turn (the order rotates), and 
 alternate within a repetition so that load from elsewhere on the machine hits all of them alike.
 The table gives the median over all replies of a level, its quartiles, the ratio to ``-lv 4``'s
 median, and the paired ratio (each launch against the ``-lv 4`` launch of the same repetition,
-median over repetitions), the fastest reply, and how many lines llama-server printed per
-generated token. Everything runs on loopback.
+median over repetitions), the fastest reply, and per generated token: the lines llama-server
+printed and the CPU time it and this process (herd's log reader, the chat client) spent. On a
+busy machine the speeds scatter widely; the CPU times barely do. Everything runs on loopback.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -54,9 +56,9 @@ class CountingServer(L.ServerProcess):
 
 
 async def one_launch(engine, model: Path, workers: list[str], level: int, layers: int,
-                     replies: int, tokens: int) -> tuple[list[float], float]:
-    """Launch at ``-lv level``, run ``replies`` completions; (tok/s of each reply, log lines
-    printed per generated token)."""
+                     replies: int, tokens: int) -> tuple[list[float], dict[str, float]]:
+    """Launch at ``-lv level``, run ``replies`` completions; (tok/s of each reply, per generated
+    token: log lines printed, llama-server's CPU ms, this process's CPU ms)."""
     host = 1
     rest = layers + 1 - host
     spec = L.ServerSpec(model=model, rpc=workers, ngl=rest, tensor_split=[rest // 2, rest - rest // 2],
@@ -67,13 +69,18 @@ async def one_launch(engine, model: Path, workers: list[str], level: int, layers
     try:
         await srv.wait_ready(120)
         printed = srv.printed
+        server = psutil.Process(srv.pid)
+        cpu0, own0 = sum(server.cpu_times()[:2]), time.process_time()
         async with httpx.AsyncClient(timeout=120) as client:
             for i in range(replies):
                 done = await chat(client, spec.url, [{"role": "user", "content": f"count to {i + 9}"}],
                                   max_tokens=tokens, temperature=0)
                 rates.append(float(done.timings["predicted_per_second"]))
         await asyncio.sleep(0.2)  # the last lines of the last reply
-        per_token = (srv.printed - printed) / (replies * tokens)
+        n = replies * tokens
+        per_token = {"lines": (srv.printed - printed) / n,
+                     "server_ms": (sum(server.cpu_times()[:2]) - cpu0) * 1e3 / n,
+                     "herd_ms": (time.process_time() - own0) * 1e3 / n}
     finally:
         await srv.stop()
     return rates, per_token
@@ -92,7 +99,7 @@ async def main() -> None:
     jar = ProcessJar()
     rates: dict[int, list[float]] = {lv: [] for lv in LEVELS}
     ratios: dict[int, list[float]] = {lv: [] for lv in LEVELS}  # per repetition, against -lv 4
-    per_token: dict[int, list[float]] = {lv: [] for lv in LEVELS}
+    per_token: dict[int, list[dict[str, float]]] = {lv: [] for lv in LEVELS}
     t0 = time.monotonic()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -120,17 +127,21 @@ async def main() -> None:
     print(f"Decode speed by llama-server log level — demo model {args.layers} layers, 2 loopback RPC "
           f"workers, {args.reps} launches × {args.replies} replies × {args.tokens} tokens per level")
     print(f"{'level':<7}{'median tok/s':>14}{'q1':>9}{'q3':>9}{'replies':>9}{'vs -lv 4':>10}"
-          f"{'paired':>9}{'best':>8}{'log lines/token':>17}")
+          f"{'paired':>9}{'best':>8}{'lines/tok':>11}{'server CPU ms/tok':>19}{'herd CPU ms/tok':>17}")
     for lv in LEVELS:
         r = sorted(rates[lv])
         q1, _, q3 = statistics.quantiles(r, n=4) if len(r) > 1 else (r[0], r[0], r[0])
         med = statistics.median(r)
         paired = (statistics.median(ratios[lv]) - 1) * 100
         print(f"-lv {lv:<3}{med:>14.1f}{q1:>9.1f}{q3:>9.1f}{len(r):>9d}{(med / base - 1) * 100:>+9.1f}%"
-              f"{paired:>+8.1f}%{max(r):>8.1f}{statistics.median(per_token[lv]):>17.2f}")
+              f"{paired:>+8.1f}%{max(r):>8.1f}" + "".join(
+                  f"{statistics.median(x[k] for x in per_token[lv]):>{w}.{d}f}"
+                  for k, w, d in (("lines", 11, 2), ("server_ms", 19, 3), ("herd_ms", 17, 3))))
     print("vs -lv 4: ratio of the medians; paired: median over repetitions of each launch's median "
           "against the -lv 4 launch next to it (less sensitive to load that comes and goes); best: the "
-          "fastest reply (the least disturbed by other load on the machine).")
+          "fastest reply (the least disturbed by other load on the machine). Per token (medians over "
+          "launches): lines llama-server printed, CPU time of llama-server and of this process "
+          "(herd's log reader and the chat client) — CPU time barely depends on other load.")
 
 
 if __name__ == "__main__":

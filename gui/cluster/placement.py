@@ -362,17 +362,18 @@ def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
         total, mapped, count = w.host_range(host)
         low = min(total, mapped) - ROUNDING_BYTES
         high = max(total, mapped) + ROUNDING_BYTES + count * PAD_PER_TENSOR
+        want = f"{_mib(min(total, mapped))} to {_mib(max(total, mapped))}"
         if set(host_bufs) == {"CPU_Mapped"}:
-            low = mapped - ROUNDING_BYTES
+            low, want = mapped - ROUNDING_BYTES, f"{_mib(mapped)} of the file"
         elif set(host_bufs) == {"CPU"}:
-            high = total + ROUNDING_BYTES + count * PAD_PER_TENSOR
+            high, want = total + ROUNDING_BYTES + count * PAD_PER_TENSOR, _mib(total)
         where = f"host keeps {_slots(range(host))}"
         if low <= got <= high:
             report.append(f"{where} as planned ({_mib(got)} incl. token embeddings)"
                           if host == plan.host_layers else f"{where} ({_mib(got)})")
         else:
-            problems.append(f"the host's weights are {_mib(got)}, but keeping slots "
-                            f"{_span(range(host))} and the token embeddings takes {_mib(mapped)}")
+            problems.append(f"the host's weights are {_mib(got)}, but keeping {_slots(range(host))} "
+                            f"and the token embeddings takes {want}")
     if host:
         actual["host"] = list(range(host))
 

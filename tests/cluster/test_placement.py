@@ -166,3 +166,16 @@ def test_expected_slots_multi_device_node_and_zero_counts():
     # A worker exposing two devices appears twice in device order; a zero count takes no slot.
     assert expected_slots(0, [("a:1", 2), ("b:1", 0), ("a:1", 3)]) == {"a:1": [0, 1, 2, 3, 4]}
     assert plan_expected_slots(plan(2, 0, 7)) == {"host": [0, 1], B: [2, 3, 4, 5, 6, 7, 8]}
+
+
+def test_host_weights_memory_mapped_or_loaded(info):
+    # Memory-mapped (the default) the host's buffer is the file range from token_embd to the end
+    # of its last block, output tensors in between included; loaded (-lm none) it is the sum.
+    assert check_placement(plan(1, 3, 5), parse_placement(LV4_LOG), info).ok
+    loaded = LV4_LOG.replace("  CPU_Mapped model buffer size =     1.38", "         CPU model buffer size =     0.88")
+    assert check_placement(plan(1, 3, 5), parse_placement(loaded), info).ok
+    for log in (LV4_LOG.replace("1.38 MiB", "1.50 MiB"), loaded.replace("0.88 MiB", "1.38 MiB")):
+        check = check_placement(plan(1, 3, 5), parse_placement(log), info)
+        assert not check.ok
+        assert check.problems[0].startswith("the host's weights are ")
+        assert "but keeping slot 0 and the token embeddings takes" in check.problems[0]
