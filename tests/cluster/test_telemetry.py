@@ -92,7 +92,7 @@ async def test_interval_change_takes_effect_at_once():
 async def split_server(engine, demo_model, procs):
     """A real llama-server with 5 of 9 slots on a real RPC worker; yields its URL."""
     workers = start_rpc_workers(engine, procs, 1)
-    spec = L.ServerSpec(model=demo_model, rpc=workers, ngl=5, tensor_split=[5], ctx=2048,
+    spec = L.ServerSpec(model=demo_model, rpc=workers, ngl=5, tensor_split=[5], ctx=4096,
                         port=free_port(), extra_args=["-np", "1"])
     srv = L.ServerProcess(engine.llama_server, spec)
     await srv.start()
@@ -101,6 +101,11 @@ async def split_server(engine, demo_model, procs):
         yield srv.url
     finally:
         await srv.stop()
+
+
+# Long enough (about a second of decode here) that one late step on a busy machine, which the
+# counters and the reply's timings may see differently, stays well inside the 3 % budget.
+REPLY_TOKENS = 3500
 
 
 @pytest.mark.engine
@@ -118,7 +123,7 @@ async def test_samples_arrive_while_streaming_and_decode_rate_matches_timings(sp
         done: ChatDone | None = None
         try:
             async for ev in stream_chat(client, url, [{"role": "user", "content": "Tell a long story."}],
-                                        max_tokens=1500, temperature=0):
+                                        max_tokens=REPLY_TOKENS, temperature=0):
                 if isinstance(ev, ChatDelta):
                     deltas.append(time.time())
                 else:
@@ -131,7 +136,7 @@ async def test_samples_arrive_while_streaming_and_decode_rate_matches_timings(sp
                 await asyncio.sleep(0.02)
         finally:
             await tele.stop()
-    assert done is not None and done.timings["predicted_n"] == 1500 and done.finish_reason == "length"
+    assert done is not None and done.timings["predicted_n"] == REPLY_TOKENS and done.finish_reason == "length"
     reply_tps = done.predicted_per_second
     # Samples arrived while the reply was streaming, and the server sampler saw it busy.
     during = [s for s in samples if deltas[0] <= s.time <= deltas[-1]]
@@ -139,11 +144,11 @@ async def test_samples_arrive_while_streaming_and_decode_rate_matches_timings(sp
     assert any(s.kind == "server" and s.values.get("busy_slots") == 1 for s in during)
     # The counters' delta over exactly this request.
     exact = T.counter_rates(before, after)
-    assert exact["decode_tokens"] == 1500
+    assert exact["decode_tokens"] == REPLY_TOKENS
     assert exact["decode_tps"] == pytest.approx(reply_tps, rel=0.03)
     # And the sampler's own figure for the interval in which the request ended.
     ended = [s for s in samples if s.kind == "metrics" and s.values.get("decode_tokens")]
-    assert len(ended) == 1 and ended[0].values["decode_tokens"] == 1500
+    assert len(ended) == 1 and ended[0].values["decode_tokens"] == REPLY_TOKENS
     assert ended[0].values["decode_tps"] == pytest.approx(reply_tps, rel=0.03)
     # The prompt counters move when the prompt is processed, before the reply ends.
     prompted = [s for s in samples if s.kind == "metrics" and s.values.get("prompt_tokens")]
@@ -152,7 +157,7 @@ async def test_samples_arrive_while_streaming_and_decode_rate_matches_timings(sp
     # The reply's own figures go into the same stream.
     reply = tele.record_reply(url, done.timings)
     assert samples[-1] is reply and reply.kind == "reply"
-    assert reply.values["predicted_per_second"] == reply_tps and reply.values["predicted_n"] == 1500
+    assert reply.values["predicted_per_second"] == reply_tps and reply.values["predicted_n"] == REPLY_TOKENS
 
 
 @pytest.mark.engine
