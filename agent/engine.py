@@ -19,13 +19,14 @@ import os
 import re
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import platformdirs
+
+from agent import rpc_protocol
 
 #: The llama.cpp build every node of a herd cluster runs. Nodes must agree on it: the RPC
 #: protocol is versioned and a major mismatch aborts llama-server.
@@ -41,9 +42,6 @@ MANIFEST_NAME = "engine.json"
 RPC_SERVER_NAMES = ("ggml-rpc-server", "rpc-server")
 LLAMA_SERVER_NAMES = ("llama-server",)
 LLAMA_BENCH_NAMES = ("llama-bench",)
-
-RPC_CMD_HELLO = 14
-RPC_CONN_CAPS_SIZE = 24
 
 
 class EngineError(RuntimeError):
@@ -227,20 +225,7 @@ def rpc_hello(host: str, port: int, timeout: float = 3.0) -> str:
     """
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.settimeout(timeout)
-        payload = bytes(RPC_CONN_CAPS_SIZE)
-        sock.sendall(struct.pack("<BQ", RPC_CMD_HELLO, len(payload)) + payload)
-        size = struct.unpack("<Q", _recv_exact(sock, 8))[0]
-        if size != 4 + RPC_CONN_CAPS_SIZE:
-            raise EngineError(f"unexpected HELLO reply size {size} from {host}:{port}")
-        body = _recv_exact(sock, size)
-        return f"{body[0]}.{body[1]}.{body[2]}"
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("RPC worker closed the connection")
-        buf += chunk
-    return bytes(buf)
+        try:
+            return rpc_protocol.hello(sock)
+        except rpc_protocol.RpcProtocolError as exc:
+            raise EngineError(f"{host}:{port}: {exc}") from exc

@@ -24,7 +24,6 @@ import logging
 import os
 import re
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -33,13 +32,9 @@ from pathlib import Path
 from typing import Callable
 
 from agent import protocol as P
+from agent import rpc_protocol
 
 log = logging.getLogger("herd.agent.rpc")
-
-RPC_CMD_GET_DEVICE_MEMORY = 11
-RPC_CMD_HELLO = 14
-RPC_CMD_DEVICE_COUNT = 15
-RPC_CONN_CAPS_SIZE = 24
 
 BIND_FAILED_LINE = "Failed to create server socket"
 #: Seconds between restarts after successive crashes; the first retry is quick so a killed
@@ -58,8 +53,8 @@ _VERSION_RE = re.compile(r"Starting RPC server v(\d+\.\d+\.\d+)")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-class RpcProbeError(Exception):
-    """The worker did not answer the protocol probe as expected."""
+#: The worker did not answer the protocol probe as expected.
+RpcProbeError = rpc_protocol.RpcProtocolError
 
 
 @dataclass
@@ -115,33 +110,13 @@ async def probe_rpc(host: str, port: int, timeout: float = 2.0) -> tuple[str, li
     """
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     try:
-        async def call(cmd: int, payload: bytes) -> bytes:
-            writer.write(struct.pack("<BQ", cmd, len(payload)) + payload)
-            await writer.drain()
-            size = struct.unpack("<Q", await asyncio.wait_for(reader.readexactly(8), timeout))[0]
-            if size > 1024:
-                raise RpcProbeError(f"reply of {size} bytes to command {cmd}")
-            return await asyncio.wait_for(reader.readexactly(size), timeout)
-
         try:
-            hello = await call(RPC_CMD_HELLO, bytes(RPC_CONN_CAPS_SIZE))
-            if len(hello) != 4 + RPC_CONN_CAPS_SIZE:
-                raise RpcProbeError(f"HELLO reply has {len(hello)} bytes")
-            proto = f"{hello[0]}.{hello[1]}.{hello[2]}"
-            raw = await call(RPC_CMD_DEVICE_COUNT, b"")
-            if len(raw) != 4:
-                raise RpcProbeError(f"DEVICE_COUNT reply has {len(raw)} bytes")
-            count = struct.unpack("<I", raw)[0]
-            devices = []
-            for i in range(min(count, 64)):
-                mem = await call(RPC_CMD_GET_DEVICE_MEMORY, struct.pack("<I", i))
-                if len(mem) != 16:
-                    raise RpcProbeError(f"GET_DEVICE_MEMORY reply has {len(mem)} bytes")
-                free, total = struct.unpack("<QQ", mem)
-                devices.append(RpcDevice(index=i, total_bytes=total, free_bytes=free))
-            return proto, devices
+            proto = await rpc_protocol.hello_async(reader, writer, timeout)
+            memory = await rpc_protocol.device_memory_async(reader, writer, timeout)
         except asyncio.IncompleteReadError as exc:
             raise RpcProbeError("worker closed the connection during the probe") from exc
+        return proto, [RpcDevice(index=i, total_bytes=total, free_bytes=free)
+                       for i, (free, total) in enumerate(memory)]
     finally:
         writer.close()
         try:

@@ -36,7 +36,6 @@ import json
 import os
 import socket
 import statistics
-import struct
 import tempfile
 import time
 from collections.abc import Sequence
@@ -45,13 +44,8 @@ from pathlib import Path
 
 import httpx
 
-from agent.engine import RPC_CMD_HELLO, Engine
-
-#: RPC commands used by the link probe (ggml-rpc.cpp, protocol 7).
-RPC_CMD_GET_DEVICE_MEMORY = 11
-RPC_CMD_DEVICE_COUNT = 15
-#: Size of the HELLO request payload (``rpc_msg_hello_req``: the client's transport caps).
-RPC_HELLO_REQ_SIZE = 24
+from agent import rpc_protocol
+from agent.engine import Engine
 
 #: Bump when the meaning of a cached field changes; older files are then ignored.
 CACHE_FORMAT = 1
@@ -205,22 +199,6 @@ class NodeMeasurement:
 # links: round trips and memory over the worker's own RPC protocol
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("the RPC worker closed the connection")
-        buf += chunk
-    return bytes(buf)
-
-
-def _request(sock: socket.socket, cmd: int, payload: bytes = b"") -> bytes:
-    sock.sendall(struct.pack("<BQ", cmd, len(payload)) + payload)
-    size = struct.unpack("<Q", _recv_exact(sock, 8))[0]
-    return _recv_exact(sock, size)
-
-
 def _split_endpoint(endpoint: str) -> tuple[str, int]:
     host, sep, port = endpoint.rpartition(":")
     if not sep or not host or not port.isdigit():
@@ -244,25 +222,20 @@ def probe_rpc_link(endpoint: str, samples: int = 9, timeout: float = 5.0) -> Lin
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.settimeout(timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            hello = _request(sock, RPC_CMD_HELLO, bytes(RPC_HELLO_REQ_SIZE))
-            if len(hello) < 3:
-                raise MeasureError(f"{endpoint}: unexpected HELLO reply ({len(hello)} bytes)")
-            (count,) = struct.unpack("<I", _request(sock, RPC_CMD_DEVICE_COUNT)[:4])
-            devices = []
-            for i in range(count):
-                free, total = struct.unpack("<QQ", _request(sock, RPC_CMD_GET_DEVICE_MEMORY,
-                                                            struct.pack("<I", i))[:16])
-                devices.append((free, total))
+            rpc_protocol.hello(sock)
+            devices = rpc_protocol.device_memory(sock)
             rtts = []
             for _ in range(samples):
                 t0 = time.perf_counter()
-                _request(sock, RPC_CMD_DEVICE_COUNT)
+                rpc_protocol.request(sock, rpc_protocol.CMD_DEVICE_COUNT)
                 rtts.append(time.perf_counter() - t0)
     except socket.timeout:
         raise MeasureError(f"{endpoint}: the RPC worker did not answer within {timeout:g} s "
                            "(busy with a llama-server? it serves one client at a time)") from None
     except (OSError, ConnectionError) as exc:
         raise MeasureError(f"{endpoint}: cannot probe the RPC worker ({exc})") from None
+    except rpc_protocol.RpcProtocolError as exc:
+        raise MeasureError(f"{endpoint}: unexpected reply from the RPC worker ({exc})") from None
     return LinkMeasurement(endpoint=endpoint, rtt_s=statistics.median(rtts), rtt_samples=tuple(rtts),
                            devices=tuple(devices))
 
