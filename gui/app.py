@@ -613,7 +613,9 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
     lang = getattr(args, "lang", None) or settings.get("ui/language") or QLocale.system().name()
     install_translator(app, lang)
     session_kw = {}
-    if os.environ.get(INTERFACES_ENV):
+    if getattr(args, "mdns_interfaces", None):
+        session_kw = {"interfaces": list(args.mdns_interfaces)}
+    elif os.environ.get(INTERFACES_ENV):
         # e.g. HERD_INTERFACES=192.168.1.5 to browse one network only
         session_kw = {"interfaces": [a.strip() for a in os.environ[INTERFACES_ENV].split(",") if a.strip()]}
     if demo is not None:
@@ -629,6 +631,10 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
         win.attach_demo(demo, model)
         win._demo = None  # `herd demo` stops its own agents after the app closes
     _quit_on_signals(app, win)
+    if getattr(args, "quit_after", None):
+        # `herd --quit-after 5`: the packaged-app smoke test opens the window and closes it the
+        # way a user does, so start-up and shutdown (discovery, bridge thread) are both exercised.
+        QTimer.singleShot(int(args.quit_after * 1000), lambda: (win.close(), app.quit()))
     freeze_startup_objects()
     return app.exec()
 

@@ -17,6 +17,31 @@ COMMAND_MODULES = [
 ]
 
 
+def _interface_list(text: str) -> list[str]:
+    """``"127.0.0.1,192.168.1.5"`` → a list of IP addresses; anything else is refused by name."""
+    import ipaddress
+
+    out = [a.strip() for a in text.split(",") if a.strip()]
+    if not out:
+        raise argparse.ArgumentTypeError("expected one or more interface addresses, e.g. 192.168.1.5")
+    for a in out:
+        try:
+            ipaddress.ip_address(a.split("%", 1)[0])  # an IPv6 address may carry a %scope
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{a!r} is not an IP address of an interface") from None
+    return out
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``herd`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -26,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"llama-herd {__version__}")
     parser.add_argument("--lang", choices=["en", "zh_CN"], help="force the app's language")
+    parser.add_argument("--mdns-interfaces", metavar="ADDR[,ADDR…]", type=_interface_list,
+                        help="look for nodes only on the interfaces with these addresses (e.g. "
+                             "192.168.1.5 on a PC with several networks; default: all, or "
+                             "$HERD_INTERFACES)")
+    parser.add_argument("--quit-after", metavar="SECONDS", type=_positive_seconds,
+                        help="open the window, then close it cleanly after SECONDS (a smoke test)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

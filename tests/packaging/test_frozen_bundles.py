@@ -2,7 +2,8 @@
 
 Freezing takes about a minute per program on two cores, so these are marked ``slow``; CI runs
 them. The frozen agent is started with loopback-only options and a temporary state folder, and
-must answer ``/api/v1/info`` and stop cleanly on SIGTERM.
+must answer ``/api/v1/info`` and stop cleanly on SIGTERM. The frozen app opens its window
+offscreen with discovery on loopback only and closes it by itself (``--quit-after``).
 """
 
 from __future__ import annotations
@@ -178,3 +179,12 @@ def test_frozen_app_runs_a_headless_command(frozen_app, tmp_path):
     assert out.returncode == 0, out.stderr
     reader = gguf.GGUFReader(str(model))
     assert int(reader.fields["llama.block_count"].parts[-1][0]) == 2
+
+
+def test_frozen_app_opens_and_closes_its_window(frozen_app, tmp_path):
+    """Issue 6: open and close the window. Discovery stays on loopback (--mdns-interfaces)."""
+    from app_smoke import app_env, check_loopback_only, run_window_smoke
+
+    _, udp = run_window_smoke([str(frozen_app), "--lang", "zh_CN", "--mdns-interfaces", "127.0.0.1",
+                               "--quit-after", "5"], app_env(tmp_path), timeout=180)
+    check_loopback_only(udp)
