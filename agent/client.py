@@ -21,6 +21,7 @@ import time
 import httpx
 
 from agent import protocol as P
+from agent.i18n import translate
 
 
 class AgentError(RuntimeError):
@@ -147,8 +148,8 @@ class AgentClient:
         if not auth:
             return {}
         if not self.token:
-            raise AgentError(f"{self.base_url}: not paired / wrong token (no token; pair first)",
-                             status=401)
+            raise AgentError(translate("AgentClient", "{url}: not paired / wrong token (no token; pair "
+                                                      "first)").format(url=self.base_url), status=401)
         return {"Authorization": f"Bearer {self.token}"}
 
     async def _call(self, method: str, path: str, *, json=None, params=None, auth=False) -> dict:
@@ -156,8 +157,8 @@ class AgentClient:
         try:
             resp = await self._http.request(method, path, json=json, params=params, headers=headers)
         except httpx.HTTPError as exc:
-            raise AgentError(f"cannot reach agent at {self.base_url}: {exc!s} "
-                             f"({type(exc).__name__})") from exc
+            raise AgentError(translate("AgentClient", "cannot reach agent at {url}: {why} ({kind})")
+                             .format(url=self.base_url, why=exc, kind=type(exc).__name__)) from exc
         if resp.status_code != 200:
             raise self._http_error(resp)
         try:
@@ -178,7 +179,7 @@ class AgentClient:
             detail = resp.text[:200]
         code = resp.status_code
         if code == 401:
-            msg = f"{self.base_url}: not paired / wrong token"
+            msg = translate("AgentClient", "{url}: not paired / wrong token").format(url=self.base_url)
         else:
             msg = f"{self.base_url}{resp.request.url.path}: HTTP {code}"
             if detail:
@@ -212,7 +213,8 @@ async def measure_echo_rtt(host: str, port: int, count: int = 5, timeout: float 
     try:
         transport, proto = await loop.create_datagram_endpoint(_EchoProtocol, remote_addr=(host, port))
     except OSError as exc:
-        raise AgentError(f"cannot reach echo at {host}:{port}: {exc}") from exc
+        raise AgentError(translate("AgentClient", "cannot reach echo at {address}: {why}")
+                         .format(address=f"{host}:{port}", why=exc)) from exc
     rtts: list[float] = []
     nonce = os.urandom(8)
     try:
@@ -232,5 +234,6 @@ async def measure_echo_rtt(host: str, port: int, count: int = 5, timeout: float 
     finally:
         transport.close()
     if not rtts:
-        raise AgentError(f"no echo from {host}:{port} ({count} probes, {timeout} s each)")
+        raise AgentError(translate("AgentClient", "no echo from {address} ({count} probes, {timeout} s "
+                                   "each)").format(address=f"{host}:{port}", count=count, timeout=timeout))
     return rtts

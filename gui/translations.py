@@ -5,6 +5,11 @@ compiled on first run with ``pyside6-lrelease`` (shipped with PySide6-Essentials
 user's cache folder, and recompiled when the ``.ts`` is newer. When neither works (no
 ``lrelease``, a read-only cache) :class:`TsTranslator` reads the ``.ts`` XML directly, so the
 app is translated either way.
+
+The Qt-free core (``gui/cluster/``, ``agent/``) writes its user-facing sentences through
+:func:`agent.i18n.translate`; :func:`install_translator` points that hook at
+``QCoreApplication.translate``, so doctor findings, launch failures and agent errors come out of
+the same catalogue as the widgets' strings. The CLI never installs it and stays English.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QLibraryInfo, QTranslator
+
+from agent import i18n
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +134,12 @@ def install_translator(app: QCoreApplication, lang: str) -> list[QTranslator]:
     """Install the app's and Qt's own translations for ``lang``; returns them (keep them alive)."""
     installed = []
     t = load_translator(lang)
+    i18n.set_translator(None)
     if t is not None:
         app.installTranslator(t)
         installed.append(t)
+        # the core's messages (doctor, launcher, agent client…) from the same catalogue
+        i18n.set_translator(QCoreApplication.translate)
         qt = QTranslator(app)
         if qt.load(f"qtbase_{lang}", QLibraryInfo.path(QLibraryInfo.LibraryPath.TranslationsPath)):
             app.installTranslator(qt)

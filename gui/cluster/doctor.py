@@ -1,7 +1,8 @@
 """Checks before a launch: can this master run a cluster with these nodes, and how well?
 
 :func:`check_cluster` returns a list of :class:`Finding`, each with a severity and one plain
-sentence. ``error`` findings mean a launch would fail (``herd up`` refuses to start);
+sentence (in the app's language, see :mod:`agent.i18n`). ``error`` findings mean a launch
+would fail (``herd up`` refuses to start);
 ``warning`` ones mean it would work badly (a Wi-Fi link); ``ok`` ones say what was checked.
 
 What is checked:
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from agent.client import AgentClient, AgentError, measure_echo_rtt
 from agent.engine import PINNED_BUILD, Engine
 from agent.hardware import nics
+from agent.i18n import translate
 
 ERROR, WARNING, OK = "error", "warning", "ok"
 
@@ -58,12 +60,18 @@ def has_errors(findings: list[Finding]) -> bool:
 def check_engine(engine: Engine) -> list[Finding]:
     """The master's own llama.cpp programs."""
     if engine.llama_server is None:
-        return [Finding(ERROR, "master", "No llama-server found on this machine; run "
-                        "`herd engine install`.", "no-engine")]
+        return [Finding(ERROR, "master", translate("Doctor", "No llama-server found on this machine; "
+                                                   "run `herd engine install`."), "no-engine")]
     if engine.build is not None and engine.build != PINNED_BUILD:
-        return [Finding(WARNING, "master", f"This machine runs llama.cpp build {engine.build}; "
-                        f"herd is tested with build {PINNED_BUILD}.", "engine-build")]
-    return [Finding(OK, "master", f"llama-server build {engine.build or 'unknown'} found.", "engine")]
+        return [Finding(WARNING, "master", translate(
+            "Doctor", "This machine runs llama.cpp build {build}; herd is tested with build {pinned}.")
+            .format(build=engine.build, pinned=PINNED_BUILD), "engine-build")]
+    return [Finding(OK, "master", translate("Doctor", "llama-server build {build} found.")
+                    .format(build=engine.build or _unknown()), "engine")]
+
+
+def _unknown() -> str:
+    return translate("Doctor", "unknown")
 
 
 def _proto_major(proto: str | None) -> str | None:
@@ -108,74 +116,89 @@ async def check_node(node, client: AgentClient, engine: Engine, *, timeout: floa
     try:
         info = await client.info()
     except AgentError as exc:
-        return [Finding(ERROR, name, f"The agent at {node.api_url} does not answer ({exc}).", "unreachable")]
+        return [Finding(ERROR, name, translate("Doctor", "The agent at {url} does not answer ({why}).")
+                        .format(url=node.api_url, why=exc), "unreachable")]
     if info.get("id") != node.id:
-        return [Finding(ERROR, name, f"{node.api_url} is now a different node ({info.get('id')}); "
-                        "the node vanished or changed address.", "vanished")]
-    out.append(Finding(OK, name, f"The agent answers at {node.api_url}.", "reachable"))
+        return [Finding(ERROR, name, translate("Doctor", "{url} is now a different node ({id}); the "
+                                               "node vanished or changed address.")
+                        .format(url=node.api_url, id=info.get("id")), "vanished")]
+    out.append(Finding(OK, name, translate("Doctor", "The agent answers at {url}.").format(url=node.api_url),
+                       "reachable"))
 
     eng = info.get("engine") or {}
     build, proto = eng.get("build"), eng.get("proto")
     master_proto = engine.rpc_proto
     if not eng.get("rpc_server"):
-        out.append(Finding(ERROR, name, "The node has no llama.cpp RPC worker; install the engine "
-                           "there (the agent MSI ships it, or `herd engine install`).", "no-worker"))
+        out.append(Finding(ERROR, name, translate("Doctor", "The node has no llama.cpp RPC worker; "
+                                                  "install the engine there (the agent MSI ships it, "
+                                                  "or `herd engine install`)."), "no-worker"))
     if master_proto and proto and _proto_major(proto) != _proto_major(master_proto):
-        out.append(Finding(ERROR, name, f"The node speaks RPC protocol {proto}, this master "
-                           f"{master_proto}; llama-server would refuse it. Install llama.cpp build "
-                           f"{engine.build or PINNED_BUILD} on every node.", "version-mismatch"))
+        out.append(Finding(ERROR, name, translate(
+            "Doctor", "The node speaks RPC protocol {proto}, this master {master}; llama-server would "
+            "refuse it. Install llama.cpp build {build} on every node.")
+            .format(proto=proto, master=master_proto, build=engine.build or PINNED_BUILD), "version-mismatch"))
     elif engine.build and build and int(build) != int(engine.build):
-        out.append(Finding(ERROR, name, f"The node runs llama.cpp build {build}, this master "
-                           f"{engine.build}; every node must run the same build.", "version-mismatch"))
+        out.append(Finding(ERROR, name, translate(
+            "Doctor", "The node runs llama.cpp build {build}, this master {master}; every node must "
+            "run the same build.").format(build=build, master=engine.build), "version-mismatch"))
     else:
-        out.append(Finding(OK, name, f"Same llama.cpp build ({build or 'unknown'}) and RPC protocol "
-                           f"({proto or 'unknown'}) as the master.", "version"))
+        out.append(Finding(OK, name, translate(
+            "Doctor", "Same llama.cpp build ({build}) and RPC protocol ({proto}) as the master.")
+            .format(build=build or _unknown(), proto=proto or _unknown()), "version"))
 
     status = None
     try:
         status = await client.status()
-        out.append(Finding(OK, name, "This master is paired with the node.", "paired"))
+        out.append(Finding(OK, name, translate("Doctor", "This master is paired with the node."), "paired"))
     except AgentError as exc:
         if exc.status == 401:
-            out.append(Finding(ERROR, name, f"This master is not paired with the node; run "
-                               f"`herd pair {node.host}:{node.api_port} --pin PIN` with the PIN it "
-                               "shows.", "not-paired"))
+            out.append(Finding(ERROR, name, translate(
+                "Doctor", "This master is not paired with the node; run `herd pair {address} --pin "
+                "PIN` with the PIN it shows.").format(address=f"{node.host}:{node.api_port}"), "not-paired"))
         else:
-            out.append(Finding(ERROR, name, f"The node's status could not be read ({exc}).", "status"))
+            out.append(Finding(ERROR, name, translate("Doctor", "The node's status could not be read ({why}).")
+                               .format(why=exc), "status"))
 
     if node.echo_port:
         try:
             rtts = await measure_echo_rtt(node.host, node.echo_port, count=3, timeout=1.0)
-            out.append(Finding(OK, name, f"Echo answers ({min(rtts) * 1000:.2f} ms round trip).", "echo"))
+            out.append(Finding(OK, name, translate("Doctor", "Echo answers ({ms} ms round trip).")
+                               .format(ms=f"{min(rtts) * 1000:.2f}"), "echo"))
         except AgentError:
-            out.append(Finding(WARNING, name, f"UDP echo port {node.echo_port} does not answer; "
-                               "a firewall may block it (latency graphs will be empty).", "echo"))
+            out.append(Finding(WARNING, name, translate(
+                "Doctor", "UDP echo port {port} does not answer; a firewall may block it (latency "
+                "graphs will be empty).").format(port=node.echo_port), "echo"))
 
     if status is not None:
         rpc = status.get("rpc") or {}
         state = rpc.get("state")
         if state == "busy":
-            out.append(Finding(ERROR, name, f"Its RPC worker is in use by another client "
-                               f"({rpc.get('client') or 'unknown'}).", "busy"))
+            out.append(Finding(ERROR, name, translate("Doctor", "Its RPC worker is in use by another "
+                                                      "client ({client}).")
+                               .format(client=rpc.get("client") or _unknown()), "busy"))
         elif state == "ready" and node.rpc_port:
             why = await _tcp_open(node.host, node.rpc_port, timeout)
             if why:
-                out.append(Finding(ERROR, name, f"RPC port {node.rpc_endpoint} is not reachable "
-                                   f"from this master ({why}); check its firewall.", "rpc-port"))
+                out.append(Finding(ERROR, name, translate(
+                    "Doctor", "RPC port {endpoint} is not reachable from this master ({why}); check "
+                    "its firewall.").format(endpoint=node.rpc_endpoint, why=why), "rpc-port"))
             else:
-                out.append(Finding(OK, name, f"RPC port {node.rpc_endpoint} is open.", "rpc-port"))
+                out.append(Finding(OK, name, translate("Doctor", "RPC port {endpoint} is open.")
+                                   .format(endpoint=node.rpc_endpoint), "rpc-port"))
         elif state == "crashed":
-            out.append(Finding(WARNING, name, f"Its RPC worker crashed: {rpc.get('error') or '?'}; "
-                               "it will be restarted on launch.", "crashed"))
+            out.append(Finding(WARNING, name, translate(
+                "Doctor", "Its RPC worker crashed: {error}; it will be restarted on launch.")
+                .format(error=rpc.get("error") or "?"), "crashed"))
         node_nic = _wifi_nic((status.get("hardware") or {}).get("nics") or [], node.host)
         if node_nic:
-            out.append(Finding(WARNING, name, f"The node reaches this network over Wi-Fi "
-                               f"({node_nic['name']}); each token needs a round trip, so a cable "
-                               "will be much faster.", "wifi"))
+            out.append(Finding(WARNING, name, translate(
+                "Doctor", "The node reaches this network over Wi-Fi ({nic}); each token needs a round "
+                "trip, so a cable will be much faster.").format(nic=node_nic["name"]), "wifi"))
     mine = _wifi_nic(nics(), _local_ip_towards(node.host))
     if mine:
-        out.append(Finding(WARNING, name, f"This master reaches the node over Wi-Fi ({mine['name']}); "
-                           "a cable will be much faster.", "wifi"))
+        out.append(Finding(WARNING, name, translate(
+            "Doctor", "This master reaches the node over Wi-Fi ({nic}); a cable will be much faster.")
+            .format(nic=mine["name"]), "wifi"))
     return out
 
 

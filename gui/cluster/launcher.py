@@ -34,6 +34,7 @@ from pathlib import Path
 
 import httpx
 
+from agent.i18n import QT_TRANSLATE_NOOP, translate
 from gui.cluster.placement import (BUFFER_LINES_LEVEL, LAYER_LINES_LEVEL, Placement, PlacementCheck,
                                    check_placement, parse_placement)
 
@@ -114,24 +115,29 @@ _DEBUG_RE = re.compile(r"^[\d.]+ D ")
 # What a failed llama-server said, and what that means for the user. First match wins.
 _FAILURES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"Failed to connect to (\S+)"),
-     "the RPC worker at {0} is unreachable (is its agent running and the worker started?)"),
+     QT_TRANSLATE_NOOP("Launcher", "the RPC worker at {0} is unreachable (is its agent running and "
+                                   "the worker started?)")),
     (re.compile(r"RPC server version mismatch|RPC handshake failed"),
-     "an RPC worker runs a different llama.cpp RPC protocol version than this llama-server; "
-     "install the same llama.cpp build on every node"),
+     QT_TRANSLATE_NOOP("Launcher", "an RPC worker runs a different llama.cpp RPC protocol version "
+                                   "than this llama-server; install the same llama.cpp build on "
+                                   "every node")),
     (re.compile(r"Remote RPC server crashed|returned malformed response"),
-     "an RPC worker crashed or dropped the connection during the run"),
+     QT_TRANSLATE_NOOP("Launcher", "an RPC worker crashed or dropped the connection during the run")),
     (re.compile(r"couldn't bind HTTP server socket.*port: (\d+)|Address already in use"),
-     "the port {0} is already in use on this machine; choose another with --port"),
+     QT_TRANSLATE_NOOP("Launcher", "the port {0} is already in use on this machine; choose another "
+                                   "with --port")),
     (re.compile(r"out of memory|failed to allocate|unable to allocate|cudaMalloc failed|"
                 r"ggml_backend_\w+_buffer_type_alloc_buffer: allocating .* failed", re.I),
-     "a device ran out of memory while loading the model; give it fewer layers or use a "
-     "smaller context"),
+     QT_TRANSLATE_NOOP("Launcher", "a device ran out of memory while loading the model; give it "
+                                   "fewer layers or use a smaller context")),
     (re.compile(r"failed to load model '?([^']*)'?|error loading model"),
-     "llama-server could not load the model {0} (not a valid GGUF for this build?)"),
+     QT_TRANSLATE_NOOP("Launcher", "llama-server could not load the model {0} (not a valid GGUF for "
+                                   "this build?)")),
 ]
 
 
-_DROPPED_AT_START = (
+_DROPPED_AT_START = QT_TRANSLATE_NOOP(
+    "Launcher",
     "an RPC worker closed the connection as soon as llama-server connected: its agent lets "
     "only the paired master's address through (pair again from this machine), or the worker "
     "crashed")
@@ -150,16 +156,17 @@ def explain_failure(lines: list[str], returncode: int | None, was_ready: bool = 
             m = pattern.search(line)
             if m:
                 groups = [g for g in m.groups() if g] or [""]
-                return message.format(*groups).replace("  ", " ")
+                return translate("Launcher", message).format(*groups).replace("  ", " ")
     if returncode is not None and returncode < 0:
         try:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = str(-returncode)
-        return f"llama-server was killed by signal {name}"
+        return translate("Launcher", "llama-server was killed by signal {signal}").format(signal=name)
     errors = [ln for ln in lines if " E " in ln[:20] or "error" in ln.lower()]
     last = (errors or lines or ["(no output)"])[-1].strip()
-    return f"llama-server exited with status {returncode}: {last}"
+    return translate("Launcher", "llama-server exited with status {status}: {line}").format(
+        status=returncode, line=last)
 
 
 # --- supervising llama-server -----------------------------------------------------------------
@@ -234,7 +241,7 @@ class ServerProcess:
     async def start(self) -> None:
         """Spawn the process and begin supervising it (returns at once; see :meth:`wait_ready`)."""
         if self._proc is not None and self._proc.returncode is None:
-            raise LaunchError("llama-server is already running")
+            raise LaunchError(translate("Launcher", "llama-server is already running"))
         self.log.clear()
         self.startup_log = []
         self.returncode = None
@@ -327,8 +334,9 @@ class ServerProcess:
         try:
             state = await self.wait_for({READY}, timeout)
         except asyncio.TimeoutError:
-            raise LaunchError(f"llama-server was not ready after {timeout:.0f} s "
-                              f"(state {self.state})") from None
+            raise LaunchError(translate("Launcher", "llama-server was not ready after {seconds} s "
+                                        "(state {state})").format(seconds=f"{timeout:.0f}",
+                                                                  state=self.state)) from None
         if state != READY:
             raise LaunchError(self.error or f"llama-server {state}")
 
@@ -477,7 +485,8 @@ class ClusterLauncher:
         out = []
         for ep in self.plan.rpc_endpoints():
             if ep not in by_ep:
-                raise LaunchError(f"the plan uses {ep}, which is not a known node's RPC endpoint")
+                raise LaunchError(translate("Launcher", "the plan uses {endpoint}, which is not a known "
+                                            "node's RPC endpoint").format(endpoint=ep))
             out.append(by_ep[ep])
         return out
 
@@ -490,8 +499,9 @@ class ClusterLauncher:
             status = await client.status()
             state = (status.get("rpc") or {}).get("state")
             if state == "busy":
-                raise LaunchError(f"{node.name}: its RPC worker is in use by another master "
-                                  f"({(status.get('rpc') or {}).get('client')})")
+                raise LaunchError(translate("Launcher", "{node}: its RPC worker is in use by another "
+                                            "master ({client})").format(
+                    node=node.name, client=(status.get("rpc") or {}).get("client")))
             if state != "ready":
                 await client.rpc_start(threads=self.threads)
                 handle.started = True
@@ -504,11 +514,13 @@ class ClusterLauncher:
             if rpc.get("state") == "ready":
                 return
             if rpc.get("state") == "crashed":
-                raise LaunchError(f"{handle.node.name}: the RPC worker could not start: "
-                                  f"{rpc.get('error') or 'no reason given'}")
+                raise LaunchError(translate("Launcher", "{node}: the RPC worker could not start: {why}")
+                                  .format(node=handle.node.name,
+                                          why=rpc.get("error") or translate("Launcher", "no reason given")))
             if time.monotonic() > deadline:
-                raise LaunchError(f"{handle.node.name}: the RPC worker was not ready after "
-                                  f"{self.worker_timeout:.0f} s (state {rpc.get('state')})")
+                raise LaunchError(translate("Launcher", "{node}: the RPC worker was not ready after "
+                                            "{seconds} s (state {state})").format(
+                    node=handle.node.name, seconds=f"{self.worker_timeout:.0f}", state=rpc.get("state")))
             await asyncio.sleep(0.2)
 
     async def start(self, timeout: float = 300.0) -> PlacementCheck:

@@ -40,6 +40,10 @@ The host is checked the same way, with one twist: a memory-mapped model's ``CPU_
 is the *file range* from the host's first tensor to its last, including any tensors stored in
 between that live elsewhere (the output tensors sit between ``token_embd`` and ``blk.0`` in most
 files). That range is computed from the tensors' file offsets.
+
+The problems a check lists are shown to the user, so they are written through
+:func:`agent.i18n.translate` (Chinese in a zh_CN app, English in the CLI); the report lines
+are for the CLI and logs.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agent.i18n import translate
 from gui.cluster.plan import HOST_DEVICE_NAME, Plan
 
 if TYPE_CHECKING:
@@ -235,12 +240,15 @@ def _span(slots: Sequence[int]) -> str:
             start = prev = s
     if start is not None:
         out.append(f"{start}-{prev}" if prev != start else f"{start}")
-    return ", ".join(out) or "none"
+    return ", ".join(out) or translate("Placement", "none")
 
 
 def _slots(r: Sequence[int]) -> str:
     """"slot 3" / "slots 3-5" / "no slot"."""
-    return "no slot" if not r else (f"slot {_span(r)}" if len(r) == 1 else f"slots {_span(r)}")
+    if not r:
+        return translate("Placement", "no slot")
+    return (translate("Placement", "slot {slots}") if len(r) == 1
+            else translate("Placement", "slots {slots}")).format(slots=_span(r))
 
 
 def _mib(n: int) -> str:
@@ -300,32 +308,37 @@ def check_placement(plan: Plan, placement: Placement, model: ModelInfo | None = 
                     for i in active]
 
     if not placement.slots and placement.offloaded is None and not placement.buffers:
-        problems.append("llama-server's log has no placement report (it needs -lv "
-                        f"{BUFFER_LINES_LEVEL} or higher)")
+        problems.append(translate("Placement", "llama-server's log has no placement report (it needs "
+                                               "-lv {level} or higher)").format(level=BUFFER_LINES_LEVEL))
         return PlacementCheck(False, expected, {}, problems, report)
 
     rpc_want = [(n, ep) for n, ep, i in want_devices if plan.assignments[i].device.kind == "rpc"]
     rpc_got = [(n, ep) for n, ep in placement.devices if n.startswith("RPC")]
     if placement.devices and rpc_got != rpc_want:
-        problems.append("llama-server's device order is "
-                        + (", ".join(f"{n} {ep}" for n, ep in rpc_got) or "no RPC device")
-                        + "; the plan expected "
-                        + (", ".join(f"{n} {ep}" for n, ep in rpc_want) or "no RPC device"))
+        none = translate("Placement", "no RPC device")
+        problems.append(translate("Placement", "llama-server's device order is {got}; the plan "
+                                               "expected {want}").format(
+            got=", ".join(f"{n} {ep}" for n, ep in rpc_got) or none,
+            want=", ".join(f"{n} {ep}" for n, ep in rpc_want) or none))
 
     if placement.offloaded is not None:
         off, total = placement.offloaded
         if total != plan.n_slots:
-            problems.append(f"llama-server's model has {total} layer slots, the plan has {plan.n_slots}")
+            problems.append(translate("Placement", "llama-server's model has {total} layer slots, the "
+                                                   "plan has {planned}").format(total=total, planned=plan.n_slots))
         elif off != plan.offloaded:
-            problems.append(f"llama-server offloaded {off} of {total} slots (the host keeps "
-                            f"{_span(range(total - off))}), the plan offloads {plan.offloaded}")
+            problems.append(translate("Placement", "llama-server offloaded {off} of {total} slots (the "
+                                                   "host keeps {host}), the plan offloads {planned}")
+                            .format(off=off, total=total, host=_span(range(total - off)), planned=plan.offloaded))
 
     if placement.slots:
         actual = placement.by_endpoint()
         for ep in sorted(set(expected) | set(actual)):
             want, got = sorted(expected.get(ep, [])), sorted(actual.get(ep, []))
             if want != got:
-                problems.append(f"{ep} holds layer slots {_span(got)}, the plan gave it {_span(want)}")
+                problems.append(translate("Placement", "{endpoint} holds layer slots {got}, the plan gave "
+                                                       "it {want}").format(endpoint=ep, got=_span(got),
+                                                                          want=_span(want)))
             else:
                 report.append(f"{ep} holds {_slots(got)} as planned")
     else:
@@ -362,9 +375,11 @@ def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
         total, mapped, count = w.host_range(host)
         low = min(total, mapped) - ROUNDING_BYTES
         high = max(total, mapped) + ROUNDING_BYTES + count * PAD_PER_TENSOR
-        want = f"{_mib(min(total, mapped))} to {_mib(max(total, mapped))}"
+        want = translate("Placement", "{low} to {high}").format(low=_mib(min(total, mapped)),
+                                                                 high=_mib(max(total, mapped)))
         if set(host_bufs) == {"CPU_Mapped"}:
-            low, want = mapped - ROUNDING_BYTES, f"{_mib(mapped)} of the file"
+            low, want = mapped - ROUNDING_BYTES, translate("Placement", "{size} of the file").format(
+                size=_mib(mapped))
         elif set(host_bufs) == {"CPU"}:
             high, want = total + ROUNDING_BYTES + count * PAD_PER_TENSOR, _mib(total)
         where = f"host keeps {_slots(range(host))}"
@@ -372,8 +387,9 @@ def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
             report.append(f"{where} as planned ({_mib(got)} incl. token embeddings)"
                           if host == plan.host_layers else f"{where} ({_mib(got)})")
         else:
-            problems.append(f"the host's weights are {_mib(got)}, but keeping {_slots(range(host))} "
-                            f"and the token embeddings takes {want}")
+            problems.append(translate("Placement", "the host's weights are {got}, but keeping {slots} "
+                                                   "and the token embeddings takes {want}")
+                            .format(got=_mib(got), slots=_slots(range(host)), want=want))
     if host:
         actual["host"] = list(range(host))
 
@@ -397,26 +413,33 @@ def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
                 report.append(f"{label} holds {_slots(got)} as planned ({_mib(b)} of weights)"
                               if got else f"{label} holds no slot, as planned")
             else:
-                problems.append(f"{label} holds {_slots(got)} ({_mib(b)} of weights), the plan "
-                                f"gave it {_slots(want)} ({planned_bytes})")
+                problems.append(translate("Placement", "{device} holds {got} ({size} of weights), the "
+                                                       "plan gave it {want} ({planned})").format(
+                    device=label, got=_slots(got), size=_mib(b), want=_slots(want), planned=planned_bytes))
             start = got.stop
         elif seen.start is None:
-            problems.append(f"{label}: {_mib(b)} of weights; its slots cannot be told because "
-                            "an earlier device's could not")
+            problems.append(translate("Placement", "{device}: {size} of weights; its slots cannot be "
+                                                   "told because an earlier device's could not")
+                            .format(device=label, size=_mib(b)))
             start = None
         elif not seen.candidates:
-            problems.append(f"{label} has {_mib(b)} of weights, which is no run of whole slots from "
-                            f"slot {seen.start}; the plan gave it {_slots(want)} ({planned_bytes})")
+            problems.append(translate("Placement", "{device} has {size} of weights, which is no run of "
+                                                   "whole slots from slot {start}; the plan gave it {want} "
+                                                   "({planned})").format(
+                device=label, size=_mib(b), start=seen.start, want=_slots(want), planned=planned_bytes))
             start = None
         else:
-            problems.append(f"{label}: {_mib(b)} of weights fits {len(seen.candidates)} slot counts "
-                            f"from slot {seen.start} ({', '.join(map(str, seen.candidates))}): some slots "
-                            "are smaller than the log's rounding, so bytes alone cannot tell; "
-                            "use --verify-layers")
+            problems.append(translate("Placement", "{device}: {size} of weights fits {n} slot counts "
+                                                   "from slot {start} ({counts}): some slots are smaller "
+                                                   "than the log's rounding, so bytes alone cannot tell; "
+                                                   "use --verify-layers").format(
+                device=label, size=_mib(b), n=len(seen.candidates), start=seen.start,
+                counts=", ".join(map(str, seen.candidates))))
             start = None
     if start is not None and start != n:
-        problems.append(f"the reported weights cover slots up to {start - 1}, the model has "
-                        f"{n} slots (0-{n - 1})")
+        problems.append(translate("Placement", "the reported weights cover slots up to {last}, the "
+                                               "model has {n} slots (0-{top})").format(last=start - 1, n=n,
+                                                                                       top=n - 1))
     return actual, problems, report
 
 

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from agent.i18n import translate
+
 if TYPE_CHECKING:  # only for annotations; keeps this module importable without gguf
     from gui.cluster.model import ModelInfo
 
@@ -492,7 +494,7 @@ class DeviceFit:
 
     @property
     def label(self) -> str:
-        return "host CPU" if self.device is None else self.device.label
+        return translate("Plan", "host CPU") if self.device is None else self.device.label
 
     @property
     def need_bytes(self) -> int:
@@ -510,9 +512,13 @@ class DeviceFit:
 
     def describe(self) -> str:
         """One human line: ``gaming-pc CPU: needs 812.0 MiB of 1024.0 MiB free — fits``."""
-        have = "unknown" if self.free_bytes is None else f"{self.free_bytes / MiB:.1f} MiB"
-        verdict = "fits" if self.fits else f"short by {self.short_by_bytes / MiB:.1f} MiB"
-        return f"{self.label}: needs {self.need_bytes / MiB:.1f} MiB of {have} free — {verdict}"
+        # in the user's language (see agent.i18n); the numbers stay as they are
+        have = (translate("Plan", "unknown") if self.free_bytes is None
+                else f"{self.free_bytes / MiB:.1f} MiB")
+        verdict = (translate("Plan", "fits") if self.fits else
+                   translate("Plan", "short by {size}").format(size=f"{self.short_by_bytes / MiB:.1f} MiB"))
+        return translate("Plan", "{device}: needs {need} of {free} free — {verdict}").format(
+            device=self.label, need=f"{self.need_bytes / MiB:.1f} MiB", free=have, verdict=verdict)
 
 
 def compute_buffer_bytes(model: ModelInfo, ctx: int, holds_blocks: bool, holds_output: bool,

@@ -950,4 +950,349 @@
         <translation>共 %1 个层位：主控 %2 个，%4 台设备共 %3 个。内存全部够用。</translation>
     </message>
 </context>
+<context>
+    <name>AgentClient</name>
+    <message>
+        <location filename="../../agent/client.py" line="151" />
+        <source>{url}: not paired / wrong token (no token; pair first)</source>
+        <translation>{url}：未配对或令牌错误（没有令牌，请先配对）</translation>
+    </message>
+    <message>
+        <location filename="../../agent/client.py" line="160" />
+        <source>cannot reach agent at {url}: {why} ({kind})</source>
+        <translation>无法连接 {url} 上的代理：{why}（{kind}）</translation>
+    </message>
+    <message>
+        <location filename="../../agent/client.py" line="182" />
+        <source>{url}: not paired / wrong token</source>
+        <translation>{url}：未配对或令牌错误</translation>
+    </message>
+    <message>
+        <location filename="../../agent/client.py" line="216" />
+        <source>cannot reach echo at {address}: {why}</source>
+        <translation>无法连接 {address} 的回显端口：{why}</translation>
+    </message>
+    <message>
+        <location filename="../../agent/client.py" line="237" />
+        <source>no echo from {address} ({count} probes, {timeout} s each)</source>
+        <translation>{address} 没有回显（发送 {count} 次探测，每次等待 {timeout} 秒）</translation>
+    </message>
+</context>
+<context>
+    <name>Doctor</name>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="63" />
+        <source>No llama-server found on this machine; run `herd engine install`.</source>
+        <translation>本机未找到 llama-server；请运行 `herd engine install`。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="66" />
+        <source>This machine runs llama.cpp build {build}; herd is tested with build {pinned}.</source>
+        <translation>本机运行的是 llama.cpp 构建 {build}；herd 经过测试的是构建 {pinned}。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="69" />
+        <source>llama-server build {build} found.</source>
+        <translation>已找到 llama-server（构建 {build}）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="74" />
+        <source>unknown</source>
+        <translation>未知</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="119" />
+        <source>The agent at {url} does not answer ({why}).</source>
+        <translation>{url} 上的代理没有响应（{why}）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="122" />
+        <source>{url} is now a different node ({id}); the node vanished or changed address.</source>
+        <translation>{url} 现在是另一个节点（{id}）；原节点已离线或更换了地址。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="125" />
+        <source>The agent answers at {url}.</source>
+        <translation>{url} 上的代理响应正常。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="132" />
+        <source>The node has no llama.cpp RPC worker; install the engine there (the agent MSI ships it, or `herd engine install`).</source>
+        <translation>该节点没有 llama.cpp RPC 工作进程；请在该节点上安装引擎（代理的 MSI 安装包已自带，或运行 `herd engine install`）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="136" />
+        <source>The node speaks RPC protocol {proto}, this master {master}; llama-server would refuse it. Install llama.cpp build {build} on every node.</source>
+        <translation>该节点使用 RPC 协议 {proto}，本主控使用 {master}；llama-server 会拒绝连接。请在所有节点上安装 llama.cpp 构建 {build}。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="141" />
+        <source>The node runs llama.cpp build {build}, this master {master}; every node must run the same build.</source>
+        <translation>该节点运行 llama.cpp 构建 {build}，本主控运行 {master}；所有节点必须运行同一构建。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="145" />
+        <source>Same llama.cpp build ({build}) and RPC protocol ({proto}) as the master.</source>
+        <translation>llama.cpp 构建（{build}）和 RPC 协议（{proto}）与主控一致。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="152" />
+        <source>This master is paired with the node.</source>
+        <translation>本主控已与该节点配对。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="155" />
+        <source>This master is not paired with the node; run `herd pair {address} --pin PIN` with the PIN it shows.</source>
+        <translation>本主控尚未与该节点配对；请用节点显示的 PIN 运行 `herd pair {address} --pin PIN`。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="159" />
+        <source>The node's status could not be read ({why}).</source>
+        <translation>无法读取该节点的状态（{why}）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="165" />
+        <source>Echo answers ({ms} ms round trip).</source>
+        <translation>回显正常（往返 {ms} 毫秒）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="168" />
+        <source>UDP echo port {port} does not answer; a firewall may block it (latency graphs will be empty).</source>
+        <translation>UDP 回显端口 {port} 没有响应，可能被防火墙拦截（延迟图表将为空）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="176" />
+        <source>Its RPC worker is in use by another client ({client}).</source>
+        <translation>其 RPC 工作进程正被另一个客户端占用（{client}）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="182" />
+        <source>RPC port {endpoint} is not reachable from this master ({why}); check its firewall.</source>
+        <translation>本主控无法连接 RPC 端口 {endpoint}（{why}）；请检查该节点的防火墙。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="186" />
+        <source>RPC port {endpoint} is open.</source>
+        <translation>RPC 端口 {endpoint} 已开放。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="189" />
+        <source>Its RPC worker crashed: {error}; it will be restarted on launch.</source>
+        <translation>其 RPC 工作进程已崩溃：{error}；启动时会重新启动它。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="194" />
+        <source>The node reaches this network over Wi-Fi ({nic}); each token needs a round trip, so a cable will be much faster.</source>
+        <translation>该节点通过 Wi-Fi（{nic}）连接本网络；每个 token 都需要一次往返，改用网线会快得多。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="199" />
+        <source>This master reaches the node over Wi-Fi ({nic}); a cable will be much faster.</source>
+        <translation>本主控通过 Wi-Fi（{nic}）连接该节点；改用网线会快得多。</translation>
+    </message>
+</context>
+<context>
+    <name>Launcher</name>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="118" />
+        <source>the RPC worker at {0} is unreachable (is its agent running and the worker started?)</source>
+        <translation>无法连接 {0} 上的 RPC 工作进程（该节点的代理是否在运行、工作进程是否已启动？）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="121" />
+        <source>an RPC worker runs a different llama.cpp RPC protocol version than this llama-server; install the same llama.cpp build on every node</source>
+        <translation>有 RPC 工作进程使用的 llama.cpp RPC 协议版本与本机 llama-server 不同；请在所有节点上安装同一 llama.cpp 构建</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="125" />
+        <source>an RPC worker crashed or dropped the connection during the run</source>
+        <translation>运行期间有 RPC 工作进程崩溃或断开了连接</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="127" />
+        <source>the port {0} is already in use on this machine; choose another with --port</source>
+        <translation>本机端口 {0} 已被占用；请用 --port 换一个端口</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="131" />
+        <source>a device ran out of memory while loading the model; give it fewer layers or use a smaller context</source>
+        <translation>加载模型时有设备内存不足；请给它分配更少的层，或使用更小的上下文</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="134" />
+        <source>llama-server could not load the model {0} (not a valid GGUF for this build?)</source>
+        <translation>llama-server 无法加载模型 {0}（不是此构建可用的 GGUF 文件？）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="139" />
+        <source>an RPC worker closed the connection as soon as llama-server connected: its agent lets only the paired master's address through (pair again from this machine), or the worker crashed</source>
+        <translation>llama-server 一连接，RPC 工作进程就关闭了连接：该节点的代理只放行已配对主控的地址（请从本机重新配对），或工作进程已崩溃</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="165" />
+        <source>llama-server was killed by signal {signal}</source>
+        <translation>llama-server 被信号 {signal} 终止</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="168" />
+        <source>llama-server exited with status {status}: {line}</source>
+        <translation>llama-server 已退出，状态码 {status}：{line}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="244" />
+        <source>llama-server is already running</source>
+        <translation>llama-server 已在运行</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="337" />
+        <source>llama-server was not ready after {seconds} s (state {state})</source>
+        <translation>llama-server 在 {seconds} 秒后仍未就绪（状态：{state}）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="488" />
+        <source>the plan uses {endpoint}, which is not a known node's RPC endpoint</source>
+        <translation>分层方案用到了 {endpoint}，但它不是任何已知节点的 RPC 端点</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="502" />
+        <source>{node}: its RPC worker is in use by another master ({client})</source>
+        <translation>{node}：其 RPC 工作进程正被另一个主控占用（{client}）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="517" />
+        <source>{node}: the RPC worker could not start: {why}</source>
+        <translation>{node}：RPC 工作进程无法启动：{why}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="519" />
+        <source>no reason given</source>
+        <translation>未说明原因</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="521" />
+        <source>{node}: the RPC worker was not ready after {seconds} s (state {state})</source>
+        <translation>{node}：RPC 工作进程在 {seconds} 秒后仍未就绪（状态：{state}）</translation>
+    </message>
+</context>
+<context>
+    <name>Plan</name>
+    <message>
+        <location filename="../../gui/cluster/plan.py" line="497" />
+        <source>host CPU</source>
+        <translation>主控 CPU</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/plan.py" line="516" />
+        <source>unknown</source>
+        <translation>未知</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/plan.py" line="518" />
+        <source>fits</source>
+        <translation>够用</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/plan.py" line="519" />
+        <source>short by {size}</source>
+        <translation>还差 {size}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/plan.py" line="520" />
+        <source>{device}: needs {need} of {free} free — {verdict}</source>
+        <translation>{device}：需要 {need}，可用 {free} — {verdict}</translation>
+    </message>
+</context>
+<context>
+    <name>Placement</name>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="239" />
+        <source>none</source>
+        <translation>无</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="245" />
+        <source>no slot</source>
+        <translation>没有层位</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="246" />
+        <source>slot {slots}</source>
+        <translation>层位 {slots}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="247" />
+        <source>slots {slots}</source>
+        <translation>层位 {slots}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="307" />
+        <source>llama-server's log has no placement report (it needs -lv {level} or higher)</source>
+        <translation>llama-server 的日志中没有层分布报告（需要 -lv {level} 或更高）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="314" />
+        <source>no RPC device</source>
+        <translation>没有 RPC 设备</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="315" />
+        <source>llama-server's device order is {got}; the plan expected {want}</source>
+        <translation>llama-server 的设备顺序是 {got}；分层方案预期的是 {want}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="323" />
+        <source>llama-server's model has {total} layer slots, the plan has {planned}</source>
+        <translation>llama-server 加载的模型有 {total} 个层位，分层方案有 {planned} 个</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="326" />
+        <source>llama-server offloaded {off} of {total} slots (the host keeps {host}), the plan offloads {planned}</source>
+        <translation>llama-server 卸载了 {total} 个层位中的 {off} 个（主控保留 {host}），分层方案卸载 {planned} 个</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="335" />
+        <source>{endpoint} holds layer slots {got}, the plan gave it {want}</source>
+        <translation>{endpoint} 持有层位 {got}，分层方案分给它的是 {want}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="374" />
+        <source>{low} to {high}</source>
+        <translation>{low} 至 {high}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="377" />
+        <source>{size} of the file</source>
+        <translation>文件中的 {size}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="386" />
+        <source>the host's weights are {got}, but keeping {slots} and the token embeddings takes {want}</source>
+        <translation>主控的权重为 {got}，但保留{slots}和词元嵌入需要 {want}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="412" />
+        <source>{device} holds {got} ({size} of weights), the plan gave it {want} ({planned})</source>
+        <translation>{device} 持有{got}（权重 {size}），分层方案分给它的是{want}（{planned}）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="417" />
+        <source>{device}: {size} of weights; its slots cannot be told because an earlier device's could not</source>
+        <translation>{device}：权重 {size}；由于前一台设备的层位无法确定，它的层位也无法确定</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="422" />
+        <source>{device} has {size} of weights, which is no run of whole slots from slot {start}; the plan gave it {want} ({planned})</source>
+        <translation>{device} 有 {size} 的权重，与从层位 {start} 起的任何连续整数个层位都不吻合；分层方案分给它的是{want}（{planned}）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="428" />
+        <source>{device}: {size} of weights fits {n} slot counts from slot {start} ({counts}): some slots are smaller than the log's rounding, so bytes alone cannot tell; use --verify-layers</source>
+        <translation>{device}：权重 {size}，从层位 {start} 起有 {n} 种层数都吻合（{counts}）：有些层位小于日志的舍入精度，仅凭字节数无法判断；请使用 --verify-layers</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/placement.py" line="436" />
+        <source>the reported weights cover slots up to {last}, the model has {n} slots (0-{top})</source>
+        <translation>报告的权重只覆盖到层位 {last}，而模型有 {n} 个层位（0-{top}）</translation>
+    </message>
+</context>
 </TS>

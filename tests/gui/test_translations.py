@@ -15,6 +15,8 @@ from gui.translations import TRANSLATIONS, TsTranslator, load_translator
 
 ROOT = Path(__file__).resolve().parents[2]
 TS = TRANSLATIONS / "herd_zh_CN.ts"
+#: Contexts of the Qt-free core's messages (agent/i18n.py).
+CORE_CONTEXTS = {"AgentClient", "Doctor", "Launcher", "Placement", "Plan"}
 
 
 def _messages(path: Path) -> dict[tuple[str, str], ET.Element]:
@@ -31,10 +33,15 @@ def test_every_string_in_the_code_has_a_finished_translation(tmp_path):
     assert tool, "pyside6-lupdate comes with PySide6-Essentials"
     fresh = tmp_path / "fresh.ts"
     sources = [str(p) for p in [ROOT / "gui" / "app.py", ROOT / "gui" / "session.py",
-                                *sorted((ROOT / "gui" / "widgets").glob("*.py"))]]
+                                *sorted((ROOT / "gui" / "widgets").glob("*.py")),
+                                # the Qt-free core's messages, marked with agent.i18n.translate
+                                *sorted((ROOT / "gui" / "cluster").glob("*.py")),
+                                *sorted((ROOT / "agent").glob("*.py"))]]
     subprocess.run([tool, *sources, "-ts", str(fresh)], check=True, capture_output=True)
     wanted = set(_messages(fresh))
     assert len(wanted) > 100
+    core = {k for k in wanted if k[0] in CORE_CONTEXTS}
+    assert len(core) > 40, "the core's messages are extracted too"
     ours = _messages(TS)
     missing = sorted(k for k in wanted if k not in ours)
     assert not missing, f"strings not in herd_zh_CN.ts (run pyside6-lupdate): {missing[:10]}"
@@ -47,6 +54,8 @@ def test_placeholders_and_accelerators_survive():
         if tr.get("type") in ("vanished", "obsolete"):
             continue
         assert sorted(re.findall(r"%\d", src)) == sorted(re.findall(r"%\d", tr.text)), (ctx, src, tr.text)
+        # the core fills named {fields} after translating: a lost or renamed one would raise
+        assert sorted(re.findall(r"\{\w*\}", src)) == sorted(re.findall(r"\{\w*\}", tr.text)), (ctx, src, tr.text)
         if re.search(r"&\w", src):
             assert re.search(r"&\w", tr.text), (ctx, src, tr.text)
 
@@ -83,3 +92,22 @@ def test_widgets_show_chinese(qtbot, qapp: QApplication, tmp_path, monkeypatch, 
 def test_english_needs_no_translator():
     assert load_translator("en") is None
     assert load_translator("en_US") is None
+
+
+def test_core_messages_follow_the_installed_translator(qapp: QApplication, tmp_path, monkeypatch):
+    """install_translator points the core's hook at the catalogue; English leaves it English."""
+    from agent import i18n
+    from gui.cluster.plan import DeviceFit
+    from gui.translations import install_translator
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    fit = DeviceFit(device=None, slots=range(0, 1), weights_bytes=3 << 20, kv_bytes=1 << 20, compute_bytes=0, free_bytes=2 << 20)
+    installed = install_translator(qapp, "zh_CN")
+    try:
+        assert fit.describe() == "主控 CPU：需要 4.0 MiB，可用 2.0 MiB — 还差 2.0 MiB"
+    finally:
+        for t in installed:
+            qapp.removeTranslator(t)
+    assert install_translator(qapp, "en") == []
+    assert i18n._translator is None
+    assert fit.describe() == "host CPU: needs 4.0 MiB of 2.0 MiB free — short by 2.0 MiB"

@@ -1,0 +1,137 @@
+"""Messages of the Qt-free core (doctor, launcher, agent client, plan) are shown in the app's
+language: Chinese in a zh_CN window, English in the CLI (see agent/i18n.py)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from agent import i18n
+from conftest import free_port
+from gui.cluster import launcher as L
+from gui.cluster.doctor import ERROR, check_cluster
+from gui.cluster.nodes import Node
+from gui.translations import install_translator
+
+
+@pytest.fixture
+def zh_cn(qapp: QApplication, tmp_path, monkeypatch):
+    """The app's zh_CN translation installed as run_app installs it; removed afterwards."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    installed = install_translator(qapp, "zh_CN")
+    assert installed, "the zh_CN catalogue must load"
+    yield
+    for t in installed:
+        qapp.removeTranslator(t)
+    i18n.set_translator(None)
+
+
+def _unreachable_node() -> Node:
+    return Node(id="n-gone", name="gone", host="127.0.0.1", api_port=free_port())
+
+
+def _client_for(node):
+    from agent.client import AgentClient
+
+    return AgentClient(node.api_url, timeout=2.0)
+
+
+async def test_doctor_finding_is_chinese_in_the_window(zh_cn, qtbot, engine):
+    from gui.widgets.launch_panel import LaunchPanel
+
+    findings = await check_cluster([_unreachable_node()], _client_for, engine, timeout=2.0)
+    gone = [f for f in findings if f.code == "unreachable"]
+    assert gone and gone[0].severity == ERROR
+    panel = LaunchPanel()
+    qtbot.addWidget(panel)
+    panel.show_findings(findings)
+    texts = [panel.findings.item(i).text() for i in range(panel.findings.count())]
+    line = next(t for t in texts if "gone:" in t)
+    assert "上的代理没有响应" in line and "127.0.0.1" in line, line
+    # the agent client's own error inside it is translated too
+    assert "无法连接" in line, line
+    assert any("已找到 llama-server" in t for t in texts), texts
+
+
+async def test_port_in_use_failure_is_chinese_in_the_window(zh_cn, qtbot, engine, demo_model):
+    from gui.widgets.launch_panel import LaunchPanel
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        srv = L.ServerProcess(engine.llama_server, L.ServerSpec(model=demo_model, ctx=256, port=port))
+        await srv.start()
+        try:
+            with pytest.raises(L.LaunchError) as exc:
+                await srv.wait_ready(60)
+        finally:
+            await srv.stop()
+    panel = LaunchPanel()
+    qtbot.addWidget(panel)
+    panel.set_state("failed", str(exc.value))
+    assert panel.status.text() == f"失败：本机端口 {port} 已被占用；请用 --port 换一个端口", panel.status.text()
+
+
+def test_core_stays_english_without_the_app():
+    i18n.set_translator(None)
+    assert "is already in use on this machine" in L.explain_failure(
+        ["couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080"], 1)
+
+
+def _cli_env(tmp_path) -> dict:
+    env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "config"), LANG="zh_CN.UTF-8",
+               LC_ALL="zh_CN.UTF-8", LANGUAGE="zh_CN")
+    for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):  # data: the engine
+        env[var] = str(tmp_path / var.lower())
+    return env
+
+
+def _has_chinese(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def test_herd_doctor_stays_english(tmp_path):
+    """A Chinese locale does not change the CLI: the agent client's error is in English."""
+    port = free_port()
+    out = subprocess.run([sys.executable, "-m", "gui.main", "doctor", "--json", "--no-mdns",
+                          "--add", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=120,
+                         env=_cli_env(tmp_path))
+    assert out.returncode != 0
+    assert f"cannot reach agent at http://127.0.0.1:{port}" in out.stderr, out.stderr
+    assert not _has_chinese(out.stdout + out.stderr)
+
+
+def test_herd_up_failure_stays_english(tmp_path, engine, demo_model):
+    env = _cli_env(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "gui.main", "up", str(demo_model), "--no-mdns",
+                              "--ctx", "256", "--port", str(port), "--load-timeout", "60"],
+                             capture_output=True, text=True, timeout=180, env=env)
+    assert out.returncode != 0
+    said = out.stdout + out.stderr
+    assert f"the port {port} is already in use on this machine" in said, said[-2000:]
+    assert not _has_chinese(said)
+
+
+def test_placement_problem_is_chinese_in_the_window(zh_cn, qtbot):
+    from gui.cluster.placement import BUFFER_LINES_LEVEL, check_placement, parse_placement
+    from gui.cluster.plan import Plan
+    from gui.widgets.launch_panel import LaunchPanel
+
+    # a log without the placement lines (llama-server run below -lv 4)
+    check = check_placement(Plan(8, 9, []), parse_placement("main: server is listening on http://127.0.0.1:1\n"))
+    assert not check.ok
+    panel = LaunchPanel()
+    qtbot.addWidget(panel)
+    panel.show_placement(check)
+    assert panel.verified.text().endswith(
+        f"llama-server 的日志中没有层分布报告（需要 -lv {BUFFER_LINES_LEVEL} 或更高）"), panel.verified.text()
