@@ -178,8 +178,18 @@ class AgentClient:
         except ValueError:
             detail = resp.text[:200]
         code = resp.status_code
+        pairing = resp.request.url.path == P.PATH_PAIR
         if code == 401:
             msg = translate("AgentClient", "{url}: not paired / wrong token").format(url=self.base_url)
+        elif pairing and code == 403:
+            # Said here rather than relayed: the agent's own words are English, and the user who
+            # typed the PIN reads the app's language.
+            msg = translate("AgentClient", "{url}: wrong PIN; enter the PIN the node shows now (a new "
+                                           "one after each pairing)").format(url=self.base_url)
+        elif pairing and code == 429:
+            msg = translate("AgentClient", "{url}: too many wrong PINs; pairing is locked for {seconds} "
+                                           "s").format(url=self.base_url,
+                                                       seconds=resp.headers.get("Retry-After", "?"))
         else:
             msg = f"{self.base_url}{resp.request.url.path}: HTTP {code}"
             if detail:

@@ -977,6 +977,16 @@
         <source>no echo from {address} ({count} probes, {timeout} s each)</source>
         <translation>{address} 没有回显（发送 {count} 次探测，每次等待 {timeout} 秒）</translation>
     </message>
+    <message>
+        <location filename="../../agent/client.py" line="187" />
+        <source>{url}: wrong PIN; enter the PIN the node shows now (a new one after each pairing)</source>
+        <translation>{url}：PIN 错误；请输入该节点当前显示的 PIN（每次配对后都会换新的）</translation>
+    </message>
+    <message>
+        <location filename="../../agent/client.py" line="190" />
+        <source>{url}: too many wrong PINs; pairing is locked for {seconds} s</source>
+        <translation>{url}：PIN 错误次数过多；配对已锁定 {seconds} 秒</translation>
+    </message>
 </context>
 <context>
     <name>Doctor</name>

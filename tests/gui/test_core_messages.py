@@ -135,3 +135,35 @@ def test_placement_problem_is_chinese_in_the_window(zh_cn, qtbot):
     panel.show_placement(check)
     assert panel.verified.text().endswith(
         f"llama-server 的日志中没有层分布报告（需要 -lv {BUFFER_LINES_LEVEL} 或更高）"), panel.verified.text()
+
+
+def test_wrong_pin_is_chinese_in_the_window(zh_cn, qtbot, tmp_path, monkeypatch, engine):
+    """The whole path: the agent client's error is made in the bridge thread, shown by the window."""
+    from gui.app import MainWindow
+    from gui.bridge import AsyncBridge
+    from gui.cli.demo import DemoCluster
+    from gui.session import ClusterSession
+    from gui.settings import Settings
+
+    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
+    cluster = DemoCluster(1)
+    cluster.start()
+    bridge = AsyncBridge()
+    try:
+        session = ClusterSession(bridge, interfaces=["127.0.0.1"], link_interval=0.5, status_interval=0.5)
+        win = MainWindow(Settings(str(tmp_path / "herd.ini")), bridge=bridge, session=session, engine=engine)
+        qtbot.addWidget(win)
+        win.show()
+        win.start()
+        agent = cluster.agents[0]
+        win.add_node(agent.address)
+        qtbot.waitUntil(lambda: any(f"{n.host}:{n.api_port}" == agent.address for n in win.node_map.values()),
+                        timeout=20000)
+        node = next(n for n in win.node_map.values() if f"{n.host}:{n.api_port}" == agent.address)
+        win.pair_node(node.id, "000000" if agent.pin != "000000" else "111111")
+        qtbot.waitUntil(lambda: "PIN 错误" in win.nodes.message.text(), timeout=10000)
+        assert "请输入该节点当前显示的 PIN" in win.nodes.message.text(), win.nodes.message.text()
+        win.close()
+    finally:
+        bridge.close()
+        cluster.stop()
