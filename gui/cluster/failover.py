@@ -517,20 +517,47 @@ class ClusterSupervisor:
         return sorted(found, key=lambda f: (f[0].name, f[0].id))
 
     async def _settle(self, node, status: dict) -> dict:
-        """Wait until ``node``'s worker is no longer held by the old server (it lets go when the
-        server exits); a worker herd started that stays held by a dead connection is restarted."""
-        deadline = time.monotonic() + self.policy.busy_wait
+        """Wait until ``node``'s worker is free for the relaunch.
+
+        A worker lets go of the old server when that server exits. But a node that dropped off
+        the network and came back can still hold — or receive late from this computer's kernel —
+        the connection of a server stopped meanwhile, and a worker serves one client at a time.
+        A worker held by a connection from *this* computer, while herd runs no server, is held by
+        such a dead connection: it is restarted at once.
+        """
+        start = time.monotonic()
+        deadline = start + self.policy.busy_wait
         restarted = False
         while (status.get("rpc") or {}).get("state") in ("busy", "starting", "crashed"):
-            if time.monotonic() > deadline:
-                if node.id in self._started_ids and not restarted:
-                    await self._probe(node).rpc_start(threads=self.threads)
-                    restarted, deadline = True, time.monotonic() + self.policy.busy_wait
-                else:
-                    break
+            # (a live close reaches the node within a moment: give it one second first)
+            if not restarted and time.monotonic() - start > 1.0 and self._held_by_us(node, status):
+                await self._probe(node).rpc_start(threads=self.threads)
+                restarted, deadline = True, time.monotonic() + self.policy.busy_wait
+            elif time.monotonic() > deadline:
+                break
             await asyncio.sleep(0.2)
             status = await self._probe(node).status()
         return status
+
+    def _held_by_us(self, node, status: dict) -> bool:
+        rpc = status.get("rpc") or {}
+        return rpc.get("state") == "busy" and bool(rpc.get("client")) and \
+            rpc.get("client") == _local_address_towards(node.host)
+
+    async def _free_held(self, launcher: ClusterLauncher) -> bool:
+        """Restart the planned workers that a dead connection from this computer holds again
+        (a late packet of the stopped server); True if one was."""
+        freed = False
+        for node in launcher.planned_nodes():
+            try:
+                status = await self._probe(node).status()
+                if self._held_by_us(node, status):
+                    await self._probe(node).rpc_start(threads=self.threads)
+                    await self._settle(node, await self._probe(node).status())
+                    freed = True
+            except AgentError as exc:
+                log.info("could not restart the worker of %s: %s", node.name, exc)
+        return freed
 
     async def _replan_and_relaunch(self, *, reason: str, stop_first: bool, immediate: bool) -> None:
         from gui.cluster import plan as P
@@ -616,13 +643,17 @@ class ClusterSupervisor:
         self.options = ()
         self._emit(RELAUNCHING_EV, f"relaunching llama-server on {self.url}" +
                    (" with more layers on this computer" if forced else ""))
-        launcher = self._make_launcher(plan)
-        try:
-            check = await launcher.start(self.policy.load_timeout)
-        except (LaunchError, AgentError) as exc:
-            self._emit(RECOVERY_FAILED, f"relaunch failed: {exc}")
-            self._set_waiting("waiting for a node to come back", (OPT_RECOVER,))
-            return
+        for attempt in (1, 2):
+            launcher = self._make_launcher(plan)
+            try:
+                check = await launcher.start(self.policy.load_timeout)
+                break
+            except (LaunchError, AgentError) as exc:
+                if attempt == 1 and "in use by another master" in str(exc) and await self._free_held(launcher):
+                    continue
+                self._emit(RECOVERY_FAILED, f"relaunch failed: {exc}")
+                self._set_waiting("waiting for a node to come back", (OPT_RECOVER,))
+                return
         await self._adopt(launcher)
         self._pending_plan = None
         self.state = SERVING
@@ -632,6 +663,19 @@ class ClusterSupervisor:
         note = "" if check.ok else " (placement differs from the plan: " + "; ".join(check.problems) + ")"
         self._emit(RECOVERED, f"serving again at {self.url} on {names}" +
                    (f", {took:.1f} s after the loss" if took is not None else "") + note, seconds=took)
+
+
+def _local_address_towards(host: str) -> str | None:
+    """The address of this computer that ``host`` sees connections come from (no packet is sent:
+    connecting a UDP socket only picks the route)."""
+    import socket
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect((host.strip("[]"), 9))
+            return s.getsockname()[0]
+    except OSError:
+        return None
 
 
 def _names(nodes) -> str:

@@ -177,7 +177,7 @@ async def run_fault(fault: str, engine, model: Path, tmp: Path, lan=None, *, rej
                 n_recovered = sum(e.kind == RECOVERED for e in sup.events)
                 await sup.rejoin()
                 await _wait(lambda: sum(e.kind == RECOVERED for e in sup.events) > n_recovered, 60,
-                            "the cluster to serve again with b")
+                            "the cluster to serve again with b:\n" + "\n".join(e.message for e in sup.events))
                 assert {n.name for n in sup.launcher.planned_nodes()} == {"a", "b"}
                 done = await send(conv, http, sup.url, "Welcome back.", max_tokens=8)
                 assert done.state == COMPLETE
