@@ -150,7 +150,7 @@ class ClusterSession(QObject):
     async def _status(self, node_id: str) -> dict:
         node = self.discovery.nodes.get(node_id)
         if node is None:
-            raise AgentError("the node is gone")
+            raise AgentError(self.tr("the node is gone"))
         async with self.discovery.client(node) as c:
             return await c.status()
 
@@ -241,7 +241,7 @@ class ClusterSession(QObject):
 
     async def _launch(self, llama_server, plan, model_path, ctx, host, port, extra_args, timeout):
         if self.launcher is not None:
-            raise LaunchError("a cluster is already running; stop it first")
+            raise LaunchError(self.tr("a cluster is already running; stop it first"))
         eps = set(plan.rpc_endpoints())
         nodes = {n.id: n for n in self.discovery.nodes.values() if n.rpc_endpoint in eps}
         policy = self.failover_policy
@@ -368,7 +368,8 @@ class ClusterSession(QObject):
                             break
                         await asyncio.sleep(0.2)
                     if rpc.get("state") != "ready":
-                        raise LaunchError(f"{node.name}: the RPC worker did not start ({rpc.get('state')})")
+                        raise LaunchError(self.tr("%1: the RPC worker did not start (%2)")
+                                          .replace("%1", node.name).replace("%2", str(rpc.get("state"))))
                 try:
                     measured.append(await M.measure_node(engine, model.path, nid, node.rpc_endpoint,
                                                          cache=cache, agent=client))

@@ -133,6 +133,21 @@
         <source>No llama-server is running.</source>
         <translation>没有正在运行的 llama-server。</translation>
     </message>
+    <message>
+        <location filename="../../gui/session.py" line="153" />
+        <source>the node is gone</source>
+        <translation>该节点已不在</translation>
+    </message>
+    <message>
+        <location filename="../../gui/session.py" line="244" />
+        <source>a cluster is already running; stop it first</source>
+        <translation>已有集群在运行；请先停止它</translation>
+    </message>
+    <message>
+        <location filename="../../gui/session.py" line="371" />
+        <source>%1: the RPC worker did not start (%2)</source>
+        <translation>%1：RPC 工作进程没有启动（%2）</translation>
+    </message>
 </context>
 <context>
     <name>Dashboard</name>
