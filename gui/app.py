@@ -369,7 +369,7 @@ class MainWindow(QMainWindow):
         from gui.cluster.doctor import ERROR
 
         self.launch.show_findings(findings)
-        errors = [f"{f.subject}: {f.message}" for f in findings if f.severity == ERROR]
+        errors = [f"{self.launch.subject_text(f)}: {f.message}" for f in findings if f.severity == ERROR]
         if errors:
             self.launch.set_state("stopped")
             self.launch.refuse(errors)

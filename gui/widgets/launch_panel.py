@@ -104,6 +104,10 @@ class LaunchPanel(QWidget):
         self.status.setText(text)
         self.status.setStyleSheet(f"color: {color};" if color else "")
 
+    def subject_text(self, finding) -> str:
+        """Who a finding is about, as the user reads it: this PC, or the node's name."""
+        return self.tr("this PC") if finding.subject == "master" else finding.subject
+
     def show_findings(self, findings) -> None:
         """The doctor's findings (``Finding`` objects), errors first."""
         self.findings.clear()
@@ -111,7 +115,7 @@ class LaunchPanel(QWidget):
         marks = {"error": "✖", "warning": "⚠", "ok": "✔"}
         colors = {"error": WARN, "warning": AMBER, "ok": OK}
         for f in sorted(findings, key=lambda f: order.get(f.severity, 3)):
-            item = QListWidgetItem(f"{marks.get(f.severity, '•')} {f.subject}: {f.message}")
+            item = QListWidgetItem(f"{marks.get(f.severity, '•')} {self.subject_text(f)}: {f.message}")
             item.setForeground(QGuiApplication.palette().text() if f.severity == "ok" else _brush(colors[f.severity]))
             self.findings.addItem(item)
 

@@ -314,6 +314,11 @@
         <source>Placement differs from the plan: %1</source>
         <translation>实际分配与计划不符：%1</translation>
     </message>
+    <message>
+        <location filename="../../gui/widgets/launch_panel.py" line="109" />
+        <source>this PC</source>
+        <translation>本机</translation>
+    </message>
 </context>
 <context>
     <name>MainWindow</name>

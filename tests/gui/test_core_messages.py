@@ -55,7 +55,7 @@ async def test_doctor_finding_is_chinese_in_the_window(zh_cn, qtbot, engine):
     assert "上的代理没有响应" in line and "127.0.0.1" in line, line
     # the agent client's own error inside it is translated too
     assert "无法连接" in line, line
-    assert any("已找到 llama-server" in t for t in texts), texts
+    assert any(t.startswith("✔ 本机: 已找到 llama-server") for t in texts), texts
 
 
 async def test_port_in_use_failure_is_chinese_in_the_window(zh_cn, qtbot, engine, demo_model):
