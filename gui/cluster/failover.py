@@ -649,7 +649,7 @@ class ClusterSupervisor:
                 check = await launcher.start(self.policy.load_timeout)
                 break
             except (LaunchError, AgentError) as exc:
-                if attempt == 1 and "in use by another master" in str(exc) and await self._free_held(launcher):
+                if attempt == 1 and getattr(exc, "code", None) == "worker-busy" and await self._free_held(launcher):
                     continue
                 self._emit(RECOVERY_FAILED, f"relaunch failed: {exc}")
                 self._set_waiting("waiting for a node to come back", (OPT_RECOVER,))

@@ -50,7 +50,16 @@ FAILED = "failed"       # exited or never came up; ``error`` says why
 
 
 class LaunchError(RuntimeError):
-    """A launch could not go ahead or did not come up. The message is for the user."""
+    """A launch could not go ahead or did not come up. The message is for the user (in their
+    language, see :mod:`agent.i18n`), so code that must tell causes apart reads ``code``.
+
+    Attributes:
+        code: a stable short name of the cause when one is known (``worker-busy``), else None.
+    """
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass
@@ -501,7 +510,7 @@ class ClusterLauncher:
             if state == "busy":
                 raise LaunchError(translate("Launcher", "{node}: its RPC worker is in use by another "
                                             "master ({client})").format(
-                    node=node.name, client=(status.get("rpc") or {}).get("client")))
+                    node=node.name, client=(status.get("rpc") or {}).get("client")), code="worker-busy")
             if state != "ready":
                 await client.rpc_start(threads=self.threads)
                 handle.started = True
