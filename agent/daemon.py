@@ -26,11 +26,15 @@ from agent.engine import find_engine
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
 from agent.pairing import PinGuard, note_address, pair_master
+from agent.process_memory import release_free_heap
 from agent.relay import RpcRelay
 from agent.rpc_server import RpcOptions, RpcSupervisor
 from agent.settings import AgentState, PairedMaster, Settings
 
 log = logging.getLogger("herd.agent")
+
+#: Seconds of calm after start-up or a worker state change before freed memory goes back to the OS.
+HEAP_RELEASE_DELAY = 1.0
 
 
 class StartRefused(RuntimeError):
@@ -80,6 +84,7 @@ class Agent:
         self._started = time.monotonic()
         self._stop = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._heap_release: asyncio.TimerHandle | None = None
         self._hardware = hardware_summary()
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -115,9 +120,12 @@ class Agent:
                           "address", exc)
                 advertiser, self.advertiser = self.advertiser, None
                 await advertiser.close()
+        self._release_heap_soon()
 
     async def close(self) -> None:
         """Stop the worker, say goodbye on mDNS, stop listening. Safe to call twice."""
+        if self._heap_release is not None:
+            self._heap_release.cancel()
         steps = [self.stop_rpc()]
         if self.advertiser is not None:
             steps.append(self.advertiser.close())
@@ -249,6 +257,16 @@ class Agent:
     def _changed(self) -> None:
         if self.advertiser is not None:
             self.advertiser.update(self.txt())
+        self._release_heap_soon()
+
+    def _release_heap_soon(self) -> None:
+        """Hand the memory a burst of work (start-up, a worker start or stop) freed back to the
+        OS once the burst has settled, so the idle agent stays small."""
+        if self._loop is None:
+            return
+        if self._heap_release is not None:
+            self._heap_release.cancel()
+        self._heap_release = self._loop.call_later(HEAP_RELEASE_DELAY, release_free_heap)
 
     def rpc_status(self) -> dict:
         """The RPC worker's part of ``/status``."""

@@ -94,7 +94,10 @@ def effective_settings(args: argparse.Namespace):
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the agent in the foreground."""
-    from agent.daemon import configure_logging, run_agent  # noqa: PLC0415
+    from agent.process_memory import without_ca_store  # noqa: PLC0415
+
+    with without_ca_store():  # the agent never makes TLS connections (see agent.process_memory)
+        from agent.daemon import configure_logging, run_agent  # noqa: PLC0415
     from agent.settings import load_state  # noqa: PLC0415
 
     configure_logging(args.verbose)
