@@ -3,6 +3,7 @@ language: Chinese in a zh_CN window, English in the CLI (see agent/i18n.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -104,6 +105,21 @@ def test_herd_doctor_stays_english(tmp_path):
                          env=_cli_env(tmp_path))
     assert out.returncode != 0
     assert f"cannot reach agent at http://127.0.0.1:{port}" in out.stderr, out.stderr
+    assert not _has_chinese(out.stdout + out.stderr)
+
+
+def test_herd_doctor_findings_stay_english(tmp_path, procs, engine):
+    """Real findings about a real (unpaired) agent, under a Chinese locale: English sentences."""
+    from cluster.agents import start_agent
+
+    agent = start_agent(procs.popen, tmp_path, "doc-en", mdns=False)
+    address = agent.api_url.removeprefix("http://")
+    out = subprocess.run([sys.executable, "-m", "gui.main", "doctor", "--json", "--no-mdns",
+                          "--add", address], capture_output=True, text=True, timeout=120,
+                         env=_cli_env(tmp_path))
+    findings = {f["code"]: f["message"] for f in json.loads(out.stdout)}
+    assert findings["reachable"] == f"The agent answers at {agent.api_url}."
+    assert findings["not-paired"].startswith("This master is not paired with the node"), findings
     assert not _has_chinese(out.stdout + out.stderr)
 
 
