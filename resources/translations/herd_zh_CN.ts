@@ -1018,12 +1018,12 @@
     <message>
         <location filename="../../gui/cluster/doctor.py" line="66" />
         <source>This machine runs llama.cpp build {build}; herd is tested with build {pinned}.</source>
-        <translation>本机运行的是 llama.cpp 构建 {build}；herd 经过测试的是构建 {pinned}。</translation>
+        <translation>本机运行的是 llama.cpp 版本 {build}；herd 经过测试的是版本 {pinned}。</translation>
     </message>
     <message>
         <location filename="../../gui/cluster/doctor.py" line="69" />
         <source>llama-server build {build} found.</source>
-        <translation>已找到 llama-server（构建 {build}）。</translation>
+        <translation>已找到 llama-server（版本 {build}）。</translation>
     </message>
     <message>
         <location filename="../../gui/cluster/doctor.py" line="74" />
@@ -1053,17 +1053,17 @@
     <message>
         <location filename="../../gui/cluster/doctor.py" line="136" />
         <source>The node speaks RPC protocol {proto}, this master {master}; llama-server would refuse it. Install llama.cpp build {build} on every node.</source>
-        <translation>该节点使用 RPC 协议 {proto}，本主控使用 {master}；llama-server 会拒绝连接。请在所有节点上安装 llama.cpp 构建 {build}。</translation>
+        <translation>该节点使用 RPC 协议 {proto}，本主控使用 {master}；llama-server 会拒绝连接。请在所有节点上安装 llama.cpp 版本 {build}。</translation>
     </message>
     <message>
         <location filename="../../gui/cluster/doctor.py" line="141" />
         <source>The node runs llama.cpp build {build}, this master {master}; every node must run the same build.</source>
-        <translation>该节点运行 llama.cpp 构建 {build}，本主控运行 {master}；所有节点必须运行同一构建。</translation>
+        <translation>该节点运行 llama.cpp 版本 {build}，本主控运行 {master}；所有节点必须运行同一版本。</translation>
     </message>
     <message>
         <location filename="../../gui/cluster/doctor.py" line="145" />
         <source>Same llama.cpp build ({build}) and RPC protocol ({proto}) as the master.</source>
-        <translation>llama.cpp 构建（{build}）和 RPC 协议（{proto}）与主控一致。</translation>
+        <translation>llama.cpp 版本（{build}）和 RPC 协议（{proto}）与主控一致。</translation>
     </message>
     <message>
         <location filename="../../gui/cluster/doctor.py" line="152" />
@@ -1131,7 +1131,7 @@
     <message>
         <location filename="../../gui/cluster/launcher.py" line="121" />
         <source>an RPC worker runs a different llama.cpp RPC protocol version than this llama-server; install the same llama.cpp build on every node</source>
-        <translation>有 RPC 工作进程使用的 llama.cpp RPC 协议版本与本机 llama-server 不同；请在所有节点上安装同一 llama.cpp 构建</translation>
+        <translation>有 RPC 工作进程使用的 llama.cpp RPC 协议版本与本机 llama-server 不同；请在所有节点上安装同一 llama.cpp 版本</translation>
     </message>
     <message>
         <location filename="../../gui/cluster/launcher.py" line="125" />
@@ -1151,7 +1151,7 @@
     <message>
         <location filename="../../gui/cluster/launcher.py" line="134" />
         <source>llama-server could not load the model {0} (not a valid GGUF for this build?)</source>
-        <translation>llama-server 无法加载模型 {0}（不是此构建可用的 GGUF 文件？）</translation>
+        <translation>llama-server 无法加载模型 {0}（不是此版本可用的 GGUF 文件？）</translation>
     </message>
     <message>
         <location filename="../../gui/cluster/launcher.py" line="139" />
