@@ -184,11 +184,11 @@ class AgentClient:
         elif pairing and code == 403:
             # Said here rather than relayed: the agent's own words are English, and the user who
             # typed the PIN reads the app's language.
-            msg = translate("AgentClient", "{url}: wrong PIN; enter the PIN the node shows now (a new "
-                                           "one after each pairing)").format(url=self.base_url)
+            msg = translate("AgentClient", "{url}: wrong PIN (HTTP 403); enter the PIN the node shows "
+                                           "now, a new one after each pairing").format(url=self.base_url)
         elif pairing and code == 429:
-            msg = translate("AgentClient", "{url}: too many wrong PINs; pairing is locked for {seconds} "
-                                           "s").format(url=self.base_url,
+            msg = translate("AgentClient", "{url}: too many wrong PINs (HTTP 429); pairing is locked for "
+                                           "{seconds} s").format(url=self.base_url,
                                                        seconds=resp.headers.get("Retry-After", "?"))
         else:
             msg = f"{self.base_url}{resp.request.url.path}: HTTP {code}"

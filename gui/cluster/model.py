@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from agent.i18n import translate
+
 #: Architectures that are not text generators (encoders, vision projectors, audio decoders):
 #: llama-server cannot serve them as a chat model split over RPC workers.
 NON_GENERATIVE_ARCHS = frozenset({
@@ -51,8 +53,14 @@ class TensorExtent(NamedTuple):
     nbytes: int
 
 
+def _unreadable(path, e: OSError) -> str:
+    # the OS's reason stays as the OS words it
+    return translate("Model", "{path}: cannot read the model file ({why})").format(path=path, why=e.strerror or e)
+
+
 class ModelError(ValueError):
-    """The file is not a model herd can plan for. The message names the file and the problem."""
+    """The file is not a model herd can plan for. The message names the file and the problem (in
+    the app's language for the common ones, see :mod:`agent.i18n`)."""
 
 
 @dataclass(frozen=True)
@@ -234,29 +242,33 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
     try:
         file_bytes = path.stat().st_size
     except OSError as e:
-        raise ModelError(f"{path}: cannot read the model file ({e.strerror or e})") from None
+        raise ModelError(_unreadable(path, e)) from None
     if not path.is_file():
-        raise ModelError(f"{path}: not a file")
+        raise ModelError(translate("Model", "{path}: not a file").format(path=path))
     try:
         with open(path, "rb") as f:
             magic = f.read(4)
     except OSError as e:
-        raise ModelError(f"{path}: cannot read the model file ({e.strerror or e})") from None
+        raise ModelError(_unreadable(path, e)) from None
     if magic != b"GGUF":
-        raise ModelError(f"{path}: not a GGUF file (it starts with {magic!r}, expected b'GGUF')")
+        raise ModelError(translate("Model", "{path}: not a GGUF file (it starts with {magic}, expected "
+                                            "b'GGUF')").format(path=path, magic=repr(magic)))
     try:
         reader = gguf.GGUFReader(path, "r")
     except Exception as e:  # the reader raises anything from IndexError to KeyError on bad bytes
-        raise ModelError(f"{path}: truncated or corrupt GGUF file ({type(e).__name__}: {e})") from None
+        raise ModelError(translate("Model", "{path}: truncated or corrupt GGUF file ({why})")
+                         .format(path=path, why=f"{type(e).__name__}: {e}")) from None
 
     arch = _field_value(reader, "general.architecture")
     if not isinstance(arch, str) or not arch:
         raise ModelError(f"{path}: the GGUF header has no general.architecture")
     if arch in NON_GENERATIVE_ARCHS:
-        raise ModelError(f"{path}: unsupported architecture {arch!r}: it is not a text-generation "
-                         "model that llama-server can split over workers")
+        raise ModelError(translate("Model", "{path}: unsupported architecture {arch}: it is not a "
+                                            "text-generation model that llama-server can split over "
+                                            "workers").format(path=path, arch=repr(arch)))
     if arch not in set(gguf.MODEL_ARCH_NAMES.values()):
-        raise ModelError(f"{path}: unsupported architecture {arch!r}: not a model architecture llama.cpp knows")
+        raise ModelError(translate("Model", "{path}: unsupported architecture {arch}: not a model "
+                                            "architecture llama.cpp knows").format(path=path, arch=repr(arch)))
 
     def key(suffix: str):
         return _field_value(reader, f"{arch}.{suffix}")
@@ -382,5 +394,5 @@ def file_sha256(path: str | os.PathLike, chunk_bytes: int = 1 << 20,
                 if progress is not None:
                     progress(done, total)
     except OSError as e:
-        raise ModelError(f"{path}: cannot read the model file ({e.strerror or e})") from None
+        raise ModelError(_unreadable(path, e)) from None
     return h.hexdigest()

@@ -999,13 +999,13 @@
     </message>
     <message>
         <location filename="../../agent/client.py" line="187" />
-        <source>{url}: wrong PIN; enter the PIN the node shows now (a new one after each pairing)</source>
-        <translation>{url}：PIN 错误；请输入该节点当前显示的 PIN（每次配对后都会换新的）</translation>
+        <source>{url}: wrong PIN (HTTP 403); enter the PIN the node shows now, a new one after each pairing</source>
+        <translation>{url}：PIN 错误（HTTP 403）；请输入该节点当前显示的 PIN，每次配对后都会换新的</translation>
     </message>
     <message>
         <location filename="../../agent/client.py" line="190" />
-        <source>{url}: too many wrong PINs; pairing is locked for {seconds} s</source>
-        <translation>{url}：PIN 错误次数过多；配对已锁定 {seconds} 秒</translation>
+        <source>{url}: too many wrong PINs (HTTP 429); pairing is locked for {seconds} s</source>
+        <translation>{url}：PIN 错误次数过多（HTTP 429）；配对已锁定 {seconds} 秒</translation>
     </message>
 </context>
 <context>
@@ -1323,6 +1323,39 @@
         <location filename="../../gui/cluster/placement.py" line="436" />
         <source>the reported weights cover slots up to {last}, the model has {n} slots (0-{top})</source>
         <translation>报告的权重只覆盖到层位 {last}，而模型有 {n} 个层位（0-{top}）</translation>
+    </message>
+</context>
+<context>
+    <name>Model</name>
+    <message>
+        <location filename="../../gui/cluster/model.py" line="58" />
+        <source>{path}: cannot read the model file ({why})</source>
+        <translation>{path}：无法读取模型文件（{why}）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/model.py" line="247" />
+        <source>{path}: not a file</source>
+        <translation>{path}：不是文件</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/model.py" line="254" />
+        <source>{path}: not a GGUF file (it starts with {magic}, expected b'GGUF')</source>
+        <translation>{path}：不是 GGUF 文件（文件开头是 {magic}，应为 b'GGUF'）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/model.py" line="259" />
+        <source>{path}: truncated or corrupt GGUF file ({why})</source>
+        <translation>{path}：GGUF 文件不完整或已损坏（{why}）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/model.py" line="266" />
+        <source>{path}: unsupported architecture {arch}: it is not a text-generation model that llama-server can split over workers</source>
+        <translation>{path}：不支持的架构 {arch}：它不是 llama-server 能分配到各工作进程上的文本生成模型</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/model.py" line="270" />
+        <source>{path}: unsupported architecture {arch}: not a model architecture llama.cpp knows</source>
+        <translation>{path}：不支持的架构 {arch}：llama.cpp 不认识这种模型架构</translation>
     </message>
 </context>
 </TS>

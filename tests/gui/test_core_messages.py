@@ -183,3 +183,17 @@ def test_wrong_pin_is_chinese_in_the_window(zh_cn, qtbot, tmp_path, monkeypatch,
     finally:
         bridge.close()
         cluster.stop()
+
+
+def test_model_error_is_chinese_in_the_window(zh_cn, qtbot, tmp_path):
+    from gui.cluster.model import ModelError, inspect_model
+    from gui.widgets.model_panel import ModelPanel
+
+    notes = tmp_path / "notes.gguf"
+    notes.write_text("not a model")
+    with pytest.raises(ModelError) as exc:
+        inspect_model(notes)
+    panel = ModelPanel()
+    qtbot.addWidget(panel)
+    panel.show_error(str(notes), str(exc.value))
+    assert "不是 GGUF 文件（文件开头是 b'not '，应为 b'GGUF'）" in panel.info.text(), panel.info.text()
