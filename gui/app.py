@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 from PySide6 import __version__ as PYSIDE_VERSION
 from PySide6.QtCore import QLocale, Qt, QTimer, qVersion
-from PySide6.QtGui import QAction, QIcon, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QIcon, QKeySequence
 from PySide6.QtWidgets import (QApplication, QFileDialog, QMainWindow, QMenu, QMessageBox, QSplitter,
                                QSystemTrayIcon, QTabWidget, QVBoxLayout, QWidget)
 
@@ -26,10 +26,11 @@ from agent.engine import PINNED_BUILD, find_engine
 from gui import __version__
 from gui.bridge import AsyncBridge
 from gui.session import ClusterSession
-from gui.settings import Settings
+from gui.settings import COUNTDOWN_CHOICES, REJOIN_CHOICES, Settings
 from gui.translations import install_translator
 from gui.widgets.chat_pane import ChatPane
 from gui.widgets.dashboard import Dashboard
+from gui.widgets.failover_banner import FailoverBanner
 from gui.widgets.launch_panel import LaunchPanel
 from gui.widgets.model_panel import ModelPanel
 from gui.widgets.nodes_panel import NodesPanel
@@ -96,7 +97,14 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(self.nodes)
         self.splitter.addWidget(right)
         self.splitter.setSizes([340, 860])
-        self.setCentralWidget(self.splitter)
+        # A lost worker: the banner says which and why and offers the choices (hidden otherwise).
+        self.failover_banner = FailoverBanner()
+        central = QWidget()
+        cl = QVBoxLayout(central)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.addWidget(self.failover_banner)
+        cl.addWidget(self.splitter, 1)
+        self.setCentralWidget(central)
         self._build_menus()
         self._build_tray()
         self.statusBar().showMessage(self.tr("Looking for nodes…"))
@@ -120,7 +128,10 @@ class MainWindow(QMainWindow):
         self.launch.startRequested.connect(self.start_cluster)
         self.launch.stopRequested.connect(self.stop_cluster)
         self.editor.fastestRequested.connect(self.find_fastest)
+        self.failover_banner.cancelRequested.connect(self.session.cancel_failover)
+        self.failover_banner.optionChosen.connect(self.choose_failover)
         self.chat.set_send(None)
+        self.apply_failover_settings()
         # session → views
         self.session.nodeEvent.connect(self.on_node_event)
         self.session.sample.connect(self.on_sample)
@@ -155,10 +166,61 @@ class MainWindow(QMainWindow):
         q.setShortcut(QKeySequence.StandardKey.Quit)
         q.triggered.connect(self.close)
         m.addAction(q)
+        self._build_failover_menu()
         h = self.menuBar().addMenu(self.tr("&Help"))
         about = QAction(self.tr("&About llama-herd"), self)
         about.triggered.connect(self.show_about)
         h.addAction(about)
+
+    def _build_failover_menu(self) -> None:
+        """Cluster ▸ what happens when a node is lost (stored settings, applied at once)."""
+        c = self.menuBar().addMenu(self.tr("&Cluster"))
+        self.auto_recover_action = QAction(self.tr("&Relaunch automatically when a node is lost"), self)
+        self.auto_recover_action.setCheckable(True)
+        self.auto_recover_action.setChecked(self.settings.get("failover/auto_recover"))
+        self.auto_recover_action.toggled.connect(lambda on: self._set_failover("failover/auto_recover", on))
+        c.addAction(self.auto_recover_action)
+        countdown = c.addMenu(self.tr("&Countdown before relaunching"))
+        group = QActionGroup(self)
+        self.countdown_actions: dict[int, QAction] = {}
+        current = self.settings.get("failover/countdown")
+        for secs in sorted(set(COUNTDOWN_CHOICES) | {max(0, current)}):
+            a = QAction(self.tr("At once") if secs == 0 else self.tr("%1 s").replace("%1", str(secs)), self)
+            a.setCheckable(True)
+            a.setChecked(secs == current)
+            a.triggered.connect(lambda _on=False, s=secs: self._set_failover("failover/countdown", s))
+            group.addAction(a)
+            countdown.addAction(a)
+            self.countdown_actions[secs] = a
+        rejoin = c.addMenu(self.tr("When a lost node &returns"))
+        group = QActionGroup(self)
+        self.rejoin_actions: dict[str, QAction] = {}
+        titles = {"ask": self.tr("Ask before using it again"), "auto": self.tr("Use it again automatically")}
+        for mode in REJOIN_CHOICES:
+            a = QAction(titles[mode], self)
+            a.setCheckable(True)
+            a.setChecked(mode == self.settings.get("failover/rejoin"))
+            a.triggered.connect(lambda _on=False, m=mode: self._set_failover("failover/rejoin", m))
+            group.addAction(a)
+            rejoin.addAction(a)
+            self.rejoin_actions[mode] = a
+
+    def _set_failover(self, key: str, value) -> None:
+        self.settings.set(key, value)
+        self.apply_failover_settings()
+
+    def apply_failover_settings(self) -> None:
+        """Hand the stored failover settings to the session (and the launch running now)."""
+        s = self.settings
+        rejoin = s.get("failover/rejoin")
+        self.session.set_failover_policy(auto_recover=s.get("failover/auto_recover"),
+                                         countdown=max(0, s.get("failover/countdown")),
+                                         rejoin=rejoin if rejoin in REJOIN_CHOICES else "ask")
+
+    def choose_failover(self, option: str) -> None:
+        """A banner button: relaunch now, keep waiting, more layers here, or use a node again."""
+        call = self.session.choose_failover(option)
+        call.failed.connect(lambda exc: self.statusBar().showMessage(str(exc), 15000))
 
     def _build_tray(self) -> None:
         self.tray = None
@@ -410,6 +472,13 @@ class MainWindow(QMainWindow):
                     # node or for the user); Stop stays the way out.
                     self.launch.start_button.setEnabled(False)
                     self.launch.stop_button.setEnabled(True)
+            elif self.session.launcher is not None:
+                # Stopped by the failover supervisor to relaunch (the user's Stop clears the
+                # launcher first): the chat waits for it, and Stop stays the way out.
+                self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
+                                                       "continues once it serves again."))
+                self.launch.start_button.setEnabled(False)
+                self.launch.stop_button.setEnabled(True)
         if self.tray is not None:
             self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", state))
 
@@ -417,6 +486,12 @@ class MainWindow(QMainWindow):
         """What the failover supervisor says: a lost node, a countdown, serving again…"""
         from gui.cluster import failover as F
 
+        self.failover_banner.show_event(ev, self.session.failover_nodes)
+        if ev.kind in (F.LOST, F.SERVER_EXITED):
+            # The reply in flight (if any) is marked interrupted by the chat pane; sending waits
+            # for the relaunch, after which the conversation so far is resent.
+            self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
+                                                   "continues once it serves again."))
         bad = {F.LOST, F.NO_FIT, F.RECOVERY_FAILED, F.SERVER_EXITED}
         color = "#2ca02c" if ev.kind == F.RECOVERED else ("#d62728" if ev.kind in bad else "#e6a700")
         if ev.kind != F.COUNTDOWN_TICK:
@@ -433,6 +508,7 @@ class MainWindow(QMainWindow):
     def stop_cluster(self) -> None:
         """Stop llama-server and the workers the launch started."""
         self.launch.set_state("stopping")
+        self.failover_banner.clear()
         self.chat.stop()
         self.chat.set_send(None)
         self.session.stop_launch()

@@ -47,10 +47,13 @@ class ClusterSession(QObject):
         serverLog(list): new lines of llama-server's log, in order.
         failover(object): a :class:`~gui.cluster.failover.FailoverEvent` — a worker was lost,
             the countdown to the relaunch on the survivors, serving again, a node came back.
+            :meth:`cancel_failover` and :meth:`choose_failover` answer it.
 
     Attributes:
         bridge: the app's :class:`AsyncBridge`.
         server_url: the running llama-server's base URL, or None.
+        failover_nodes: names of the launch's nodes not lost right now (what a relaunch can use),
+            as of the last ``failover`` event.
         discovery: the :class:`Discovery` (loop-side; only touch it from coroutines).
     """
 
@@ -77,6 +80,7 @@ class ClusterSession(QObject):
         self.launcher: ClusterSupervisor | None = None
         #: How a lost worker is handled (auto-recover, countdown…); the settings dialog sets it.
         self.failover_policy = FailoverPolicy()
+        self.failover_nodes: list[str] = []
         self._node_samplers: dict[str, list] = {}
         self._server_samplers: list = []
         self._log_task: asyncio.Task | None = None
@@ -280,10 +284,41 @@ class ClusterSession(QObject):
 
     def _on_failover(self, ev) -> None:
         # Loop thread. The relaunched server is a new process: say when it serves again.
+        sup = self.launcher
+        if sup is not None:
+            # (one assignment of a new list: the GUI thread reads a whole list, old or new)
+            self.failover_nodes = sorted(n.name for nid, n in sup.nodes.items() if nid not in sup.lost)
         self._relay.emit("failover", ev)
         if ev.kind == RECOVERED:
             self._relay.emit("state", ("ready", ""))
             self.launcher.server.on_state(lambda st, err: self._relay.emit("state", (st, err or "")))
+
+    def set_failover_policy(self, *, auto_recover: bool, countdown: float, rejoin: str) -> None:
+        """How a lost worker is handled from now on, also by the launch running now (it holds
+        the same :class:`FailoverPolicy`)."""
+        if rejoin not in ("ask", "auto"):
+            raise ValueError(f"rejoin must be 'ask' or 'auto', not {rejoin!r}")
+        if countdown < 0:
+            raise ValueError(f"the countdown must be 0 s or more, not {countdown!r}")
+        policy = self.failover_policy
+        policy.auto_recover, policy.countdown, policy.rejoin = bool(auto_recover), float(countdown), rejoin
+
+    def cancel_failover(self) -> Call:
+        """Stop the countdown to an automatic relaunch (the cluster then waits for a choice)."""
+        async def go():
+            if self.launcher is not None:
+                self.launcher.cancel()
+        return self.bridge.submit(go(), "cancel relaunch", timeout=10)
+
+    def choose_failover(self, option: str) -> Call:
+        """Take one of the options the last ``failover`` event offered: ``recover`` (relaunch
+        now), ``wait``, ``host`` (more layers on this computer) or ``rejoin`` (use a returned
+        node again). The call finishes once the relaunch it starts is done."""
+        async def go():
+            if self.launcher is None:
+                raise LaunchError(self.tr("No cluster is running."))
+            await self.launcher.choose(option)
+        return self.bridge.submit(go(), "relaunch", timeout=self.failover_policy.load_timeout + 60)
 
     async def _pump_log(self, launcher: ClusterSupervisor) -> None:
         # The server's log is a deque filled on this loop; forward new lines a few times a second.

@@ -44,7 +44,15 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     Option("chat/temperature", float, 0.8, "Temperature"),
     Option("chat/max_tokens", int, 256, "Max tokens per reply"),
     Option("ui/language", str, "", "Language (empty: follow the system)"),
+    Option("failover/auto_recover", bool, True, "Relaunch on the remaining nodes when one is lost"),
+    Option("failover/countdown", int, 5, "Seconds before that relaunch"),
+    Option("failover/rejoin", str, "ask", "When a lost node returns: ask or auto"),
 ]}
+
+#: Choices offered for ``failover/countdown`` (seconds).
+COUNTDOWN_CHOICES = (0, 3, 5, 10, 30)
+#: Values of ``failover/rejoin``.
+REJOIN_CHOICES = ("ask", "auto")
 
 
 class Settings:

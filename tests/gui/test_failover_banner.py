@@ -1,0 +1,194 @@
+"""The failover banner in the window: a worker's RPC process is killed (-9) while the cluster
+runs; the banner names the node within 5 s and counts down, Cancel keeps the server down and
+offers Relaunch now, which brings it back on the same URL and the chat carries on. With
+auto-recover switched off in the Cluster menu no countdown starts. The banner's buttons for the
+other choices (wait, more layers here, use a returned node again) are checked with the
+supervisor's own events."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+import httpx
+import pytest
+from PySide6.QtCore import Qt
+
+from gui.app import MainWindow
+from gui.bridge import AsyncBridge
+from gui.cli.demo import DemoCluster
+from gui.cluster import failover as F
+from gui.session import ClusterSession
+from gui.settings import Settings
+from gui.widgets.failover_banner import FailoverBanner
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_banner_offers_what_the_supervisor_offers(qtbot):
+    banner = FailoverBanner()
+    qtbot.addWidget(banner)
+    chosen = []
+    banner.optionChosen.connect(chosen.append)
+    assert banner.isHidden()
+
+    banner.show_event(F.FailoverEvent(F.LOST, "b (10.0.0.2) was lost: its agent does not answer", node="b"))
+    assert not banner.isHidden() and banner.title.text() == "b was lost"
+    assert "does not answer" in banner.detail.text()
+    banner.show_event(F.FailoverEvent(F.NO_FIT, "the model does not fit on what is left",
+                                      options=(F.OPT_WAIT, F.OPT_HOST)))
+    assert banner.wait_button.isVisibleTo(banner) and banner.wait_button.text() == "Wait for b"
+    assert banner.host_button.isVisibleTo(banner)
+    assert not banner.recover_button.isVisibleTo(banner) and not banner.cancel_button.isVisibleTo(banner)
+    qtbot.mouseClick(banner.host_button, Qt.MouseButton.LeftButton)
+    assert chosen == [F.OPT_HOST]
+    assert not banner.host_button.isVisibleTo(banner)  # one click, one intention
+
+    # waiting for the node; it comes back and is offered alongside
+    banner.show_event(F.FailoverEvent(F.WAITING_EV, "waiting for b to come back", options=(F.OPT_WAIT, F.OPT_HOST)))
+    banner.show_event(F.FailoverEvent(F.RETURNED, "b is back; re-plan with it", node="b", options=(F.OPT_REJOIN,)))
+    assert banner.rejoin_button.isVisibleTo(banner) and banner.rejoin_button.text() == "Use b again"
+    assert banner.wait_button.isVisibleTo(banner)
+    qtbot.mouseClick(banner.rejoin_button, Qt.MouseButton.LeftButton)
+    assert chosen == [F.OPT_HOST, F.OPT_REJOIN]
+
+    banner.show_event(F.FailoverEvent(F.RECOVERED, "serving again", seconds=3.0))
+    assert banner.title.text().startswith("Serving again")
+    assert not any(b.isVisibleTo(banner) for b in (banner.rejoin_button, banner.wait_button, banner.host_button))
+    banner.clear()
+    assert banner.isHidden()
+
+
+# ---------------------------------------------------------------- the window, real processes
+
+
+@pytest.fixture
+def agents():
+    cluster = DemoCluster(2)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch, engine):
+    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    settings = Settings(str(tmp_path / "herd.ini"))
+    settings.set("server/port", _free_port())
+    settings.set("failover/countdown", 30)  # long enough to watch it tick and cancel it
+    bridge = AsyncBridge()
+    session = ClusterSession(bridge, interfaces=["127.0.0.1"], browse=False, link_interval=0.5,
+                             status_interval=0.5)
+    win = MainWindow(settings, bridge=bridge, session=session, engine=engine)
+    qtbot.addWidget(win)
+    win.show()
+    win.start()
+    yield win
+    win.close()
+    bridge.close()
+
+
+def _kill_rpc_worker(qtbot, win, node_id: str) -> None:
+    call = win.session.node_status(node_id)
+    with qtbot.waitSignal(call.done, timeout=10000):
+        pass
+    os.kill(call.future.result()["rpc"]["pid"], signal.SIGKILL)
+
+
+def _seconds_left(win) -> int | None:
+    m = re.search(r"in (\d+) s", win.failover_banner.countdown.text())
+    return int(m.group(1)) if m else None
+
+
+def _health(url: str) -> int | None:
+    try:
+        return httpx.get(url + "/health", timeout=2).status_code
+    except httpx.HTTPError:
+        return None
+
+
+@pytest.mark.engine
+def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents, demo_model):
+    win = window
+    banner = win.failover_banner
+    events = []
+    win.session.failover.connect(events.append)
+    for a in agents.agents:
+        win.add_node(a.address)
+    qtbot.waitUntil(lambda: sorted(n.name for n in win.node_map.values()) == ["demo-a", "demo-b"], timeout=20000)
+    ids = {n.name: n.id for n in win.node_map.values()}
+    for a in agents.agents:
+        win.pair_node(ids[a.name], a.pin)
+    qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
+    assert win.open_model(str(demo_model))
+    qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
+    win.editor.ctx.setValue(512)
+    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
+    assert win.launch.state == "ready", win.launch.status.text()
+    url = win.session.server_url
+    endpoint = win.launch.endpoint.text()
+    assert banner.isHidden() and win.session.failover_policy.countdown == 30
+
+    # kill -9 demo-b's RPC worker: named within 5 s, and the countdown ticks
+    _kill_rpc_worker(qtbot, win, ids["demo-b"])
+    killed = time.monotonic()
+    qtbot.waitUntil(lambda: banner.isVisible() and "demo-b" in banner.title.text(), timeout=5000)
+    assert time.monotonic() - killed <= 5.0
+    assert "RPC worker" in banner.detail.text(), banner.detail.text()
+    qtbot.waitUntil(lambda: _seconds_left(win) is not None, timeout=15000)
+    first = _seconds_left(win)
+    assert "demo-a" in banner.countdown.text() and banner.cancel_button.isVisible()
+    assert banner.recover_button.isVisible()
+    qtbot.waitUntil(lambda: (_seconds_left(win) or first) < first, timeout=3000)
+    assert not win.chat.send_button.isEnabled() and "recovering" in win.chat.status.text()
+
+    # Cancel: the relaunch does not happen; the server stays down; Relaunch now is offered
+    qtbot.mouseClick(banner.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: any(e.kind == F.CANCELLED for e in events), timeout=5000)
+    qtbot.waitUntil(lambda: win.session.launcher.state == F.WAITING, timeout=5000)
+    assert not banner.cancel_button.isVisible() and banner.recover_button.isVisible()
+    assert "cancelled" in banner.countdown.text()
+    assert _health(url) is None
+    assert not win.chat.send_button.isEnabled()
+
+    # Relaunch now: back on the same URL, and the chat carries on
+    qtbot.mouseClick(banner.recover_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: any(e.kind == F.RECOVERED for e in events), timeout=60000)
+    qtbot.waitUntil(lambda: win.launch.state == "ready", timeout=10000)
+    assert win.session.server_url == url and win.launch.endpoint.text() == endpoint
+    assert _health(url) == 200
+    assert banner.title.text().startswith("Serving again")
+    win.chat.max_tokens.setValue(4)
+    with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
+        assert win.chat.send_text("still there?")
+    assert sig.args[0].pieces == 4, win.chat.status.text()
+
+    # auto-recover off (Cluster menu): a loss waits for the user, no countdown
+    win.auto_recover_action.setChecked(False)
+    assert win.settings.get("failover/auto_recover") is False
+    assert win.session.failover_policy.auto_recover is False
+    seen = len(events)
+    _kill_rpc_worker(qtbot, win, ids["demo-b"])
+    qtbot.waitUntil(lambda: any(e.kind == F.WAITING_EV for e in events[seen:]), timeout=15000)
+    assert any(e.kind == F.LOST and e.node == "demo-b" for e in events[seen:])
+    assert not any(e.kind == F.COUNTDOWN_TICK for e in events[seen:])
+    assert banner.isVisible() and "demo-b" in banner.title.text()
+    assert not banner.cancel_button.isVisible() and banner.recover_button.isVisible()
+    assert _seconds_left(win) is None and "auto-recover is off" in banner.countdown.text()
+    qtbot.mouseClick(banner.recover_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: any(e.kind == F.RECOVERED for e in events[seen:]), timeout=60000)
+    assert _health(url) == 200
+
+    win.stop_cluster()
+    qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
+    assert banner.isHidden()
