@@ -1,9 +1,10 @@
 """The failover banner in the window: a worker's RPC process is killed (-9) while the cluster
 runs; the banner names the node within 5 s and counts down, Cancel keeps the server down and
 offers Relaunch now, which brings it back on the same URL and the chat carries on. With
-auto-recover switched off in the Cluster menu no countdown starts. The banner's buttons for the
-other choices (wait, more layers here, use a returned node again) are checked with the
-supervisor's own events."""
+auto-recover switched off in the Cluster menu no countdown starts. A node whose agent freezes
+(SIGSTOP, like a PC gone to sleep) is lost, and when it thaws the banner offers to use it again.
+The buttons for the no-fit choices (wait, more layers here) are checked with the supervisor's
+own events."""
 
 from __future__ import annotations
 
@@ -97,6 +98,25 @@ def window(qtbot, tmp_path, monkeypatch, engine):
     bridge.close()
 
 
+def _launch_on_both(qtbot, win, agents, demo_model) -> dict[str, str]:
+    """Add and pair both demo agents, open the model and start the cluster on them; returns
+    {node name: node id}."""
+    for a in agents.agents:
+        win.add_node(a.address)
+    qtbot.waitUntil(lambda: sorted(n.name for n in win.node_map.values()) == ["demo-a", "demo-b"], timeout=20000)
+    ids = {n.name: n.id for n in win.node_map.values()}
+    for a in agents.agents:
+        win.pair_node(ids[a.name], a.pin)
+    qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
+    assert win.open_model(str(demo_model))
+    qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
+    win.editor.ctx.setValue(512)
+    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
+    assert win.launch.state == "ready", win.launch.status.text()
+    return ids
+
+
 def _kill_rpc_worker(qtbot, win, node_id: str) -> None:
     call = win.session.node_status(node_id)
     with qtbot.waitSignal(call.done, timeout=10000):
@@ -122,19 +142,7 @@ def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents,
     banner = win.failover_banner
     events = []
     win.session.failover.connect(events.append)
-    for a in agents.agents:
-        win.add_node(a.address)
-    qtbot.waitUntil(lambda: sorted(n.name for n in win.node_map.values()) == ["demo-a", "demo-b"], timeout=20000)
-    ids = {n.name: n.id for n in win.node_map.values()}
-    for a in agents.agents:
-        win.pair_node(ids[a.name], a.pin)
-    qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
-    assert win.open_model(str(demo_model))
-    qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
-    win.editor.ctx.setValue(512)
-    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
-    assert win.launch.state == "ready", win.launch.status.text()
+    ids = _launch_on_both(qtbot, win, agents, demo_model)
     url = win.session.server_url
     endpoint = win.launch.endpoint.text()
     assert banner.isHidden() and win.session.failover_policy.countdown == 30
@@ -192,3 +200,34 @@ def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents,
     win.stop_cluster()
     qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
     assert banner.isHidden()
+
+
+@pytest.mark.engine
+def test_a_node_that_returns_is_offered_and_used_again(qtbot, window, agents, demo_model):
+    win = window
+    banner = win.failover_banner
+    events = []
+    win.session.failover.connect(events.append)
+    ids = _launch_on_both(qtbot, win, agents, demo_model)
+    url = win.session.server_url
+    win.countdown_actions[0].trigger()  # relaunch at once (Cluster menu, applied to this launch)
+    assert win.session.failover_policy.countdown == 0 and win.settings.get("failover/countdown") == 0
+    b = next(a for a in agents.agents if a.name == "demo-b")
+    os.kill(b.proc.pid, signal.SIGSTOP)  # its agent stops answering, as on a PC gone to sleep
+    try:
+        qtbot.waitUntil(lambda: banner.isVisible() and "demo-b" in banner.title.text(), timeout=5000)
+        assert "does not answer" in banner.detail.text(), banner.detail.text()
+        qtbot.waitUntil(lambda: any(e.kind == F.RECOVERED for e in events), timeout=60000)
+        assert not any(e.kind == F.COUNTDOWN_TICK for e in events)
+        assert [n.name for n in win.session.launcher.launcher.planned_nodes()] == ["demo-a"]
+        assert _health(url) == 200
+    finally:
+        os.kill(b.proc.pid, signal.SIGCONT)
+    qtbot.waitUntil(lambda: banner.rejoin_button.isVisible(), timeout=15000)
+    assert banner.rejoin_button.text() == "Use demo-b again" and "demo-b" in banner.title.text()
+    qtbot.mouseClick(banner.rejoin_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: sum(e.kind == F.RECOVERED for e in events) == 2, timeout=60000)
+    assert sorted(n.name for n in win.session.launcher.launcher.planned_nodes()) == ["demo-a", "demo-b"]
+    assert win.session.server_url == url and _health(url) == 200
+    win.stop_cluster()
+    qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
