@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent.client import AgentError
+from agent.i18n import translate
 from gui.cluster.launcher import FAILED, ClusterLauncher, LaunchError, devices_from_status
 
 log = logging.getLogger(__name__)
@@ -304,7 +305,7 @@ class ClusterSupervisor:
         if option not in self.options:
             raise ValueError(f"{option!r} is not possible now (possible: {', '.join(self.options) or 'none'})")
         if option == OPT_WAIT:
-            self._set_waiting("waiting for " + (_names(self.lost.values()) or "a node") + " to come back",
+            self._set_waiting(self._waiting_for_lost(),
                               (OPT_WAIT, OPT_HOST) if self._pending_plan is not None else (OPT_WAIT,))
             return
         if option == OPT_REJOIN:
@@ -364,7 +365,8 @@ class ClusterSupervisor:
         except AgentError as exc:
             self._misses[node.id] = self._misses.get(node.id, 0) + 1
             if self._misses[node.id] >= self.policy.misses:
-                return f"its agent does not answer: {_agent_problem(exc, self.policy.poll_timeout)}"
+                return translate("Failover", "its agent does not answer: {why}").format(
+                    why=_agent_problem(exc, self.policy.poll_timeout))
             return None
         self._misses[node.id] = 0
         rpc = status.get("rpc") or {}
@@ -372,11 +374,15 @@ class ClusterSupervisor:
         base = self._baseline.get(node.id)
         if base is not None and (rpc.get("pid") != base[0] or int(rpc.get("restarts") or 0) > base[1]):
             if rpc.get("error"):
-                return f"its RPC worker was lost ({rpc['error']}); llama-server's connection to it is gone"
-            return ("its RPC worker crashed and its agent restarted it; llama-server's connection "
-                    "to it is gone")
+                return translate("Failover", "its RPC worker was lost ({why}); llama-server's connection to "
+                                             "it is gone").format(why=rpc["error"])
+            return translate("Failover", "its RPC worker crashed and its agent restarted it; llama-server's "
+                                         "connection to it is gone")
         if state in ("stopped", "crashed"):
-            return f"its RPC worker is {state}" + (f" ({rpc['error']})" if rpc.get("error") else "")
+            return (translate("Failover", "its RPC worker is {state} ({why})") if rpc.get("error")
+                    else translate("Failover", "its RPC worker is {state}")).format(
+                state=translate("Failover", "stopped") if state == "stopped" else translate("Failover", "crashed"),
+                why=rpc.get("error"))
         return None
 
     async def _watch(self) -> None:
@@ -434,16 +440,21 @@ class ClusterSupervisor:
         names = _names(back)
         if self.state == WAITING and (self._pending_plan is None or self.policy.auto_recover):
             # The cluster was waiting for exactly this (or auto-recover is on): go.
-            self._emit(RETURNED, f"{names} is back; re-planning with it", node=back[0].name)
-            self._run_recovery(self._replan_and_relaunch(reason=f"{names} is back", stop_first=True,
-                                                         immediate=True))
+            self._emit(RETURNED, translate("Failover", "{names} is back; re-planning with it").format(names=names),
+                       node=back[0].name)
+            self._run_recovery(self._replan_and_relaunch(
+                reason=translate("Failover", "{names} is back").format(names=names), stop_first=True,
+                immediate=True))
         elif self.policy.rejoin == "auto":
-            self._emit(RETURNED, f"{names} is back; re-planning with it", node=back[0].name)
-            self._run_recovery(self._replan_and_relaunch(reason=f"{names} is back", stop_first=True,
-                                                         immediate=False))
+            self._emit(RETURNED, translate("Failover", "{names} is back; re-planning with it").format(names=names),
+                       node=back[0].name)
+            self._run_recovery(self._replan_and_relaunch(
+                reason=translate("Failover", "{names} is back").format(names=names), stop_first=True,
+                immediate=False))
         else:
             self.options = tuple(dict.fromkeys(self.options + (OPT_REJOIN,)))
-            self._emit(RETURNED, f"{names} is back; re-plan with it to use it again",
+            self._emit(RETURNED, translate("Failover", "{names} is back; re-plan with it to use it again")
+                       .format(names=names),
                        node=back[0].name, options=(OPT_REJOIN,))
 
     # --- recovering ---------------------------------------------------------------------------
@@ -463,12 +474,14 @@ class ClusterSupervisor:
         self.options = ()
         for node, reason in lost:
             self.lost[node.id] = node
-            self._emit(LOST, f"{node.name} ({node.host}) was lost: {reason}", node=node.name)
+            self._emit(LOST, translate("Failover", "{node} ({host}) was lost: {why}")
+                       .format(node=node.name, host=node.host, why=reason), node=node.name)
+        exited = server_error or translate("Failover", "it exited")
         if not lost:
-            self._emit(SERVER_EXITED, f"llama-server stopped: {server_error or 'it exited'}")
+            self._emit(SERVER_EXITED, translate("Failover", "llama-server stopped: {why}").format(why=exited))
         if self.conversation is not None:
-            why = ("; ".join(f"{n.name} was lost" for n, _ in lost) if lost
-                   else f"llama-server stopped ({server_error or 'it exited'})")
+            why = ("; ".join(translate("Failover", "{node} was lost").format(node=n.name) for n, _ in lost)
+                   if lost else translate("Failover", "llama-server stopped ({why})").format(why=exited))
             self.conversation.interrupt(why)
         # A server that keeps dying soon after each relaunch with no node to blame (a bad
         # option, a broken build) would be relaunched forever: stop after a few and ask.
@@ -477,9 +490,10 @@ class ClusterSupervisor:
         self._quick_failures = self._quick_failures + 1 if quick else 0
         if self._quick_failures >= MAX_QUICK_FAILURES:
             self._pending_plan = self.launcher.plan
-            self._run_recovery(self._give_up(f"llama-server stopped {self._quick_failures} times "
-                                             f"within {QUICK_FAILURE_S:.0f} s of a relaunch "
-                                             f"({server_error or 'it exited'}); not relaunching again"))
+            self._run_recovery(self._give_up(translate(
+                "Failover", "llama-server stopped {count} times within {seconds} s of a relaunch ({why}); "
+                "not relaunching again").format(count=self._quick_failures,
+                                                seconds=f"{QUICK_FAILURE_S:.0f}", why=exited)))
             return
         self._run_recovery(self._replan_and_relaunch(reason="", stop_first=True, immediate=False))
 
@@ -586,18 +600,21 @@ class ClusterSupervisor:
             used = [n.name for n, _ in survivors if n.rpc_endpoint in plan.rpc_endpoints()]
             self._pending_plan = plan
             if bad:
-                self._emit(NO_FIT, "the model does not fit on what is left (" + "; ".join(bad) +
-                           f"). Options: wait for {_names(self.lost.values()) or 'the lost node'} "
-                           "to come back, or run with more layers on this computer (slow, may swap)",
+                self._emit(NO_FIT, translate(
+                    "Failover", "the model does not fit on what is left ({misfits}). Options: wait for "
+                    "{names} to come back, or run with more layers on this computer (slow, may swap)")
+                    .format(misfits="; ".join(bad),
+                            names=_names(self.lost.values()) or translate("Failover", "the lost node")),
                            options=(OPT_WAIT, OPT_HOST), lines=tuple(plan.describe()))
-                self._set_waiting("waiting for " + (_names(self.lost.values()) or "a node") +
-                                  " to come back", (OPT_WAIT, OPT_HOST))
+                self._set_waiting(self._waiting_for_lost(), (OPT_WAIT, OPT_HOST))
                 return
-            where = ", ".join(used) if used else "this computer alone"
-            self._emit(REPLANNED, f"new plan on {where}" + (f" ({reason})" if reason else ""),
+            where = ", ".join(used) if used else translate("Failover", "this computer alone")
+            self._emit(REPLANNED, (translate("Failover", "new plan on {where} ({why})") if reason
+                                   else translate("Failover", "new plan on {where}")).format(where=where, why=reason),
                        lines=tuple(plan.describe()))
             if not immediate and not self.policy.auto_recover:
-                self._set_waiting("auto-recover is off: relaunch on " + where + " when you choose",
+                self._set_waiting(translate("Failover", "auto-recover is off: relaunch on {where} when you "
+                                                        "choose").format(where=where),
                                   (OPT_RECOVER,))
                 return
             if not immediate and self.policy.countdown > 0:
@@ -608,8 +625,9 @@ class ClusterSupervisor:
             raise
         except Exception as exc:
             log.exception("recovery failed")
-            self._emit(RECOVERY_FAILED, f"could not relaunch: {exc}")
-            self._set_waiting("waiting for a node to come back", (OPT_RECOVER,) if self._pending_plan else ())
+            self._emit(RECOVERY_FAILED, translate("Failover", "could not relaunch: {why}").format(why=exc))
+            self._set_waiting(translate("Failover", "waiting for a node to come back"),
+                              (OPT_RECOVER,) if self._pending_plan else ())
 
     async def _countdown(self, where: str) -> bool:
         self.state = COUNTDOWN
@@ -620,16 +638,23 @@ class ClusterSupervisor:
             left = end - time.monotonic()
             if left <= 0:
                 return True
-            self._emit(COUNTDOWN_TICK, f"relaunching on {where} in {math.ceil(left)} s", seconds=left,
+            self._emit(COUNTDOWN_TICK, translate("Failover", "relaunching on {where} in {seconds} s")
+                       .format(where=where, seconds=math.ceil(left)), seconds=left,
                        options=(OPT_RECOVER,))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._cancel.wait(), min(1.0, left))
             if self._cancel.is_set():
                 if self._stopping:
                     return False
-                self._emit(CANCELLED, "automatic relaunch cancelled")
-                self._set_waiting("waiting: relaunch on " + where + " when you choose", (OPT_RECOVER,))
+                self._emit(CANCELLED, translate("Failover", "automatic relaunch cancelled"))
+                self._set_waiting(translate("Failover", "waiting: relaunch on {where} when you choose")
+                                  .format(where=where), (OPT_RECOVER,))
                 return False
+
+    def _waiting_for_lost(self) -> str:
+        names = _names(self.lost.values())
+        return (translate("Failover", "waiting for {names} to come back").format(names=names) if names
+                else translate("Failover", "waiting for a node to come back"))
 
     def _set_waiting(self, message: str, options: tuple[str, ...]) -> None:
         self.state = WAITING
@@ -638,11 +663,12 @@ class ClusterSupervisor:
 
     async def _relaunch(self, plan, forced: bool = False) -> None:
         if plan is None:
-            raise LaunchError("there is no plan to relaunch")
+            raise LaunchError(translate("Failover", "there is no plan to relaunch"))
         self.state = RELAUNCHING
         self.options = ()
-        self._emit(RELAUNCHING_EV, f"relaunching llama-server on {self.url}" +
-                   (" with more layers on this computer" if forced else ""))
+        self._emit(RELAUNCHING_EV, (translate("Failover", "relaunching llama-server on {url} with more layers "
+                                                          "on this computer") if forced
+                                    else translate("Failover", "relaunching llama-server on {url}")).format(url=self.url))
         for attempt in (1, 2):
             launcher = self._make_launcher(plan)
             try:
@@ -651,18 +677,22 @@ class ClusterSupervisor:
             except (LaunchError, AgentError) as exc:
                 if attempt == 1 and getattr(exc, "code", None) == "worker-busy" and await self._free_held(launcher):
                     continue
-                self._emit(RECOVERY_FAILED, f"relaunch failed: {exc}")
-                self._set_waiting("waiting for a node to come back", (OPT_RECOVER,))
+                self._emit(RECOVERY_FAILED, translate("Failover", "relaunch failed: {why}").format(why=exc))
+                self._set_waiting(translate("Failover", "waiting for a node to come back"), (OPT_RECOVER,))
                 return
         await self._adopt(launcher)
         self._pending_plan = None
         self.state = SERVING
         took = time.monotonic() - self._lost_at if self._lost_at else None
         self._lost_at = None  # a later re-plan (a node's return) is not a recovery from this loss
-        names = _names(launcher.planned_nodes()) or "this computer alone"
-        note = "" if check.ok else " (placement differs from the plan: " + "; ".join(check.problems) + ")"
-        self._emit(RECOVERED, f"serving again at {self.url} on {names}" +
-                   (f", {took:.1f} s after the loss" if took is not None else "") + note, seconds=took)
+        names = _names(launcher.planned_nodes()) or translate("Failover", "this computer alone")
+        text = (translate("Failover", "serving again at {url} on {names}, {seconds} s after the loss")
+                if took is not None else translate("Failover", "serving again at {url} on {names}"))
+        text = text.format(url=self.url, names=names, seconds=f"{took:.1f}" if took is not None else "")
+        if not check.ok:
+            text += translate("Failover", " (placement differs from the plan: {problems})").format(
+                problems="; ".join(check.problems))
+        self._emit(RECOVERED, text, seconds=took)
 
 
 def _local_address_towards(host: str) -> str | None:
@@ -686,8 +716,8 @@ def _agent_problem(exc: AgentError, timeout: float) -> str:
     """Why an agent did not answer, in words a user can act on."""
     text = str(exc)
     if "Timeout" in text:
-        return (f"no reply within {timeout:g} s (is the PC asleep, switched off or off the "
-                "network?)")
+        return translate("Failover", "no reply within {seconds} s (is the PC asleep, switched off or off "
+                                     "the network?)").format(seconds=f"{timeout:g}")
     if "ConnectError" in text or "refused" in text.lower():
-        return "connection refused (herd-agent is not running there any more)"
+        return translate("Failover", "connection refused (herd-agent is not running there any more)")
     return text if len(text) <= 160 else text[:157] + "…"

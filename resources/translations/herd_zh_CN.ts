@@ -148,11 +148,6 @@
         <source>%1: the RPC worker did not start (%2)</source>
         <translation>%1：RPC 工作进程没有启动（%2）</translation>
     </message>
-    <message>
-        <location filename="../../gui/session.py" line="0" />
-        <source>No cluster is running.</source>
-        <translation>没有正在运行的集群。</translation>
-    </message>
 </context>
 <context>
     <name>Dashboard</name>
@@ -547,51 +542,6 @@
         <location filename="../../gui/app.py" line="548" />
         <source>Platform: %1</source>
         <translation>平台：%1</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>&amp;Cluster</source>
-        <translation>集群(&amp;C)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>&amp;Relaunch automatically when a node is lost</source>
-        <translation>节点失联时自动重新启动(&amp;R)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>&amp;Countdown before relaunching</source>
-        <translation>重新启动前的倒计时(&amp;C)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>At once</source>
-        <translation>立即</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>%1 s</source>
-        <translation>%1 秒</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>When a lost node &amp;returns</source>
-        <translation>失联节点恢复时(&amp;R)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>Ask before using it again</source>
-        <translation>重新使用前先询问</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>Use it again automatically</source>
-        <translation>自动重新使用</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>The cluster is recovering; the conversation continues once it serves again.</source>
-        <translation>集群正在恢复；恢复服务后可继续对话。</translation>
     </message>
 </context>
 <context>
@@ -1409,101 +1359,191 @@
     </message>
 </context>
 <context>
-    <name>FailoverBanner</name>
+    <name>Failover</name>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Cancel</source>
-        <translation>取消</translation>
+        <location filename="../../gui/cluster/failover.py" line="368" />
+        <source>its agent does not answer: {why}</source>
+        <translation>其代理没有响应：{why}</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Relaunch now</source>
-        <translation>立即重新启动</translation>
+        <location filename="../../gui/cluster/failover.py" line="377" />
+        <source>its RPC worker was lost ({why}); llama-server's connection to it is gone</source>
+        <translation>其 RPC 工作进程已丢失（{why}）；llama-server 与它的连接已断开</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Run with more layers on this computer</source>
-        <translation>在本机上运行更多层</translation>
+        <location filename="../../gui/cluster/failover.py" line="379" />
+        <source>its RPC worker crashed and its agent restarted it; llama-server's connection to it is gone</source>
+        <translation>其 RPC 工作进程崩溃后已由代理重启；llama-server 与它的连接已断开</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Hide</source>
-        <translation>隐藏</translation>
+        <location filename="../../gui/cluster/failover.py" line="382" />
+        <source>its RPC worker is {state} ({why})</source>
+        <translation>其 RPC 工作进程{state}（{why}）</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>%1 was lost</source>
-        <translation>%1 已失联</translation>
+        <location filename="../../gui/cluster/failover.py" line="383" />
+        <source>its RPC worker is {state}</source>
+        <translation>其 RPC 工作进程{state}</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>llama-server stopped</source>
-        <translation>llama-server 已停止</translation>
+        <location filename="../../gui/cluster/failover.py" line="384" />
+        <source>stopped</source>
+        <translation>已停止</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <location filename="../../gui/cluster/failover.py" line="384" />
+        <source>crashed</source>
+        <translation>已崩溃</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="443" />
+        <source>{names} is back; re-planning with it</source>
+        <translation>{names} 已恢复；正在把它重新纳入分层方案</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="446" />
+        <source>{names} is back</source>
+        <translation>{names} 已恢复</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="456" />
+        <source>{names} is back; re-plan with it to use it again</source>
+        <translation>{names} 已恢复；重新规划分层即可再次使用它</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="477" />
+        <source>{node} ({host}) was lost: {why}</source>
+        <translation>{node}（{host}）已丢失：{why}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="479" />
+        <source>it exited</source>
+        <translation>进程已退出</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="481" />
+        <source>llama-server stopped: {why}</source>
+        <translation>llama-server 已停止：{why}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="483" />
+        <source>{node} was lost</source>
+        <translation>{node} 已丢失</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="484" />
+        <source>llama-server stopped ({why})</source>
+        <translation>llama-server 已停止（{why}）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="493" />
+        <source>llama-server stopped {count} times within {seconds} s of a relaunch ({why}); not relaunching again</source>
+        <translation>llama-server 在重新启动后 {seconds} 秒内已停止 {count} 次（{why}）；不再自动重新启动</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="603" />
+        <source>the model does not fit on what is left ({misfits}). Options: wait for {names} to come back, or run with more layers on this computer (slow, may swap)</source>
+        <translation>剩余的设备放不下模型（{misfits}）。可以等待 {names} 恢复，或在本机上运行更多层（较慢，可能用到交换空间）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="607" />
+        <source>the lost node</source>
+        <translation>丢失的节点</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="611" />
         <source>this computer alone</source>
         <translation>仅本机</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Relaunching on %1 in %2 s…</source>
-        <translation>%2 秒后在 %1 上重新启动…</translation>
+        <location filename="../../gui/cluster/failover.py" line="612" />
+        <source>new plan on {where} ({why})</source>
+        <translation>新的分层方案：{where}（{why}）</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Automatic relaunch cancelled. The cluster stays down until you relaunch it.</source>
-        <translation>已取消自动重新启动。在你重新启动之前，集群保持停止。</translation>
+        <location filename="../../gui/cluster/failover.py" line="613" />
+        <source>new plan on {where}</source>
+        <translation>新的分层方案：{where}</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>The model does not fit without %1</source>
-        <translation>没有 %1，模型放不下</translation>
+        <location filename="../../gui/cluster/failover.py" line="616" />
+        <source>auto-recover is off: relaunch on {where} when you choose</source>
+        <translation>自动恢复已关闭：请在需要时在 {where} 上重新启动</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>the lost node</source>
-        <translation>失联的节点</translation>
+        <location filename="../../gui/cluster/failover.py" line="628" />
+        <source>could not relaunch: {why}</source>
+        <translation>无法重新启动：{why}</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Waiting: %1</source>
-        <translation>等待中：%1</translation>
+        <location filename="../../gui/cluster/failover.py" line="629" />
+        <source>waiting for a node to come back</source>
+        <translation>正在等待节点恢复</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Relaunching…</source>
-        <translation>正在重新启动…</translation>
+        <location filename="../../gui/cluster/failover.py" line="641" />
+        <source>relaunching on {where} in {seconds} s</source>
+        <translation>{seconds} 秒后在 {where} 上重新启动</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Could not relaunch</source>
-        <translation>无法重新启动</translation>
+        <location filename="../../gui/cluster/failover.py" line="649" />
+        <source>automatic relaunch cancelled</source>
+        <translation>已取消自动重新启动</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Serving again — you can continue the conversation</source>
-        <translation>已恢复服务——可以继续对话</translation>
+        <location filename="../../gui/cluster/failover.py" line="650" />
+        <source>waiting: relaunch on {where} when you choose</source>
+        <translation>等待中：请在需要时在 {where} 上重新启动</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>%1 is back</source>
-        <translation>%1 已恢复</translation>
+        <location filename="../../gui/cluster/failover.py" line="656" />
+        <source>waiting for {names} to come back</source>
+        <translation>正在等待 {names} 恢复</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>%1 is back; re-planning with it</source>
-        <translation>%1 已恢复；正在重新规划并使用它</translation>
+        <location filename="../../gui/cluster/failover.py" line="666" />
+        <source>there is no plan to relaunch</source>
+        <translation>没有可用于重新启动的分层方案</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Wait for %1</source>
-        <translation>等待 %1</translation>
+        <location filename="../../gui/cluster/failover.py" line="669" />
+        <source>relaunching llama-server on {url} with more layers on this computer</source>
+        <translation>正在 {url} 上重新启动 llama-server，并在本机上放更多层</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/failover_banner.py" line="0" />
-        <source>Use %1 again</source>
-        <translation>重新使用 %1</translation>
+        <location filename="../../gui/cluster/failover.py" line="671" />
+        <source>relaunching llama-server on {url}</source>
+        <translation>正在 {url} 上重新启动 llama-server</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="680" />
+        <source>relaunch failed: {why}</source>
+        <translation>重新启动失败：{why}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="689" />
+        <source>serving again at {url} on {names}, {seconds} s after the loss</source>
+        <translation>已在 {url} 恢复服务，使用 {names}，距丢失 {seconds} 秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="690" />
+        <source>serving again at {url} on {names}</source>
+        <translation>已在 {url} 恢复服务，使用 {names}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="693" />
+        <source> (placement differs from the plan: {problems})</source>
+        <translation>（层分布与方案不同：{problems}）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="719" />
+        <source>no reply within {seconds} s (is the PC asleep, switched off or off the network?)</source>
+        <translation>{seconds} 秒内没有回复（这台电脑是否已休眠、关机或断网？）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/failover.py" line="722" />
+        <source>connection refused (herd-agent is not running there any more)</source>
+        <translation>连接被拒绝（该电脑上的 herd-agent 已不在运行）</translation>
     </message>
 </context>
 </TS>

@@ -16,7 +16,7 @@ from gui.translations import TRANSLATIONS, TsTranslator, load_translator
 ROOT = Path(__file__).resolve().parents[2]
 TS = TRANSLATIONS / "herd_zh_CN.ts"
 #: Contexts of the Qt-free core's messages (agent/i18n.py).
-CORE_CONTEXTS = {"AgentClient", "Doctor", "Launcher", "Model", "Placement", "Plan"}
+CORE_CONTEXTS = {"AgentClient", "Doctor", "Failover", "Launcher", "Model", "Placement", "Plan"}
 
 
 def _messages(path: Path) -> dict[tuple[str, str], ET.Element]:
