@@ -148,6 +148,11 @@
         <source>%1: the RPC worker did not start (%2)</source>
         <translation>%1：RPC 工作进程没有启动（%2）</translation>
     </message>
+    <message>
+        <location filename="../../gui/session.py" line="0" />
+        <source>No cluster is running.</source>
+        <translation>没有正在运行的集群。</translation>
+    </message>
 </context>
 <context>
     <name>Dashboard</name>
@@ -542,6 +547,51 @@
         <location filename="../../gui/app.py" line="548" />
         <source>Platform: %1</source>
         <translation>平台：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="0" />
+        <source>&amp;Cluster</source>
+        <translation>集群(&amp;C)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="0" />
+        <source>&amp;Relaunch automatically when a node is lost</source>
+        <translation>节点失联时自动重新启动(&amp;R)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="0" />
+        <source>&amp;Countdown before relaunching</source>
+        <translation>重新启动前的倒计时(&amp;C)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="0" />
+        <source>At once</source>
+        <translation>立即</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="0" />
+        <source>%1 s</source>
+        <translation>%1 秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="0" />
+        <source>When a lost node &amp;returns</source>
+        <translation>失联节点恢复时(&amp;R)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="0" />
+        <source>Ask before using it again</source>
+        <translation>重新使用前先询问</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="0" />
+        <source>Use it again automatically</source>
+        <translation>自动重新使用</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="0" />
+        <source>The cluster is recovering; the conversation continues once it serves again.</source>
+        <translation>集群正在恢复；恢复服务后可继续对话。</translation>
     </message>
 </context>
 <context>
@@ -1356,6 +1406,104 @@
         <location filename="../../gui/cluster/model.py" line="270" />
         <source>{path}: unsupported architecture {arch}: not a model architecture llama.cpp knows</source>
         <translation>{path}：不支持的架构 {arch}：llama.cpp 不认识这种模型架构</translation>
+    </message>
+</context>
+<context>
+    <name>FailoverBanner</name>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Relaunch now</source>
+        <translation>立即重新启动</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Run with more layers on this computer</source>
+        <translation>在本机上运行更多层</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Hide</source>
+        <translation>隐藏</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>%1 was lost</source>
+        <translation>%1 已失联</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>llama-server stopped</source>
+        <translation>llama-server 已停止</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>this computer alone</source>
+        <translation>仅本机</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Relaunching on %1 in %2 s…</source>
+        <translation>%2 秒后在 %1 上重新启动…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Automatic relaunch cancelled. The cluster stays down until you relaunch it.</source>
+        <translation>已取消自动重新启动。在你重新启动之前，集群保持停止。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>The model does not fit without %1</source>
+        <translation>没有 %1，模型放不下</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>the lost node</source>
+        <translation>失联的节点</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Waiting: %1</source>
+        <translation>等待中：%1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Relaunching…</source>
+        <translation>正在重新启动…</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Could not relaunch</source>
+        <translation>无法重新启动</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Serving again — you can continue the conversation</source>
+        <translation>已恢复服务——可以继续对话</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>%1 is back</source>
+        <translation>%1 已恢复</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>%1 is back; re-planning with it</source>
+        <translation>%1 已恢复；正在重新规划并使用它</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Wait for %1</source>
+        <translation>等待 %1</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="0" />
+        <source>Use %1 again</source>
+        <translation>重新使用 %1</translation>
     </message>
 </context>
 <context>
