@@ -2,7 +2,7 @@
 
 Every handler answers JSON. Client mistakes are 4xx with ``{"error": "...", "field": "..."}``
 naming what was wrong; only a bug in the agent can produce a 5xx (the fuzz test hunts for those).
-Endpoints other than ``info``, ``ping``, ``pair`` and ``/openapi.json`` need
+Endpoints other than ``info``, ``ping``, ``pair``, ``prove`` and ``/openapi.json`` need
 ``Authorization: Bearer <token>``; without a valid one the answer is 401 and nothing changes.
 """
 
@@ -18,7 +18,7 @@ from aiohttp import web
 
 from agent import protocol as P
 from agent.openapi import openapi_document
-from agent.pairing import PairingLocked, WrongPin
+from agent.pairing import PROOF_NONCE_MAX, PROOF_NONCE_MIN, TOKEN_ID_HEX, PairingLocked, WrongPin
 from agent.relay import normalise_ip
 
 if TYPE_CHECKING:
@@ -144,6 +144,30 @@ async def pair(request: web.Request) -> web.Response:
     return web.json_response({"token": token, "id": agent.state.node_id, "fp": agent.state.fingerprint})
 
 
+async def prove(request: web.Request) -> web.Response:
+    """Prove this agent holds a pairing (see :mod:`agent.pairing`) without the token being sent."""
+    agent: Agent = request.app[AGENT_KEY]
+    body = await _json_object(request, {"token_id", "nonce"})
+    tid = body.get("token_id")
+    if not isinstance(tid, str) or not re.fullmatch(f"[0-9a-f]{{{TOKEN_ID_HEX}}}", tid):
+        raise BadRequest(f"token_id must be {TOKEN_ID_HEX} lowercase hex digits", "token_id")
+    nonce = body.get("nonce")
+    if not isinstance(nonce, str) or not re.fullmatch(
+            f"(?:[0-9a-f]{{2}}){{{PROOF_NONCE_MIN},{PROOF_NONCE_MAX}}}", nonce):
+        raise BadRequest(f"nonce must be {PROOF_NONCE_MIN} to {PROOF_NONCE_MAX} bytes as lowercase hex",
+                         "nonce")
+    sock = request.transport.get_extra_info("sockname") if request.transport else None
+    address = normalise_ip(str(sock[0])) if sock else ""
+    wait = agent.proof_limiter.take()
+    if wait > 0:
+        raise _json_error(web.HTTPTooManyRequests, f"too many proofs asked; retry in {wait:.0f} s",
+                          headers={"Retry-After": str(int(wait) + 1)})
+    mac = agent.prove(tid, bytes.fromhex(nonce), address)
+    if mac is None:
+        raise _json_error(web.HTTPNotFound, "no pairing with this token_id (pair again)")
+    return web.json_response({"mac": mac, "address": address, "id": agent.state.node_id})
+
+
 async def status(request: web.Request) -> web.Response:
     return web.json_response(await request.app[AGENT_KEY].status())
 
@@ -211,6 +235,7 @@ def build_app(agent: "Agent") -> web.Application:
     app.router.add_get(P.PATH_INFO, info)
     app.router.add_get(P.PATH_PING, ping)
     app.router.add_post(P.PATH_PAIR, pair)
+    app.router.add_post(P.PATH_PROVE, prove)
     app.router.add_get(P.PATH_STATUS, status)
     app.router.add_post(P.PATH_RPC_START, rpc_start)
     app.router.add_post(P.PATH_RPC_STOP, rpc_stop)

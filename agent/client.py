@@ -14,14 +14,20 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import os
+import secrets
 import struct
 import time
+from urllib.parse import urlsplit
 
 import httpx
 
 from agent import protocol as P
 from agent.i18n import translate
+from agent.pairing import PROOF_NONCE_MIN, hash_token, proof_mac, token_id
+from agent.relay import normalise_ip
 
 
 class AgentError(RuntimeError):
@@ -32,6 +38,10 @@ class AgentError(RuntimeError):
         self.status = status
 
 
+class IdentityNotProven(AgentError):
+    """The address did not prove it is the paired agent; the token was not sent there."""
+
+
 class AgentClient:
     """Async client for one agent's ``/api/v1``.
 
@@ -39,12 +49,20 @@ class AgentClient:
         base_url: ``http://host:port`` of the agent's API.
         token: bearer token from an earlier :meth:`pair`, or None (only public calls work).
         timeout: seconds per request.
+        node_id: the id of the agent ``token`` belongs to. When given, the address must prove
+            (:meth:`prove_identity`) that it is that paired agent before the token is sent
+            there; until it has, no authenticated request leaves this client.
+        proven: a set shared between clients of proofs already passed
+            (``(base_url, node_id, token_id)``), so an address is challenged once, not per call.
     """
 
-    def __init__(self, base_url: str, token: str | None = None, timeout: float = 5.0) -> None:
+    def __init__(self, base_url: str, token: str | None = None, timeout: float = 5.0, *,
+                 node_id: str | None = None, proven: set | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.node_id = node_id
+        self._proven = proven if proven is not None else set()
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
 
     async def __aenter__(self) -> "AgentClient":
@@ -81,7 +99,70 @@ class AgentClient:
         if not isinstance(token, str) or not token:
             raise AgentError(f"{self.base_url}: pairing reply carried no token")
         self.token = token
+        # The token came from this very address: it needs no further proof here.
+        if self.node_id:
+            self._proven.add(self._proof_key())
         return token
+
+    async def prove(self, token_id: str, nonce: str) -> dict:
+        """``POST /prove``: the agent's identity proof for pairing ``token_id`` over ``nonce`` (hex).
+
+        Returns ``{"mac", "address", "id"}`` as the agent sent it (unchecked; see
+        :meth:`prove_identity`).
+        """
+        return await self._call("POST", P.PATH_PROVE, json={"token_id": token_id, "nonce": nonce})
+
+    async def prove_identity(self) -> None:
+        """Check that the agent at this address holds this client's pairing and is ``node_id``.
+
+        Sends a fresh random nonce and the token's public id — never the token — and checks the
+        MAC in constant time. Raises :class:`IdentityNotProven` naming the address when the
+        check fails (an impostor, a relay, or a node that forgot this pairing).
+        """
+        if not self.token or not self.node_id:
+            raise AgentError(f"{self.base_url}: nothing to prove (no token or node id)")
+        nonce = secrets.token_bytes(PROOF_NONCE_MIN * 2)
+        try:
+            reply = await self.prove(token_id(self.token), nonce.hex())
+        except AgentError as exc:
+            if exc.status in (400, 404, 405):
+                raise IdentityNotProven(self._not_proven(f"it could not prove the pairing ({exc})")) from exc
+            raise
+        mac, address = reply.get("mac"), reply.get("address")
+        if not isinstance(mac, str) or not isinstance(address, str):
+            raise IdentityNotProven(self._not_proven("its proof reply is malformed"))
+        if normalise_ip(address) not in await self._host_addresses():
+            raise IdentityNotProven(self._not_proven(
+                f"its proof is for {address}, not this address (relayed or forwarded)"))
+        want = proof_mac(hash_token(self.token), nonce, self.node_id, address)
+        if not hmac.compare_digest(want, mac):
+            raise IdentityNotProven(self._not_proven("its proof does not match the pairing"))
+        self._proven.add(self._proof_key())
+
+    def _not_proven(self, why: str) -> str:
+        return (f"identity not proven: the agent at {self.base_url} claims to be node {self.node_id} "
+                f"but {why}; its token was not sent there")
+
+    def _proof_key(self) -> tuple:
+        return (self.base_url, self.node_id, token_id(self.token) if self.token else "")
+
+    async def _host_addresses(self) -> set[str]:
+        """The IPs this client's host stands for (itself if it is an IP, else what it resolves to)."""
+        host = urlsplit(self.base_url).hostname or ""
+        try:
+            return {normalise_ip(str(ipaddress.ip_address(host.split("%", 1)[0])))}
+        except ValueError:
+            pass
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None)
+        except OSError as exc:
+            raise AgentError(f"cannot resolve {host}: {exc}") from exc
+        return {normalise_ip(str(i[4][0])) for i in infos}
+
+    async def _ensure_proven(self, auth: bool) -> None:
+        """Before the token leaves for an address, that address proves it is the paired agent."""
+        if auth and self.token and self.node_id and self._proof_key() not in self._proven:
+            await self.prove_identity()
 
     # --- calls that need the token ------------------------------------------------------------
 
@@ -119,6 +200,7 @@ class AgentClient:
 
     async def bandwidth(self, nbytes: int = 8 * 1024 * 1024) -> float:
         """Download ``nbytes`` from ``/probe/bandwidth`` and return the rate in bytes/s."""
+        await self._ensure_proven(True)
         headers = self._auth_headers(True)
         try:
             start = time.perf_counter()
@@ -153,6 +235,7 @@ class AgentClient:
         return {"Authorization": f"Bearer {self.token}"}
 
     async def _call(self, method: str, path: str, *, json=None, params=None, auth=False) -> dict:
+        await self._ensure_proven(auth)
         headers = self._auth_headers(auth)
         try:
             resp = await self._http.request(method, path, json=json, params=params, headers=headers)

@@ -10,6 +10,7 @@ another thread (a Windows service's stop handler).
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import signal
 import socket
@@ -25,7 +26,7 @@ from agent.api import build_app
 from agent.engine import find_engine
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
-from agent.pairing import PinGuard, note_address, pair_master
+from agent.pairing import PinGuard, ProofLimiter, note_address, pair_master, proof_mac, token_id_for_hash
 from agent.process_memory import release_free_heap
 from agent.relay import RpcRelay
 from agent.rpc_server import RpcOptions, RpcSupervisor
@@ -69,6 +70,7 @@ class Agent:
         self.state = state
         self.engine = find_engine(settings.engine_dir or None, probe=True)
         self.pin_guard = PinGuard()
+        self.proof_limiter = ProofLimiter()
         self.load = LoadMeter()
         self.supervisor = RpcSupervisor(self._rpc_program, log_lines=settings.log_lines,
                                         on_change=self._changed, env=env,
@@ -239,6 +241,13 @@ class Agent:
         token = pair_master(self.state, address, name)
         log.info("paired with master %r at %s; the PIN for the next master is %s", name, address, self.state.pin)
         return token
+
+    def prove(self, token_id: str, nonce: bytes, address: str) -> str | None:
+        """The identity proof for the pairing ``token_id`` (None if there is no such pairing)."""
+        for m in self.state.masters:
+            if hmac.compare_digest(token_id_for_hash(m.token_sha256), token_id):
+                return proof_mac(m.token_sha256, nonce, self.state.node_id, address)
+        return None
 
     def note_master_address(self, master: PairedMaster, address: str) -> None:
         """A paired master called from ``address``: admit it to the relay from now on."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from agent import __version__
 from agent import protocol as P
+from agent.pairing import PROOF_NONCE_MAX, PROOF_NONCE_MIN, TOKEN_ID_HEX
 
 _ERROR = {"type": "object", "properties": {"error": {"type": "string"},
                                            "field": {"type": ["string", "null"]}},
@@ -81,6 +82,24 @@ def openapi_document() -> dict:
                     "400": _err("malformed request"),
                     "403": _err("wrong PIN"),
                     "429": _err("too many wrong PINs; locked out for a while (Retry-After)")}}},
+            P.PATH_PROVE: {"post": {
+                "summary": "Prove this agent holds a pairing, without the token crossing the wire (public)",
+                "description": "mac = HMAC-SHA256(key=sha256(token), nonce || id || 0x00 || address); "
+                               "address is the IP this agent was reached at.",
+                "security": [],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                    "type": "object", "additionalProperties": False, "required": ["token_id", "nonce"],
+                    "properties": {
+                        "token_id": {"type": "string", "pattern": f"^[0-9a-f]{{{TOKEN_ID_HEX}}}$"},
+                        "nonce": {"type": "string",
+                                  "pattern": f"^([0-9a-f]{{2}}){{{PROOF_NONCE_MIN},{PROOF_NONCE_MAX}}}$"}}}}}},
+                "responses": {
+                    "200": _json({"type": "object", "required": ["mac", "address", "id"], "properties": {
+                        "mac": {"type": "string"}, "address": {"type": "string"},
+                        "id": {"type": "string"}}}, "the proof"),
+                    "400": _err("malformed request"),
+                    "404": _err("no pairing with this token_id"),
+                    "429": _err("too many proofs asked; retry later (Retry-After)")}}},
             P.PATH_STATUS: {"get": {
                 "summary": "Hardware, live load and the RPC worker",
                 "security": [{"bearer": []}],

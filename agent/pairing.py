@@ -8,6 +8,7 @@ addresses are cheap to change.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import time
@@ -92,3 +93,60 @@ def note_address(state: AgentState, master: PairedMaster, address: str) -> bool:
     del master.addresses[:-MAX_ADDRESSES_PER_MASTER]
     state.save()
     return True
+
+
+# --- proving identity ---------------------------------------------------------------------------
+#
+# mDNS records are not authenticated: anyone on the LAN can advertise a paired node's id. Before a
+# master sends a node's bearer token to an address, it asks that address to prove it holds the
+# token's hash (which only the real agent keeps): ``POST /prove {token_id, nonce}`` answers
+# ``{mac, address}`` with mac = HMAC-SHA256(key=sha256(token), nonce || node id || address).
+# ``address`` is the IP the agent was reached at (its own end of the connection), so a rogue that
+# relays the challenge to the real agent gets a proof for the real agent's address, not its own.
+
+#: Bytes of the random nonce a master sends (hex on the wire).
+PROOF_NONCE_MIN = 16
+PROOF_NONCE_MAX = 64
+#: Hex digits of the token id.
+TOKEN_ID_HEX = 16
+
+
+def token_id_for_hash(token_sha256: str) -> str:
+    """The public id of a pairing, from the token's SHA-256 (hex).
+
+    Derived rather than a prefix of the hash itself, so it reveals nothing about the proof key.
+    """
+    return hashlib.sha256(b"herd-token-id:" + bytes.fromhex(token_sha256)).hexdigest()[:TOKEN_ID_HEX]
+
+
+def token_id(token: str) -> str:
+    """The public id of the pairing ``token`` belongs to (what the master sends to ``/prove``)."""
+    return token_id_for_hash(hash_token(token))
+
+
+def proof_mac(token_sha256: str, nonce: bytes, node_id: str, address: str) -> str:
+    """HMAC-SHA256 keyed by the token's hash over ``nonce || node_id || 0 || address`` (hex)."""
+    msg = nonce + node_id.encode("utf-8") + b"\0" + address.encode("utf-8")
+    return hmac.new(bytes.fromhex(token_sha256), msg, hashlib.sha256).hexdigest()
+
+
+class ProofLimiter:
+    """Caps ``/prove`` to ``rate`` answers per ``window`` seconds (global, like the PIN guard:
+    addresses are cheap on a LAN). A proof only reveals MACs of nonces the caller picks under a key
+    it does not know, but an unbounded endpoint would still be a free CPU sink."""
+
+    def __init__(self, rate: int = 20, window: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.window = window
+        self._clock = clock
+        self._times: list[float] = []
+
+    def take(self) -> float:
+        """0 if a proof may be answered now (and count it), else seconds until one may."""
+        now = self._clock()
+        self._times = [t for t in self._times if now - t < self.window]
+        if len(self._times) >= self.rate:
+            return self.window - (now - self._times[0])
+        self._times.append(now)
+        return 0.0

@@ -44,18 +44,19 @@ STATE_BUSY = "busy"          # a master holds the worker's one connection
 STATE_CRASHED = "crashed"    # died or could not start (see the status ``error``)
 STATES = (STATE_STOPPED, STATE_STARTING, STATE_READY, STATE_BUSY, STATE_CRASHED)
 
-# Control API paths. Only INFO, PING and PAIR are public; the rest need a bearer token.
+# Control API paths. Only INFO, PING, PAIR and PROVE are public; the rest need a bearer token.
 API_PREFIX = "/api/v1"
 PATH_INFO = API_PREFIX + "/info"
 PATH_PING = API_PREFIX + "/ping"
 PATH_PAIR = API_PREFIX + "/pair"
+PATH_PROVE = API_PREFIX + "/prove"
 PATH_STATUS = API_PREFIX + "/status"
 PATH_RPC_START = API_PREFIX + "/rpc/start"
 PATH_RPC_STOP = API_PREFIX + "/rpc/stop"
 PATH_RPC_LOG = API_PREFIX + "/rpc/log"
 PATH_BANDWIDTH = API_PREFIX + "/probe/bandwidth"
 PATH_OPENAPI = "/openapi.json"
-PUBLIC_PATHS = frozenset({PATH_INFO, PATH_PING, PATH_PAIR, PATH_OPENAPI})
+PUBLIC_PATHS = frozenset({PATH_INFO, PATH_PING, PATH_PAIR, PATH_PROVE, PATH_OPENAPI})
 
 #: Length of the pairing PIN the agent shows when unpaired.
 PIN_DIGITS = 6

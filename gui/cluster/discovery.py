@@ -16,6 +16,12 @@ came (a pulled cable, a crash).
 Pairing (:meth:`Discovery.pair`) trades the PIN the agent shows for a token kept per node id
 in a :class:`~gui.cluster.nodes.TokenStore`.
 
+mDNS records are not authenticated, so a paired node's id is no proof of who answers at an
+address. Before a node's token goes to an address not yet proven for it, the address must pass the
+identity proof (``/api/v1/prove``, see :meth:`agent.client.AgentClient.prove_identity`): a paired
+node re-advertised at a new address moves there only after the proof, and an address that fails
+it is reported on the node (``Node.impostor``) and never gets the token.
+
 Everything runs on one asyncio loop. Zeroconf callbacks never raise: whatever a rogue or broken
 advertiser sends is ignored (``agent.protocol.parse_txt`` returns None for it), and a well-formed
 record is listed only once the agent it names answers ``/api/v1/info`` at the advertised address
@@ -36,7 +42,7 @@ from zeroconf import InterfaceChoice, IPVersion, ServiceStateChange
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
 from agent import protocol as P
-from agent.client import AgentClient, AgentError
+from agent.client import AgentClient, AgentError, IdentityNotProven
 from gui.cluster.nodes import Node, TokenStore
 
 log = logging.getLogger(__name__)
@@ -147,6 +153,8 @@ class Discovery:
         self.misses = misses
         self._nodes: dict[str, Node] = {}
         self._by_name: dict[str, str] = {}   # mDNS instance name -> node id
+        self._impostors: dict[str, tuple[str, str]] = {}  # mDNS name -> (node id, why it failed)
+        self._proven: set = set()  # identity proofs passed (see AgentClient)
         self._failed: dict[str, int] = {}
         self._subs: list[Callable[[NodeEvent], None]] = []
         self._aiozc: AsyncZeroconf | None = None
@@ -239,7 +247,7 @@ class Discovery:
 
     def _upsert(self, node: Node) -> Node:
         """Add or merge ``node`` (same id = same node); emits added/updated when it changed."""
-        node = node.with_(paired=self._paired(node.id))
+        node = node.with_(paired=self._paired(node.id), impostor=self._impostor_of(node.id))
         old = self._nodes.get(node.id)
         if old is None:
             self._nodes[node.id] = node
@@ -254,6 +262,9 @@ class Discovery:
         else:
             self._nodes[node.id] = merged
         return merged
+
+    def _impostor_of(self, node_id: str) -> str:
+        return "; ".join(why for nid, why in self._impostors.values() if nid == node_id)
 
     def _paired(self, node_id: str) -> bool:
         try:
@@ -300,6 +311,23 @@ class Discovery:
                 if why:
                     log.debug("ignored mDNS record %r: %s", name, why)
                     return
+                # A paired node moves to a new address only once that address proves it holds
+                # the pairing: otherwise a copied id would draw the node's token to a rogue.
+                failed = await self._prove(advert.node_id, host, advert.api_port)
+                if failed:
+                    log.warning("%s", failed)
+                    self._impostors[name] = (advert.node_id, failed)
+                    if known is not None:
+                        self._upsert(known)  # the node stays where it is, now with the report
+                        return
+                    # The only claimant: listed, flagged; its token still never goes there
+                    # (every client proves the address first).
+                else:
+                    # Names that failed the proof no longer stand for this node: their goodbye
+                    # must not remove it.
+                    for other, (nid, _why) in self._impostors.items():
+                        if nid == advert.node_id and other != name:
+                            self._by_name.pop(other, None)
             old_id = self._by_name.get(name)
             self._by_name[name] = advert.node_id
             if old_id and old_id != advert.node_id:
@@ -339,7 +367,32 @@ class Discovery:
             return f"the agent at {url} is {info.get('id')!r}, not {node_id}"
         return None
 
+    async def _prove(self, node_id: str, host: str, api_port: int) -> str | None:
+        """None when ``node_id`` is unpaired or the agent at ``host:api_port`` proves it holds the
+        pairing; else why not (the message names the address)."""
+        try:
+            token = self.tokens.get(node_id)
+        except ValueError:
+            return None
+        if token is None:
+            return None
+        url = f"http://{_bracket(host)}:{api_port}"
+        try:
+            async with AgentClient(url, token=token, timeout=self.ping_timeout, node_id=node_id,
+                                   proven=self._proven) as c:
+                await c.prove_identity()
+        except IdentityNotProven as exc:
+            return str(exc)
+        except AgentError as exc:
+            return f"identity not proven: the agent at {url} claims to be node {node_id} but " \
+                   f"did not answer the proof ({exc}); its token was not sent there"
+        return None
+
     def _goodbye(self, name: str) -> None:
+        gone = self._impostors.pop(name, None)
+        if gone is not None and gone[0] in self._nodes:
+            self._nodes[gone[0]] = self._nodes[gone[0]].with_(impostor=self._impostor_of(gone[0]))
+            self._emit(UPDATED, self._nodes[gone[0]])
         nid = self._by_name.pop(name, None)
         if nid is not None:
             self._goodbye_id(nid)
@@ -381,12 +434,13 @@ class Discovery:
     def client(self, node: Node | str, timeout: float = 5.0) -> AgentClient:
         """An :class:`AgentClient` for ``node`` carrying its stored token (if any)."""
         n = node if isinstance(node, Node) else self._nodes[node]
-        return AgentClient(n.api_url, token=self.tokens.get(n.id), timeout=timeout)
+        return AgentClient(n.api_url, token=self.tokens.get(n.id), timeout=timeout, node_id=n.id,
+                           proven=self._proven)
 
     async def pair(self, node: Node | str, pin: str) -> str:
         """Pair with ``node`` using the PIN it shows; stores and returns the token."""
         n = node if isinstance(node, Node) else self._nodes[node]
-        async with AgentClient(n.api_url) as c:
+        async with AgentClient(n.api_url, node_id=n.id, proven=self._proven) as c:
             token = await c.pair(pin, client_name="herd")
         self.tokens.put(n.id, token, fingerprint=n.fingerprint, name=n.name)
         if n.id in self._nodes:
@@ -448,7 +502,7 @@ def _is_ip(text: str) -> bool:
 def _visible(n: Node) -> tuple:
     """The fields whose change is worth an ``updated`` event (not ``last_seen``)."""
     return (n.name, n.host, n.api_port, n.rpc_port, n.echo_port, n.state, n.version, n.proto,
-            n.engine, n.fingerprint, n.via_mdns, n.manual, n.reachable, n.paired)
+            n.engine, n.fingerprint, n.via_mdns, n.manual, n.reachable, n.paired, n.impostor)
 
 
 def _bracket(host: str) -> str:

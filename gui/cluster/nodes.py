@@ -62,6 +62,9 @@ class Node:
         manual: added by address by the user.
         reachable: answered the last pings.
         paired: this master holds a token for it.
+        impostor: when set, an address claimed to be this paired node over mDNS but failed the
+            identity proof (see :meth:`agent.client.AgentClient.prove_identity`); the message
+            names it. The node's token is never sent there.
         last_seen: ``time.monotonic()`` of the last sign of life.
     """
 
@@ -81,6 +84,7 @@ class Node:
     manual: bool = False
     reachable: bool = True
     paired: bool = False
+    impostor: str = ""
     last_seen: float = field(default_factory=time.monotonic)
 
     @property
@@ -104,7 +108,7 @@ class Node:
                 "version": self.version, "proto": self.proto, "engine": self.engine,
                 "fingerprint": self.fingerprint, "addresses": list(self.addresses),
                 "via_mdns": self.via_mdns, "manual": self.manual, "reachable": self.reachable,
-                "paired": self.paired, "api_url": self.api_url}
+                "paired": self.paired, "impostor": self.impostor, "api_url": self.api_url}
 
 
 def _bracket(host: str) -> str:
