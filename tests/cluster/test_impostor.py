@@ -171,3 +171,47 @@ async def test_a_second_real_agent_with_a_copied_id_fails_the_proof(procs, tmp_p
                 await c.rpc_start()
     async with AgentClient(copy.api_url) as c:
         assert (await c.info())["rpc_state"] == P.STATE_STOPPED
+
+
+def _record(name: str, node_id: str, ip: str, api_port: int) -> AsyncServiceInfo:
+    props = P.build_txt(node_id=node_id, version="1", api_port=api_port, rpc_port=0, echo_port=0,
+                        state=P.STATE_STOPPED)
+    return AsyncServiceInfo(P.SERVICE_TYPE, f"{name}.{P.SERVICE_TYPE}", port=api_port, properties=props,
+                            addresses=[socket.inet_aton(ip)], server=f"{name}.local.")
+
+
+async def test_an_impostor_seen_first_is_flagged_then_the_real_node_takes_over(procs, tmp_path):
+    # The real agent does not advertise itself here; the test announces it (at its real address)
+    # only after the impostor, to see the order "impostor first".
+    agent = start_agent(procs.popen, tmp_path, "alpha", mdns=False)
+    tokens = TokenStore(tmp_path / "tokens.json")
+    async with Discovery(browse=False, tokens=tokens) as disc:
+        await disc.pair(await disc.add_address(agent.api_url), agent.pin())
+    api_port = int(agent.api_url.rsplit(":", 1)[1])
+    rogue = await RogueApi(agent.api_url, relay=False).start()
+    zc = AsyncZeroconf(interfaces=LOOPBACK)
+    try:
+        async with Discovery(LOOPBACK, tokens=tokens) as disc:
+            fake = _record("impostor", agent.node_id, ROGUE_IP, rogue.port)
+            await zc.async_register_service(fake)
+            assert await disc.wait_until(lambda n: agent.node_id in n, 10)
+            node = disc.nodes[agent.node_id]
+            assert node.host == ROGUE_IP and rogue.url in node.impostor  # listed, flagged
+            async with disc.client(node) as c:
+                with pytest.raises(IdentityNotProven, match=rogue.url):
+                    await c.status()
+
+            await zc.async_register_service(_record("alpha", agent.node_id, "127.0.0.1", api_port))
+            assert await disc.wait_until(lambda n: n[agent.node_id].host == "127.0.0.1", 10)
+            assert rogue.url in disc.nodes[agent.node_id].impostor  # still reported
+            async with disc.client(agent.node_id) as c:
+                assert (await c.status())["id"] == agent.node_id
+
+            # The impostor's goodbye clears the report and does not take the real node with it.
+            await zc.async_unregister_service(fake)
+            assert await disc.wait_until(lambda n: not n[agent.node_id].impostor, 10)
+            assert disc.nodes[agent.node_id].host == "127.0.0.1"
+    finally:
+        await zc.async_close()
+        await rogue.close()
+    assert rogue.authorizations == []
