@@ -26,7 +26,7 @@ from agent.engine import PINNED_BUILD, find_engine
 from gui import __version__
 from gui.bridge import AsyncBridge
 from gui.session import ClusterSession
-from gui.settings import COUNTDOWN_CHOICES, REJOIN_CHOICES, Settings
+from gui.settings import COUNTDOWN_CHOICES, OPTIONS, REJOIN_CHOICES, Settings
 from gui.translations import install_translator
 from gui.widgets.chat_pane import ChatPane
 from gui.widgets.dashboard import Dashboard
@@ -183,8 +183,8 @@ class MainWindow(QMainWindow):
         countdown = c.addMenu(self.tr("&Countdown before relaunching"))
         group = QActionGroup(self)
         self.countdown_actions: dict[int, QAction] = {}
-        current = self.settings.get("failover/countdown")
-        for secs in sorted(set(COUNTDOWN_CHOICES) | {max(0, current)}):
+        current = max(0, self.settings.get("failover/countdown"))
+        for secs in sorted(set(COUNTDOWN_CHOICES) | {current}):
             a = QAction(self.tr("At once") if secs == 0 else self.tr("%1 s").replace("%1", str(secs)), self)
             a.setCheckable(True)
             a.setChecked(secs == current)
@@ -199,7 +199,7 @@ class MainWindow(QMainWindow):
         for mode in REJOIN_CHOICES:
             a = QAction(titles[mode], self)
             a.setCheckable(True)
-            a.setChecked(mode == self.settings.get("failover/rejoin"))
+            a.setChecked(mode == self._rejoin_setting())
             a.triggered.connect(lambda _on=False, m=mode: self._set_failover("failover/rejoin", m))
             group.addAction(a)
             rejoin.addAction(a)
@@ -212,15 +212,20 @@ class MainWindow(QMainWindow):
     def apply_failover_settings(self) -> None:
         """Hand the stored failover settings to the session (and the launch running now)."""
         s = self.settings
-        rejoin = s.get("failover/rejoin")
         self.session.set_failover_policy(auto_recover=s.get("failover/auto_recover"),
                                          countdown=max(0, s.get("failover/countdown")),
-                                         rejoin=rejoin if rejoin in REJOIN_CHOICES else "ask")
+                                         rejoin=self._rejoin_setting())
+
+    def _rejoin_setting(self) -> str:
+        # a stored value that is not one of the choices (hand-edited file) means the default
+        value = self.settings.get("failover/rejoin")
+        return value if value in REJOIN_CHOICES else OPTIONS["failover/rejoin"].default
 
     def choose_failover(self, option: str) -> None:
         """A banner button: relaunch now, keep waiting, more layers here, or use a node again."""
         call = self.session.choose_failover(option)
-        call.failed.connect(lambda exc: self.statusBar().showMessage(str(exc), 15000))
+        call.failed.connect(lambda exc: (self.failover_banner.choice_failed(),
+                                         self.statusBar().showMessage(str(exc), 15000)))
 
     def _build_tray(self) -> None:
         self.tray = None

@@ -48,6 +48,7 @@ class FailoverBanner(QFrame):
         self.setObjectName("failoverBanner")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.options: tuple[str, ...] = ()
+        self._offered: tuple[str, ...] = ()  # what the buttons offered before the last click
         self.lost_node: str | None = None
         self.returned_node: str | None = None
         self.title = QLabel()
@@ -170,6 +171,12 @@ class FailoverBanner(QFrame):
         self._update_buttons()
         self.hide()
 
+    def choice_failed(self) -> None:
+        """The last choice was refused (the supervisor's state did not change): offer again
+        what was offered before the click."""
+        self.options = self._offered
+        self._update_buttons()
+
     def counting(self) -> bool:
         """True while the countdown to an automatic relaunch runs."""
         return self._counting
@@ -182,7 +189,9 @@ class FailoverBanner(QFrame):
         self.detail.setText(detail)
 
     def _choose(self, option: str) -> None:
-        # One click is one intention: the buttons come back with the supervisor's next event.
+        # One click is one intention: the buttons come back with the supervisor's next event
+        # (or with choice_failed() when the choice is refused).
+        self._offered = self.options
         self.options = ()
         self._counting = False
         self._update_buttons()

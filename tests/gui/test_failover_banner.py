@@ -23,6 +23,7 @@ from gui.cli.demo import DemoCluster
 from gui.cluster import failover as F
 from gui.session import ClusterSession
 from gui.settings import Settings
+from gui.translations import load_translator
 from gui.widgets.failover_banner import FailoverBanner
 
 
@@ -61,11 +62,55 @@ def test_banner_offers_what_the_supervisor_offers(qtbot):
     qtbot.mouseClick(banner.rejoin_button, Qt.MouseButton.LeftButton)
     assert chosen == [F.OPT_HOST, F.OPT_REJOIN]
 
+    banner.choice_failed()  # refused (the supervisor moved on meanwhile): offered again
+    assert banner.rejoin_button.isVisibleTo(banner) and banner.wait_button.isVisibleTo(banner)
+
     banner.show_event(F.FailoverEvent(F.RECOVERED, "serving again", seconds=3.0))
     assert banner.title.text().startswith("Serving again")
     assert not any(b.isVisibleTo(banner) for b in (banner.rejoin_button, banner.wait_button, banner.host_button))
     banner.clear()
     assert banner.isHidden()
+
+
+def test_banner_speaks_chinese(qtbot, qapp, tmp_path):
+    t = load_translator("zh_CN", cache=tmp_path)
+    qapp.installTranslator(t)
+    try:
+        banner = FailoverBanner()
+        qtbot.addWidget(banner)
+        banner.show_event(F.FailoverEvent(F.LOST, "b was lost", node="b"))
+        banner.show_event(F.FailoverEvent(F.COUNTDOWN_TICK, "relaunching on a in 4 s", seconds=3.2,
+                                          options=(F.OPT_RECOVER,)), ["a"])
+        assert banner.title.text() == "b 已失联"
+        assert banner.countdown.text() == "4 秒后在 a 上重新启动…"
+        assert banner.recover_button.text() == "立即重新启动" and banner.cancel_button.text() == "取消"
+    finally:
+        qapp.removeTranslator(t)
+
+
+def test_failover_settings_reach_the_policy_and_bad_values_fall_back(qtbot, tmp_path):
+    settings = Settings(str(tmp_path / "herd.ini"))
+    settings.qs.setValue("failover/countdown", "soon")
+    settings.qs.setValue("failover/rejoin", "sometimes")
+    settings.qs.setValue("failover/auto_recover", "false")
+    bridge = AsyncBridge()
+    win = MainWindow(settings, bridge=bridge, session=ClusterSession(bridge, browse=False))
+    qtbot.addWidget(win)
+    try:
+        policy = win.session.failover_policy
+        assert (policy.auto_recover, policy.countdown, policy.rejoin) == (False, 5.0, "ask")
+        assert not win.auto_recover_action.isChecked() and win.countdown_actions[5].isChecked()
+        assert win.rejoin_actions["ask"].isChecked()
+        win.auto_recover_action.setChecked(True)
+        win.countdown_actions[10].trigger()
+        win.rejoin_actions["auto"].trigger()
+        assert (policy.auto_recover, policy.countdown, policy.rejoin) == (True, 10.0, "auto")
+        assert Settings(str(tmp_path / "herd.ini")).get("failover/countdown") == 10
+        with pytest.raises(ValueError, match="rejoin must be"):
+            win.session.set_failover_policy(auto_recover=True, countdown=1, rejoin="never")
+    finally:
+        win.close()
+        bridge.close()
 
 
 # ---------------------------------------------------------------- the window, real processes
