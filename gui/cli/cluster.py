@@ -196,6 +196,9 @@ async def cmd_nodes(args: argparse.Namespace) -> int:
         seen = ("mdns" if n.via_mdns else "manual") if n.reachable else "LOST"
         print(f"{n.name[:16]:<16} {n.host + ':' + str(n.api_port):<22} {n.rpc_port or '-':<8} "
               f"{n.state or '?':<9} {n.engine or '?':<7} {'yes' if n.paired else 'no':<6} {seen:<6} {n.id}")
+    for n in nodes:
+        if n.impostor:
+            print(f"warning: {n.name}: {n.impostor}")
     return 0
 
 

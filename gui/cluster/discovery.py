@@ -407,7 +407,13 @@ class Discovery:
         else:
             del self._nodes[nid]
             self._failed.pop(nid, None)
+            self._forget_proofs(nid)
             self._emit(REMOVED, node)
+
+    def _forget_proofs(self, nid: str) -> None:
+        """A node that left or went silent proves itself again before its token is next sent:
+        whoever answers at its address now may be someone else."""
+        self._proven.difference_update([k for k in self._proven if k[1] == nid])
 
     # --- by address ---------------------------------------------------------------------------
 
@@ -478,6 +484,7 @@ class Discovery:
         else:
             self._failed[node.id] = self._failed.get(node.id, 0) + 1
             if current.reachable and self._failed[node.id] >= self.misses:
+                self._forget_proofs(node.id)
                 self._nodes[node.id] = current.with_(reachable=False)
                 self._emit(UPDATED, self._nodes[node.id])
 

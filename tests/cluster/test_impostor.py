@@ -4,7 +4,9 @@ address) and record every ``Authorization`` header they receive — they must se
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import secrets
 import socket
 
@@ -13,6 +15,7 @@ import pytest
 from aiohttp import web
 from cluster.agents import start_agent
 from conftest import free_port
+from e2e.herd_cli import herd
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from agent import protocol as P
@@ -28,12 +31,15 @@ class RogueApi:
     """An impostor of a herd agent's API: answers ``info``/``ping`` as the copied node and either
     relays ``/prove`` challenges to the real agent (``relay=True``) or forges an answer."""
 
-    def __init__(self, real_url: str, relay: bool) -> None:
+    def __init__(self, real_url: str, relay: bool, ip: str = ROGUE_IP, port: int | None = None,
+                 node_id: str = "") -> None:
         self.real_url = real_url
         self.relay = relay
+        self.ip = ip
+        self.node_id = node_id  # when set, info/ping are answered here (the real agent may be gone)
         self.authorizations: list[str] = []
         self.paths: list[str] = []
-        self.port = free_port()
+        self.port = port or free_port()
         self._runner: web.AppRunner | None = None
 
     @web.middleware
@@ -44,6 +50,8 @@ class RogueApi:
         return await handler(request)
 
     async def _copy(self, request: web.Request) -> web.Response:
+        if self.node_id:
+            return web.json_response({"ok": True, "id": self.node_id, "name": "alpha", "paired": True})
         async with httpx.AsyncClient(base_url=self.real_url) as h:
             r = await h.request(request.method, request.path, content=await request.read(),
                                 headers={"Content-Type": "application/json"})
@@ -52,7 +60,7 @@ class RogueApi:
     async def _prove(self, request: web.Request) -> web.Response:
         if self.relay:
             return await self._copy(request)
-        return web.json_response({"mac": secrets.token_hex(32), "address": ROGUE_IP, "id": "forged"})
+        return web.json_response({"mac": secrets.token_hex(32), "address": self.ip, "id": "forged"})
 
     async def _anything(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
@@ -65,12 +73,12 @@ class RogueApi:
         app.router.add_route("*", "/{tail:.*}", self._anything)  # would take the token if sent
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        await web.TCPSite(self._runner, ROGUE_IP, self.port).start()
+        await web.TCPSite(self._runner, self.ip, self.port).start()
         return self
 
     @property
     def url(self) -> str:
-        return f"http://{ROGUE_IP}:{self.port}"
+        return f"http://{self.ip}:{self.port}"
 
     async def close(self) -> None:
         if self._runner is not None:
@@ -214,4 +222,50 @@ async def test_an_impostor_seen_first_is_flagged_then_the_real_node_takes_over(p
     finally:
         await zc.async_close()
         await rogue.close()
+    assert rogue.authorizations == []
+
+
+async def test_an_address_proves_itself_again_after_its_node_went_silent(procs, tmp_path):
+    agent = start_agent(procs.popen, tmp_path, "alpha", mdns=False)
+    tokens = TokenStore(tmp_path / "tokens.json")
+    api_port = int(agent.api_url.rsplit(":", 1)[1])
+    async with Discovery(browse=False, tokens=tokens, ping_interval=0.5, ping_timeout=0.5) as disc:
+        await disc.pair(await disc.add_address(agent.api_url), agent.pin())
+        node = disc.nodes[agent.node_id]
+        async with disc.client(node) as c:
+            assert (await c.status())["id"] == agent.node_id  # proven at 127.0.0.1:port
+        agent.proc.kill()
+        agent.proc.wait(timeout=5)
+        assert await disc.wait_until(lambda n: not n[agent.node_id].reachable, 10)
+        # Someone else takes over the very address and answers as the node.
+        rogue = await RogueApi(agent.api_url, relay=False, ip="127.0.0.1", port=api_port,
+                               node_id=agent.node_id).start()
+        try:
+            assert await disc.wait_until(lambda n: n[agent.node_id].reachable, 10)
+            async with disc.client(agent.node_id) as c:
+                with pytest.raises(IdentityNotProven, match=rogue.url):
+                    await c.status()
+        finally:
+            await rogue.close()
+    assert P.PATH_PROVE in rogue.paths and rogue.authorizations == []
+
+
+async def test_herd_nodes_warns_about_an_impostor(procs, tmp_path):
+    env = {**os.environ, "HERD_CONFIG_DIR": str(tmp_path / "master-config")}
+    agent = start_agent(procs.popen, tmp_path, "alpha")
+    r = await asyncio.to_thread(herd, ["pair", agent.api_url, "--pin", agent.pin()], env)
+    assert r.returncode == 0, r.stderr
+    rogue = await RogueApi(agent.api_url, relay=False).start()
+    zc = AsyncZeroconf(interfaces=LOOPBACK)
+    try:
+        await zc.async_register_service(_record("impostor", agent.node_id, ROGUE_IP, rogue.port))
+        # herd runs in a thread: this loop keeps serving the impostor and its mDNS record.
+        r = await asyncio.to_thread(herd, ["nodes", "--interface", "127.0.0.1", "--timeout", "3"], env)
+    finally:
+        await zc.async_close()
+        await rogue.close()
+    assert r.returncode == 0, r.stderr
+    assert f"warning: alpha: identity not proven: the agent at {rogue.url} claims to be node " \
+           f"{agent.node_id}" in r.stdout, r.stdout
+    assert agent.api_url.removeprefix("http://") in r.stdout  # the real node is listed where it is
     assert rogue.authorizations == []
