@@ -82,6 +82,11 @@ class NodeCard(QFrame):
         self.warning.setStyleSheet(f"color: {WARN};")
         self.warning.setWordWrap(True)
         self.warning.hide()
+        # Its own line: the Wi-Fi warning must not hide it, nor it the Wi-Fi warning.
+        self.impostor = QLabel()
+        self.impostor.setStyleSheet(f"color: {WARN}; font-weight: bold;")
+        self.impostor.setWordWrap(True)
+        self.impostor.hide()
         self.rtt_label = QLabel()
         self.sparkline = Sparkline()
         self.sparkline.setMinimumWidth(40)
@@ -101,12 +106,13 @@ class NodeCard(QFrame):
         row.addWidget(self.sparkline, 1)
         grid.addLayout(row, 4, 0, 1, 3)
         grid.addWidget(self.warning, 5, 0, 1, 3)
+        grid.addWidget(self.impostor, 6, 0, 1, 3)
         buttons = QHBoxLayout()
         buttons.addWidget(self.paired_label)
         buttons.addStretch(1)
         buttons.addWidget(self.pair_button)
         buttons.addWidget(self.worker_button)
-        grid.addLayout(buttons, 6, 0, 1, 3)
+        grid.addLayout(buttons, 7, 0, 1, 3)
         self._worker_running = False
         self.pair_button.clicked.connect(lambda: self.pairRequested.emit(self.node_id))
         self.worker_button.clicked.connect(
@@ -132,6 +138,11 @@ class NodeCard(QFrame):
         self.engine.setText(self.tr("llama.cpp build %1 · RPC %2").replace("%1", node.engine or "?")
                             .replace("%2", node.proto or "?"))
         self.paired_label.setText(self.tr("paired") if node.paired else self.tr("not paired"))
+        impostor = node.impostor
+        self.impostor.setText(self.tr("Another computer claims to be this node but failed the identity "
+                                      "check; it is never sent this node's token. %1").replace("%1", impostor)
+                              if impostor else "")
+        self.impostor.setVisible(bool(impostor))
         self.pair_button.setVisible(not node.paired)
         self.worker_button.setEnabled(node.paired and node.reachable)
         self._worker_running = node.state in ("ready", "busy", "starting")

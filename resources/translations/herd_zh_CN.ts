@@ -650,6 +650,11 @@
 <context>
     <name>NodeCard</name>
     <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="140" />
+        <source>Another computer claims to be this node but failed the identity check; it is never sent this node's token. %1</source>
+        <translation>另一台计算机冒充此节点，但未通过身份验证；此节点的令牌绝不会发给它。%1</translation>
+    </message>
+    <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="90" />
         <source>Pair…</source>
         <translation>配对…</translation>
