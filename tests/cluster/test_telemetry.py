@@ -106,10 +106,9 @@ async def split_server(engine, demo_model, procs):
 # Long enough (about a second of decode here) that one late step on a busy machine, which the
 # counters and the reply's timings may see differently, stays well inside the 3 % budget.
 REPLY_TOKENS = 3000
-# The slot's prompt time starts when the task starts, the counters' when its first batch is
-# queued: a fixed gap of about a millisecond. A prompt of several hundred tokens makes that gap
-# small against the prompt's own time, as it is for real chats.
-LONG_PROMPT = "Tell a long story about " + " ".join(f"w{i}" for i in range(600))
+# A prompt of several hundred tokens, as real chats have, so that the prompt counters move
+# measurably.
+LONG_PROMPT = "Tell a long story about " + " ".join(f"w{i}" for i in range(200))
 
 
 @pytest.mark.engine
@@ -157,7 +156,12 @@ async def test_samples_arrive_while_streaming_and_decode_rate_matches_timings(sp
     # The prompt counters move when the prompt is processed, before the reply ends.
     prompted = [s for s in samples if s.kind == "metrics" and s.values.get("prompt_tokens")]
     assert len(prompted) == 1 and prompted[0].values["prompt_tokens"] == done.timings["prompt_n"]
-    assert prompted[0].values["prompt_tps"] == pytest.approx(done.timings["prompt_per_second"], rel=0.03)
+    # The slot's prompt clock starts when the task starts, the counters' when the first prompt
+    # batch is queued: preparing the prompt is in one and not the other (about a millisecond
+    # for this prompt), so the times are compared, not the rates of a prompt this quick.
+    counter_prompt_s = prompted[0].values["prompt_tokens"] / prompted[0].values["prompt_tps"]
+    assert counter_prompt_s <= done.timings["prompt_ms"] / 1000 + 0.001
+    assert done.timings["prompt_ms"] / 1000 - counter_prompt_s < 0.010
     # The reply's own figures go into the same stream.
     reply = tele.record_reply(url, done.timings)
     assert samples[-1] is reply and reply.kind == "reply"
