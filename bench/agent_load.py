@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,38 +29,20 @@ sys.path.insert(0, str(ROOT / "tests"))
 from agent.client import AgentClient  # noqa: E402
 from agent.engine import find_engine  # noqa: E402
 from cluster.agents import start_agent  # noqa: E402
-from conftest import free_port  # noqa: E402
-from gui.cluster import plan as P  # noqa: E402
+from conftest import ProcessJar  # noqa: E402
 from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
-from gui.cluster.discovery import Discovery  # noqa: E402
-from gui.cluster.launcher import ClusterLauncher, devices_from_status  # noqa: E402
-from gui.cluster.model import inspect_model  # noqa: E402
-from gui.cluster.nodes import TokenStore  # noqa: E402
-from resilience.load import MIX, chat_streams, load_agent  # noqa: E402
+from resilience.load import MIX, chat_streams, load_agent, loopback_cluster  # noqa: E402
 
 
-class Procs:
-    """Processes started here; stopped and reaped at the end."""
+class Procs(ProcessJar):
+    """Processes started here, all with the same environment; stopped and reaped at the end."""
 
     def __init__(self, env: dict) -> None:
+        super().__init__()
         self.env = env
-        self.procs: list[subprocess.Popen] = []
 
     def popen(self, argv, **kw):
-        p = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL, env=self.env, **kw)
-        self.procs.append(p)
-        return p
-
-    def close(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        return super().popen(argv, env=self.env, **kw)
 
 
 async def api_load(tmp: Path, procs: Procs, rate: float, seconds: float) -> None:
@@ -84,31 +65,11 @@ async def api_load(tmp: Path, procs: Procs, rate: float, seconds: float) -> None
 async def streams(tmp: Path, procs: Procs, n: int, tokens: int) -> None:
     eng = find_engine(probe=True)
     model = write_demo_model(tmp / "demo-8L.gguf", DemoShape(layers=8))
-    agents = [start_agent(procs.popen, tmp, name, mdns=False) for name in ("a", "b")]
-    disc = Discovery(browse=False, tokens=TokenStore(tmp / "tokens.json"))
-    launcher = None
-    try:
-        nodes, devices = {}, []
-        for agent in agents:
-            node = await disc.add_address(agent.api_url)
-            await disc.pair(node, agent.pin())
-            node = disc.nodes[node.id]
-            nodes[node.id] = node
-            async with disc.client(node) as c:
-                devices.extend(devices_from_status(node, await c.status()))
-        info = inspect_model(model)
-        plan = P.plan_from_split(info, devices, {"a": 4, "b": 5})
-        launcher = ClusterLauncher(eng.llama_server, plan, model, nodes, disc.client,
-                                   ctx=n * (tokens + 64), port=free_port(),
-                                   extra_args=["-np", str(n)])
-        await launcher.start(120)
+    async with loopback_cluster(eng.require_llama_server(), model, procs.popen, tmp,
+                                parallel=n, ctx=n * (tokens + 64)) as launcher:
         t0 = time.perf_counter()
         done = await chat_streams(launcher.spec.url, n, tokens)
         wall = time.perf_counter() - t0
-    finally:
-        if launcher is not None:
-            await launcher.stop()
-        await disc.stop()
     complete = sum(d.finish_reason == "length" and d.timings.get("predicted_n") == tokens for d in done)
     total = sum(int(d.timings.get("predicted_n") or 0) for d in done)
     print(f"\nConcurrent chat streams through a loopback cluster (2 workers, demo model, -np {n})\n")

@@ -5,13 +5,23 @@ and ``bench/agent_load.py`` (the full run, printed as a table)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
+from cluster.agents import start_agent
+from conftest import free_port
 
+from gui.cluster import plan as P
 from gui.cluster.chat import ChatDone, chat
+from gui.cluster.discovery import Discovery
+from gui.cluster.launcher import ClusterLauncher, devices_from_status
+from gui.cluster.model import inspect_model
+from gui.cluster.nodes import TokenStore
 
 # What a master's app does all day: liveness pings, status for the dashboard, the worker log.
 MIX = (("GET", "/api/v1/ping", False), ("GET", "/api/v1/status", True),
@@ -100,3 +110,34 @@ async def chat_streams(base_url: str, n: int, max_tokens: int) -> list[ChatDone]
             chat(client, base_url, [{"role": "user", "content": f"Stream number {i}, go."}],
                  max_tokens=max_tokens, seed=i)
             for i in range(n)))
+
+
+@contextlib.asynccontextmanager
+async def loopback_cluster(llama_server, model: Path, popen, tmp: Path, *, parallel: int, ctx: int,
+                           threads: int | None = None) -> AsyncIterator[ClusterLauncher]:
+    """Two real agents ``a`` and ``b`` on loopback, paired, and a llama-server over them (split
+    a=4, b=5, ``-np parallel``); yields the started launcher and stops everything after."""
+    agents = [start_agent(popen, tmp, name, mdns=False) for name in ("a", "b")]
+    disc = Discovery(browse=False, tokens=TokenStore(tmp / "tokens.json"))
+    launcher = None
+    try:
+        nodes, devices = {}, []
+        for agent in agents:
+            node = await disc.add_address(agent.api_url)
+            await disc.pair(node, agent.pin())
+            node = disc.nodes[node.id]
+            nodes[node.id] = node
+            async with disc.client(node) as c:
+                devices.extend(devices_from_status(node, await c.status()))
+        plan = P.plan_from_split(inspect_model(model), devices, {"a": 4, "b": 5})
+        extra = ["-np", str(parallel)] + (["--threads", str(threads)] if threads else [])
+        launcher = ClusterLauncher(llama_server, plan, model, nodes, disc.client, ctx=ctx,
+                                   port=free_port(), threads=threads, extra_args=extra)
+        check = await launcher.start(120)
+        if not check.ok:
+            raise AssertionError(f"placement not as planned: {check.problems}")
+        yield launcher
+    finally:
+        if launcher is not None:
+            await launcher.stop()
+        await disc.stop()

@@ -6,15 +6,9 @@ from __future__ import annotations
 
 import pytest
 from cluster.agents import start_agent
-from conftest import free_port
-from resilience.load import chat_streams, load_agent
+from resilience.load import chat_streams, load_agent, loopback_cluster
 
 from agent.client import AgentClient
-from gui.cluster import plan as P
-from gui.cluster.discovery import Discovery
-from gui.cluster.launcher import ClusterLauncher, devices_from_status
-from gui.cluster.model import inspect_model
-from gui.cluster.nodes import TokenStore
 
 
 async def test_agent_api_keeps_serving_200_requests_a_second(procs, tmp_path):
@@ -31,29 +25,8 @@ async def test_agent_api_keeps_serving_200_requests_a_second(procs, tmp_path):
 @pytest.mark.engine
 @pytest.mark.slow
 async def test_eight_concurrent_chat_streams_complete(engine, demo_model, procs, tmp_path):
-    agents = [start_agent(procs.popen, tmp_path, name, mdns=False) for name in ("a", "b")]
-    disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
-    launcher = None
-    try:
-        nodes, devices = {}, []
-        for agent in agents:
-            node = await disc.add_address(agent.api_url)
-            await disc.pair(node, agent.pin())
-            node = disc.nodes[node.id]
-            nodes[node.id] = node
-            async with disc.client(node) as c:
-                devices.extend(devices_from_status(node, await c.status()))
-        info = inspect_model(demo_model)
-        plan = P.plan_from_split(info, devices, {"a": 4, "b": 5})
-        launcher = ClusterLauncher(engine.llama_server, plan, demo_model, nodes, disc.client,
-                                   ctx=8 * 128, port=free_port(), threads=1,
-                                   extra_args=["-np", "8", "--threads", "1"])
-        check = await launcher.start(120)
-        assert check.ok, check.problems
+    async with loopback_cluster(engine.llama_server, demo_model, procs.popen, tmp_path,
+                                parallel=8, ctx=8 * 128, threads=1) as launcher:
         done = await chat_streams(launcher.spec.url, 8, max_tokens=16)
-        assert [d.finish_reason for d in done] == ["length"] * 8
-        assert all(d.timings.get("predicted_n") == 16 and d.text for d in done)
-    finally:
-        if launcher is not None:
-            await launcher.stop()
-        await disc.stop()
+    assert [d.finish_reason for d in done] == ["length"] * 8
+    assert all(d.timings.get("predicted_n") == 16 and d.text for d in done)
