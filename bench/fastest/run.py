@@ -60,6 +60,7 @@ from gui.cluster.model import inspect_model  # noqa: E402
 from gui.cluster.optimize import fastest  # noqa: E402
 from gui.cluster.placement import layout_from_log  # noqa: E402
 from gui.cluster.plan import Assignment, Device, Plan, estimate  # noqa: E402
+from cluster.rpc_workers import wait_port  # noqa: E402
 from lan import Lan, can_build_lan  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -146,7 +147,7 @@ class Cluster:
             if w.rate:
                 host.limit_rate(w.rate)
             ep = f"{host.ip}:{RPC_PORT}"
-            _wait_port(host.ip, RPC_PORT)
+            wait_port(host.ip, RPC_PORT)
             if w.delay_ms:
                 ep = self._proxy(ep, w.delay_ms)
             self.endpoints[w.name] = ep
@@ -184,7 +185,7 @@ class Cluster:
                 "--state-dir", str(state), "--name", w.name, "--bind", host.ip, "--no-mdns",
                 "--api-port", str(API_PORT), "--rpc-port", str(RPC_PORT + 10), "--echo-port", str(RPC_PORT + 11)]
         host.popen([*base, "run"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(REPO))
-        _wait_port(host.ip, API_PORT, timeout=30)
+        wait_port(host.ip, API_PORT, timeout=30)
         pin = host.run([*base, "pin"], cwd=str(REPO), check=True).stdout.strip()
         client = AgentClient(f"http://{host.ip}:{API_PORT}", timeout=60.0)
         await client.pair(pin, "herd-bench")
@@ -204,20 +205,6 @@ class Cluster:
         for cg in self.cgroups:
             with contextlib.suppress(OSError):
                 cg.rmdir()
-
-
-def _wait_port(host: str, port: int, timeout: float = 15.0) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listens on {host}:{port} after {timeout} s") from None
-            time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------------------------
