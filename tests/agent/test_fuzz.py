@@ -3,18 +3,12 @@ sends — valid, invalid, with or without a token — the agent answers without 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-
-import httpx
 import pytest
 import schemathesis
+from cluster.agents import paired_agent
 from hypothesis import HealthCheck, settings
 
 from agent.openapi import openapi_document
-from conftest import free_port
 
 schema = schemathesis.openapi.from_dict(openapi_document())
 
@@ -26,30 +20,8 @@ FUZZ = settings(max_examples=22, deadline=None, derandomize=True,
 @pytest.fixture(scope="module")
 def live_agent(tmp_path_factory):
     """A real ``herd-agent`` process on loopback, paired; yields (base_url, token, process)."""
-    state = tmp_path_factory.mktemp("fuzz-agent")
-    api = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.main", "--config", str(state / "agent.toml"), "--state-dir", str(state),
-         "--bind", "127.0.0.1", "--api-port", str(api), "--rpc-port", str(free_port()),
-         "--echo-port", str(free_port()), "--no-mdns", "run"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "LLAMA_CACHE": str(state / "cache")})
-    url = f"http://127.0.0.1:{api}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url + "/api/v1/ping", timeout=1)
-                break
-            except httpx.HTTPError:
-                assert proc.poll() is None and time.monotonic() < deadline, "agent did not start"
-                time.sleep(0.05)
-        pin = (state / "agent-state.json").read_text().split('"pin": "')[1][:6]
-        token = httpx.post(url + "/api/v1/pair", json={"pin": pin}).json()["token"]
-        yield url, token, proc
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with paired_agent(tmp_path_factory.mktemp("fuzz-agent"), "fuzz") as (agent, token):
+        yield agent.api_url, token, agent.proc
 
 
 @schema.parametrize()

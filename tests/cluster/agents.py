@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import subprocess
 import sys
@@ -10,7 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import free_port
+import httpx
+from conftest import ProcessJar, free_port
 
 _READY = re.compile(r"herd-agent ready api=(\S+) rpc=(\d+) echo=(\d+) id=(\S+) name=(.*)")
 
@@ -76,3 +79,20 @@ def start_agent(popen, tmp: Path, name: str, bind: str = "127.0.0.1", *, mdns: b
     m = found["m"]
     return RunningAgent(proc, m.group(1), int(m.group(2)), int(m.group(3)), m.group(4),
                         m.group(5).strip(), state, config, lines)
+
+
+@contextlib.contextmanager
+def paired_agent(tmp: Path, name: str = "paired"):
+    """A real herd-agent on loopback (no mDNS, its own RPC cache), paired over plain HTTP.
+
+    Yields ``(agent, token)`` and stops the agent afterwards; for module-scoped fixtures, where
+    the function-scoped ``procs`` fixture cannot be used.
+    """
+    jar = ProcessJar()
+    env = dict(os.environ, LLAMA_CACHE=str(tmp / "cache"))
+    try:
+        agent = start_agent(lambda argv, **kw: jar.popen(argv, env=env, **kw), tmp, name, mdns=False)
+        resp = httpx.post(agent.api_url + "/api/v1/pair", json={"pin": agent.pin()}, timeout=10)
+        yield agent, resp.json()["token"]
+    finally:
+        jar.close()

@@ -6,15 +6,12 @@ error naming what is wrong, and nothing lost."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
-from cluster.agents import start_agent
-from conftest import free_port
+from cluster.agents import paired_agent, start_agent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lan import Lan, can_build_lan
@@ -52,30 +49,8 @@ queries = st.dictionaries(st.sampled_from(["tail", "bytes", "x", ""]),
 @pytest.fixture(scope="module")
 def raw_agent(tmp_path_factory):
     """A real herd-agent process on loopback, paired: (url, token, process, state dir)."""
-    state = tmp_path_factory.mktemp("raw-agent")
-    api = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.main", "--config", str(state / "agent.toml"), "--state-dir", str(state),
-         "--bind", "127.0.0.1", "--api-port", str(api), "--rpc-port", str(free_port()),
-         "--echo-port", str(free_port()), "--no-mdns", "run"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=dict(os.environ, LLAMA_CACHE=str(state / "cache")))
-    url = f"http://127.0.0.1:{api}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url + P.PATH_PING, timeout=1)
-                break
-            except httpx.HTTPError:
-                assert proc.poll() is None and time.monotonic() < deadline, "agent did not start"
-                time.sleep(0.05)
-        pin = json.loads((state / STATE_NAME).read_text())["pin"]
-        token = httpx.post(url + P.PATH_PAIR, json={"pin": pin}).json()["token"]
-        yield url, token, proc, state
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with paired_agent(tmp_path_factory.mktemp("raw-agent"), "raw") as (agent, token):
+        yield agent.api_url, token, agent.proc, agent.state_dir
 
 
 SENT = []
