@@ -89,3 +89,51 @@ def llama_server(engine, demo_model, tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def agents():
+    """Two real demo agents (``demo-a``, ``demo-b``) on loopback, stopped afterwards."""
+    from gui.cli.demo import DemoCluster
+
+    cluster = DemoCluster(2)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path, monkeypatch, engine):
+    """``make_window(browse=True, **settings)``: the whole main window with its own config,
+    cache and settings file, discovery on loopback only, liveness checks every 0.5 s; shown,
+    started, and closed (bridge joined) after the test."""
+    from conftest import free_port
+
+    from gui.app import MainWindow
+    from gui.bridge import AsyncBridge
+    from gui.session import ClusterSession
+    from gui.settings import Settings
+
+    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # measurements, compiled translations
+    opened = []
+
+    def make(browse: bool = True, **settings_values):
+        settings = Settings(str(tmp_path / "herd.ini"))
+        settings.set("server/port", free_port())
+        for key, value in settings_values.items():
+            settings.set(key, value)
+        bridge = AsyncBridge()
+        session = ClusterSession(bridge, interfaces=["127.0.0.1"], browse=browse, link_interval=0.5,
+                                 status_interval=0.5)
+        win = MainWindow(settings, bridge=bridge, session=session, engine=engine)
+        qtbot.addWidget(win)
+        win.show()
+        win.start()
+        opened.append((win, bridge))
+        return win
+
+    yield make
+    for win, bridge in opened:
+        win.close()
+        bridge.close()

@@ -10,47 +10,13 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from gui.app import MainWindow
-from gui.bridge import AsyncBridge
-from gui.cli.demo import DemoCluster
-from gui.session import ClusterSession
-from gui.settings import Settings
 
 pytestmark = pytest.mark.engine
 
 
 @pytest.fixture
-def agents():
-    cluster = DemoCluster(2)
-    cluster.start()
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch, engine):
-    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # measurements, compiled translations
-    settings = Settings(str(tmp_path / "herd.ini"))
-    settings.set("server/port", _free_port())
-    bridge = AsyncBridge()
-    # mDNS on loopback only (tests never browse other interfaces); fast liveness for the test
-    session = ClusterSession(bridge, interfaces=["127.0.0.1"], link_interval=0.5, status_interval=0.5)
-    win = MainWindow(settings, bridge=bridge, session=session, engine=engine)
-    qtbot.addWidget(win)
-    win.show()
-    win.start()
-    yield win
-    win.close()
-    bridge.close()
-
-
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def window(make_window):
+    return make_window()
 
 
 def _add_by_address(qtbot, win, agents):

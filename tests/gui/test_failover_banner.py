@@ -19,20 +19,11 @@ from PySide6.QtCore import Qt
 
 from gui.app import MainWindow
 from gui.bridge import AsyncBridge
-from gui.cli.demo import DemoCluster
 from gui.cluster import failover as F
 from gui.session import ClusterSession
 from gui.settings import Settings
 from gui.translations import load_translator
 from gui.widgets.failover_banner import FailoverBanner
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_banner_offers_what_the_supervisor_offers(qtbot):
@@ -117,30 +108,9 @@ def test_failover_settings_reach_the_policy_and_bad_values_fall_back(qtbot, tmp_
 
 
 @pytest.fixture
-def agents():
-    cluster = DemoCluster(2)
-    cluster.start()
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, monkeypatch, engine):
-    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    settings = Settings(str(tmp_path / "herd.ini"))
-    settings.set("server/port", _free_port())
-    settings.set("failover/countdown", 30)  # long enough to watch it tick and cancel it
-    bridge = AsyncBridge()
-    session = ClusterSession(bridge, interfaces=["127.0.0.1"], browse=False, link_interval=0.5,
-                             status_interval=0.5)
-    win = MainWindow(settings, bridge=bridge, session=session, engine=engine)
-    qtbot.addWidget(win)
-    win.show()
-    win.start()
-    yield win
-    win.close()
-    bridge.close()
+def window(make_window):
+    # a countdown long enough to watch it tick and cancel it; nodes are added by address
+    return make_window(browse=False, **{"failover/countdown": 30})
 
 
 def _launch_on_both(qtbot, win, agents, demo_model) -> dict[str, str]:
