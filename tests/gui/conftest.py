@@ -137,3 +137,31 @@ def make_window(qtbot, tmp_path, monkeypatch, engine):
     for win, bridge in opened:
         win.close()
         bridge.close()
+
+
+@pytest.fixture
+def launch_on_both(qtbot):
+    """``launch_on_both(win, agents, model) -> {name: node id}``: add both demo agents by
+    address, pair them, open the model (context 512) and Start; asserts the cluster is ready."""
+    from PySide6.QtCore import Qt
+
+    def launch(win, agents, model) -> dict[str, str]:
+        ours = {a.address for a in agents.agents}  # other agents may announce on loopback too
+        for a in agents.agents:
+            win.add_node(a.address)
+        qtbot.waitUntil(lambda: sorted(n.name for n in win.node_map.values()
+                                       if f"{n.host}:{n.api_port}" in ours) == ["demo-a", "demo-b"], timeout=20000)
+        ids = {n.name: n.id for n in win.node_map.values() if f"{n.host}:{n.api_port}" in ours}
+        for a in agents.agents:
+            win.pair_node(ids[a.name], a.pin)
+        qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
+        assert win.open_model(str(model))
+        qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2,
+                        timeout=10000)
+        win.editor.ctx.setValue(512)
+        qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
+        assert win.launch.state == "ready", win.launch.status.text()
+        return ids
+
+    return launch

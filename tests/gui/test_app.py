@@ -140,7 +140,7 @@ def test_unreadable_model_keeps_previous(qtbot, window, demo_model, tmp_path):
     assert win.settings.get("model/last") == str(demo_model)
 
 
-def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_model):
+def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_model, launch_on_both):
     import os
     import signal
 
@@ -148,16 +148,7 @@ def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_mo
 
     win = window
     win.session.failover_policy = FailoverPolicy(countdown=0.5)
-    ids = _add_by_address(qtbot, win, agents)
-    for a in agents.agents:
-        win.pair_node(ids[a.name], a.pin)
-    qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
-    assert win.open_model(str(demo_model))
-    qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
-    win.editor.ctx.setValue(512)
-    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
-    assert win.launch.state == "ready", win.launch.status.text()
+    ids = launch_on_both(win, agents, demo_model)
     assert win.chat.send_button.isEnabled()
 
     # llama-server dies under the app: the window says so in words, and the failover

@@ -113,25 +113,6 @@ def window(make_window):
     return make_window(browse=False, **{"failover/countdown": 30})
 
 
-def _launch_on_both(qtbot, win, agents, demo_model) -> dict[str, str]:
-    """Add and pair both demo agents, open the model and start the cluster on them; returns
-    {node name: node id}."""
-    for a in agents.agents:
-        win.add_node(a.address)
-    qtbot.waitUntil(lambda: sorted(n.name for n in win.node_map.values()) == ["demo-a", "demo-b"], timeout=20000)
-    ids = {n.name: n.id for n in win.node_map.values()}
-    for a in agents.agents:
-        win.pair_node(ids[a.name], a.pin)
-    qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
-    assert win.open_model(str(demo_model))
-    qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
-    win.editor.ctx.setValue(512)
-    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
-    assert win.launch.state == "ready", win.launch.status.text()
-    return ids
-
-
 def _kill_rpc_worker(qtbot, win, node_id: str) -> None:
     call = win.session.node_status(node_id)
     with qtbot.waitSignal(call.done, timeout=10000):
@@ -152,12 +133,12 @@ def _health(url: str) -> int | None:
 
 
 @pytest.mark.engine
-def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents, demo_model):
+def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents, demo_model, launch_on_both):
     win = window
     banner = win.failover_banner
     events = []
     win.session.failover.connect(events.append)
-    ids = _launch_on_both(qtbot, win, agents, demo_model)
+    ids = launch_on_both(win, agents, demo_model)
     url = win.session.server_url
     endpoint = win.launch.endpoint.text()
     assert banner.isHidden() and win.session.failover_policy.countdown == 30
@@ -218,12 +199,12 @@ def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents,
 
 
 @pytest.mark.engine
-def test_a_node_that_returns_is_offered_and_used_again(qtbot, window, agents, demo_model):
+def test_a_node_that_returns_is_offered_and_used_again(qtbot, window, agents, demo_model, launch_on_both):
     win = window
     banner = win.failover_banner
     events = []
     win.session.failover.connect(events.append)
-    ids = _launch_on_both(qtbot, win, agents, demo_model)
+    launch_on_both(win, agents, demo_model)
     url = win.session.server_url
     win.countdown_actions[0].trigger()  # relaunch at once (Cluster menu, applied to this launch)
     assert win.session.failover_policy.countdown == 0 and win.settings.get("failover/countdown") == 0
