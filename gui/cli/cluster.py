@@ -297,8 +297,8 @@ def _worker_commands(plan, nodes: list[Node]) -> list[str]:
     return out
 
 
-async def cmd_plan(args: argparse.Namespace) -> int:
-    from gui.cluster import plan as P
+async def _plan_for_model(args: argparse.Namespace) -> tuple:
+    """Inspect ``args.model``, find the nodes and plan over them: (model, nodes, plan, fits)."""
     model = _inspect(args.model)
     disc = await _discover(args)
     try:
@@ -306,6 +306,12 @@ async def cmd_plan(args: argparse.Namespace) -> int:
         plan, fits = await _make_plan(args, disc, model, nodes)
     finally:
         await disc.stop()
+    return model, nodes, plan, fits
+
+
+async def cmd_plan(args: argparse.Namespace) -> int:
+    from gui.cluster import plan as P
+    model, nodes, plan, fits = await _plan_for_model(args)
     eng = find_engine()
     spec = spec_from_plan(plan, args.model, ctx=args.ctx, port=args.port)
     server_cmd = spec.argv(eng.llama_server or "llama-server")
@@ -368,13 +374,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
             raise CommandError("no cluster is running (start one with `herd up`), or pass --model "
                                "to export a plan") from None
     else:
-        model = _inspect(args.model)
-        disc = await _discover(args)
-        try:
-            nodes = _cluster_nodes(disc)
-            plan, _ = await _make_plan(args, disc, model, nodes)
-        finally:
-            await disc.stop()
+        model, nodes, plan, _ = await _plan_for_model(args)
         spec = spec_from_plan(plan, args.model, ctx=args.ctx, port=args.port or 8080)
         profile = prof.make_profile(plan, model, nodes, engine=find_engine(probe=True),
                                     server_args=spec.args(), sha256=file_sha256(model.path))
