@@ -14,6 +14,8 @@ from cluster.agents import start_agent
 from conftest import free_port
 from e2e.herd_cli import herd, rpc_children
 
+from gui.cluster.profile import load_profile
+
 pytestmark = pytest.mark.engine
 
 
@@ -42,7 +44,7 @@ def _llama_servers_for(model) -> list[int]:
     return out
 
 
-def test_plan_prints_fit_and_exact_commands(paired, demo_model, env):
+def test_plan_prints_fit_and_exact_commands(paired, demo_model, env, tmp_path):
     alpha, beta = paired
     r = herd(["plan", "--model", demo_model, "--split", "beta=4,alpha=5", "--ctx", "1024",
               "--no-mdns", "--port", "18123"], env)
@@ -65,6 +67,15 @@ def test_plan_prints_fit_and_exact_commands(paired, demo_model, env):
     # are offloaded and shared between them.
     assert data["plan"]["host_layers"] == 0
     assert sorted(a["count"] for a in data["plan"]["assignments"]) == [4, 5]
+
+    # The same planning step exports a profile for a model that is not running yet.
+    out = tmp_path / "planned.json"
+    r = herd(["export", "--model", demo_model, "--split", "beta=4,alpha=5", "--ctx", "1024",
+              "--no-mdns", "-o", out], env)
+    assert r.returncode == 0, r.stderr
+    profile = load_profile(out)
+    assert [(a.device.node_name, a.count) for a in profile.plan.assignments] == [("beta", 4), ("alpha", 5)]
+    assert profile.model.sha256 and {n.name for n in profile.nodes.values()} == {"alpha", "beta"}
 
 
 def test_doctor_reports_each_node(paired, env):
