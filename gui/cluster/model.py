@@ -46,11 +46,15 @@ _OUTPUT_NAMES = ("output.", "output_norm.")
 
 class TensorExtent(NamedTuple):
     """Where one tensor lies in the file and which slot it belongs to (-1: an input tensor,
-    ``n_layer``: the output layer)."""
+    ``n_layer``: the output layer), with its name, ggml type (``Q4_K``) and ggml shape (``ne0``
+    first): which of llama.cpp's CPU buffers a host tensor lands in depends on them."""
 
     slot: int
     offset: int
     nbytes: int
+    name: str = ""
+    ggml_type: str = ""
+    shape: tuple[int, ...] = ()
 
 
 def _unreadable(path, e: OSError) -> str:
@@ -317,6 +321,8 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
                              f"but the file has only {file_bytes}")
         total += nbytes
         type_bytes[t.tensor_type.name] = type_bytes.get(t.tensor_type.name, 0) + nbytes
+        extent = dict(offset=int(t.data_offset), nbytes=nbytes, name=t.name, ggml_type=t.tensor_type.name,
+                      shape=tuple(int(x) for x in t.shape))
         m = _BLOCK_RE.match(t.name)
         if m:
             i = int(m.group(1))
@@ -324,14 +330,14 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
                 raise ModelError(f"{path}: tensor {t.name} belongs to block {i}, but "
                                  f"{arch}.block_count is {n_layer}")
             slots[i] += nbytes
-            extents.append(TensorExtent(i, int(t.data_offset), nbytes))
+            extents.append(TensorExtent(i, **extent))
         elif t.name.startswith(_OUTPUT_NAMES):
             slots[n_layer] += nbytes
             has_output = has_output or t.name == "output.weight"
-            extents.append(TensorExtent(n_layer, int(t.data_offset), nbytes))
+            extents.append(TensorExtent(n_layer, **extent))
         else:
             input_bytes += nbytes
-            extents.append(TensorExtent(-1, int(t.data_offset), nbytes))
+            extents.append(TensorExtent(-1, **extent))
             if t.name == "token_embd.weight":
                 token_embd = nbytes
                 vocab = int(t.shape[-1]) if len(t.shape) > 1 else 0

@@ -41,6 +41,20 @@ is the *file range* from the host's first tensor to its last, including any tens
 between that live elsewhere (the output tensors sit between ``token_embd`` and ``blk.0`` in most
 files). That range is computed from the tensors' file offsets.
 
+**Repacked host weights.** llama.cpp's CPU backend may keep some of the host's weights in *extra
+buffer types* that hold them repacked for this CPU's kernels (ggml/src/ggml-cpu), each reported as
+its own ``… model buffer size`` line: ``CPU_REPACK`` (repack.cpp: Q4_0, Q4_K, IQ4_NL and MXFP4
+matrices on AVX2 CPUs, Q2_K with AVX-512, more types on ARM; same size as in the file) and ``AMX``
+(amx/amx.cpp: F16, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS matrices on Intel CPUs with AMX;
+the quantized ones grow by a few bytes per block, :func:`repacked_bytes`), and on ARM
+``CPU_KLEIDIAI``. Only a 2-D matrix that is multiplied (never the token embeddings, which are
+looked up by row, nor a norm or bias) can move there, and whether it does depends only on its
+type and shape and on the CPU. So the check looks for the grouping that explains the log: each
+group of host matrices of one type and shape stays in ``CPU_Mapped`` or goes to one of the extra
+buffers, and the host is as planned when some grouping gives every buffer its reported size —
+the mapped buffer then spans only the file range of the tensors left in it. A buffer type whose
+repacked size is not known here has its size reported, not checked.
+
 The problems a check lists are shown to the user, so they are written through
 :func:`agent.i18n.translate` (Chinese in a zh_CN app, English in the CLI); the report lines
 are for the CLI and logs.
@@ -68,6 +82,16 @@ PAD_PER_TENSOR = 256
 LAYER_LINES_LEVEL = 5
 #: The level at which the device order, offload summary and buffer sizes are printed.
 BUFFER_LINES_LEVEL = 4
+
+#: The host's own weight buffers: memory-mapped from the file, or loaded (``--no-mmap``).
+HOST_MAPPED, HOST_LOADED = "CPU_Mapped", "CPU"
+#: Extra bytes per quant block of a matrix repacked into the AMX buffer (amx/mmq.cpp
+#: ``get_row_size``: a compensation int32 per Q8_0 block, packed scales for Q4_K/Q5_K/IQ4_XS).
+AMX_EXTRA_PER_BLOCK = {"Q8_0": (32, 4), "Q4_K": (256, 4), "Q5_K": (256, 4), "IQ4_XS": (256, 2)}
+#: The types with AMX kernels (amx/common.h ``qtype_has_amx_kernels``); F16 is copied as it is.
+AMX_PACKED_TYPES = frozenset({"Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"})
+#: More groupings than this and the host's repacked buffers are reported, not matched.
+MAX_GROUPINGS = 1 << 14
 
 _DEVICE_RE = re.compile(r"llama_prepare_model_devices: using device (\S+) \(([^)]*)\)")
 _LAYER_RE = re.compile(r"load_tensors:\s+layer\s+(\d+)\s+assigned to device\s+([^\s,]+)")
@@ -170,6 +194,28 @@ def parse_placement(log: str | Iterable[str]) -> Placement:
         if m:
             p.buffers[m.group(1)] = float(m.group(2))
     return p
+
+
+def repacked_bytes(buffer: str, tensor) -> int | None:
+    """Bytes ``tensor`` (a :class:`gui.cluster.model.TensorExtent`) takes in the extra CPU buffer
+    type ``buffer``, or None when that buffer type's layout is not known here."""
+    if buffer == "CPU_REPACK":
+        return tensor.nbytes  # repack.cpp keeps ggml_nbytes (no get_alloc_size)
+    if buffer == "AMX":
+        if tensor.ggml_type not in AMX_PACKED_TYPES:
+            return tensor.nbytes
+        per, extra = AMX_EXTRA_PER_BLOCK.get(tensor.ggml_type, (1, 0))
+        elements = 1
+        for d in tensor.shape:
+            elements *= d
+        return tensor.nbytes + elements // per * extra
+    return None
+
+
+def can_be_repacked(tensor) -> bool:
+    """Whether llama.cpp may move a host tensor into an extra CPU buffer: a matrix of a block
+    or the output layer (the token embeddings are looked up by row; norms and biases are 1-D)."""
+    return tensor.slot >= 0 and len(tensor.shape) >= 2
 
 
 # --- what the plan asks for ---------------------------------------------------------------------
@@ -289,6 +335,68 @@ class _Weights:
             return total, total, 0
         return total, max(t.offset + t.nbytes for t in mine) - min(t.offset for t in mine), len(mine)
 
+    def host_grouping(self, host_slots: int, got: dict[str, int],
+                      extras: list[str]) -> dict[str, list[str]] | None:
+        """How many host matrices of each type went to which extra buffer, as ``{buffer:
+        ["24 Q4_K", "2 Q6_K"]}``, for the first grouping that explains every reported size ``got`` (bytes per
+        buffer); None when none does. Buffers whose size cannot be modelled are left out of the
+        answer and accept any size."""
+        import itertools
+
+        m = self.model
+        mine = [t for t in self.tensors if t.slot < host_slots]
+        if m.tied_embeddings and m.n_layer < host_slots:
+            # The output layer's copy of the token embeddings: shared with the input copy in the
+            # mapped buffer, but a buffer of its own when it is repacked.
+            embd = next((t for t in self.tensors if t.name == "token_embd.weight"), None)
+            if embd is not None:
+                mine.append(embd._replace(slot=m.n_layer, name="output (token_embd)"))
+        fixed = [t for t in mine if not can_be_repacked(t)]
+        groups: dict[tuple, list] = {}
+        for t in mine:
+            if can_be_repacked(t):
+                groups.setdefault((t.ggml_type, t.shape), []).append(t)
+        keys = list(groups)
+        if (len(extras) + 1) ** len(keys) > MAX_GROUPINGS:
+            return None
+        mapped_name = HOST_MAPPED if HOST_MAPPED in got else (HOST_LOADED if HOST_LOADED in got else None)
+        for choice in itertools.product(range(len(extras) + 1), repeat=len(keys)):
+            stay = fixed + [t for k, c in zip(keys, choice) if c == 0 for t in groups[k]
+                            if t.name != "output (token_embd)"]
+            if not self._mapped_fits(got, mapped_name, stay):
+                continue
+            answer: dict[str, list[str]] = {}
+            for b, buf in enumerate(extras, start=1):
+                moved = [t for k, c in zip(keys, choice) if c == b for t in groups[k]]
+                sizes = [repacked_bytes(buf, t) for t in moved]
+                if any(x is None for x in sizes):
+                    continue  # a layout not known here: reported, not checked
+                want = sum(sizes)
+                if not -ROUNDING_BYTES <= got[buf] - want <= ROUNDING_BYTES + len(moved) * PAD_PER_TENSOR:
+                    break
+                types: dict[str, int] = {}
+                for t in moved:
+                    types[t.ggml_type] = types.get(t.ggml_type, 0) + 1
+                answer[buf] = [f"{n} {ty}" for ty, n in sorted(types.items())]
+            else:
+                return answer
+        return None
+
+    @staticmethod
+    def _mapped_fits(got: dict[str, int], mapped_name: str | None, stay: list) -> bool:
+        """Whether the mapped (file range) or loaded (sum) buffer holds just ``stay``."""
+        if mapped_name is None:
+            return not stay
+        if not stay:
+            return False
+        if mapped_name == HOST_MAPPED:
+            want = max(t.offset + t.nbytes for t in stay) - min(t.offset for t in stay)
+            slack = ROUNDING_BYTES + len(stay) * PAD_PER_TENSOR
+        else:
+            want = sum(t.nbytes for t in stay if t.name != "output (token_embd)")
+            slack = ROUNDING_BYTES + len(stay) * PAD_PER_TENSOR
+        return -ROUNDING_BYTES <= got[mapped_name] - want <= slack
+
 
 def check_placement(plan: Plan, placement: Placement, model: ModelInfo | None = None) -> PlacementCheck:
     """Compare what llama-server reported (``placement``) with ``plan``.
@@ -368,28 +476,16 @@ def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
     n = plan.n_slots
     host = n - placement.offloaded[0] if placement.offloaded else plan.host_layers
 
-    # The host: its buffers against the sum (not mapped) or file range (memory-mapped).
+    # The host: its buffers against the sum (not mapped) or file range (memory-mapped), with
+    # repacked matrices in extra buffers where this CPU has them (module docstring).
     host_bufs = placement.host_buffers()
     if host_bufs:
-        got = sum(round(v * MiB) for v in host_bufs.values())
-        total, mapped, count = w.host_range(host)
-        low = min(total, mapped) - ROUNDING_BYTES
-        high = max(total, mapped) + ROUNDING_BYTES + count * PAD_PER_TENSOR
-        want = translate("Placement", "{low} to {high}").format(low=_mib(min(total, mapped)),
-                                                                 high=_mib(max(total, mapped)))
-        if set(host_bufs) == {"CPU_Mapped"}:
-            low, want = mapped - ROUNDING_BYTES, translate("Placement", "{size} of the file").format(
-                size=_mib(mapped))
-        elif set(host_bufs) == {"CPU"}:
-            high, want = total + ROUNDING_BYTES + count * PAD_PER_TENSOR, _mib(total)
+        ok, said = _check_host(w, host, host_bufs)
         where = f"host keeps {_slots(range(host))}"
-        if low <= got <= high:
-            report.append(f"{where} as planned ({_mib(got)} incl. token embeddings)"
-                          if host == plan.host_layers else f"{where} ({_mib(got)})")
+        if ok:
+            report.append(f"{where} as planned ({said})" if host == plan.host_layers else f"{where} ({said})")
         else:
-            problems.append(translate("Placement", "the host's weights are {got}, but keeping {slots} "
-                                                   "and the token embeddings takes {want}")
-                            .format(got=_mib(got), slots=_slots(range(host)), want=want))
+            problems.append(said)
     if host:
         actual["host"] = list(range(host))
 
@@ -441,6 +537,44 @@ def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
                                                "model has {n} slots (0-{top})").format(last=start - 1, n=n,
                                                                                        top=n - 1))
     return actual, problems, report
+
+
+def _check_host(w: _Weights, host: int, host_bufs: dict[str, float]) -> tuple[bool, str]:
+    """(the host's buffers are what keeping ``host`` slots takes, a sentence for the report or
+    the problem). ``host_bufs`` is {buffer name: MiB} as printed."""
+    got = {k: round(v * MiB) for k, v in host_bufs.items()}
+    extras = sorted(k for k in got if k not in (HOST_MAPPED, HOST_LOADED))
+    total, mapped, count = w.host_range(host)
+    if not extras:
+        got_sum = sum(got.values())
+        low = min(total, mapped) - ROUNDING_BYTES
+        high = max(total, mapped) + ROUNDING_BYTES + count * PAD_PER_TENSOR
+        want = translate("Placement", "{low} to {high}").format(low=_mib(min(total, mapped)),
+                                                                 high=_mib(max(total, mapped)))
+        if set(got) == {HOST_MAPPED}:
+            low, want = mapped - ROUNDING_BYTES, translate("Placement", "{size} of the file").format(
+                size=_mib(mapped))
+        elif set(got) == {HOST_LOADED}:
+            high, want = total + ROUNDING_BYTES + count * PAD_PER_TENSOR, _mib(total)
+        if low <= got_sum <= high:
+            return True, f"{_mib(got_sum)} incl. token embeddings"
+        return False, translate("Placement", "the host's weights are {got}, but keeping {slots} and the "
+                                             "token embeddings takes {want}").format(
+            got=_mib(got_sum), slots=_slots(range(host)), want=want)
+
+    grouping = w.host_grouping(host, got, extras)
+    shown = ", ".join(f"{k} {_mib(v)}" for k, v in sorted(got.items()))
+    if grouping is not None:
+        moved = "; ".join(f"{buf} holds {' + '.join(kinds)} matrices" for buf, kinds in grouping.items() if kinds)
+        unchecked = [k for k in extras if k not in grouping]
+        said = f"{shown}; repacked for this CPU: {moved or 'none'}"
+        if unchecked:
+            said += f"; size of {', '.join(unchecked)} not checked"
+        return True, said
+    return False, translate("Placement", "the host's weights are {got} (llama.cpp repacks some for this "
+                                         "CPU), which no split of keeping {slots} and the token embeddings "
+                                         "between those buffers explains ({want} in all)").format(
+        got=shown, slots=_slots(range(host)), want=_mib(total))
 
 
 @dataclass(frozen=True)

@@ -1290,6 +1290,11 @@
 <context>
     <name>Placement</name>
     <message>
+        <location filename="../../gui/cluster/placement.py" line="430" />
+        <source>the host's weights are {got} (llama.cpp repacks some for this CPU), which no split of keeping {slots} and the token embeddings between those buffers explains ({want} in all)</source>
+        <translation>主机的权重为 {got}（llama.cpp 为这颗 CPU 重排了其中一部分），但把保留 {slots} 和词嵌入所需的权重（共 {want}）分到这些缓冲区，无论怎样分都对不上</translation>
+    </message>
+    <message>
         <location filename="../../gui/cluster/placement.py" line="239" />
         <source>none</source>
         <translation>无</translation>
