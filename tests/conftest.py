@@ -1,17 +1,20 @@
 """Shared fixtures: the real llama.cpp engine, demo models, free ports and process hygiene.
 
-In CI (``CI=true``) a missing engine fails the tests that need it; on a developer machine those
-tests skip with the command that fixes it.
+Tests marked ``engine`` need the pinned llama.cpp engine, tests marked ``netns`` a simulated LAN
+(root, iproute2). In CI (``CI=true``) a test whose need is not met fails with the reason; on a
+developer machine it skips with the reason (and the command that fixes it, where there is one).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+from lan import can_build_lan
 
 from agent.engine import PINNED_BUILD, Engine, find_engine
 from gui.cluster.demo_model import DemoShape, write_demo_model
@@ -29,20 +32,42 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def engine() -> Engine:
-    """The real llama.cpp engine of the pinned build (``herd engine install`` puts it in place)."""
+def missing(reason: str) -> None:
+    """A test cannot run for ``reason``: fail in CI (it must run there), skip elsewhere."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: this test must run here)", pytrace=False)
+    pytest.skip(reason)
+
+
+@functools.cache
+def _engine() -> tuple[Engine, str | None]:
+    """The engine found here and what is wrong with it for the tests (None: nothing)."""
     eng = find_engine(probe=True)
     problem = None
     if not eng.complete:
         problem = "no llama.cpp engine found"
     elif eng.build != PINNED_BUILD:
         problem = f"engine build {eng.build} is not the pinned {PINNED_BUILD}"
+    return eng, problem and f"{problem}; run `herd engine install --from-source`"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # The markers say what a test needs, so a test cannot use the engine or a LAN and still be
+    # skipped silently in CI because it forgot to ask a fixture (#11).
+    if item.get_closest_marker("engine") and (problem := _engine()[1]):
+        missing(problem)
+    if item.get_closest_marker("netns"):
+        ok, why = can_build_lan()
+        if not ok:
+            missing(why)
+
+
+@pytest.fixture(scope="session")
+def engine() -> Engine:
+    """The real llama.cpp engine of the pinned build (``herd engine install`` puts it in place)."""
+    eng, problem = _engine()
     if problem:
-        msg = f"{problem}; run `herd engine install --from-source`"
-        if IN_CI:
-            pytest.fail(msg)
-        pytest.skip(msg)
+        missing(problem)
     return eng
 
 

@@ -421,11 +421,6 @@ def test_herd_plan_fastest_measures_once_then_plans_from_the_cache(procs, tmp_pa
 @pytest.mark.netns
 @pytest.mark.slow
 def test_fastest_benchmark_leaves_a_far_worker_out_and_beats_the_default(engine, tmp_path):
-    from lan import can_build_lan
-
-    ok, why = can_build_lan()
-    if not ok:
-        pytest.skip(why)
     # The benchmark itself, cut down: one shape (a worker with 40 % of a CPU, one 16 ms away
     # behind a 20 Mbit/s token bucket), a small model, one launch per plan. With the far worker
     # holding the output layer, llama.cpp's default pays its round trip on every token; the

@@ -2,7 +2,7 @@
 herd-agents advertising over real mDNS. The master finds them with ``herd nodes`` (mDNS only),
 pairs, and runs ``herd up`` with a non-default split; llama-server's placement report equals the
 plan; a chat completion goes through the endpoint; after SIGINT nothing herd started is left.
-Needs root (network namespaces); skipped with the reason otherwise."""
+Needs root (network namespaces): skipped with the reason otherwise, failed in CI."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from cluster.agents import start_agent
 from conftest import free_port
 from e2e.herd_cli import HERD, HerdUp, gone, herd, rpc_children
-from lan import Lan, can_build_lan
+from lan import Lan
 
 from agent.client import AgentClient
 from gui.cluster import launcher as L
@@ -25,9 +25,7 @@ from gui.cluster.chat import chat
 from gui.cluster.discovery import Discovery
 from gui.cluster.nodes import TokenStore
 
-OK, WHY = can_build_lan()
-pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow,
-              pytest.mark.skipif(not OK, reason=WHY)]
+pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow]
 
 API, RPC, ECHO = 50050, 50052, 50053  # each namespace has its own ports: the defaults are free
 

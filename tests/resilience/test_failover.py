@@ -16,7 +16,7 @@ import time
 import pytest
 from cluster.agents import start_agent
 from conftest import free_port
-from lan import Lan, can_build_lan
+from lan import Lan
 from resilience.faults import LINK_DOWN, RPC_KILL, run_fault
 
 from gui.cluster import failover as F
@@ -25,8 +25,6 @@ from gui.cluster.discovery import Discovery
 from gui.cluster.launcher import devices_from_status
 from gui.cluster.model import inspect_model
 from gui.cluster.nodes import TokenStore
-
-OK, WHY = can_build_lan()
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -45,7 +43,6 @@ async def test_rpc_worker_killed_mid_reply(engine, demo_model, tmp_path):
 
 
 @pytest.mark.netns
-@pytest.mark.skipif(not OK, reason=WHY)
 async def test_link_down_mid_reply_then_the_node_returns(engine, demo_model, tmp_path):
     with Lan(["a", "b"]) as lan:
         result = await run_fault(LINK_DOWN, engine, demo_model, tmp_path, lan, rejoin=True)
