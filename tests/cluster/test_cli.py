@@ -14,6 +14,7 @@ from cluster.agents import start_agent
 from conftest import free_port
 from e2e.herd_cli import herd, rpc_children
 
+from gui.cluster.model import inspect_model
 from gui.cluster.profile import load_profile
 
 pytestmark = pytest.mark.engine
@@ -103,8 +104,11 @@ def test_corrupt_gguf_is_refused(tmp_path, env):
 
 
 def test_plan_that_does_not_fit_launches_nothing(paired, demo_model, env):
-    # A context of 50M tokens needs tens of GB of KV cache: no device has that free.
-    r = herd(["up", demo_model, "--no-mdns", "--ctx", "50000000", "--port", str(free_port())], env)
+    # A context whose KV cache is eight times this machine's RAM: whatever the split, some
+    # device (all of them share this RAM) is short, on a small or a large machine alike.
+    model = inspect_model(demo_model)
+    ctx = -(-8 * psutil.virtual_memory().total // model.kv_bytes(1, range(model.n_slots)))
+    r = herd(["up", demo_model, "--no-mdns", "--ctx", str(ctx), "--port", str(free_port())], env)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "does not fit" in r.stderr and "short by" in r.stderr
     assert _llama_servers_for(demo_model) == []

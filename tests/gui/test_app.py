@@ -34,6 +34,20 @@ def _names(win, agents):
     return sorted(n.name for n in win.node_map.values() if f"{n.host}:{n.api_port}" in ours)
 
 
+def _model_too_long_for_this_machine(path, ctx, like):
+    """A demo model shaped like ``like`` whose KV cache at ``ctx`` tokens is eight times this
+    machine's RAM: many thin blocks, since the KV cache grows with the blocks and the weights
+    stay small (a few MB on a machine with a few hundred GB)."""
+    import psutil
+
+    from gui.cluster.demo_model import DemoShape, write_demo_model
+    from gui.cluster.model import inspect_model
+
+    info = inspect_model(like)
+    layers = -(-8 * psutil.virtual_memory().total // info.kv_bytes_per_layer(ctx))
+    return write_demo_model(path, DemoShape(layers=layers, embd=info.embedding_length, ff=32))
+
+
 def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_model, tmp_path):
     win = window
     # 1. the agents announce themselves over mDNS (loopback) and appear as cards
@@ -53,18 +67,25 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     # status arrives: RAM shown on the card; RTT sparkline fills
     qtbot.waitUntil(lambda: "RAM" in card.hardware.text() and len(card.sparkline.values) >= 2, timeout=10000)
 
-    # 3. open the model; the editor plans over both nodes
-    assert win.open_model(str(demo_model))
+    # 3. a plan that does not fit: Start refuses and says why. The model's KV cache at the
+    # largest context the editor offers is eight times this machine's RAM (which every device
+    # here shares), so it does not fit on a small machine or a large one.
+    ctx = win.editor.ctx.maximum()
+    big = _model_too_long_for_this_machine(tmp_path / "long.gguf", ctx, demo_model)
+    assert win.open_model(str(big))
     qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
-    n = win.model.n_layer + 1
-
-    # 4. a plan that does not fit: Start refuses and says why
-    win.editor.ctx.setValue(1 << 24)  # a KV cache far larger than the RAM of this machine
+    win.editor.ctx.setValue(ctx)
     assert win.editor.problems()
     qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
     assert "Not started" in win.launch.status.text() and "short by" in win.launch.status.text(), \
         win.launch.status.text()
     assert win.session.launcher is None
+
+    # 4. open the demo model; the editor plans over both nodes, and it fits
+    assert win.open_model(str(demo_model))
+    qtbot.waitUntil(lambda: win.editor.plan() is not None and win.editor.plan().n_layer == win.model.n_layer
+                    and len(win.editor.plan().devices()) == 2, timeout=10000)
+    n = win.model.n_layer + 1
     win.editor.ctx.setValue(512)
     assert win.editor.problems() == []
 
