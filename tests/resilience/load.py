@@ -26,6 +26,9 @@ from gui.cluster.nodes import TokenStore
 # What a master's app does all day: liveness pings, status for the dashboard, the worker log.
 MIX = (("GET", "/api/v1/ping", False), ("GET", "/api/v1/status", True),
        ("GET", "/api/v1/info", False), ("GET", "/api/v1/rpc/log?tail=20", True))
+# A key each answer of the mix carries: a 200 with some other JSON is not an answer.
+ANSWER_KEY = {"/api/v1/ping": "id", "/api/v1/status": "id", "/api/v1/info": "id",
+              "/api/v1/rpc/log?tail=20": "lines"}
 
 
 @dataclass
@@ -37,12 +40,15 @@ class LoadResult:
         errors: {description: count} of failed requests (network errors, non-200 answers).
         latencies: seconds per successful request, from its scheduled start (so a stalled
             server shows up as latency rather than a lower rate).
+        answered: {path: count} of successful requests (200 with a JSON body that carries the
+            path's :data:`ANSWER_KEY`).
         elapsed: seconds the run took.
     """
 
     sent: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     latencies: list[float] = field(default_factory=list)
+    answered: dict[str, int] = field(default_factory=dict)
     elapsed: float = 0.0
 
     @property
@@ -82,12 +88,15 @@ async def load_agent(base_url: str, token: str, rate: float, seconds: float,
                         key = f"HTTP {r.status} {path}"
                         result.errors[key] = result.errors.get(key, 0) + 1
                         return
-                json.loads(body)
+                doc = json.loads(body)
+                if not isinstance(doc, dict) or ANSWER_KEY[path] not in doc:
+                    raise ValueError(f"an answer without {ANSWER_KEY[path]!r}")
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
                 key = f"{type(exc).__name__} {path}"
                 result.errors[key] = result.errors.get(key, 0) + 1
                 return
             result.latencies.append(time.perf_counter() - due)
+            result.answered[path] = result.answered.get(path, 0) + 1
 
         start = time.perf_counter()
         tasks = []

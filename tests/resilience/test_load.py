@@ -4,9 +4,11 @@ runs the full 30 s and prints latencies."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from cluster.agents import start_agent
-from resilience.load import chat_streams, load_agent, loopback_cluster
+from resilience.load import MIX, chat_streams, load_agent, loopback_cluster
 
 from agent.client import AgentClient
 
@@ -15,11 +17,19 @@ async def test_agent_api_keeps_serving_200_requests_a_second(procs, tmp_path):
     agent = start_agent(procs.popen, tmp_path, "loaded", mdns=False)
     async with AgentClient(agent.api_url) as c:
         token = await c.pair(agent.pin())
+    logged = len(agent.lines)
     result = await load_agent(agent.api_url, token, rate=200, seconds=5)
-    assert result.sent == 1000
     assert result.error_count == 0, result.errors
-    assert len(result.latencies) == 1000
+    # every request of the mix answered, each with its kind of answer
+    assert result.answered == {path: 1000 // len(MIX) for _, path, _ in MIX}, result.answered
+    # The agent kept pace: requests are sent on a fixed schedule, so one that cannot keep up
+    # falls behind it and the latency grows through the run. A sanity bound, hundreds of times
+    # what it takes here (bench/agent_load.py measures it), not a speed goal.
+    assert result.percentile(0.95) < 1.0, f"p95 {result.percentile(0.95):.3f} s behind the schedule"
+    # and the agent itself saw nothing go wrong (aiohttp logs a failed handler as an error)
     assert agent.proc.poll() is None, "the agent died under load"
+    trouble = [ln for ln in agent.lines[logged:] if re.search(r" (WARNING|ERROR|CRITICAL) ", ln)]
+    assert not trouble, trouble
 
 
 @pytest.mark.engine
