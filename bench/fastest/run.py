@@ -6,7 +6,7 @@ One command, as root (it builds a simulated LAN of network namespaces)::
     sudo python bench/fastest/run.py
 
 For each cluster *shape* — three RPC workers, each in its own namespace, made uneven by a CPU
-quota (a cgroup: an older, slower PC), CPU pinning, thread counts, a bandwidth limit (``tbf``)
+quota (a cgroup, v1 or v2: an older, slower PC), CPU pinning, thread counts, a bandwidth limit (``tbf``)
 and added latency (``bench/delay_proxy.py``) — it:
 
 1. measures every worker with ``gui.cluster.measure`` (link round trips over the RPC protocol,
@@ -61,6 +61,7 @@ from gui.cluster.optimize import fastest  # noqa: E402
 from gui.cluster.placement import layout_from_log  # noqa: E402
 from gui.cluster.plan import Assignment, Device, Plan, estimate  # noqa: E402
 from cluster.rpc_workers import wait_port  # noqa: E402
+from cpu_quota import CpuQuota  # noqa: E402  (next to this file)
 from lan import Lan, can_build_lan  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -131,7 +132,7 @@ class Cluster:
         self.lan: Lan | None = None
         self.endpoints: dict[str, str] = {}
         self.agents: dict[str, AgentClient] = {}
-        self.cgroups: list[Path] = []
+        self.quota: CpuQuota | None = None
         self.local: list[subprocess.Popen] = []
 
     async def start(self) -> None:
@@ -143,7 +144,10 @@ class Cluster:
                 argv = ["taskset", "-c", w.cpus, *argv]
             proc = host.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if w.quota is not None:
-                self._limit_cpu(w, proc.pid)
+                # ``ip netns exec`` and ``taskset`` exec the worker in place, so this is its pid.
+                if self.quota is None:
+                    self.quota = CpuQuota(f"herd-bench-{os.getpid()}")
+                self.quota.limit(w.name, proc.pid, w.quota)
             if w.rate:
                 host.limit_rate(w.rate)
             ep = f"{host.ip}:{RPC_PORT}"
@@ -152,20 +156,6 @@ class Cluster:
                 ep = self._proxy(ep, w.delay_ms)
             self.endpoints[w.name] = ep
             self.agents[w.name] = await self._agent(w)
-
-    def _limit_cpu(self, w: Worker, pid: int) -> None:
-        # ``ip netns exec`` and ``taskset`` exec the worker in place, so this is its pid.
-        cg = Path("/sys/fs/cgroup/cpu") / f"herd-bench-{os.getpid()}-{w.name}"
-        cg.mkdir()
-        self.cgroups.append(cg)
-        # The kernel's smallest quota (1 ms) in a period as short as the share allows: quota
-        # left unused while the worker waits for the others cannot pile up into a long
-        # full-speed burst, so it computes at ``quota`` speed whatever its share of the
-        # layers — like a slower CPU, not a throttled one.
-        quota_us = 1_000
-        (cg / "cpu.cfs_period_us").write_text(str(int(quota_us / w.quota)))
-        (cg / "cpu.cfs_quota_us").write_text(str(quota_us))
-        (cg / "cgroup.procs").write_text(str(pid))
 
     def _proxy(self, target: str, delay_ms: float) -> str:
         p = subprocess.Popen([sys.executable, str(DELAY_PROXY), "--listen", "127.0.0.1:0", "--target", target,
@@ -202,9 +192,8 @@ class Cluster:
                 p.wait(timeout=5)
         if self.lan is not None:
             self.lan.close()
-        for cg in self.cgroups:
-            with contextlib.suppress(OSError):
-                cg.rmdir()
+        if self.quota is not None:
+            self.quota.close()
 
 
 # --------------------------------------------------------------------------------------------
