@@ -173,10 +173,13 @@ def test_a_slow_far_worker_is_left_out_and_memory_still_rules():
     plan = fastest_plan(model, [slow, fast], m, ctx=256)
     assert plan.rpc_endpoints() == [fast.endpoint]
     assert plan.host_layers == 0 and plan.llama_args()[-1] == "9"
-    # When the fast worker has room for 5 slots only, the rest must go to the slow one.
-    small = Device(fast.node_id, fast.node_name, fast.endpoint, 0, "CPU", 5 * MiB + 4 * MiB, 1 << 34)
+    # When the fast worker has room for 5 slots only (the last 5, with the output layer: its
+    # weights, KV cache and compute buffers), it takes those 5 and the rest go to the slow one.
+    room = estimate(Plan(8, 0, [(slow, 4), (fast, 5)]), model, 256)[1].need_bytes
+    small = Device(fast.node_id, fast.node_name, fast.endpoint, 0, "CPU", room, 1 << 34)
     plan = fastest_plan(model, [slow, small], m, ctx=256)
-    assert sorted(plan.counts()) == [4, 5] or plan.counts()[0] + plan.counts()[1] == 9
+    assert plan.host_layers == 0
+    assert [(d.node_id, c) for d, c in plan.assignments if c] == [(slow.node_id, 4), (small.node_id, 5)]
     assert all(f.fits for f in estimate(plan, model, 256))
     assert len(plan.rpc_endpoints()) == 2
 
