@@ -262,11 +262,14 @@ def test_bad_profile_is_refused_with_the_field_named(qtbot, window, tmp_path, mo
     assert len(shown) == 2
 
 
-def test_try_a_local_demo_button(qtbot, window, monkeypatch, tmp_path):
+def test_try_a_local_demo_button(qtbot, make_window, monkeypatch, tmp_path):
     # the demo model goes to the user's data folder: point it at the test's
     monkeypatch.setattr("gui.cli.demo.demo_model_path", lambda: tmp_path / "demo.gguf")
-    win = window
-    assert win.nodes.demo_button.isVisibleTo(win) or win.node_map  # offered when nobody is around
+    # Without mDNS nobody is around (agents of other tests on loopback cannot appear), so the
+    # button must be offered.
+    win = make_window(browse=False)
+    assert not win.node_map
+    assert win.nodes.demo_button.isVisibleTo(win)
     win.start_local_demo()
     qtbot.waitUntil(lambda: win._demo is not None, timeout=30000)
     demo = win._demo
@@ -274,6 +277,7 @@ def test_try_a_local_demo_button(qtbot, window, monkeypatch, tmp_path):
     qtbot.waitUntil(lambda: sum(1 for n in win.node_map.values()
                                 if f"{n.host}:{n.api_port}" in addrs and n.paired) == 2, timeout=20000)
     assert win.model is not None and win.model.path == tmp_path / "demo.gguf"
+    assert not win.nodes.demo_button.isVisibleTo(win)  # somebody is around now
     qtbot.waitUntil(lambda: win.editor.plan() is not None
                     and {d.endpoint for d in win.editor.plan().devices()} >= {n.rpc_endpoint for n in win.node_map.values()
                                                                               if f"{n.host}:{n.api_port}" in addrs},
