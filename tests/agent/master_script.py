@@ -2,7 +2,10 @@
 
     python master_script.py browse IP COUNT TIMEOUT   → JSON list of adverts found via mDNS on IP
     python master_script.py pair URL PIN              → pairs, starts the RPC worker, prints the token
-    python master_script.py probe HOST PORT           → "ok <proto>" or "refused <reason>"
+    python master_script.py probe HOST PORT           → "ok <proto>", "refused <how>" (the
+                                                        connection was accepted, then closed
+                                                        before an answer), "unreachable <error>"
+                                                        or "timeout"; anything else is a crash
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZerocon
 
 from agent import protocol as P
 from agent.client import AgentClient
-from agent.rpc_server import probe_rpc
+from agent.rpc_server import RpcProbeError, probe_rpc
 
 
 async def browse(ip: str, count: int, timeout: float) -> None:
@@ -58,11 +61,21 @@ async def pair(url: str, pin: str) -> None:
 
 
 async def probe(host: str, port: int) -> None:
+    # The relay refuses by closing a connection it accepted; a port where nothing listens, a
+    # silent one and a bug in the probe are other outcomes, and must not read as a refusal.
     try:
         proto, _ = await probe_rpc(host, port, timeout=3.0)
         print(f"ok {proto}")
-    except Exception as exc:
+    except RpcProbeError as exc:
+        if not isinstance(exc.__cause__, asyncio.IncompleteReadError):
+            raise  # a malformed answer is not a refusal
+        print(f"refused closed: {exc}")
+    except (ConnectionResetError, BrokenPipeError) as exc:
         print(f"refused {type(exc).__name__}: {exc}")
+    except asyncio.TimeoutError:
+        print("timeout")
+    except OSError as exc:
+        print(f"unreachable {type(exc).__name__}: {exc}")
 
 
 def main() -> None:
