@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -20,9 +22,13 @@ def app_env(tmp: Path) -> dict:
     return env
 
 
-def run_window_smoke(argv: list[str], env: dict, timeout: float = 120) -> tuple[int, set[str]]:
-    """Run the app until it exits by itself; return its exit code and every local address its
-    UDP sockets were bound to while it ran (sampled until exit)."""
+MDNS_PORT = 5353
+
+
+def run_window_smoke(argv: list[str], env: dict, timeout: float = 120) -> tuple[int, set[tuple[str, str, int]]]:
+    """Run the app until it exits by itself; return its exit code and the local end of every
+    socket it had while it ran, as ``(kind, address, port)`` with kind ``udp`` or ``tcp``
+    (sampled until exit)."""
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: set[str] = set()
     deadline = time.monotonic() + timeout
@@ -31,7 +37,8 @@ def run_window_smoke(argv: list[str], env: dict, timeout: float = 120) -> tuple[
         while proc.poll() is None:
             assert time.monotonic() < deadline, f"the app did not close itself within {timeout} s"
             try:
-                seen |= {c.laddr.ip for c in ps.net_connections(kind="udp") if c.laddr}
+                seen |= {("udp" if c.type == socket.SOCK_DGRAM else "tcp", c.laddr.ip, c.laddr.port)
+                         for c in ps.net_connections(kind="inet") if c.laddr}
             except (psutil.NoSuchProcess, psutil.ZombieProcess):
                 pass
             time.sleep(0.05)
@@ -44,8 +51,12 @@ def run_window_smoke(argv: list[str], env: dict, timeout: float = 120) -> tuple[
     return proc.returncode, seen
 
 
-def check_loopback_only(udp_addresses: set[str]) -> None:
-    """mDNS ran (a socket on 127.0.0.1) and nothing was bound to a non-loopback address."""
-    assert "127.0.0.1" in udp_addresses, f"no mDNS socket on loopback: {udp_addresses}"
-    others = {a for a in udp_addresses if a not in ("0.0.0.0", "::") and not a.startswith("127.")}
-    assert not others, f"sockets bound outside loopback: {others}"
+def check_loopback_only(sockets: set[tuple[str, str, int]]) -> None:
+    """mDNS ran (a UDP socket on 127.0.0.1:5353) and every socket was bound to loopback, except
+    the IPv4 mDNS listener: receiving multicast needs 0.0.0.0:5353 (zeroconf joins the group on
+    the chosen interfaces only). Any other wildcard — another port, IPv6's ``::``, TCP — would
+    reach the LAN."""
+    assert ("udp", "127.0.0.1", MDNS_PORT) in sockets, f"no mDNS socket on loopback: {sockets}"
+    outside = {s for s in sockets
+               if not ipaddress.ip_address(s[1]).is_loopback and s != ("udp", "0.0.0.0", MDNS_PORT)}
+    assert not outside, f"sockets bound outside loopback: {outside}"

@@ -185,6 +185,6 @@ def test_frozen_app_opens_and_closes_its_window(frozen_app, tmp_path):
     """Issue 6: open and close the window. Discovery stays on loopback (--mdns-interfaces)."""
     from app_smoke import app_env, check_loopback_only, run_window_smoke
 
-    _, udp = run_window_smoke([str(frozen_app), "--lang", "zh_CN", "--mdns-interfaces", "127.0.0.1",
-                               "--quit-after", "5"], app_env(tmp_path), timeout=180)
-    check_loopback_only(udp)
+    _, sockets = run_window_smoke([str(frozen_app), "--lang", "zh_CN", "--mdns-interfaces", "127.0.0.1",
+                                   "--quit-after", "5"], app_env(tmp_path), timeout=180)
+    check_loopback_only(sockets)
