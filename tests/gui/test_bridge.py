@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QThread
+from PySide6.QtCore import Qt
 
 from gui.bridge import AsyncBridge
 
@@ -99,15 +103,47 @@ def test_close_joins_thread_and_cancels_work(qtbot, qapp):
         b.submit(_answer(1), "late")
 
 
-def test_dangling_thread_is_detected(no_dangling_qthreads):
-    # The autouse fixture sees every started QThread, so a leaked one would fail the test.
+LEAKY_TESTS = """
+from PySide6.QtCore import QThread
+
+started = []
+
+
+def test_stops_its_thread():
     t = QThread()
+    t.setObjectName("tidy")
     t.start()
-    try:
-        assert any(x is t and x.isRunning() for x in no_dangling_qthreads)
-    finally:
+    t.quit()
+    t.wait()
+
+
+def test_leaks_a_thread():
+    t = QThread()
+    t.setObjectName("leaky")
+    t.start()
+    started.append(t)
+
+
+def teardown_module():
+    for t in started:  # after the fixture looked: stop it, or Qt aborts at exit
         t.quit()
         t.wait()
+"""
+
+
+def test_dangling_thread_fails_the_test_that_left_it(tmp_path):
+    # The fixture itself, in a pytest run of its own: a test that leaves a QThread running
+    # errors naming the thread, one that stops its thread passes.
+    (tmp_path / "conftest.py").write_text((Path(__file__).parent / "conftest.py").read_text())
+    (tmp_path / "test_leaky.py").write_text(LEAKY_TESTS)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                          "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "2 passed, 1 error" in out.stdout, out.stdout  # the leaky one passes, then errors
+    assert "ERROR at teardown of test_leaks_a_thread" in out.stdout
+    assert "QThread(s) still running after the test: leaky" in out.stdout
 
 
 def test_batched_stream_keeps_every_item_in_order(qtbot, bridge):
@@ -118,11 +154,15 @@ def test_batched_stream_keeps_every_item_in_order(qtbot, bridge):
                 await asyncio.sleep(0.01)  # pauses longer than the batch window flush on time
 
     call = bridge.stream(burst(), "burst", batch_ms=4.0)
-    seen = []
+    seen, handovers = [], []
     call.item.connect(seen.append)
+    # the hand-overs to the GUI thread (queued events), as the bridge posts them
+    call._post.connect(lambda kind, _payload: handovers.append(kind), Qt.ConnectionType.DirectConnection)
     with qtbot.waitSignal(call.done, timeout=10000):
         pass
     assert seen == list(range(2000))
+    # batched: about one hand-over per burst of 100, not one per value
+    assert "item" not in handovers and 0 < handovers.count("items") <= 200, handovers.count("items")
 
 
 def test_timeout_fails_the_call_with_its_name(qtbot, bridge):
