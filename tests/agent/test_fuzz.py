@@ -1,5 +1,7 @@
 """Fuzzing the control API from its own OpenAPI document (schemathesis): whatever a client
-sends — valid, invalid, with or without a token — the agent answers without a 5xx and lives on."""
+sends — valid, invalid, with the token, without, with a wrong one — the agent answers without a
+5xx, only with answers its document declares, refuses every protected operation without the
+paired token, and lives on."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from agent.openapi import openapi_document
 
 schema = schemathesis.openapi.from_dict(openapi_document())
 
-# About 220 cases in all: 10 operations × 22 examples.
+# About 880 cases in all: 10 operations × 22 examples × 4 ways to present oneself.
 FUZZ = settings(max_examples=22, deadline=None, derandomize=True,
                 suppress_health_check=list(HealthCheck))
 
@@ -24,10 +26,34 @@ def live_agent(tmp_path_factory):
         yield agent.api_url, token, agent.proc
 
 
+DOC = openapi_document()
+
+# How a client may present itself: the paired token, nothing, a token of the right shape that
+# was never issued, and the token under another scheme.
+AUTH = {
+    "token": lambda token: f"Bearer {token}",
+    "none": lambda token: None,
+    "wrong token": lambda token: "Bearer " + "".join("b" if c == "a" else "a" for c in token),
+    "other scheme": lambda token: f"Basic {token}",
+}
+
+
 @schema.parametrize()
 @FUZZ
-def test_no_server_errors(case, live_agent):
+@pytest.mark.parametrize("auth", list(AUTH))
+def test_no_server_errors(case, live_agent, auth):
     url, token, proc = live_agent
-    response = case.call(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    assert response.status_code < 500, (case.method, case.path, case.body, case.query, response.text[:300])
+    header = AUTH[auth](token)
+    response = case.call(base_url=url, headers={"Authorization": header} if header else {}, timeout=30)
+    what = (auth, case.method, case.path, case.body, case.query, response.status_code, response.text[:300])
+    assert response.status_code < 500, what
+    op = DOC["paths"][case.path].get(case.method.lower())
+    if op is None:  # schemathesis also tries methods the path does not have
+        assert response.status_code == 405, what
+    else:
+        # every answer is one the document declares for the operation
+        assert str(response.status_code) in op["responses"], what
+        # and an operation that needs the token answers nobody else
+        if op.get("security") and auth != "token":
+            assert response.status_code == 401, what
     assert proc.poll() is None, "the agent died"
