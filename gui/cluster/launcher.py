@@ -29,13 +29,14 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
 
 from agent.i18n import QT_TRANSLATE_NOOP, translate
-from gui.cluster.placement import (BUFFER_LINES_LEVEL, LAYER_LINES_LEVEL, Placement, PlacementCheck,
+from gui.cluster.placement import (BUFFER_LINES_LEVEL, HOST_LOADED, HOST_MAPPED, LAYER_LINES_LEVEL, Placement,
+                                   PlacementCheck,
                                    check_placement, parse_placement)
 
 log = logging.getLogger(__name__)
@@ -152,12 +153,60 @@ _DROPPED_AT_START = QT_TRANSLATE_NOOP(
     "crashed")
 
 
+#: How far llama-server's start-up got, read off its log (``-lv 4``): the last step whose
+#: line it printed. The order is the order of a healthy start.
+_STEPS: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"llama_model_loader:|load_tensors:|llama_model_load"),
+     QT_TRANSLATE_NOOP("Launcher", "loading the model's weights")),
+    (re.compile(r"llama_context:|llama_kv_cache"),
+     QT_TRANSLATE_NOOP("Launcher", "setting up the context and KV cache")),
+    (re.compile(r"warming up the model"),
+     QT_TRANSLATE_NOOP("Launcher", "warming up the model")),
+    (re.compile(r"model loaded|all slots are idle"),
+     QT_TRANSLATE_NOOP("Launcher", "serving")),
+]
+_STARTING_STEP = QT_TRANSLATE_NOOP("Launcher", "starting")
+#: Signals that mean the program crashed (rather than being stopped).
+CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT"})
+
+
+def startup_step(lines: list[str], was_ready: bool = False) -> str:
+    """The step llama-server had reached, in words (translated): ``warming up the model`` …"""
+    if was_ready:
+        return translate("Launcher", "serving")
+    reached = -1
+    for line in lines:
+        for i in range(len(_STEPS) - 1, reached, -1):
+            if _STEPS[i][0].search(line):
+                reached = i
+                break
+    return translate("Launcher", _STEPS[reached][1] if reached >= 0 else _STARTING_STEP)
+
+
+def signal_name(returncode: int | None) -> str | None:
+    """``SIGSEGV`` for a process killed by that signal, None for a normal exit."""
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return str(-returncode)
+
+
+def last_lines(lines: list[str], n: int = 3) -> str:
+    """The last ``n`` non-empty lines, without llama.cpp's timestamps, joined by `` | ``."""
+    kept = [re.sub(r"^[\d.]+ [A-Z] ", "", ln).strip() for ln in lines if ln.strip()][-n:]
+    return " | ".join(kept) or translate("Launcher", "(no output)")
+
+
 def explain_failure(lines: list[str], returncode: int | None, was_ready: bool = True) -> str:
     """One sentence saying why llama-server stopped, from its log and exit status.
 
     ``was_ready`` tells whether the server had come up: a worker connection dropped before that
-    is usually the agent's relay refusing an address it does not know, not a crash mid-run.
+    is usually the agent's relay refusing an address it does not know, not a crash mid-run. A
+    crash names the step it happened in and the last lines llama-server printed.
     """
+    step = startup_step(lines, was_ready)
     for pattern, message in _FAILURES:
         if not was_ready and "Remote RPC server crashed" in pattern.pattern:
             message = _DROPPED_AT_START
@@ -165,12 +214,16 @@ def explain_failure(lines: list[str], returncode: int | None, was_ready: bool = 
             m = pattern.search(line)
             if m:
                 groups = [g for g in m.groups() if g] or [""]
-                return translate("Launcher", message).format(*groups).replace("  ", " ")
-    if returncode is not None and returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = str(-returncode)
+                said = translate("Launcher", message).format(*groups).replace("  ", " ")
+                if message is _DROPPED_AT_START:
+                    # which step lost the worker tells a refused address (at once) from a crash
+                    return translate("Launcher", "{reason} (while {step})").format(reason=said, step=step)
+                return said
+    name = signal_name(returncode)
+    if name in CRASH_SIGNALS:
+        return translate("Launcher", "llama-server crashed ({signal}) while {step}; it last printed: "
+                                     "{lines}").format(signal=name, step=step, lines=last_lines(lines))
+    if name is not None:
         return translate("Launcher", "llama-server was killed by signal {signal}").format(signal=name)
     errors = [ln for ln in lines if " E " in ln[:20] or "error" in ln.lower()]
     last = (errors or lines or ["(no output)"])[-1].strip()
@@ -393,6 +446,25 @@ class ServerProcess:
 
 # --- a whole cluster: agents' workers + llama-server ------------------------------------------
 
+#: llama-server's switch that keeps host weights as they are in the file (no CPU repacking).
+NO_REPACK_FLAG = "--no-repack"
+
+
+def repack_crash(server: ServerProcess) -> list[str] | None:
+    """The repacked host buffers (``["AMX"]``, ``["CPU_REPACK"]``) of a llama-server that
+    crashed before it was ready while repacking was on; None when that is not what happened.
+
+    Seen on Intel CPUs with AMX: Q8_0 and Q4_0 models with layers on the host die with SIGSEGV
+    while warming up, and serve with ``--no-repack`` (``../shared/handbook/llama-cpp.md``).
+    """
+    if server.state != FAILED or server._was_ready or NO_REPACK_FLAG in server.spec.args():
+        return None
+    if signal_name(server.returncode) not in CRASH_SIGNALS:
+        return None
+    extras = [k for k in server.placement().host_buffers() if k not in (HOST_MAPPED, HOST_LOADED)]
+    return extras or None
+
+
 def spec_from_plan(plan, model: str | os.PathLike, *, ctx: int, host: str = "127.0.0.1",
                    port: int = 8080, extra_args: list[str] | None = None,
                    verify_layers: bool = False) -> ServerSpec:
@@ -468,6 +540,9 @@ class ClusterLauncher:
     Attributes:
         server: the :class:`ServerProcess` once started.
         check: the :class:`PlacementCheck` after :meth:`start`.
+        notes: what the launch had to do differently, for the user (translated): e.g. that
+            llama-server crashed in llama.cpp's weight repacking and was started again with
+            ``--no-repack`` (:func:`repack_crash`).
     """
 
     def __init__(self, llama_server, plan, model, nodes: dict, client_for: Callable, *,
@@ -487,6 +562,7 @@ class ClusterLauncher:
         self.workers: list[WorkerHandle] = []
         self.server: ServerProcess | None = None
         self.check: PlacementCheck | None = None
+        self.notes: list[str] = []
 
     def planned_nodes(self) -> list:
         """The nodes whose workers the plan uses, in ``--rpc`` order."""
@@ -539,7 +615,24 @@ class ClusterLauncher:
             await self.start_workers()
             self.server = ServerProcess(self.llama_server, self.spec)
             await self.server.start()
-            await self.server.wait_ready(timeout)
+            try:
+                await self.server.wait_ready(timeout)
+            except LaunchError:
+                buffers = repack_crash(self.server)
+                if buffers is None:
+                    raise
+                # Once, without repacking (issue #11): slower host layers, but it serves.
+                self.notes.append(translate(
+                    "Launcher", "llama-server crashed ({signal}) while {step} with host weights repacked "
+                                "for this CPU ({buffers}); it was started again with --no-repack, which "
+                                "serves but computes the host's layers more slowly").format(
+                    signal=signal_name(self.server.returncode),
+                    step=startup_step(self.server.startup_log), buffers=", ".join(buffers)))
+                log.warning("%s", self.notes[-1])
+                self.spec = replace(self.spec, extra_args=[*self.spec.extra_args, NO_REPACK_FLAG])
+                self.server = ServerProcess(self.llama_server, self.spec)
+                await self.server.start()
+                await self.server.wait_ready(timeout)
             self.check = check_placement(self.plan, self.server.placement(), self._model_info())
             return self.check
         except BaseException:

@@ -83,9 +83,12 @@ class _Slots:
         kv = [model.kv_bytes_per_layer(ctx, s) if s < model.n_layer else 0 for s in range(n)]
         self.kv = np.concatenate([[0], np.cumsum(kv, dtype=np.int64)])
         self.n_layer = model.n_layer
-        # Compute margins by (holds blocks, holds output, pipeline), exactly as estimate() sizes them.
-        self.cb = {(b, o, p): compute_buffer_bytes(model, ctx, b, o, n_ubatch, p)
-                   for b in (False, True) for o in (False, True) for p in (False, True)}
+        # Compute margins by (holds blocks, holds output, pipeline, first device), exactly as
+        # estimate() sizes them; the host's by (holds blocks, holds output).
+        self.cb = {(b, o, p, f): compute_buffer_bytes(model, ctx, b, o, n_ubatch, p, first=f)
+                   for b in (False, True) for o in (False, True) for p in (False, True) for f in (False, True)}
+        self.host_cb = {(b, o): compute_buffer_bytes(model, ctx, b, o, n_ubatch, not b, host=True)
+                        for b in (False, True) for o in (False, True)}
         self.hop_mid = hop_bytes(model, False)
         self.hop_out = hop_bytes(model, True)
         idx = np.arange(n + 1)
@@ -95,10 +98,20 @@ class _Slots:
 
     def margin(self, holds_blocks: np.ndarray, holds_output: np.ndarray, pipeline: bool) -> np.ndarray:
         """The compute margin for each cell, from boolean arrays."""
-        cb = self.cb
-        return np.where(holds_blocks,
-                        np.where(holds_output, cb[True, True, pipeline], cb[True, False, pipeline]),
-                        np.where(holds_output, cb[False, True, pipeline], cb[False, False, pipeline]))
+        out = np.zeros(np.broadcast(holds_blocks, holds_output, self.s).shape, dtype=np.int64)
+        first = self.s == 0  # a device from slot 0 on is the first of the pipeline
+        for b in (False, True):
+            for o in (False, True):
+                for f in (False, True):
+                    out = np.where((holds_blocks == b) & (holds_output == o) & (first == f),
+                                   self.cb[b, o, pipeline, f], out)
+        return out
+
+    def host_margin(self, h: np.ndarray) -> np.ndarray:
+        """The host's compute margin when it keeps ``h`` leading slots (a pipeline when none)."""
+        n = self.n
+        return np.where(h > 0, np.where(h == n, self.host_cb[True, True], self.host_cb[True, False]),
+                        self.host_cb[False, False])
 
 
 def _device_matrix(sl: _Slots, slot_s: Sequence[float], rtt: float, bps: float | None, free: int,
@@ -263,7 +276,7 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
     host_cost = measurements.host_fixed_s + np.concatenate([[0.0], np.cumsum(host.slot_s)])
     if host_free_bytes is not None:
         h = np.arange(n + 1)
-        need = model.input_bytes + sl.weights + sl.kv + sl.margin(h > 0, h == n, False)
+        need = model.input_bytes + sl.weights + sl.kv + sl.host_margin(h)
         need = need - np.where(h == n, model.output_duplicate_bytes, 0)
         host_cost = np.where(need <= host_free_bytes, host_cost, INF)
 

@@ -97,6 +97,9 @@ _DEVICE_RE = re.compile(r"llama_prepare_model_devices: using device (\S+) \(([^)
 _LAYER_RE = re.compile(r"load_tensors:\s+layer\s+(\d+)\s+assigned to device\s+([^\s,]+)")
 _OFFLOADED_RE = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
 _BUFFER_RE = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
+_KV_RE = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
+_COMPUTE_RE = re.compile(r"sched_reserve:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
+_OUTPUT_RE = re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")
 _RPC_BUFFER_RE = re.compile(r"RPC(\d+)\[([^\]]+)\]$")
 
 
@@ -112,12 +115,18 @@ class Placement:
             "CPU_Mapped": 1.38}``.
         slots: device name per layer slot (``CPU`` for the host), only with ``-lv 5``; slot
             ``n_layer`` is the output layer.
+        kv, compute: MiB of the KV cache and of the compute buffer per buffer, as printed
+            (``llama_kv_cache: … KV buffer size``, ``sched_reserve: … compute buffer size``);
+            ``compute`` includes the host's output buffer (the logits, ``llama_context: CPU
+            output buffer size``).
     """
 
     devices: list[tuple[str, str]] = field(default_factory=list)
     offloaded: tuple[int, int] | None = None
     buffers: dict[str, float] = field(default_factory=dict)
     slots: dict[int, str] = field(default_factory=dict)
+    kv: dict[str, float] = field(default_factory=dict)
+    compute: dict[str, float] = field(default_factory=dict)
 
     @property
     def n_slots(self) -> int:
@@ -145,6 +154,18 @@ class Placement:
             name = self._device_of_buffer(label)
             if name is not None:
                 out[name] = out.get(name, 0) + round(mib * MiB)
+        return out
+
+    def memory(self) -> dict[str, dict[str, int]]:
+        """What llama-server reports it allocated, per model-order device name and ``host``:
+        ``{"RPC0": {"weights": …, "kv": …, "compute": …}}`` in bytes (what the memory estimate
+        of :func:`gui.cluster.plan.estimate` is compared with)."""
+        out: dict[str, dict[str, int]] = {}
+        for what, table in (("weights", self.buffers), ("kv", self.kv), ("compute", self.compute)):
+            for label, mib in table.items():
+                where = self._device_of_buffer(label) or "host"
+                slot = out.setdefault(where, {"weights": 0, "kv": 0, "compute": 0})
+                slot[what] += round(mib * MiB)
         return out
 
     def host_buffers(self) -> dict[str, float]:
@@ -193,6 +214,15 @@ def parse_placement(log: str | Iterable[str]) -> Placement:
         m = _BUFFER_RE.search(line)
         if m:
             p.buffers[m.group(1)] = float(m.group(2))
+            continue
+        m = _KV_RE.search(line)
+        if m:
+            p.kv[m.group(1)] = float(m.group(2))
+            continue
+        m = _COMPUTE_RE.search(line) or _OUTPUT_RE.search(line)
+        if m:
+            key = m.group(1) if m.re is _COMPUTE_RE else f"{m.group(1)} output"
+            p.compute[key] = float(m.group(2))
     return p
 
 

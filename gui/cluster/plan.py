@@ -521,33 +521,50 @@ class DeviceFit:
             device=self.label, need=f"{self.need_bytes / MiB:.1f} MiB", free=have, verdict=verdict)
 
 
+#: Hidden-state-sized (``ub × n_embd`` f32) tensors in llama.cpp's compute buffers, by where the
+#: buffer is and whether pipeline parallelism is on (:func:`pipeline_parallel`). Measured on
+#: build 11434 (``sched_reserve: … compute buffer size``; n_embd 256–512, ctx 1024–4096, one to
+#: three workers) and rounded up: the first device of a pipeline holds 16 of them, the later
+#: ones 7, the host 10; without a pipeline a device holds 2–4 and the host 5 with blocks of its
+#: own, 2 without.
+_HIDDEN_COPIES = {("device", False): 4, ("device", True): 8, ("first", True): 16,
+                  ("host", False): 6, ("host-no-blocks", False): 3, ("host", True): 10,
+                  ("host-no-blocks", True): 10}
+
+
 def compute_buffer_bytes(model: ModelInfo, ctx: int, holds_blocks: bool, holds_output: bool,
                          n_ubatch: int = DEFAULT_UBATCH, pipeline: bool = False,
-                         n_outputs: int = DEFAULT_OUTPUTS) -> int:
-    """A margin for the compute buffer llama.cpp reserves on a device (or the host).
+                         n_outputs: int = DEFAULT_OUTPUTS, *, host: bool = False,
+                         first: bool = False) -> int:
+    """A margin for the compute buffer llama.cpp reserves on a device (or, with ``host``, on the
+    host CPU) for one micro-batch of ``ub = min(n_ubatch, ctx)`` tokens, flash attention on (the
+    default where the backend supports it, as CPU and RPC-CPU do):
 
-    Fitted to what llama-server 11434 reports (``sched_reserve: … compute buffer size``) for
-    one micro-batch of ``ub = min(n_ubatch, ctx)`` tokens with flash attention on (the default
-    where the backend supports it, as CPU and RPC-CPU do):
-
-    * the attention mask, ``ub × ctx`` f16 — on every device and the host;
-    * hidden states, about four ``ub × n_embd`` f32 copies;
+    * the attention mask, ``ub × ctx`` f16 — :data:`PIPELINE_COPIES` of it under pipeline
+      parallelism (``pipeline``), one otherwise;
+    * copies of the hidden state, ``ub × n_embd`` f32, as many as :data:`_HIDDEN_COPIES` says
+      for the buffer's place (``first``: the first device of a pipeline);
     * on a device with blocks, the feed-forward intermediates, three ``ub × n_ff`` f32;
-    * with the output layer, the logits of ``n_outputs`` tokens (``n_vocab`` f32 each);
-    * with ``pipeline`` (llama.cpp's pipeline parallelism, see :func:`pipeline_parallel`),
-      :data:`PIPELINE_COPIES` copies of each device's inputs (hidden state and mask);
+    * on the host, llama-server's output buffer: the logits of ``n_outputs`` tokens (``n_vocab``
+      f32 each; ``llama_context: CPU output buffer size``), wherever the output layer runs;
     * 1 MiB of slack for graph metadata and alignment.
 
-    Checked against the real server (n_embd 128…1024, ctx 256…8192, one and two workers): at or
-    above the reported size, by at most about half of it.
+    ``holds_output`` is accepted for the callers' symmetry; the output layer's own intermediates
+    are within the hidden-state copies.
+
+    Checked against the real server over the model matrix of ``bench/models`` and the demo
+    models: at or above the reported size, by at most about half of it plus 1 MiB.
     """
     ub = min(n_ubatch, ctx)
-    mask = ub * ctx * 2
-    hidden = ub * model.embedding_length * 4 * 4
+    mask = ub * ctx * 2 * (PIPELINE_COPIES if pipeline else 1)
+    if host:
+        place = "host" if holds_blocks else "host-no-blocks"
+    else:
+        place = "first" if first and pipeline else "device"
+    hidden = _HIDDEN_COPIES[place, pipeline] * ub * model.embedding_length * 4
     ffn = ub * model.feed_forward_length * 4 * 3 if holds_blocks else 0
-    logits = n_outputs * model.vocab_size * 4 if holds_output else 0
-    copies = PIPELINE_COPIES * (ub * model.embedding_length * 4 + mask) if pipeline else 0
-    return mask + hidden + ffn + logits + copies + MiB
+    logits = n_outputs * model.vocab_size * 4 if host else 0
+    return mask + hidden + ffn + logits + MiB
 
 
 def pipeline_parallel(plan: Plan) -> bool:
@@ -580,7 +597,7 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None
             weights_bytes=model.block_bytes(slots.start, count),
             kv_bytes=model.kv_bytes(ctx, slots),
             compute_bytes=compute_buffer_bytes(model, ctx, slots.start < model.n_layer, model.n_layer in slots,
-                                               n_ubatch, pipeline) if count else 0,
+                                               n_ubatch, pipeline, first=slots.start == 0) if count else 0,
             free_bytes=dev.free_bytes))
     host = plan.host_slots()
     weights = model.input_bytes + model.block_bytes(0, plan.host_layers)
@@ -589,7 +606,8 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None
     out.append(DeviceFit(device=None, slots=host, weights_bytes=weights,
                          kv_bytes=model.kv_bytes(ctx, host),
                          compute_bytes=compute_buffer_bytes(model, ctx, plan.host_layers > 0,
-                                                            model.n_layer in host, n_ubatch),
+                                                            model.n_layer in host, n_ubatch, pipeline,
+                                                            host=True),
                          free_bytes=host_free_bytes))
     return out
 

@@ -1179,6 +1179,51 @@
 <context>
     <name>Launcher</name>
     <message>
+        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <source>loading the model's weights</source>
+        <translation>加载模型权重</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <source>setting up the context and KV cache</source>
+        <translation>建立上下文和 KV 缓存</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <source>warming up the model</source>
+        <translation>预热模型</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <source>serving</source>
+        <translation>提供服务</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <source>starting</source>
+        <translation>启动</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <source>(no output)</source>
+        <translation>（没有输出）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <source>{reason} (while {step})</source>
+        <translation>{reason}（发生在{step}时）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <source>llama-server crashed ({signal}) while {step}; it last printed: {lines}</source>
+        <translation>llama-server 在{step}时崩溃（{signal}）；它最后输出的是：{lines}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <source>llama-server crashed ({signal}) while {step} with host weights repacked for this CPU ({buffers}); it was started again with --no-repack, which serves but computes the host's layers more slowly</source>
+        <translation>llama-server 在{step}时崩溃（{signal}），当时主机的权重已为这颗 CPU 重排（{buffers}）；已加上 --no-repack 重新启动：可以提供服务，但主机上的层算得更慢</translation>
+    </message>
+    <message>
         <location filename="../../gui/cluster/launcher.py" line="118" />
         <source>the RPC worker at {0} is unreachable (is its agent running and the worker started?)</source>
         <translation>无法连接 {0} 上的 RPC 工作进程（该节点的代理是否在运行、工作进程是否已启动？）</translation>

@@ -1,0 +1,61 @@
+"""The model matrix against the real llama-server and two real RPC workers on loopback.
+
+For every model of :data:`cluster.model_matrix.MATRIX` — quant types F16 to Q4_K_M, grouped-query
+attention, tied embeddings, llama/qwen2/qwen3, real vocabularies — with the host keeping layers
+and with the workers holding them all: the placement check passes on whatever CPU this runs
+(repacked host buffers included), a reply in words comes back, and the memory estimate matches
+what llama-server reports per device: weights and KV cache to the printed digit, the compute
+buffer at or above the reported size by at most half of it plus 1 MiB.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cluster.model_matrix import LAYOUTS, MATRIX, require_vocab, serve_case
+from cluster.rpc_workers import start_rpc_workers
+
+from gui.cluster.placement import HOST_LOADED, HOST_MAPPED, PAD_PER_TENSOR, ROUNDING_BYTES
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def matrix_file(tmp_path_factory):
+    """``matrix_file(model)``: the model's GGUF, written once per module."""
+    folder = tmp_path_factory.mktemp("matrix")
+    written = {}
+
+    def get(m):
+        if m.id not in written:
+            written[m.id] = m.write(folder, require_vocab(m.vocab))
+        return written[m.id]
+    return get
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("m", MATRIX, ids=[m.id for m in MATRIX])
+async def test_model_is_placed_as_planned_serves_and_fits_its_estimate(engine, procs, matrix_file, m, layout):
+    host, counts = LAYOUTS[layout]
+    workers = start_rpc_workers(engine, procs, 2)
+    r = await serve_case(engine, matrix_file(m), workers, host, counts)
+
+    assert r.check.ok, r.check.problems
+    assert r.check.actual == r.check.expected
+    # A real vocabulary: the reply is text, not the test tokenizer's "t123" ids.
+    assert r.reply.strip() and not r.reply.strip().startswith("t")
+    assert r.timings["predicted_n"] >= 1
+    # The host's buffers are its mapped file range plus any buffer of weights repacked for this
+    # CPU; whether there are any depends on the CPU, never on the test.
+    assert HOST_MAPPED in r.host_buffers or HOST_LOADED in r.host_buffers
+
+    for where, mem in r.memory.items():
+        if where == "host":
+            continue  # a mapped file range, not a sum of weights (the placement check reads it)
+        est, got = mem["weights"]
+        assert -ROUNDING_BYTES <= got - est <= ROUNDING_BYTES + 64 * PAD_PER_TENSOR, (where, est, got)
+        est, got = mem["kv"]
+        assert abs(got - est) <= ROUNDING_BYTES, (where, "kv", est, got)
+    for where, mem in r.memory.items():
+        est, got = mem["compute"]
+        assert got <= est <= 1.5 * got + MiB, (where, "compute", est / MiB, got / MiB)
