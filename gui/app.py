@@ -454,7 +454,8 @@ class MainWindow(QMainWindow):
         self._update_fastest_button()
         if self.tray is not None:
             self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", "ready"))
-        self.launch.show_placement(check)
+        launcher = self.session.launcher
+        self.launch.show_placement(check, launcher.notes if launcher is not None else ())
         self.launch.set_endpoint(self.session.server_url)
         self.chat.set_send(self.session.chat_sender())
         self.dashboard.clear()

@@ -496,6 +496,8 @@ async def cmd_up(args: argparse.Namespace) -> int:
             check = start.result()
         except (LaunchError, AgentError) as exc:
             raise CommandError(f"launch failed: {exc}") from None
+        for note in launcher.notes:
+            print(f"note: {note}", flush=True)
         print(f"Endpoint: {launcher.spec.url}/v1  (OpenAI-compatible; chat at {launcher.spec.url}/v1/chat/completions)")
         print("Placement reported by llama-server:")
         for where, slots in check.actual.items():

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from agent.client import AgentError
 from agent.i18n import translate
-from gui.cluster.launcher import FAILED, ClusterLauncher, LaunchError, devices_from_status
+from gui.cluster.launcher import FAILED, NO_REPACK_FLAG, ClusterLauncher, LaunchError, devices_from_status
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +150,7 @@ class ClusterSupervisor:
         state: ``starting``, ``serving``, ``recovering``, ``countdown``, ``relaunching``,
             ``waiting`` or ``stopped``.
         launcher: the current :class:`ClusterLauncher`.
+        notes: what the launches had to do differently, for the user (:attr:`ClusterLauncher.notes`).
         lost: {node id: node} lost and not back yet.
         options: what :meth:`choose` accepts now.
         events: every event so far.
@@ -172,6 +173,7 @@ class ClusterSupervisor:
         self.probe_client_for = probe_client_for or client_for
         self.ctx, self.host, self.port = ctx, host, port
         self.extra_args = list(extra_args or [])
+        self.notes: list[str] = []
         self.threads = threads
         self.policy = policy or FailoverPolicy()
         self.host_free_bytes = host_free_bytes or (lambda: None)
@@ -330,6 +332,10 @@ class ClusterSupervisor:
     async def _adopt(self, launcher: ClusterLauncher) -> None:
         """A launch succeeded: remember what it started and what each worker looks like now."""
         self.launcher = launcher
+        self.notes.extend(n for n in launcher.notes if n not in self.notes)
+        if NO_REPACK_FLAG in launcher.spec.extra_args and NO_REPACK_FLAG not in self.extra_args:
+            # This CPU crashed in llama.cpp's repacking once: relaunches go without it (#11).
+            self.extra_args.append(NO_REPACK_FLAG)
         for h in launcher.workers:
             if h.started:
                 self._started_ids.add(h.node.id)

@@ -51,6 +51,10 @@ class LaunchPanel(QWidget):
         self.status.setWordWrap(True)
         self.verified = QLabel()
         self.verified.setWordWrap(True)
+        self.notes = QLabel()  # what the launch had to do differently (e.g. --no-repack)
+        self.notes.setWordWrap(True)
+        self.notes.setStyleSheet(f"color: {WARN};")
+        self.notes.hide()
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.hide()
@@ -79,6 +83,7 @@ class LaunchPanel(QWidget):
         lay.addLayout(row)
         lay.addWidget(self.progress)
         lay.addWidget(self.verified)
+        lay.addWidget(self.notes)
         lay.addWidget(QLabel(self.tr("Checks")))
         lay.addWidget(self.findings)
         lay.addLayout(ep)
@@ -127,6 +132,8 @@ class LaunchPanel(QWidget):
         self.log.clear()
         self._lines = []
         self.verified.clear()
+        self.notes.clear()
+        self.notes.hide()
         self.endpoint.clear()
         self.progress.setValue(0)
         self.progress.show()
@@ -185,8 +192,11 @@ class LaunchPanel(QWidget):
         elif state == "stopping":
             self.set_status(self.tr("Stopping…"))
 
-    def show_placement(self, check) -> None:
-        """After launch: placement verified, or the difference."""
+    def show_placement(self, check, notes: list[str] | tuple[str, ...] = ()) -> None:
+        """After launch: placement verified, or the difference; then ``notes`` (translated
+        sentences from the core, e.g. that llama-server was restarted with --no-repack)."""
+        self.notes.setText("\n".join(f"⚠ {n}" for n in notes))
+        self.notes.setVisible(bool(notes))
         if check.ok:
             self.verified.setText("✔ " + self.tr("Placement verified: llama-server put every layer where the plan said."))
             self.verified.setStyleSheet(f"color: {OK};")
