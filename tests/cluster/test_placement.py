@@ -179,3 +179,102 @@ def test_host_weights_memory_mapped_or_loaded(info):
         assert not check.ok
         assert check.problems[0].startswith("the host's weights are ")
         assert "but keeping slot 0 and the token embeddings takes" in check.problems[0]
+
+
+# --- repacked host weights: log excerpts from three kinds of CPU ------------------------------
+
+# Intel Xeon with AMX (system_info: AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1): the 8-layer F16 demo
+# model with 2 host slots and one worker — the AMX buffer holds the host blocks' F16 matrices.
+AMX_LOG = f"""\
+llama_prepare_model_devices: using device RPC0 ({A}) (unknown id) - 24105 MiB free
+load_tensors: offloaded 7/9 layers to GPU
+load_tensors:          AMX model buffer size =     0.77 MiB
+load_tensors:   CPU_Mapped model buffer size =     1.51 MiB
+load_tensors: RPC0[{A}] model buffer size =     2.80 MiB
+"""
+
+# AMD EPYC with AVX2/AVX-512 (REPACK = 1): Q4_K_M llama (8 layers, 256 wide), 2 host slots and
+# one worker: the host blocks' Q4_K matrices go to CPU_REPACK, their Q6_K ones stay mapped.
+REPACK_Q4_K_M_LOG = f"""\
+0.00.016.752 I llama_prepare_model_devices: using device RPC0 ({A}) (unknown id) - 24105 MiB free
+0.00.024.704 I load_tensors: offloaded 7/9 layers to GPU
+0.00.024.711 I load_tensors:   CPU_Mapped model buffer size =     1.36 MiB
+0.00.024.712 I load_tensors:   CPU_REPACK model buffer size =     0.77 MiB
+0.00.024.713 I load_tensors: RPC0[{A}] model buffer size =     3.36 MiB
+"""
+
+# The same CPU, a tied Q4_0 model (4 layers) all on the host: the output layer's copy of the
+# token embeddings is repacked too, so it takes memory of its own.
+REPACK_TIED_LOG = """\
+0.00.012.526 I load_tensors: offloaded 0/5 layers to GPU
+0.00.012.543 I load_tensors:   CPU_Mapped model buffer size =     1.49 MiB
+0.00.012.556 I load_tensors:   CPU_REPACK model buffer size =     1.69 MiB
+"""
+
+
+def _one_worker_plan(n_layer: int, host: int) -> Plan:
+    return Plan(n_layer, host, [(Device("n0", "node0", A, 0, "CPU", GiB, GiB), n_layer + 1 - host)])
+
+
+@pytest.fixture(scope="module")
+def q4_k_m(tmp_path_factory):
+    from gui.cluster.demo_model import DemoShape, write_demo_model
+    path = tmp_path_factory.mktemp("q4km") / "q4km.gguf"
+    return inspect_model(write_demo_model(path, DemoShape(layers=8, embd=256, ff=768, quant="Q4_K_M")))
+
+
+@pytest.fixture(scope="module")
+def q4_0_tied(tmp_path_factory):
+    from gui.cluster.demo_model import DemoShape, write_demo_model
+    path = tmp_path_factory.mktemp("q40") / "q40.gguf"
+    return inspect_model(write_demo_model(path, DemoShape(layers=4, embd=256, ff=512, quant="Q4_0", tied=True)))
+
+
+def test_amx_buffer_holds_the_host_blocks_matrices(info):
+    check = check_placement(_one_worker_plan(8, 2), parse_placement(AMX_LOG), info)
+    assert check.ok, check.problems
+    assert check.actual == {"host": [0, 1], A: list(range(2, 9))}
+    assert "AMX holds 14 F16 matrices" in check.report[0]  # 7 per block: q, k, v, o, gate, up, down
+
+
+def test_cpu_repack_takes_the_q4_k_matrices_and_leaves_q6_k_mapped(q4_k_m):
+    check = check_placement(_one_worker_plan(8, 2), parse_placement(REPACK_Q4_K_M_LOG), q4_k_m)
+    assert check.ok, check.problems
+    # Block 0 is a "more bits" block of the Q4_K_M mix (its attn_v and ffn_down are Q6_K, which
+    # this CPU does not repack); block 1 is all Q4_K: 5 + 7 matrices.
+    assert "CPU_REPACK holds 12 Q4_K matrices" in check.report[0]
+
+
+def test_repacked_output_copy_of_tied_embeddings_is_counted(q4_0_tied):
+    check = check_placement(Plan(4, 5), parse_placement(REPACK_TIED_LOG), q4_0_tied)
+    assert check.ok, check.problems
+    # 4 blocks × 7 matrices, and the output layer's copy of token_embd.
+    assert "CPU_REPACK holds 29 Q4_0 matrices" in check.report[0]
+
+
+@pytest.mark.parametrize("log, change", [
+    (AMX_LOG, ("0.77 MiB", "0.70 MiB")),               # a repacked buffer of no grouping's size
+    (AMX_LOG, ("1.51 MiB", "1.80 MiB")),               # the mapped range does not fit
+    (REPACK_Q4_K_M_LOG, ("0.77 MiB", "0.95 MiB")),
+])
+def test_repacked_host_buffers_of_the_wrong_size_are_a_problem(info, q4_k_m, log, change):
+    model = info if log is AMX_LOG else q4_k_m
+    check = check_placement(_one_worker_plan(8, 2), parse_placement(log.replace(*change)), model)
+    assert not check.ok
+    assert any("llama.cpp repacks some for this CPU" in p for p in check.problems), check.problems
+
+
+def test_host_keeping_another_count_is_told_with_repacked_buffers(info):
+    # llama-server kept 2 slots but the plan asked for 3: the summary line says so.
+    check = check_placement(_one_worker_plan(8, 3), parse_placement(AMX_LOG), info)
+    assert not check.ok
+    assert any("the plan offloads 6" in p for p in check.problems), check.problems
+
+
+def test_unknown_extra_buffer_is_reported_not_checked(info):
+    # A repacking buffer type whose layout herd does not know (an ARM CPU's KleidiAI): its size
+    # is shown, the mapped part is still checked.
+    log = AMX_LOG.replace("         AMX model", "CPU_KLEIDIAI model")
+    check = check_placement(_one_worker_plan(8, 2), parse_placement(log), info)
+    assert check.ok, check.problems
+    assert "size of CPU_KLEIDIAI not checked" in check.report[0]
