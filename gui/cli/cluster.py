@@ -136,11 +136,14 @@ def _runner(coro_fn):
 
 # --- finding nodes ----------------------------------------------------------------------------
 
-async def _discover(args: argparse.Namespace, *, wait: bool = True, strict: bool = False) -> Discovery:
+async def _discover(args: argparse.Namespace, *, wait: bool = True, strict: bool = False,
+                    unanswered: dict[str, str] | None = None) -> Discovery:
     """A started :class:`Discovery` holding the browsed and added nodes.
 
-    With ``strict`` a remembered node that does not answer is an error (``herd up`` must not
-    quietly launch without a node the user set up), otherwise a note.
+    A node given with ``--add`` must answer. A remembered node that does not answer is an error
+    with ``strict`` (a plan over all of the user's nodes must not quietly launch without one of
+    them); with ``unanswered`` its address and the reason go there, for the caller to judge
+    against its plan; otherwise a note.
     """
     known = KnownAddresses()
     for a in args.add:
@@ -163,7 +166,10 @@ async def _discover(args: argparse.Namespace, *, wait: bool = True, strict: bool
             if a in args.add or strict:
                 await disc.stop()
                 raise CommandError(f"no herd agent answers at {a} (the node vanished or is off): {r}")
-            print(f"note: the remembered node at {a} does not answer", file=sys.stderr)
+            if unanswered is not None:
+                unanswered[a] = str(r)
+            else:
+                print(f"note: the remembered node at {a} does not answer", file=sys.stderr)
         elif a in args.add:
             known.add(a)
     if wait and not args.no_mdns and args.timeout > 0:
@@ -175,6 +181,40 @@ def _cluster_nodes(disc: Discovery) -> list[Node]:
     """Nodes a launch can use: reachable and paired, in a stable order (by name)."""
     return sorted((n for n in disc.nodes.values() if n.reachable and n.paired),
                   key=lambda n: (n.name, n.id))
+
+
+def _unavailable(disc: Discovery, unanswered: dict[str, str], failed: dict[str, str]) -> dict[str, str]:
+    """Nodes this master knows but cannot launch on now, under each name a split may give them
+    (node id and name): ``{name: why}``, ``why`` read after "which" ("is not paired …").
+
+    ``unanswered``: remembered addresses that did not answer (their node's identity is only
+    known from the pairing); ``failed``: node id → why its status could not be read.
+    """
+    out: dict[str, str] = {}
+    try:
+        paired = disc.tokens.names()
+    except ValueError:  # an unreadable token file: Discovery treats every node as unpaired
+        paired = {}
+    where = f" (remembered addresses that do not answer: {', '.join(unanswered)})" if unanswered else ""
+    for nid, name in paired.items():
+        if nid not in disc.nodes:
+            for key in (nid, name):
+                if key:
+                    out[key] = f"is paired with this master but does not answer{where}"
+    usable = {n.id for n in _cluster_nodes(disc)}
+    for n in disc.nodes.values():
+        if n.id in failed:
+            why = f"could not report its devices from {n.host}:{n.api_port} ({failed[n.id]})"
+        elif n.id in usable:
+            continue
+        elif not n.reachable:
+            why = f"does not answer at {n.host}:{n.api_port}"
+        else:
+            why = f"is not paired with this master (`herd pair {n.host}:{n.api_port} --pin PIN`)"
+        for key in (n.id, n.name):
+            if key:
+                out[key] = why
+    return out
 
 
 # --- nodes / pair -----------------------------------------------------------------------------
@@ -232,14 +272,18 @@ def _inspect(path: Path):
         raise CommandError(str(exc), 2) from None
 
 
-async def _devices(disc: Discovery, nodes: list[Node]) -> list:
-    """Plan devices of each node, from its agent's status."""
+async def _devices(disc: Discovery, nodes: list[Node], failed: dict[str, str] | None = None) -> list:
+    """Plan devices of each node, from its agent's status. A node whose status cannot be read
+    is an error, or with ``failed`` (a dict) left out and noted there (node id → why)."""
     async def one(node: Node):
         async with disc.client(node) as c:
             try:
                 return devices_from_status(node, await c.status())
             except AgentError as exc:
-                raise CommandError(f"{node.name}: {exc}") from None
+                if failed is None:
+                    raise CommandError(f"{node.name}: {exc}") from None
+                failed[node.id] = str(exc)
+                return []
     out: list = []
     for devs in await asyncio.gather(*(one(n) for n in nodes)):
         out.extend(devs)
@@ -251,17 +295,30 @@ def _host_free() -> int:
     return int(psutil.virtual_memory().available)
 
 
-async def _make_plan(args, disc: Discovery, model, nodes: list[Node]):
-    """(plan, fits) for ``model`` on ``nodes`` from ``--split`` or by free memory."""
+async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered: dict[str, str] | None = None):
+    """(plan, fits) for ``model`` on ``nodes`` from ``--split`` or by free memory.
+
+    A ``--split`` needs only the nodes it gives slots to (#11): a known node that is not
+    usable now (``unanswered`` holds the remembered addresses that did not answer) may be named
+    with 0 slots, and one named with slots is refused with the reason.
+    """
     from gui.cluster import plan as P
-    devices = await _devices(disc, nodes)
+    explicit = bool(args.split) and not getattr(args, "fastest", False)
+    failed: dict[str, str] = {}
+    devices = await _devices(disc, nodes, failed if explicit else None)
     try:
         if getattr(args, "fastest", False):
             plan = await _fastest(args, disc, model, nodes, devices)
         elif args.split:
             split = P.parse_split(args.split)
+            absent = _unavailable(disc, unanswered or {}, failed)
+            live = {v for d in devices for v in (d.key, d.node_id, d.node_name, d.endpoint, d.name) if v}
+            gone = {k: c for k, c in split.items() if k in absent and k not in live}
+            for key, count in gone.items():
+                if count:
+                    raise CommandError(f"the split gives {count} slots to {key}, which {absent[key]}")
             # Let users name nodes by their mDNS/agent name as well as id or endpoint.
-            plan = P.plan_from_split(model, devices, split)
+            plan = P.plan_from_split(model, devices, {k: c for k, c in split.items() if k not in gone})
         else:
             plan = P.plan_by_memory(model, devices, args.ctx, host_free_bytes=_host_free())
         fits = P.estimate(plan, model, args.ctx, host_free_bytes=_host_free())
@@ -300,12 +357,15 @@ def _worker_commands(plan, nodes: list[Node]) -> list[str]:
 async def _plan_for_model(args: argparse.Namespace) -> tuple:
     """Inspect ``args.model``, find the nodes and plan over them: (model, nodes, plan, fits)."""
     model = _inspect(args.model)
-    disc = await _discover(args)
+    unanswered: dict[str, str] = {}
+    disc = await _discover(args, unanswered=unanswered)
     try:
         nodes = _cluster_nodes(disc)
-        plan, fits = await _make_plan(args, disc, model, nodes)
+        plan, fits = await _make_plan(args, disc, model, nodes, unanswered)
     finally:
         await disc.stop()
+    for a in unanswered:
+        print(f"note: the remembered node at {a} does not answer", file=sys.stderr)
     return model, nodes, plan, fits
 
 
@@ -431,7 +491,11 @@ async def cmd_up(args: argparse.Namespace) -> int:
         raise CommandError("--split does not go with a profile: the profile holds the split", 2)
     model = None if from_profile else _inspect(target)
 
-    disc = await _discover(args, strict=True)
+    # Only the nodes the plan uses must answer (#11). A plan by free memory is a plan over all
+    # of the user's nodes, so there every remembered node must; a split or a profile names its
+    # nodes, and a remembered one it leaves out may be off.
+    unanswered: dict[str, str] = {}
+    disc = await _discover(args, strict=not (from_profile or args.split), unanswered=unanswered)
     launcher: ClusterSupervisor | None = None
     try:
         if from_profile:
@@ -449,7 +513,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
                     print(f"note: {n.name} ({n.host}) is not paired; `herd pair {n.host}:{n.api_port} "
                           "--pin PIN` to use it", file=sys.stderr)
             args.ctx = ctx
-            plan, _ = await _make_plan(args, disc, model, _cluster_nodes(disc))
+            plan, _ = await _make_plan(args, disc, model, _cluster_nodes(disc), unanswered)
         bad = P.misfits(P.estimate(plan, model, ctx, host_free_bytes=_host_free()))
         if bad:
             raise CommandError("the plan does not fit: " + "; ".join(bad))
@@ -457,6 +521,9 @@ async def cmd_up(args: argparse.Namespace) -> int:
         missing = set(plan.rpc_endpoints()) - {n.rpc_endpoint for n in used}
         if missing:
             raise CommandError("no paired, reachable node serves " + ", ".join(sorted(missing)))
+        for a in unanswered:
+            print(f"warning: the remembered node at {a} does not answer; the plan does not use it",
+                  file=sys.stderr)
         if not args.no_doctor:
             findings = await doc.check_cluster(used, disc.client, eng)
             errors = [f for f in findings if f.severity == doc.ERROR]

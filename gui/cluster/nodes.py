@@ -149,6 +149,10 @@ class TokenStore:
         """{node_id: token}."""
         return {k: v["token"] for k, v in self._load().items() if isinstance(v, dict) and "token" in v}
 
+    def names(self) -> dict[str, str]:
+        """{node_id: name} of the paired nodes, the name as it was at pairing ("" if unknown)."""
+        return {k: str(v.get("name") or "") for k, v in self._load().items() if isinstance(v, dict) and "token" in v}
+
     def put(self, node_id: str, token: str, *, fingerprint: str = "", name: str = "") -> None:
         """Store (or replace) the token of ``node_id``."""
         tokens = self._load()

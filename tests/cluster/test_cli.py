@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
+import subprocess
 
+import httpx
 import psutil
 import pytest
 from cluster.agents import start_agent
 from conftest import free_port
-from e2e.herd_cli import herd, rpc_children
+from e2e.herd_cli import HERD, HerdUp, herd, rpc_children
 
 from gui.cluster.model import inspect_model
 from gui.cluster.profile import load_profile
@@ -131,6 +134,50 @@ def test_vanished_node_is_refused(paired, demo_model, env):
     assert f"no herd agent answers at {beta.api_url.removeprefix('http://')}" in r.stderr
     assert "vanished" in r.stderr
     assert _llama_servers_for(demo_model) == [] and rpc_children(alpha.proc.pid) == []
+
+
+def _serve_and_stop(procs, env, demo_model, split: str) -> HerdUp:
+    """``herd up demo_model --split SPLIT`` until it serves a chat reply, then Ctrl-C."""
+    up = HerdUp(procs.popen(HERD + ["up", demo_model, "--no-mdns", "--split", split, "--ctx", "512",
+                                    "--port", str(free_port()), "--threads", "1"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 120)
+    reply = httpx.post(up.endpoint() + "/v1/chat/completions", timeout=60,
+                       json={"messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})
+    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 4, reply.text
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
+    return up
+
+
+@pytest.mark.slow
+def test_a_dead_node_blocks_only_the_splits_that_use_it(paired, demo_model, env, procs):
+    """Issue 11: a remembered node that no longer answers must not block a plan without it."""
+    alpha, beta = paired
+    beta.proc.kill()
+    beta.proc.wait(timeout=5)
+    dead = beta.api_url.removeprefix("http://")
+    n = inspect_model(demo_model).n_layer + 1
+    a_ep = f"127.0.0.1:{alpha.rpc_port}"
+
+    # A plan that needs no node at all, and one on alpha only (beta named with 0 slots): both
+    # serve, and the dead node gets a warning line naming its address.
+    for split, placement in ((f"host={n}", {"host": list(range(n))}),
+                             ("alpha=4,beta=0", {"host": list(range(n - 4)), a_ep: list(range(n - 4, n))})):
+        up = _serve_and_stop(procs, env, demo_model, split)
+        assert up.placement() == placement, "\n".join(up.lines)
+        warned = [ln for ln in up.lines if ln.startswith("warning:") and dead in ln]
+        assert warned and "does not use it" in warned[0], "\n".join(up.lines)
+
+    # A split that gives the dead node slots is refused, naming it, and nothing is launched.
+    r = herd(["up", demo_model, "--no-mdns", "--split", "alpha=4,beta=5", "--port", str(free_port())], env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the split gives 5 slots to beta" in r.stderr and "does not answer" in r.stderr, r.stderr
+    assert dead in r.stderr
+    assert _llama_servers_for(demo_model) == [] and rpc_children(alpha.proc.pid) == []
+    # herd plan says the same
+    r = herd(["plan", "--model", demo_model, "--no-mdns", "--split", "beta=9"], env)
+    assert r.returncode == 1 and "the split gives 9 slots to beta" in r.stderr, r.stderr
 
 
 def test_version_mismatch_is_refused(procs, tmp_path, env, engine, demo_model):
