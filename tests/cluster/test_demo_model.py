@@ -69,3 +69,96 @@ def test_cli_reports_bad_size_and_writes_nothing(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "not a size: 'huge'" in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# --- the model matrix's shapes and types ------------------------------------------------------
+
+def _types(path) -> dict[str, str]:
+    return {t.name: t.tensor_type.name for t in gguf.GGUFReader(path).tensors}
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_q4_k_m_is_llama_quantizes_mix(tmp_path, tied):
+    from gui.cluster.demo_model import DemoShape as S
+    types = _types(write_demo_model(tmp_path / "m.gguf", S(layers=8, embd=256, ff=768, quant="Q4_K_M", tied=tied)))
+    # The output matrix gets Q6_K: output.weight, or the token embeddings when they are tied.
+    assert types["token_embd.weight"] == ("Q6_K" if tied else "Q4_K")
+    assert ("output.weight" in types) != tied and types.get("output.weight", "Q6_K") == "Q6_K"
+    # attn_v and ffn_down get Q6_K in the blocks llama-quantize's use_more_bits picks: 0, 3, 6, 7 of 8.
+    more = sorted(i for i in range(8) if types[f"blk.{i}.attn_v.weight"] == "Q6_K")
+    assert more == [0, 3, 6, 7]
+    assert more == sorted(i for i in range(8) if types[f"blk.{i}.ffn_down.weight"] == "Q6_K")
+    assert {types[f"blk.{i}.attn_q.weight"] for i in range(8)} == {"Q4_K"}
+    assert {types[f"blk.{i}.attn_norm.weight"] for i in range(8)} == {"F32"}
+
+
+@pytest.mark.parametrize("arch, extra, absent", [
+    ("qwen2", {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"}, "blk.0.attn_q_norm.weight"),
+    ("qwen3", {"blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight"}, "blk.0.attn_q.bias"),
+])
+def test_qwen_architectures_have_their_own_tensors(tmp_path, arch, extra, absent):
+    path = write_demo_model(tmp_path / "m.gguf", DemoShape(layers=2, embd=256, ff=512, kv_heads=1, head_dim=128,
+                                                           arch=arch, quant="Q8_0"))
+    r = gguf.GGUFReader(path)
+    names = {t.name for t in r.tensors}
+    assert extra <= names and absent not in names
+    assert _field(r, f"{arch}.attention.key_length") == 128
+    q = next(t for t in r.tensors if t.name == "blk.0.attn_q.weight")
+    assert list(q.shape) == [256, 256] and q.tensor_type.name == "Q8_0"
+
+
+@pytest.mark.parametrize("shape, words", [
+    (DemoShape(embd=320, ff=768, quant="Q4_K_M"), "blocks of 256 weights, so the rows of token_embd.weight (320 wide)"),
+    (DemoShape(embd=256, ff=700, quant="Q6_K"), "rows of blk.0.ffn_down.weight (700 wide) must be a multiple of 256"),
+    (DemoShape(embd=256, kv_heads=3), "kv_heads must divide the 4 attention heads"),
+    (DemoShape(arch="gpt2"), "unknown architecture 'gpt2'"),
+    (DemoShape(quant="Q3_K"), "unknown quant type 'Q3_K'"),
+])
+def test_shapes_llama_cpp_cannot_load_are_refused_before_writing(tmp_path, shape, words):
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        write_demo_model(tmp_path / "bad.gguf", shape)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_real_vocabulary_is_copied_with_its_template_and_sizes_the_embeddings(tmp_path):
+    from cluster.model_matrix import require_vocab
+    tok = require_vocab("qwen2")
+    path = write_demo_model(tmp_path / "m.gguf", DemoShape(layers=1, embd=64, ff=128), tokenizer=tok)
+    r = gguf.GGUFReader(path)
+    assert r.fields["tokenizer.ggml.model"].contents() == "gpt2"
+    assert "<|im_start|>" in r.fields["tokenizer.chat_template"].contents()
+    assert len(r.fields["tokenizer.ggml.tokens"].data) == tok.n_tokens > 150_000
+    embd = next(t for t in r.tensors if t.name == "token_embd.weight")
+    assert list(embd.shape) == [64, tok.n_tokens]
+
+
+def test_llama3_vocabulary_gets_a_chat_template(tmp_path):
+    from cluster.model_matrix import require_vocab
+    tok = require_vocab("llama-bpe")
+    keys = {k: v for k, v, *_ in tok.keys}
+    assert "<|start_header_id|>" in keys["tokenizer.chat_template"]
+
+
+def test_large_files_are_written_a_tensor_at_a_time_with_progress(tmp_path):
+    seen: list[tuple[int, int]] = []
+    shape = DemoShape(layers=4, embd=512, ff=1536, quant="Q4_K_M")
+    path = write_demo_model(tmp_path / "m.gguf", shape, progress=lambda d, t: seen.append((d, t)))
+    assert len(seen) == len(shape.tensors()) and seen[-1][0] == seen[-1][1] == shape.file_bytes()
+    assert all(a[0] < b[0] for a, b in zip(seen, seen[1:]))
+    assert abs(path.stat().st_size - shape.file_bytes()) < 100_000
+
+
+def test_cli_writes_the_asked_type_architecture_and_embeddings(tmp_path):
+    from gui.cluster.model import inspect_model
+    out = tmp_path / "q.gguf"
+    r = subprocess.run([sys.executable, "-m", "gui.main", "demo-model", str(out), "--type", "Q4_K_M",
+                        "--arch", "qwen3", "--kv-heads", "2", "--tied", "--layers", "4"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    info = inspect_model(out)
+    assert (info.architecture, info.quantization, info.tied_embeddings, info.n_layer) == ("qwen3", "Q4_K_M", True, 4)
+    assert info.n_head_kv == (2,) * 4 and info.n_head == 4
+    bad = subprocess.run([sys.executable, "-m", "gui.main", "demo-model", str(tmp_path / "b.gguf"), "--type",
+                          "Q4_K_M", "--embd", "320"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "multiple of 256" in bad.stderr
+    assert not (tmp_path / "b.gguf").exists()
