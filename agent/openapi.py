@@ -41,6 +41,10 @@ _RPC = {
             "total_bytes": {"type": "integer"}, "free_bytes": {"type": "integer"}}}},
         "client": {"type": ["string", "null"], "description": "address of the connected master"},
         "refused": {"type": "integer", "description": "connections the relay refused"},
+        "last_crash": {"type": ["object", "null"], "description": "the worker's last crash, kept after "
+                       "it was restarted", "properties": {
+                           "error": {"type": "string"}, "lines": {"type": "array", "items": {"type": "string"}},
+                           "uptime_s": {"type": "number"}}},
     },
     "required": ["state", "port", "restarts", "devices"],
 }

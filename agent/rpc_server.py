@@ -139,6 +139,9 @@ class RpcSupervisor:
         proto: RPC protocol version the worker answered with.
         client: address of the master connected through the relay, if any.
         lines: the last output lines.
+        last_crash: the last crash since the last explicit start — ``{"error", "lines" (the
+            last ones it printed), "uptime_s"}`` — kept after the restart, so that a master
+            whose llama-server lost the worker can say why; None when there was none.
     """
 
     def __init__(self, program: Callable[[], Path], *, log_lines: int = 500,
@@ -158,6 +161,7 @@ class RpcSupervisor:
         self.proto = ""
         self.client: str | None = None
         self.lines: collections.deque[str] = collections.deque(maxlen=log_lines)
+        self.last_crash: dict | None = None
         self._banner_devices: dict[int, tuple[str, str]] = {}
         self._started_at: float | None = None
         self._probed_at = 0.0
@@ -174,6 +178,7 @@ class RpcSupervisor:
         await self.stop()
         self.options = options
         self.restarts = 0
+        self.last_crash = None
         self.error = None
         self.conflict = False
         self._stopping = asyncio.Event()
@@ -258,6 +263,7 @@ class RpcSupervisor:
             "pid": self.pid,
             "uptime_s": round(self.uptime, 3) if self.uptime is not None else None,
             "restarts": self.restarts,
+            "last_crash": self.last_crash,
             "proto": self.proto,
             "devices": [asdict(d) for d in self.devices],
             "client": self.client,
@@ -313,6 +319,8 @@ class RpcSupervisor:
                     return
                 how = f"was killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
                 self.fail(f"ggml-rpc-server {how}" + ("" if ready else " before it became ready"))
+                self.last_crash = {"error": self.error, "lines": [ln for ln in self.lines if ln][-5:],
+                                   "uptime_s": round(time.monotonic() - started, 3)}
                 if time.monotonic() - started > STABLE_AFTER:
                     attempt = 0
                 delay = BACKOFF[min(attempt, len(BACKOFF) - 1)]

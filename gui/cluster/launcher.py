@@ -518,6 +518,8 @@ class WorkerHandle:
     node: object
     client: object
     started: bool = False
+    #: the worker's restart count once it was ready: a higher one later means it died.
+    restarts: int = 0
 
 
 class ClusterLauncher:
@@ -591,6 +593,7 @@ class ClusterLauncher:
                 await client.rpc_start(threads=self.threads)
                 handle.started = True
             await self._wait_worker(handle)
+            handle.restarts = int(((await client.status()).get("rpc") or {}).get("restarts") or 0)
 
     async def _wait_worker(self, handle: WorkerHandle) -> None:
         deadline = time.monotonic() + self.worker_timeout
@@ -620,6 +623,7 @@ class ClusterLauncher:
             except LaunchError:
                 buffers = repack_crash(self.server)
                 if buffers is None:
+                    await self._name_dead_worker()
                     raise
                 # Once, without repacking (issue #11): slower host layers, but it serves.
                 self.notes.append(translate(
@@ -638,6 +642,28 @@ class ClusterLauncher:
         except BaseException:
             await self.stop()
             raise
+
+    async def _name_dead_worker(self) -> None:
+        """After llama-server failed to come up: if a worker's agent says its RPC worker died
+        meanwhile, raise a :class:`LaunchError` that names the node, the step llama-server was
+        at and the worker's last lines; otherwise return (the server's own reason stands)."""
+        assert self.server is not None
+        step = startup_step(self.server.startup_log)
+        for h in self.workers:
+            try:
+                rpc = (await h.client.status()).get("rpc") or {}
+            except Exception as exc:  # the node itself may be gone: say what llama-server said
+                log.info("could not ask %s about its worker: %s", getattr(h.node, "name", h.node), exc)
+                continue
+            if int(rpc.get("restarts") or 0) <= h.restarts and rpc.get("state") != "crashed":
+                continue
+            crash = rpc.get("last_crash") or {}
+            why = crash.get("error") or rpc.get("error") or translate("Launcher", "no reason given")
+            raise LaunchError(translate(
+                "Launcher", "{node}: its RPC worker died while llama-server was {step} ({why}); it last "
+                            "printed: {lines}").format(
+                node=h.node.name, step=step, why=why, lines=last_lines(list(crash.get("lines") or []))),
+                code="worker-died")
 
     def _model_info(self):
         if self.model_info is None:

@@ -1180,6 +1180,11 @@
     <name>Launcher</name>
     <message>
         <location filename="../../gui/cluster/launcher.py" line="1" />
+        <source>{node}: its RPC worker died while llama-server was {step} ({why}); it last printed: {lines}</source>
+        <translation>{node}：llama-server {step}时，它的 RPC 工作进程退出了（{why}）；它最后输出的是：{lines}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/launcher.py" line="1" />
         <source>loading the model's weights</source>
         <translation>加载模型权重</translation>
     </message>
