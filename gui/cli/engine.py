@@ -132,7 +132,8 @@ def cmd_demo_model(args: argparse.Namespace) -> int:
     try:
         tok = demo_tokenizer(args.vocab)
         if args.size:
-            shape = shape_for_size(parse_size(args.size), layers=args.layers, **kw)
+            shape = shape_for_size(parse_size(args.size), layers=args.layers,
+                                   vocab=tok.n_tokens if tok else None, **kw)
         else:
             embd = args.embd or (256 if args.quant.endswith(("_K", "_K_M")) else 128)
             step = 256 if args.quant.endswith(("_K", "_K_M")) else 32

@@ -168,19 +168,21 @@ def tensor_bytes(ggml_type: str, shape: tuple[int, ...]) -> int:
     return n // per * nbytes
 
 
-def shape_for_size(target_bytes: int, layers: int = 8, f16: bool = True, **kw) -> DemoShape:
+def shape_for_size(target_bytes: int, layers: int = 8, f16: bool = True, vocab: int | None = None,
+                   **kw) -> DemoShape:
     """The demo shape with ``layers`` blocks whose file is closest to ``target_bytes``.
 
-    ``kw`` sets the other fields (``arch``, ``quant``, ``tied``, ``kv_heads`` …); the widths
-    step by 256 for K-quant types, whose rows must be multiples of 256.
+    ``vocab`` fixes the vocabulary (a real tokenizer's size); ``kw`` sets the other fields
+    (``arch``, ``quant``, ``tied``, ``kv_heads`` …). The widths step by 256 for K-quant types,
+    whose rows must be multiples of 256.
     """
     quant = kw.get("quant", "F16")
     step = 256 if quant.endswith(("_K", "_K_M")) else 64
     best = None
     for embd in range(step, 16384 + 1, step):
         ff = max(step, int(embd * 2.75) // step * step)
-        vocab = max(2048, min(32000, embd * 8))
-        cand = DemoShape(layers=layers, embd=embd, ff=ff, vocab=vocab, f16=f16, **kw)
+        cand = DemoShape(layers=layers, embd=embd, ff=ff, vocab=vocab or max(2048, min(32000, embd * 8)),
+                         f16=f16, **kw)
         if best is None or abs(cand.file_bytes() - target_bytes) < abs(best.file_bytes() - target_bytes):
             best = cand
         if cand.file_bytes() > target_bytes:
@@ -379,6 +381,7 @@ def write_demo_model(path: str | os.PathLike, shape: DemoShape = DemoShape(), se
             if progress is not None:
                 progress(done, total)
         w.close()
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a model file is for every user to read
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -146,6 +146,7 @@ def test_large_files_are_written_a_tensor_at_a_time_with_progress(tmp_path):
     assert len(seen) == len(shape.tensors()) and seen[-1][0] == seen[-1][1] == shape.file_bytes()
     assert all(a[0] < b[0] for a, b in zip(seen, seen[1:]))
     assert abs(path.stat().st_size - shape.file_bytes()) < 100_000
+    assert path.stat().st_mode & 0o777 == 0o644  # readable by everyone, like any downloaded model
 
 
 def test_cli_writes_the_asked_type_architecture_and_embeddings(tmp_path):
