@@ -70,6 +70,11 @@ def test_v2_enables_the_controller_in_the_parent_then_writes_cpu_max(tmp_path):
         quota.limit("w4", 4242, 1.5)
 
 
+def _cpu_stat(cg: Path) -> dict[str, int]:
+    # cpu.stat of the cgroup: nr_periods, nr_throttled, … (the same keys on v1 and v2)
+    return {k: int(v) for k, v in (ln.split() for ln in (cg / "cpu.stat").read_text().splitlines())}
+
+
 def test_real_cgroup_holds_a_busy_process_to_its_share():
     if os.geteuid() != 0:
         missing("making a cgroup needs root")
@@ -79,8 +84,14 @@ def test_real_cgroup_holds_a_busy_process_to_its_share():
         cg = quota.limit("spin", spin.pid, 0.1)
         proc = psutil.Process(spin.pid)
         cpu0, t0 = sum(proc.cpu_times()[:2]), time.monotonic()
-        time.sleep(1.5)  # the measurement window: CPU time used over 1.5 s of wall time
+        # The kernel counts the periods in which it throttled the process: wait for 100 periods
+        # (1 s), most of them throttled, as a process that wants a whole CPU must be.
+        deadline = time.monotonic() + 20
+        while (stat := _cpu_stat(cg))["nr_periods"] < 100:
+            assert time.monotonic() < deadline, f"the cgroup saw {stat} in 20 s (version {quota.version})"
+            time.sleep(0.05)
         used = (sum(proc.cpu_times()[:2]) - cpu0) / (time.monotonic() - t0)
+        assert stat["nr_throttled"] >= stat["nr_periods"] // 2, stat
         # At most 10 % of a CPU (1 ms per 10 ms); unlimited, it would take a whole core on
         # this machine unless five other processes kept both cores busy.
         assert used <= 0.3, f"the limited process used {used:.0%} of a CPU (version {quota.version})"
