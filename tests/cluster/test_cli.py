@@ -136,9 +136,9 @@ def test_vanished_node_is_refused(paired, demo_model, env):
     assert _llama_servers_for(demo_model) == [] and rpc_children(alpha.proc.pid) == []
 
 
-def _serve_and_stop(procs, env, demo_model, split: str) -> HerdUp:
-    """``herd up demo_model --split SPLIT`` until it serves a chat reply, then Ctrl-C."""
-    up = HerdUp(procs.popen(HERD + ["up", demo_model, "--no-mdns", "--split", split, "--ctx", "512",
+def _serve_and_stop(procs, env, *target: str) -> HerdUp:
+    """``herd up TARGET…`` until it serves a chat reply, then Ctrl-C."""
+    up = HerdUp(procs.popen(HERD + ["up", *target, "--no-mdns", "--ctx", "512",
                                     "--port", str(free_port()), "--threads", "1"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     up.wait_for("Serving", 120)
@@ -151,7 +151,7 @@ def _serve_and_stop(procs, env, demo_model, split: str) -> HerdUp:
 
 
 @pytest.mark.slow
-def test_a_dead_node_blocks_only_the_splits_that_use_it(paired, demo_model, env, procs):
+def test_a_dead_node_blocks_only_the_plans_that_use_it(paired, demo_model, env, procs, tmp_path):
     """Issue 11: a remembered node that no longer answers must not block a plan without it."""
     alpha, beta = paired
     beta.proc.kill()
@@ -160,11 +160,16 @@ def test_a_dead_node_blocks_only_the_splits_that_use_it(paired, demo_model, env,
     n = inspect_model(demo_model).n_layer + 1
     a_ep = f"127.0.0.1:{alpha.rpc_port}"
 
-    # A plan that needs no node at all, and one on alpha only (beta named with 0 slots): both
-    # serve, and the dead node gets a warning line naming its address.
-    for split, placement in ((f"host={n}", {"host": list(range(n))}),
-                             ("alpha=4,beta=0", {"host": list(range(n - 4)), a_ep: list(range(n - 4, n))})):
-        up = _serve_and_stop(procs, env, demo_model, split)
+    # A plan that needs no node at all, one on alpha only (beta named with 0 slots) and a profile
+    # of that plan: each serves, and the dead node gets a warning line naming its address.
+    on_alpha = {"host": list(range(n - 4)), a_ep: list(range(n - 4, n))}
+    profile = tmp_path / "on-alpha.json"
+    r = herd(["export", "--model", demo_model, "--split", "alpha=4", "--ctx", "512", "--no-mdns", "-o", profile], env)
+    assert r.returncode == 0, r.stderr
+    for target, placement in (([demo_model, "--split", f"host={n}"], {"host": list(range(n))}),
+                              ([demo_model, "--split", "alpha=4,beta=0"], on_alpha),
+                              ([profile], on_alpha)):
+        up = _serve_and_stop(procs, env, *target)
         assert up.placement() == placement, "\n".join(up.lines)
         warned = [ln for ln in up.lines if ln.startswith("warning:") and dead in ln]
         assert warned and "does not use it" in warned[0], "\n".join(up.lines)
