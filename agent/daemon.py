@@ -23,7 +23,7 @@ from aiohttp import web
 from agent import __version__
 from agent import protocol as P
 from agent.api import build_app
-from agent.engine import find_engine
+from agent.engine import choose_backend, find_engine
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
 from agent.pairing import PinGuard, ProofLimiter, note_address, pair_master, proof_mac, token_id_for_hash
@@ -68,7 +68,9 @@ class Agent:
     def __init__(self, settings: Settings, state: AgentState, *, env: dict | None = None) -> None:
         self.settings = settings
         self.state = state
-        self.engine = find_engine(settings.engine_dir or None, probe=True)
+        self.backend, self.backend_note = (("cpu", None) if settings.engine_dir else
+                                           choose_backend(settings.backend))
+        self.engine = find_engine(settings.engine_dir or None, probe=True, backend=self.backend)
         self.pin_guard = PinGuard()
         self.proof_limiter = ProofLimiter()
         self.load = LoadMeter()
@@ -191,7 +193,8 @@ class Agent:
         s = self.settings
         if self.engine.rpc_server is None:
             # installed since the agent started? look again before refusing
-            self.engine = find_engine(s.engine_dir or None, probe=True)
+            self.backend, self.backend_note = ("cpu", None) if s.engine_dir else choose_backend(s.backend)
+            self.engine = find_engine(s.engine_dir or None, probe=True, backend=self.backend)
             if self.engine.rpc_server is None:
                 raise StartRefused("no ggml-rpc-server on this node: run `herd engine install` here, "
                                    "or set engine_dir in the agent's config")
@@ -296,7 +299,7 @@ class Agent:
             "name": self.settings.name,
             "version": __version__,
             "engine": {"build": self.engine.build, "proto": self.supervisor.proto or self.engine.rpc_proto,
-                       "rpc_server": self.engine.rpc_server is not None},
+                       "rpc_server": self.engine.rpc_server is not None, "backend": self.backend},
             "hardware": self._hardware,
             "ports": {"api": self.api_port, "rpc": self.rpc_port, "echo": self.echo_port},
             "rpc_state": self.supervisor.state,
@@ -318,7 +321,8 @@ class Agent:
             "version": __version__,
             "uptime_s": round(time.monotonic() - self._started, 3),
             "engine": {"build": self.engine.build, "proto": self.supervisor.proto or self.engine.rpc_proto,
-                       "rpc_server": str(self.engine.rpc_server) if self.engine.rpc_server else None},
+                       "rpc_server": str(self.engine.rpc_server) if self.engine.rpc_server else None,
+                       "backend": self.backend, "note": self.backend_note},
             "hardware": hardware,
             "load": load,
             "rpc": self.rpc_status(),
@@ -345,6 +349,9 @@ async def run_agent(settings: Settings, state: AgentState) -> int:
         log.info("paired with %d master(s); `herd-agent pin` shows the PIN to pair another", len(state.masters))
     else:
         log.info("not paired yet. Pairing PIN: %s (also shown by `herd-agent pin`)", state.pin)
+    if agent.backend_note:
+        log.warning("%s", agent.backend_note)
+    log.info("llama.cpp engine: %s build (%s)", agent.backend, agent.engine.folder or "not found")
     if agent.engine.rpc_server is None:
         log.warning("no ggml-rpc-server found; the master can't start a worker here until one is installed")
     print(f"herd-agent ready api={agent.api_url} rpc={agent.rpc_port} "

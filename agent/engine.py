@@ -7,7 +7,8 @@ package, and the master's engine installer (``gui.cluster.engine``) builds on it
 Lookup order (first folder that holds the program wins):
 
 1. an explicit folder (a setting, or the ``HERD_ENGINE_DIR`` environment variable);
-2. the managed engine folder in the user data dir (what ``herd engine install`` writes);
+2. the managed engine folder in the user data dir (what ``herd engine install`` writes), of the
+   backend asked for (``cpu`` unless told: a machine may hold a CPU and a Vulkan build);
 3. the folder of a frozen executable (the MSI ships the RPC worker beside ``herd-agent.exe``);
 4. ``PATH``.
 """
@@ -80,6 +81,7 @@ class Engine:
         build: llama.cpp build number, when known (from the manifest or ``--version``).
         rpc_proto: RPC protocol version ``major.minor.patch``, when known.
         origin: how the managed engine was obtained (``release`` or ``source``), if managed.
+        backend: what the build computes on (``cpu``, ``vulkan``, ``cuda``), when its manifest says.
     """
 
     rpc_server: Path | None = None
@@ -91,6 +93,7 @@ class Engine:
     origin: str | None = None
     folder: Path | None = None
     notes: list[str] = field(default_factory=list)
+    backend: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -146,13 +149,108 @@ def _engine_in(folder: Path, source: str) -> Engine | None:
             eng.build = int(m["build"]) if m.get("build") is not None else None
             eng.rpc_proto = m.get("rpc_proto")
             eng.origin = m.get("origin")
+            eng.backend = m.get("backend")
         except (ValueError, KeyError, TypeError, OSError) as exc:
             eng.notes.append(f"ignored unreadable {manifest}: {exc}")
     return eng
 
 
-def find_engine(explicit_dir: str | os.PathLike | None = None, *, probe: bool = False) -> Engine:
+#: Backends an engine can be built for; GPU ones first, in the order an agent prefers them.
+BACKENDS = ("cuda", "vulkan", "cpu")
+
+
+def installed_backends(build: int = PINNED_BUILD) -> list[str]:
+    """The backends whose managed engine of ``build`` is installed, in :data:`BACKENDS` order."""
+    out = []
+    for b in BACKENDS:
+        eng = _engine_in(managed_engine_dir(build, b), "managed")
+        if eng is not None and eng.rpc_server is not None:
+            out.append(b)
+    return out
+
+
+@dataclass
+class EngineDevice:
+    """A device a llama.cpp build can use on this machine (``llama-server --list-devices``).
+
+    Attributes:
+        name: ``Vulkan0``, ``CUDA0``, ``CPU`` …
+        description: what the driver calls it (``llvmpipe (LLVM 15.0.6, 256 bits)``).
+        total_bytes, free_bytes: its memory.
+    """
+
+    name: str
+    description: str
+    total_bytes: int
+    free_bytes: int
+
+    @property
+    def is_gpu(self) -> bool:
+        return not self.name.upper().startswith("CPU")
+
+
+_LIST_DEVICE_RE = re.compile(r"^\s*(\S+): (.*) \((\d+) MiB, (\d+) MiB free\)\s*$")
+
+
+def list_devices(engine: Engine, timeout: float = 30.0) -> list[EngineDevice]:
+    """The GPUs (and accelerators) ``engine``'s build finds here, from ``llama-server
+    --list-devices``; empty for a CPU build or when the build finds no GPU. ``GGML_VK_*``
+    variables of this process apply (``GGML_VK_VISIBLE_DEVICES=0`` lets a Vulkan build use a
+    software device such as lavapipe)."""
+    if engine.llama_server is None:
+        return []
+    try:
+        out = subprocess.run([str(engine.llama_server), "--list-devices"], capture_output=True, text=True,
+                             timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineError(f"Could not run {engine.llama_server} --list-devices: {exc}") from exc
+    found = []
+    for line in (out.stdout + "\n" + out.stderr).splitlines():
+        m = _LIST_DEVICE_RE.match(line)
+        if m:
+            found.append(EngineDevice(m.group(1), m.group(2), int(m.group(3)) << 20, int(m.group(4)) << 20))
+    return found
+
+
+def choose_backend(wanted: str = "auto") -> tuple[str, str | None]:
+    """The backend an agent runs, and a sentence for its log when it could not have the one it
+    would prefer. ``auto``: the first installed GPU build that finds a GPU here, else ``cpu``;
+    anything else is taken as asked."""
+    if wanted != "auto":
+        return wanted, None
+    note = None
+    for b in installed_backends():
+        if b == "cpu":
+            return b, note
+        try:
+            gpus = [d for d in list_devices(find_engine(backend=b)) if d.is_gpu]
+        except EngineError as exc:
+            gpus, why = [], str(exc)
+        else:
+            why = None
+        if gpus:
+            return b, note
+        note = why or (f"the {b} build of llama.cpp finds no GPU on this machine (no devices found): "
+                       + gpu_driver_hint(b) + "; running the CPU build")
+    return "cpu", note
+
+
+def gpu_driver_hint(backend: str) -> str:
+    """What to install when a GPU build finds no GPU."""
+    if backend == "vulkan":
+        return ("install the GPU's Vulkan driver (Debian/Ubuntu: mesa-vulkan-drivers for AMD and Intel "
+                "GPUs, NVIDIA's driver for NVIDIA; Windows: the GPU vendor's driver) and check it with "
+                "`vulkaninfo --summary`")
+    if backend == "cuda":
+        return "install NVIDIA's driver and check it with `nvidia-smi`"
+    return "check the GPU's driver"
+
+
+def find_engine(explicit_dir: str | os.PathLike | None = None, *, probe: bool = False,
+                backend: str = "cpu") -> Engine:
     """Find the engine this machine will use (see the module docstring for the order).
+
+    ``backend`` picks which managed engine is looked at (``cpu``, ``vulkan``, ``cuda``).
 
     Never raises: a missing engine is an :class:`Engine` with ``complete == False``; callers
     that need a program use :meth:`Engine.require_rpc_server` / :meth:`Engine.require_llama_server`.
@@ -164,7 +262,7 @@ def find_engine(explicit_dir: str | os.PathLike | None = None, *, probe: bool = 
         candidates.append((Path(explicit_dir), "setting"))
     if os.environ.get(ENGINE_ENV):
         candidates.append((Path(os.environ[ENGINE_ENV]), "env"))
-    managed = managed_engine_dir()
+    managed = managed_engine_dir(backend=backend)
     candidates.append((managed, "managed"))
     if getattr(sys, "frozen", False):
         candidates.append((Path(sys.executable).resolve().parent, "bundled"))

@@ -75,6 +75,8 @@ class Settings:
         mdns: advertise over mDNS at all.
         mdns_interfaces: IPs to advertise on (empty = every interface).
         engine_dir: folder of the llama.cpp programs (empty = the usual lookup).
+        backend: which managed llama.cpp build to run: ``auto`` (a GPU build that finds a GPU
+            here, else the CPU build), ``cpu``, ``vulkan`` or ``cuda``.
         log_lines: how many lines of the worker's output are kept.
     """
 
@@ -90,6 +92,7 @@ class Settings:
     mdns: bool = True
     mdns_interfaces: list[str] = field(default_factory=list)
     engine_dir: str = ""
+    backend: str = "auto"
     log_lines: int = 500
 
     def validate(self) -> None:
@@ -110,6 +113,8 @@ class Settings:
                 ipaddress.ip_address(ip)
             except ValueError:
                 raise SettingsError(f"mdns_interfaces: {ip!r} is not an IP address", "mdns_interfaces") from None
+        if self.backend not in ("auto", "cpu", "vulkan", "cuda"):
+            raise SettingsError(f"backend: {self.backend!r} is not one of auto, cpu, vulkan, cuda", "backend")
         if not 1 <= self.log_lines <= 100_000:
             raise SettingsError(f"log_lines: {self.log_lines} is out of range (1-100000)", "log_lines")
 

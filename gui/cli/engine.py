@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
-from agent.engine import PINNED_BUILD, EngineError, find_engine
+from agent.engine import (
+    PINNED_BUILD,
+    EngineError,
+    find_engine,
+    gpu_driver_hint,
+    installed_backends,
+    list_devices,
+)
 from gui.cli.progress import TerminalProgress
 from gui.cluster import engine as engine_mgr
 from gui.cluster.demo_model import (
@@ -71,10 +79,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     dm.set_defaults(func=cmd_demo_model)
 
 
+def _backends() -> list[dict]:
+    """Each installed managed engine: its backend, folder and the GPUs its build finds here."""
+    out = []
+    for b in installed_backends():
+        eng = find_engine(backend=b)
+        entry = {"backend": b, "folder": str(eng.folder), "devices": [], "note": None}
+        if b != "cpu":
+            try:
+                entry["devices"] = [dataclasses.asdict(d) for d in list_devices(eng) if d.is_gpu]
+            except EngineError as exc:
+                entry["note"] = str(exc)
+            if not entry["devices"] and not entry["note"]:
+                entry["note"] = f"finds no GPU here: {gpu_driver_hint(b)}"
+        out.append(entry)
+    return out
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     eng = find_engine(args.dir, probe=True)
     info = eng.to_json()
     info["pinned_build"] = PINNED_BUILD
+    info["backends"] = _backends()
     if args.json:
         print(json.dumps(info, indent=2))
     else:
@@ -88,6 +114,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"found via    : {eng.source or '-'}{' (' + eng.origin + ')' if eng.origin else ''}")
         for note in eng.notes:
             print(f"note         : {note}")
+        for b in info["backends"]:
+            gpus = ", ".join(f"{d['name']} {d['description']} ({d['total_bytes'] >> 20} MiB)" for d in b["devices"])
+            print(f"backend      : {b['backend']:<7} {b['folder']}" + (f" — {gpus}" if gpus else ""))
+            if b["note"]:
+                print(f"               {b['note']}")
         if not eng.complete:
             print("Run `herd engine install` to get one.")
     return 0 if eng.complete else 1

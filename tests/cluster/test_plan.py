@@ -492,3 +492,21 @@ def test_tied_model_sends_a_copy_of_the_embeddings_with_the_output_layer(engine,
     want = estimate(plan, info, ctx=256)[0].weights_bytes
     assert want == info.slot_bytes[3] + info.slot_bytes[4] and info.slot_bytes[4] > info.token_embd_bytes
     assert got == pytest.approx(want / (1 << 20), abs=0.01)
+
+
+def test_a_gpu_keeps_llama_cpps_headroom_free_and_a_cpu_device_none(demo_info):
+    from gui.cluster.plan import GPU_HEADROOM_BYTES, is_gpu
+    # One worker with a GPU and its CPU (``-d Vulkan0,CPU``): two devices, two rows.
+    vk, cpu = rpc("a", 1, 0, free=GiB, name="Vulkan0"), rpc("a", 1, 1, free=GiB, name="CPU")
+    assert is_gpu(vk) and not is_gpu(cpu) and is_gpu(gpu(0))
+    plan = Plan(8, 0, [(vk, 4), (cpu, 5)])
+    f_vk, f_cpu, host = estimate(plan, demo_info, ctx=512)
+    assert f_vk.headroom_bytes == GPU_HEADROOM_BYTES and f_cpu.headroom_bytes == 0
+    # 1 GiB free is plenty for the CPU's share, but the GPU must also keep 1 GiB free.
+    assert f_cpu.fits and not f_vk.fits
+    assert f_vk.short_by_bytes == f_vk.need_bytes + GPU_HEADROOM_BYTES - GiB
+    assert "keeps 1024 MiB free" in f_vk.describe()
+    roomy = rpc("a", 1, 0, free=GiB + f_vk.need_bytes + GPU_HEADROOM_BYTES, name="Vulkan0")
+    assert estimate(Plan(8, 0, [(roomy, 4), (cpu, 5)]), demo_info, ctx=512)[0].fits
+    # A GPU that holds nothing needs nothing.
+    assert estimate(Plan(8, 0, [(vk, 0), (cpu, 9)]), demo_info, ctx=512)[0].fits
