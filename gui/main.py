@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "gui.cli.cluster",
     "gui.cli.demo",
     "gui.cli.bench",
+    "gui.cli.model",
 ]
 
 

@@ -440,6 +440,23 @@ class MeasurementCache:
             return None
         return m
 
+    def latest(self, node_id: str) -> NodeMeasurement | None:
+        """The newest readable entry of ``node_id`` for any model, or None.
+
+        Used to predict a model that is not on this PC yet (a hub download, #14): its speed is
+        scaled from this entry's compute time per byte (:func:`cost_inputs` with ``model``).
+        """
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in node_id)[:80] or "node"
+        best: NodeMeasurement | None = None
+        for path in self.directory.glob(f"{safe}-*.json"):
+            try:
+                m = NodeMeasurement.from_json(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if m.node_id == node_id and (best is None or m.measured_at > best.measured_at):
+                best = m
+        return best
+
     def put(self, m: NodeMeasurement) -> Path:
         path = self.path_for(m.node_id, m.model_fingerprint)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -545,18 +562,25 @@ async def measured_fastest(engine: Engine, model_path: str | os.PathLike, model,
 
 
 def cost_inputs(nodes: Sequence[NodeMeasurement], host: NodeMeasurement | None = None,
-                host_fixed_s: float = 0.0):
+                host_fixed_s: float = 0.0, model=None):
     """The cost model's :class:`~gui.cluster.costmodel.Measurements` from node measurements.
 
     Compute and links are keyed by node id (and by endpoint, so plans built from either find
-    them). Without ``host`` the master's CPU is taken as too slow to hold layers.
+    them). Without ``host`` the master's CPU is taken as too slow to hold layers. With
+    ``model`` (a :class:`~gui.cluster.model.ModelInfo` other than the one measured) each
+    device's slot times are its measured seconds per byte times that model's slot bytes.
     """
     from gui.cluster.costmodel import DeviceSpeed, LinkSpeed, Measurements
+
+    def speed_of(m: NodeMeasurement) -> DeviceSpeed:
+        if model is None:
+            return DeviceSpeed(m.compute.slot_s)
+        return DeviceSpeed.from_bytes(model, m.compute.seconds_per_byte)
 
     compute: dict = {}
     links: dict = {}
     for m in nodes:
-        speed = DeviceSpeed(m.compute.slot_s)
+        speed = speed_of(m)
         compute[m.node_id] = speed
         if m.link is not None:
             link = LinkSpeed(m.link.rtt_s, m.link.throughput_bps)
@@ -564,7 +588,7 @@ def cost_inputs(nodes: Sequence[NodeMeasurement], host: NodeMeasurement | None =
             links[m.link.endpoint] = link
             compute[m.link.endpoint] = speed
     return Measurements(compute=compute, links=links,
-                        host=None if host is None else DeviceSpeed(host.compute.slot_s),
+                        host=None if host is None else speed_of(host),
                         host_fixed_s=host_fixed_s)
 
 

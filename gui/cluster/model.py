@@ -263,6 +263,11 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
         raise ModelError(translate("Model", "{path}: truncated or corrupt GGUF file ({why})")
                          .format(path=path, why=f"{type(e).__name__}: {e}")) from None
 
+    if _field_value(reader, "split.no") not in (0, None):  # a later file of a split model
+        first = (split_shard_paths(path) or [Path("…-00001-of-….gguf")])[0].name
+        raise ModelError(translate("Model", "{path}: this is not the first file of a split model; "
+                                            "open {first} (llama.cpp finds the other files by name)")
+                         .format(path=path, first=first))
     arch = _field_value(reader, "general.architecture")
     if not isinstance(arch, str) or not arch:
         raise ModelError(f"{path}: the GGUF header has no general.architecture")
@@ -305,6 +310,10 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
     file_type = _int_or_list(_field_value(reader, "general.file_type"), "general.file_type", path)
     name = _field_value(reader, "general.name")
 
+    shards = _split_shards(reader, path, file_bytes)
+    if len(shards) > 1:
+        file_bytes = sum(size for _, _, size in shards)
+
     slots = [0] * (n_layer + 1)
     input_bytes = 0
     token_embd = 0
@@ -313,12 +322,12 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
     type_bytes: dict[str, int] = {}
     total = 0
     extents: list[TensorExtent] = []
-    for t in reader.tensors:
+    for shard_path, t, shard_bytes in ((p, t, size) for p, r, size in shards for t in r.tensors):
         nbytes = int(t.n_bytes)
         end = int(t.data_offset) + nbytes
-        if end > file_bytes:
-            raise ModelError(f"{path}: truncated GGUF file: tensor {t.name} ends at byte {end} "
-                             f"but the file has only {file_bytes}")
+        if end > shard_bytes:
+            raise ModelError(f"{shard_path}: truncated GGUF file: tensor {t.name} ends at byte {end} "
+                             f"but the file has only {shard_bytes}")
         total += nbytes
         type_bytes[t.tensor_type.name] = type_bytes.get(t.tensor_type.name, 0) + nbytes
         extent = dict(offset=int(t.data_offset), nbytes=nbytes, name=t.name, ggml_type=t.tensor_type.name,
@@ -373,9 +382,50 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
         token_embd_bytes=token_embd,
         tied_embeddings=tied,
         tensor_bytes=total,
-        tensors=tuple(extents),
+        # file ranges of a split model lie in several files: not comparable with one mapping
+        tensors=tuple(extents) if len(shards) == 1 else (),
     )
     return info
+
+
+_SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+
+
+def split_shard_paths(path: str | os.PathLike) -> list[Path] | None:
+    """The files of a split GGUF (``name-00001-of-00003.gguf`` …) given any one of them, in
+    order; None when the name is not a shard's."""
+    path = Path(path)
+    m = _SHARD_RE.match(path.name)
+    if not m:
+        return None
+    count = int(m.group("count"))
+    return [path.with_name(f"{m.group('stem')}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+
+
+def _split_shards(reader, path: Path, file_bytes: int) -> list[tuple[Path, object, int]]:
+    """``(path, reader, size)`` of every file of the model: just this one, or all the shards
+    of a split GGUF (``split.count`` > 1; llama.cpp loads them given the first)."""
+    import gguf
+
+    count = _field_value(reader, "split.count")
+    if not isinstance(count, int) or count <= 1:
+        return [(path, reader, file_bytes)]
+    names = split_shard_paths(path)
+    if names is None or len(names) != count:
+        raise ModelError(f"{path}: a split model of {count} files must be named "
+                         f"NAME-00001-of-{count:05d}.gguf (llama.cpp finds the other files by name)")
+    out = [(path, reader, file_bytes)]
+    for shard in names[1:]:
+        try:
+            size = shard.stat().st_size
+            out.append((shard, gguf.GGUFReader(shard, "r"), size))
+        except OSError as e:
+            raise ModelError(translate("Model", "{path}: part of a split model is missing or unreadable "
+                                                "({why})").format(path=shard, why=e.strerror or e)) from None
+        except Exception as e:  # the reader raises anything on bad bytes
+            raise ModelError(translate("Model", "{path}: truncated or corrupt GGUF file ({why})")
+                             .format(path=shard, why=f"{type(e).__name__}: {e}")) from None
+    return out
 
 
 def file_sha256(path: str | os.PathLike, chunk_bytes: int = 1 << 20,

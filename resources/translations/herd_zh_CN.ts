@@ -1472,6 +1472,14 @@
         <source>{path}: unsupported architecture {arch}: not a model architecture llama.cpp knows</source>
         <translation>{path}：不支持的架构 {arch}：llama.cpp 不认识这种模型架构</translation>
     </message>
+    <message>
+        <source>{path}: this is not the first file of a split model; open {first} (llama.cpp finds the other files by name)</source>
+        <translation>{path}：这不是分卷模型的第一个文件；请打开 {first}（llama.cpp 会按文件名找到其余文件）</translation>
+    </message>
+    <message>
+        <source>{path}: part of a split model is missing or unreadable ({why})</source>
+        <translation>{path}：分卷模型的某个文件缺失或无法读取（{why}）</translation>
+    </message>
 </context>
 <context>
     <name>FailoverBanner</name>
@@ -1757,6 +1765,57 @@
         <location filename="../../gui/cluster/failover.py" line="722" />
         <source>connection refused (herd-agent is not running there any more)</source>
         <translation>连接被拒绝（该电脑上的 herd-agent 已不在运行）</translation>
+    </message>
+</context>
+<context>
+    <name>Hub</name>
+    <message>
+        <source>{repo} has no GGUF file named {name} (it has: {have})</source>
+        <translation>{repo} 中没有名为 {name} 的 GGUF 文件（现有：{have}）</translation>
+    </message>
+    <message>
+        <source>{repo} has no {quant} file (quant types there: {have})</source>
+        <translation>{repo} 中没有 {quant} 文件（现有的量化类型：{have}）</translation>
+    </message>
+    <message>
+        <source>the file does not start like a GGUF file</source>
+        <translation>该文件的开头不是 GGUF 文件</translation>
+    </message>
+    <message>
+        <source>download cancelled</source>
+        <translation>下载已取消</translation>
+    </message>
+    <message>
+        <source>{what}: no such repository at {endpoint} (check the name, e.g. owner/model-GGUF)</source>
+        <translation>{what}：{endpoint} 上没有这个仓库（请检查名称，例如 owner/model-GGUF）</translation>
+    </message>
+    <message>
+        <source>{what}: no such revision</source>
+        <translation>{what}：没有这个版本</translation>
+    </message>
+    <message>
+        <source>{what}: the hub at {endpoint} did not answer as expected ({why}); check the network or the hub address (a mirror can be set in the settings or with HF_ENDPOINT)</source>
+        <translation>{what}：{endpoint} 上的模型库没有按预期应答（{why}）；请检查网络或模型库地址（可在设置中或用 HF_ENDPOINT 指定镜像）</translation>
+    </message>
+    <message>
+        <source>type part of a model's name to search for</source>
+        <translation>请输入模型名称的一部分来搜索</translation>
+    </message>
+    <message>
+        <source>{path}: the GGUF header does not end within the file's first {n} bytes: not a usable GGUF file</source>
+        <translation>{path}：GGUF 文件头在文件的前 {n} 字节内没有结束：不是可用的 GGUF 文件</translation>
+    </message>
+    <message>
+        <source>{path}: the download stopped ({why}); start it again to resume where it stopped</source>
+        <translation>{path}：下载中断（{why}）；再次开始即可从中断处继续</translation>
+    </message>
+    <message>
+        <source>{path}: the downloaded file is damaged (its SHA-256 is {got}, the hub lists {want}); it was deleted, download it again</source>
+        <translation>{path}：下载的文件已损坏（其 SHA-256 为 {got}，模型库记录为 {want}）；已将其删除，请重新下载</translation>
+    </message>
+    <message>
+        <source>not enough disk space in {dir}: the model needs {need} MB and {free} MB are free; free some space or choose another models folder</source>
+        <translation>{dir} 磁盘空间不足：模型需要 {need} MB，可用 {free} MB；请释放一些空间或选择其他模型文件夹</translation>
     </message>
 </context>
 </TS>

@@ -1,0 +1,273 @@
+"""A local model hub for tests: the part of the Hub API that ``huggingface_hub`` calls.
+
+No machine here reaches a hub, so the tests run the real ``huggingface_hub`` client against this
+server on 127.0.0.1. It serves
+
+* ``GET /api/models?search=…&filter=…`` — search;
+* ``GET /api/models/{repo}`` and ``…/revision/{rev}`` — model info with siblings (sizes, LFS);
+* ``GET /api/models/{repo}/tree/{rev}[/{path}]`` — the tree listing (LFS oid and size);
+* ``HEAD``/``GET /{repo}/resolve/{rev}/{path}`` — ``ETag``, ``X-Repo-Commit``,
+  ``X-Linked-Etag``, ``X-Linked-Size``, ``Accept-Ranges`` and ``Range`` requests (206).
+
+Faults for tests: :attr:`HubServer.cut_after` drops the connection after that many bytes of a
+file body (once), :attr:`HubServer.corrupt` flips a byte of what is served, and every request is
+kept in :attr:`HubServer.requests` (method, path, Range header).
+
+:func:`split_gguf` writes a model as the shards of a split GGUF with gguf's own writer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+@dataclass
+class Repo:
+    """A repository: files by path, and the commit they are at."""
+
+    files: dict[str, Path]
+    commit: str = "0123456789abcdef0123456789abcdef01234567"
+    downloads: int = 0
+
+    def sha256(self, path: str) -> str:
+        return _sha256(self.files[path])
+
+
+_HASHES: dict[Path, str] = {}
+
+
+def _sha256(p: Path) -> str:
+    if p not in _HASHES:
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _HASHES[p] = h.hexdigest()
+    return _HASHES[p]
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    range: str | None
+
+
+class HubServer:
+    """The server; use as a context manager. ``url`` is its address (the ``HF_ENDPOINT``).
+
+    Attributes:
+        repos: repositories by id (``owner/name``).
+        requests: every request received.
+        cut_after: drop the connection after this many bytes of the next file body (then None).
+        corrupt: ``(path, offset)``: serve that byte of that file flipped.
+        chunk_pause: cleared, file bodies stop before their next chunk until it is set again
+            (to catch a download midway).
+    """
+
+    def __init__(self, repos: dict[str, Repo]) -> None:
+        self.repos = repos
+        self.requests: list[Request] = []
+        self.cut_after: int | None = None
+        self.corrupt: tuple[str, int] | None = None
+        self.chunk_pause = threading.Event()
+        self.chunk_pause.set()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> HubServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.chunk_pause.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(10)
+
+    def file_requests(self, name: str) -> list[Request]:
+        """The GET requests of the file body ``name`` (a file name or path)."""
+        return [r for r in self.requests if r.method == "GET" and "/resolve/" in r.path
+                and r.path.endswith("/" + name)]
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a) -> None:  # quiet
+                pass
+
+            def _json(self, obj, status: int = 200) -> None:
+                body = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _not_found(self, what: str, code: str = "RepoNotFound") -> None:
+                body = json.dumps({"error": what}).encode()
+                self.send_response(404)
+                self.send_header("X-Error-Code", code)
+                self.send_header("X-Error-Message", what)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                self.do_GET()
+
+            def do_GET(self) -> None:  # noqa: N802
+                url = urllib.parse.urlsplit(self.path)
+                path = urllib.parse.unquote(url.path)
+                server.requests.append(Request(self.command, path, self.headers.get("Range")))
+                q = urllib.parse.parse_qs(url.query)
+                parts = path.strip("/").split("/")
+                if parts[:2] == ["api", "models"] and len(parts) == 2:
+                    return self._search(q)
+                if parts[:2] == ["api", "models"] and len(parts) >= 4:
+                    repo_id = "/".join(parts[2:4])
+                    repo = server.repos.get(repo_id)
+                    if repo is None:
+                        return self._not_found(f"Repository Not Found for url: {self.path}")
+                    rest = parts[4:]
+                    if not rest or rest[0] == "revision":
+                        return self._info(repo_id, repo)
+                    if rest[0] == "tree":
+                        return self._tree(repo, "/".join(rest[2:]))
+                if len(parts) >= 5 and parts[2] == "resolve":
+                    repo = server.repos.get("/".join(parts[:2]))
+                    file = "/".join(parts[4:])
+                    if repo is None:
+                        return self._not_found("Repository Not Found")
+                    if file not in repo.files:
+                        return self._not_found("Entry not found", "EntryNotFound")
+                    return self._resolve(repo, file)
+                self._not_found(f"no route for {path}", "NotFound")
+
+            def _search(self, q) -> None:
+                words = (q.get("search") or [""])[0].lower()
+                out = [{"id": rid, "_id": rid, "modelId": rid, "downloads": r.downloads, "likes": 0,
+                        "tags": ["gguf"], "library_name": "gguf"}
+                       for rid, r in server.repos.items() if words in rid.lower()]
+                out.sort(key=lambda d: -d["downloads"])
+                limit = int((q.get("limit") or [len(out)])[0])
+                self._json(out[:limit])
+
+            def _info(self, repo_id: str, repo: Repo) -> None:
+                self._json({"id": repo_id, "_id": repo_id, "modelId": repo_id, "sha": repo.commit,
+                            "private": False, "downloads": repo.downloads, "likes": 0, "tags": ["gguf"],
+                            "siblings": [{"rfilename": p, "size": f.stat().st_size,
+                                          "lfs": {"sha256": repo.sha256(p), "size": f.stat().st_size,
+                                                  "pointerSize": 134}}
+                                         for p, f in repo.files.items()]})
+
+            def _tree(self, repo: Repo, under: str) -> None:
+                entries = []
+                for p, f in repo.files.items():
+                    if under and not p.startswith(under.rstrip("/") + "/"):
+                        continue
+                    entries.append({"type": "file", "path": p, "size": f.stat().st_size,
+                                    "oid": hashlib.sha1(p.encode()).hexdigest(),
+                                    "lfs": {"oid": repo.sha256(p), "size": f.stat().st_size,
+                                            "pointerSize": 134}})
+                self._json(entries)
+
+            def _resolve(self, repo: Repo, file: str) -> None:
+                src = repo.files[file]
+                size = src.stat().st_size
+                sha = repo.sha256(file)
+                start, end = 0, size - 1
+                rng = self.headers.get("Range")
+                status = 200
+                if rng:
+                    a, _, b = rng.removeprefix("bytes=").partition("-")
+                    start = int(a)
+                    end = min(int(b), size - 1) if b else size - 1
+                    if start >= size:
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{size}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    status = 206
+                self.send_response(status)
+                self.send_header("ETag", f'"{sha}"')
+                self.send_header("X-Repo-Commit", repo.commit)
+                self.send_header("X-Linked-Etag", f'"{sha}"')
+                self.send_header("X-Linked-Size", str(size))
+                self.send_header("Accept-Ranges", "bytes")
+                self.send_header("Content-Length", str(end - start + 1))
+                if status == 206:
+                    self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+                self.end_headers()
+                if self.command == "HEAD":
+                    return
+                cut = server.cut_after
+                if cut is not None:
+                    server.cut_after = None
+                sent = 0
+                with open(src, "rb") as f:
+                    f.seek(start)
+                    pos = start
+                    while pos <= end:
+                        block = bytearray(f.read(min(64 * 1024, end - pos + 1)))
+                        if server.corrupt and server.corrupt[0] == file:
+                            off = server.corrupt[1] - pos
+                            if 0 <= off < len(block):
+                                block[off] ^= 0xFF
+                        if cut is not None and sent + len(block) > cut:
+                            self.wfile.write(block[:cut - sent])
+                            self.wfile.flush()
+                            self.close_connection = True
+                            self.connection.shutdown(2)
+                            return
+                        server.chunk_pause.wait(30)
+                        self.wfile.write(block)
+                        sent += len(block)
+                        pos += len(block)
+
+        return Handler
+
+
+def split_gguf(src: Path, out_dir: Path, parts: int = 2) -> list[Path]:
+    """Write the model ``src`` again as a split GGUF of ``parts`` files
+    (``STEM-00001-of-0000N.gguf`` …) in ``out_dir``, with gguf's own writer."""
+    import gguf
+
+    reader = gguf.GGUFReader(src)
+    arch = reader.get_field("general.architecture").contents()
+    per = -(-len(reader.tensors) // parts)
+    w = gguf.GGUFWriter(None, arch, split_max_tensors=per)
+    for name, fld in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        vtype = fld.types[0]
+        sub = fld.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, fld.contents(), vtype, sub_type=sub)
+    for t in reader.tensors:
+        w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / src.name
+    w.write_header_to_file(path=target)
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return sorted(out_dir.glob(f"{src.stem}-*-of-*.gguf"))

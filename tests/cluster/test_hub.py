@@ -1,0 +1,312 @@
+"""The hub client (``gui.cluster.hub``) through the real ``huggingface_hub`` library against a
+local hub server on 127.0.0.1 serving real GGUF files made by the demo-model writer: listing,
+split files, headers read with ranged requests, fit and speed, and downloads — resumed after an
+interruption, refused on a damaged byte or a full disk, and pointed at a mirror by HF_ENDPOINT."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cluster.hub_server import HubServer, Repo, split_gguf
+
+from gui.cluster import hub as H
+from gui.cluster.costmodel import predicted_tokens_per_s
+from gui.cluster.demo_model import DemoShape, write_demo_model
+from gui.cluster.measure import (ComputeMeasurement, LinkMeasurement, MeasurementCache, NodeMeasurement,
+                                 cost_inputs, slot_seconds)
+from gui.cluster.model import file_sha256, inspect_model
+from gui.cluster.plan import Device, estimate, plan_by_memory
+
+REPO = "herd-test/Tiny-GGUF"
+QUANTS = ("Q4_K_M", "Q8_0", "F16")
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> dict[str, Path]:
+    """Three quants of one model and the Q8_0 one again as a split GGUF of two files."""
+    d = tmp_path_factory.mktemp("hub-src")
+    files = {}
+    for q in QUANTS:
+        p = write_demo_model(d / f"Tiny-{q}.gguf", DemoShape(layers=8, embd=256, ff=512, quant=q))
+        files[p.name] = p
+    for p in split_gguf(files["Tiny-Q8_0.gguf"], d / "split"):
+        files["split/" + p.name] = p
+    files["README.md"] = d / "README.md"
+    files["README.md"].write_text("# Tiny GGUF\n")
+    return files
+
+
+@pytest.fixture
+def hub(sources):
+    with HubServer({REPO: Repo(dict(sources), downloads=5),
+                    "other/Unrelated-GGUF": Repo({"x-Q4_0.gguf": sources["Tiny-Q4_K_M.gguf"]})}) as srv:
+        yield srv
+
+
+def test_quant_and_split_names():
+    assert H.quant_of("Qwen2.5-7B-Instruct-Q4_K_M.gguf") == "Q4_K_M"
+    assert H.quant_of("llama.IQ3_XS.gguf") == "IQ3_XS"
+    assert H.quant_of("big/model-Q8_0-00002-of-00003.gguf") == "Q8_0"
+    assert H.quant_of("model-f16.gguf") == "F16"
+    assert H.quant_of("model.gguf") == ""
+    files = [H.HubFile("m-Q4_0.gguf", 10), H.HubFile("a/m-Q8_0-00002-of-00002.gguf", 7),
+             H.HubFile("a/m-Q8_0-00001-of-00002.gguf", 5), H.HubFile("b/m-F16-00001-of-00003.gguf", 9),
+             H.HubFile("config.json", 1)]
+    models = H.group_gguf_files(files)
+    # the F16 set lacks two shards: llama.cpp could not load it, so it is not offered
+    assert [(m.name, m.quant, m.size, [p.path for p in m.parts]) for m in models] == [
+        ("m-Q4_0.gguf", "Q4_0", 10, ["m-Q4_0.gguf"]),
+        ("m-Q8_0-00001-of-00002.gguf", "Q8_0", 12, ["a/m-Q8_0-00001-of-00002.gguf", "a/m-Q8_0-00002-of-00002.gguf"])]
+
+
+def test_search_and_list_files(hub, sources):
+    h = H.Hub(hub.url)
+    assert [r.repo for r in h.search("tiny")] == [REPO]
+    assert {r.repo for r in h.search("gguf")} == {REPO, "other/Unrelated-GGUF"}
+    with pytest.raises(H.HubError, match="type part of a model's name"):
+        h.search("  ")
+    files = h.files(REPO)
+    assert files.commit == hub.repos[REPO].commit
+    got = {(m.name, m.quant, m.size, tuple(p.sha256 for p in m.parts)) for m in files.models}
+    want = {(n, q, sources[n].stat().st_size, (_sha(sources[n]),))
+            for n, q in (("Tiny-Q4_K_M.gguf", "Q4_K_M"), ("Tiny-Q8_0.gguf", "Q8_0"), ("Tiny-F16.gguf", "F16"))}
+    shards = sorted(k for k in sources if k.startswith("split/"))
+    want.add(("Tiny-Q8_0-00001-of-00002.gguf", "Q8_0", sum(sources[k].stat().st_size for k in shards),
+              tuple(_sha(sources[k]) for k in shards)))
+    assert got == want
+    # the library asked the model info and the tree listing, pinned at the commit
+    paths = [r.path for r in hub.requests]
+    assert f"/api/models/{REPO}" in paths or f"/api/models/{REPO}/revision/main" in paths
+    assert any(p.startswith(f"/api/models/{REPO}/tree/{files.commit}") for p in paths)
+    with pytest.raises(H.HubError, match="no such repository"):
+        h.files("nobody/none")
+
+
+def test_header_read_with_ranges_equals_the_local_file(hub, sources):
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    for m in files.models:
+        hub.requests.clear()
+        info = h.model_info(files.repo, files.commit, m)
+        local = inspect_model(sources[m.first.path])
+        for field in ("architecture", "n_layer", "context_length", "embedding_length", "n_head_kv",
+                      "quantization", "slot_bytes", "input_bytes", "tied_embeddings", "file_bytes"):
+            assert getattr(info, field) == getattr(local, field), (m.name, field)
+        gets = [r for r in hub.requests if r.method == "GET" and "/resolve/" in r.path]
+        assert len(gets) == len(m.parts) and all(r.range and r.range.startswith("bytes=0-") for r in gets)
+        # only the header travelled, not the weights
+        assert all(int(r.range.split("-")[1]) < H.HEADER_FIRST_READ for r in gets)
+
+
+def _devices(free: int) -> list[Device]:
+    return [Device("alpha", "alpha", "127.0.0.1:50001", 0, "CPU", free, free),
+            Device("beta", "beta", "127.0.0.1:50002", 0, "CPU", free, free)]
+
+
+def test_fit_split_and_suggestion_follow_the_planner(hub, sources, tmp_path):
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    single = H.RepoFiles(files.repo, files.commit, tuple(m for m in files.models if not m.is_split))
+    ctx = 1024
+    q8 = inspect_model(sources["Tiny-Q8_0.gguf"])
+    # room for the Q8_0 file split evenly over two workers and the host, 2 % to spare
+    need = estimate(plan_by_memory(q8, _devices(1 << 40), ctx), q8, ctx)
+    free = int(max(f.need_bytes for f in need[:-1]) * 1.02)
+    host_free = int(need[-1].need_bytes * 1.02)
+    fits = H.assess_repo(h, single, _devices(free), ctx, host_free_bytes=host_free)
+    by = {f.model.quant: f for f in fits}
+    assert by["Q4_K_M"].fits and by["Q8_0"].fits and not by["F16"].fits
+    assert "short" in by["F16"].problem or "needs" in by["F16"].problem
+    # the split by memory, as llama.cpp computes it from equal free memory
+    assert by["Q8_0"].split_text() == "alpha=5, beta=4"
+    assert by["Q8_0"].plan == plan_by_memory(q8, _devices(free), ctx, host_free_bytes=host_free)
+    assert single.models[H.suggest(fits)].quant == "Q8_0"
+    assert all(f.tokens_per_s is None for f in fits)  # nothing measured
+    # nothing fits a tiny cluster: no suggestion
+    assert H.suggest(H.assess_repo(h, single, _devices(1 << 20), ctx, host_free_bytes=1 << 20)) is None
+
+
+def test_speed_comes_from_the_cached_measurements(hub, sources, tmp_path):
+    """Speeds measured on another model (as `herd plan --fastest` caches them) predict a hub
+    file's speed per byte of its layers."""
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    cache = MeasurementCache(tmp_path / "measure")
+    measured_on = inspect_model(sources["Tiny-F16.gguf"])
+    devices = _devices(1 << 34)
+    assert H.cluster_measurements(devices, cache) is None
+    for node, spb in (("alpha", 2e-9), ("beta", 4e-9), ("master", 8e-9)):
+        ep = None if node == "master" else next(d.endpoint for d in devices if d.node_id == node)
+        slots = slot_seconds(measured_on.slot_bytes, spb * sum(measured_on.slot_bytes))
+        compute = ComputeMeasurement(ep, 0.01, (0.01,), 0.0, spb, slots, 24)
+        link = None if ep is None else LinkMeasurement(ep, 0.0002, (0.0002,), 1e9)
+        cache.put(NodeMeasurement(node, "other-model", compute, link, measured_at=time.time()))
+    measured = H.cluster_measurements(devices, cache)
+    assert [m.node_id for m in measured["nodes"]] == ["alpha", "beta"] and measured["host"].node_id == "master"
+    q4 = files.by_quant("Q4_K_M")
+    info = h.model_info(files.repo, files.commit, q4)
+    fit = H.assess(q4, info, devices, 1024, host_free_bytes=1 << 34, measured=measured)
+    assert fit.fits and fit.tokens_per_s is not None
+    m = cost_inputs(measured["nodes"], measured["host"], model=info)
+    assert fit.tokens_per_s == pytest.approx(predicted_tokens_per_s(fit.plan, info, m))
+    # the faster worker gets more of the layers (fastest split, not the split by memory)
+    counts = {a.device.node_id: a.count for a in fit.plan.assignments}
+    assert counts["alpha"] > counts["beta"]
+
+
+def test_download_verified_and_moved_in_atomically(hub, sources, tmp_path):
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    seen: list[H.DownloadProgress] = []
+    models = tmp_path / "models"
+    model = files.by_quant("Q4_K_M")
+    path = h.download(files.repo, files.commit, model, models, progress=seen.append)
+    assert path == models / "Tiny-Q4_K_M.gguf"
+    assert _sha(path) == _sha(sources["Tiny-Q4_K_M.gguf"])
+    assert os.listdir(models) == ["Tiny-Q4_K_M.gguf"]  # no partial folder left
+    downloads = [p for p in seen if p.phase == "download"]
+    assert downloads[-1].done_bytes == downloads[-1].total_bytes == model.size
+    assert [p.done_bytes for p in downloads] == sorted(p.done_bytes for p in downloads)
+    assert any(p.rate_bps > 0 and p.eta_s is not None for p in downloads)
+    assert seen[-1].phase == "verify" and seen[-1].done_bytes == model.size
+    # a split model: both files, and llama.cpp's first-file name comes back
+    split = next(m for m in files.models if m.is_split)
+    first = h.download(files.repo, files.commit, split, models)
+    assert first.name == "Tiny-Q8_0-00001-of-00002.gguf"
+    assert inspect_model(first).n_layer == 8
+    assert sorted(os.listdir(models)) == ["Tiny-Q4_K_M.gguf", "Tiny-Q8_0-00001-of-00002.gguf",
+                                          "Tiny-Q8_0-00002-of-00002.gguf"]
+
+
+def test_download_resumes_after_a_dropped_connection(hub, sources, tmp_path):
+    """The server drops the connection mid-file: the library goes on from the last byte it
+    handed over (its chunks are 10 MiB), with a Range request, within the same download."""
+    from huggingface_hub import constants
+
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    model = files.by_quant("F16")
+    chunk = constants.DOWNLOAD_CHUNK_SIZE
+    assert model.size > chunk + 200_000
+    hub.cut_after = chunk + 100_000
+    path = h.download(files.repo, files.commit, model, tmp_path / "models")
+    assert _sha(path) == _sha(sources["Tiny-F16.gguf"])
+    gets = hub.file_requests("Tiny-F16.gguf")
+    assert [g.range for g in gets] == [None, f"bytes={chunk}-"]
+
+
+def test_download_interrupted_then_resumed_by_the_next_attempt(hub, sources, tmp_path):
+    """Cancelled midway (the app closed, Ctrl-C): nothing where models are looked for; the next
+    download asks only for the rest (HTTP Range) and the file is whole and verified."""
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    model = files.by_quant("F16")
+    models = tmp_path / "models"
+    cancel = threading.Event()
+    got: list[int] = []
+
+    def progress(p: H.DownloadProgress) -> None:
+        got.append(p.done_bytes)
+        if p.done_bytes > model.size // 2:
+            cancel.set()
+
+    with pytest.raises(H.DownloadCancelled):
+        h.download(files.repo, files.commit, model, models, progress=progress, cancel=cancel)
+    assert list(models.glob("*.gguf")) == []
+    partial = models / H.PARTIAL_DIR / "Tiny-F16.gguf.part"
+    have = partial.stat().st_size
+    assert model.size // 2 < have < model.size
+    hub.requests.clear()
+    resumed: list[H.DownloadProgress] = []
+    path = h.download(files.repo, files.commit, model, models, progress=resumed.append)
+    assert [g.range for g in hub.file_requests("Tiny-F16.gguf")] == [f"bytes={have}-"]
+    assert resumed[0].resumed_bytes == have
+    assert _sha(path) == _sha(sources["Tiny-F16.gguf"])
+    assert not (models / H.PARTIAL_DIR).exists()
+
+
+def test_a_corrupted_byte_fails_the_hash_and_leaves_nothing(hub, sources, tmp_path):
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    model = files.by_quant("Q8_0")
+    hub.corrupt = (model.first.path, 123_456)
+    models = tmp_path / "models"
+    with pytest.raises(H.HubError) as err:
+        h.download(files.repo, files.commit, model, models)
+    msg = str(err.value)
+    assert "Tiny-Q8_0.gguf" in msg and "damaged" in msg and "SHA-256" in msg and model.first.sha256 in msg
+    assert "download it again" in msg
+    assert [p for p in models.rglob("*") if p.is_file()] == []
+    # and once the hub serves the right bytes, the download again is whole
+    hub.corrupt = None
+    assert _sha(h.download(files.repo, files.commit, model, models)) == model.first.sha256
+
+
+def test_a_full_disk_is_refused_before_a_byte_is_written(sources, tmp_path):
+    """A model bigger than the free space of the models folder's disk (a sparse file on the
+    hub's side, so the test needs no disk of its own)."""
+    models = tmp_path / "models"
+    free = shutil.disk_usage(tmp_path).free
+    big = tmp_path / "hub" / "Huge-Q4_K_M.gguf"
+    big.parent.mkdir()
+    with open(big, "wb") as f:
+        f.write(sources["Tiny-Q4_K_M.gguf"].read_bytes()[:4096])
+        f.truncate(free + (1 << 30))
+    with HubServer({REPO: Repo({big.name: big})}) as srv:
+        srv.repos[REPO].sha256 = lambda path: "0" * 64  # hashing a sparse terabyte is not the point
+        h = H.Hub(srv.url)
+        files = h.files(REPO)
+        with pytest.raises(H.HubError, match="not enough disk space") as err:
+            h.download(files.repo, files.commit, files.models[0], models)
+        assert "free some space or choose another models folder" in str(err.value)
+        assert srv.file_requests(big.name) == []  # not one byte asked for
+    assert not models.exists()
+
+
+def test_hf_endpoint_points_the_library_at_a_mirror(hub, sources, tmp_path):
+    """HF_ENDPOINT (what users in China set for a mirror) is honoured: a fresh process with it
+    set and no endpoint given lists and downloads from the mirror."""
+    code = (
+        "from gui.cluster.hub import Hub, default_endpoint\n"
+        "import sys\n"
+        "h = Hub()\n"
+        "print(default_endpoint())\n"
+        "f = h.files('herd-test/Tiny-GGUF')\n"
+        "print(h.download(f.repo, f.commit, f.by_quant('Q4_K_M'), sys.argv[1]))\n"
+    )
+    env = dict(os.environ, HF_ENDPOINT=hub.url, HF_HUB_OFFLINE="0")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m")], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == hub.url
+    assert file_sha256(lines[-1]) == _sha(sources["Tiny-Q4_K_M.gguf"])
+    assert hub.file_requests("Tiny-Q4_K_M.gguf")
+
+
+def test_a_split_model_is_read_from_all_its_files(sources, tmp_path):
+    from gui.cluster.model import ModelError
+
+    first, second = (sources[k] for k in sorted(k for k in sources if k.startswith("split/")))
+    whole = inspect_model(sources["Tiny-Q8_0.gguf"])
+    info = inspect_model(first)
+    assert info.slot_bytes == whole.slot_bytes and info.input_bytes == whole.input_bytes
+    assert info.file_bytes == first.stat().st_size + second.stat().st_size
+    with pytest.raises(ModelError, match=f"not the first file of a split model; open {first.name}"):
+        inspect_model(second)
+    lonely = tmp_path / first.name
+    shutil.copy(first, lonely)
+    with pytest.raises(ModelError, match=f"{second.name}: part of a split model is missing"):
+        inspect_model(lonely)
