@@ -15,18 +15,16 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster.hub_server import HubServer, Repo, split_gguf
+from cluster.hub_server import HubServer, Repo, demo_repo_files
 
 from gui.cluster import hub as H
 from gui.cluster.costmodel import predicted_tokens_per_s
-from gui.cluster.demo_model import DemoShape, write_demo_model
 from gui.cluster.measure import (ComputeMeasurement, LinkMeasurement, MeasurementCache, NodeMeasurement,
                                  cost_inputs, slot_seconds)
 from gui.cluster.model import file_sha256, inspect_model
 from gui.cluster.plan import Device, estimate, plan_by_memory
 
 REPO = "herd-test/Tiny-GGUF"
-QUANTS = ("Q4_K_M", "Q8_0", "F16")
 
 
 def _sha(p: Path) -> str:
@@ -36,16 +34,7 @@ def _sha(p: Path) -> str:
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory) -> dict[str, Path]:
     """Three quants of one model and the Q8_0 one again as a split GGUF of two files."""
-    d = tmp_path_factory.mktemp("hub-src")
-    files = {}
-    for q in QUANTS:
-        p = write_demo_model(d / f"Tiny-{q}.gguf", DemoShape(layers=8, embd=256, ff=512, quant=q))
-        files[p.name] = p
-    for p in split_gguf(files["Tiny-Q8_0.gguf"], d / "split"):
-        files["split/" + p.name] = p
-    files["README.md"] = d / "README.md"
-    files["README.md"].write_text("# Tiny GGUF\n")
-    return files
+    return demo_repo_files(tmp_path_factory.mktemp("hub-src"))
 
 
 @pytest.fixture
