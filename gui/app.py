@@ -125,6 +125,7 @@ class MainWindow(QMainWindow):
         self.nodes.demoRequested.connect(self.start_local_demo)
         self.model_panel.modelChosen.connect(self.open_model)
         self.model_panel.demoRequested.connect(self.make_demo_model)
+        self.model_panel.hubRequested.connect(self.open_hub_dialog)
         self.launch.startRequested.connect(self.start_cluster)
         self.launch.stopRequested.connect(self.stop_cluster)
         self.editor.fastestRequested.connect(self.find_fastest)
@@ -370,6 +371,14 @@ class MainWindow(QMainWindow):
         self._update_devices(force=True)
         self._update_fastest_button()
         return True
+
+    def open_hub_dialog(self):
+        """*Get model…*: a model from a hub that fits the cluster, opened when downloaded (#14)."""
+        from gui.hub_session import open_hub_dialog
+
+        self.hub_dialog = open_hub_dialog(self, self.bridge, self.settings, self.planned_devices,
+                                          self.editor.ctx.value(), self.open_model)
+        return self.hub_dialog
 
     def make_demo_model(self) -> None:
         """Write the demo model off the GUI thread, then open it."""

@@ -47,6 +47,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     Option("failover/auto_recover", bool, True, "Relaunch on the remaining nodes when one is lost"),
     Option("failover/countdown", int, 5, "Seconds before that relaunch"),
     Option("failover/rejoin", str, "ask", "When a lost node returns: ask or auto"),
+    Option("hub/endpoint", str, "", "Model hub address, e.g. a mirror (empty: $HF_ENDPOINT or huggingface.co)"),
+    Option("hub/models_dir", str, "", "Folder for downloaded models (empty: herd's data folder)"),
 ]}
 
 #: Choices offered for ``failover/countdown`` (seconds).

@@ -22,16 +22,19 @@ class ModelPanel(QWidget):
     Signals:
         modelChosen(str): the user picked a file (path).
         demoRequested(): the user wants a demo model made.
+        hubRequested(): the user wants to get a model from a hub (#14).
     """
 
     modelChosen = Signal(str)
     demoRequested = Signal()
+    hubRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAcceptDrops(True)
         self.open_button = QPushButton(self.tr("Open model…"))
         self.demo_button = QPushButton(self.tr("Make demo model"))
+        self.hub_button = QPushButton(self.tr("Get model…"))
         self.recent = QComboBox()
         self.recent.setMinimumContentsLength(24)
         self.recent.setPlaceholderText(self.tr("Recent models"))
@@ -42,6 +45,7 @@ class ModelPanel(QWidget):
         row.addWidget(QLabel("<b>" + self.tr("Model") + "</b>"))
         row.addWidget(self.open_button)
         row.addWidget(self.recent, 1)
+        row.addWidget(self.hub_button)
         row.addWidget(self.demo_button)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -49,6 +53,7 @@ class ModelPanel(QWidget):
         lay.addWidget(self.info)
         self.open_button.clicked.connect(self._open)
         self.demo_button.clicked.connect(self.demoRequested)
+        self.hub_button.clicked.connect(self.hubRequested)
         self.recent.activated.connect(lambda i: self.modelChosen.emit(self.recent.itemData(i)))
 
     def set_recent(self, paths: list[str]) -> None:

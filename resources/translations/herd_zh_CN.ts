@@ -646,6 +646,10 @@
         <source>GGUF models (*.gguf);;All files (*)</source>
         <translation>GGUF 模型 (*.gguf);;所有文件 (*)</translation>
     </message>
+    <message>
+        <source>Get model…</source>
+        <translation>获取模型…</translation>
+    </message>
 </context>
 <context>
     <name>NodeCard</name>
@@ -1816,6 +1820,149 @@
     <message>
         <source>not enough disk space in {dir}: the model needs {need} MB and {free} MB are free; free some space or choose another models folder</source>
         <translation>{dir} 磁盘空间不足：模型需要 {need} MB，可用 {free} MB；请释放一些空间或选择其他模型文件夹</translation>
+    </message>
+</context>
+<context>
+    <name>HubDialog</name>
+    <message>
+        <source>Get a model</source>
+        <translation>获取模型</translation>
+    </message>
+    <message>
+        <source>Leave empty for huggingface.co. Where it cannot be reached (in mainland China, for example) enter a mirror such as https://hf-mirror.com; herd remembers it.</source>
+        <translation>留空则使用 huggingface.co。无法访问它的地方（例如中国大陆）请填写镜像地址，如 https://hf-mirror.com；herd 会记住它。</translation>
+    </message>
+    <message>
+        <source>Model name, e.g. Qwen2.5 7B GGUF</source>
+        <translation>模型名称，例如 Qwen2.5 7B GGUF</translation>
+    </message>
+    <message>
+        <source>Search</source>
+        <translation>搜索</translation>
+    </message>
+    <message>
+        <source>File</source>
+        <translation>文件</translation>
+    </message>
+    <message>
+        <source>Quant</source>
+        <translation>量化</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>大小</translation>
+    </message>
+    <message>
+        <source>Fits</source>
+        <translation>能否装下</translation>
+    </message>
+    <message>
+        <source>Split</source>
+        <translation>分层</translation>
+    </message>
+    <message>
+        <source>Speed</source>
+        <translation>速度</translation>
+    </message>
+    <message>
+        <source>Saved to %1</source>
+        <translation>保存到 %1</translation>
+    </message>
+    <message>
+        <source>Download</source>
+        <translation>下载</translation>
+    </message>
+    <message>
+        <source>Cancel download</source>
+        <translation>取消下载</translation>
+    </message>
+    <message>
+        <source>Close</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>Hub</source>
+        <translation>模型库</translation>
+    </message>
+    <message>
+        <source>Context</source>
+        <translation>上下文</translation>
+    </message>
+    <message>
+        <source>Searching…</source>
+        <translation>正在搜索…</translation>
+    </message>
+    <message>
+        <source>Reading the headers of %1's GGUF files…</source>
+        <translation>正在读取 %1 中 GGUF 文件的文件头…</translation>
+    </message>
+    <message>
+        <source>%1 — %2 downloads</source>
+        <translation>%1 — %2 次下载</translation>
+    </message>
+    <message>
+        <source>Pick a repository to see its files.</source>
+        <translation>选择一个仓库以查看其文件。</translation>
+    </message>
+    <message>
+        <source>No GGUF repositories match.</source>
+        <translation>没有匹配的 GGUF 仓库。</translation>
+    </message>
+    <message>
+        <source>no paired nodes</source>
+        <translation>没有已配对的节点</translation>
+    </message>
+    <message>
+        <source>Fit on: %1 and this PC</source>
+        <translation>按以下设备计算：%1 和本机</translation>
+    </message>
+    <message>
+        <source> (%1 files)</source>
+        <translation>（%1 个文件）</translation>
+    </message>
+    <message>
+        <source>≈ %1 tok/s</source>
+        <translation>≈ %1 词元/秒</translation>
+    </message>
+    <message>
+        <source>not measured yet</source>
+        <translation>尚未测量</translation>
+    </message>
+    <message>
+        <source>fits</source>
+        <translation>装得下</translation>
+    </message>
+    <message>
+        <source>does not fit</source>
+        <translation>装不下</translation>
+    </message>
+    <message>
+        <source>★ The largest file that fits is selected.</source>
+        <translation>★ 已选中装得下的最大文件。</translation>
+    </message>
+    <message>
+        <source>Nothing fits at this context: try a smaller context or add a node.</source>
+        <translation>在此上下文长度下没有装得下的文件：请减小上下文或添加节点。</translation>
+    </message>
+    <message>
+        <source>Checking the SHA-256 of %1…</source>
+        <translation>正在校验 %1 的 SHA-256…</translation>
+    </message>
+    <message>
+        <source>, %1 s left</source>
+        <translation>，还剩 %1 秒</translation>
+    </message>
+    <message>
+        <source>Downloading %1: %2 of %3 MB at %4 MB/s%5</source>
+        <translation>正在下载 %1：%2 / %3 MB，%4 MB/秒%5</translation>
+    </message>
+    <message>
+        <source>Downloaded and verified: %1. It is open in the split editor.</source>
+        <translation>已下载并校验：%1。已在分层编辑器中打开。</translation>
+    </message>
+    <message>
+        <source>Download stopped. Download again to resume where it stopped.</source>
+        <translation>下载已停止。再次下载即可从中断处继续。</translation>
     </message>
 </context>
 </TS>

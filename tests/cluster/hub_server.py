@@ -67,8 +67,9 @@ class HubServer:
         requests: every request received.
         cut_after: drop the connection after this many bytes of the next file body (then None).
         corrupt: ``(path, offset)``: serve that byte of that file flipped.
-        chunk_pause: cleared, file bodies stop before their next chunk until it is set again
-            (to catch a download midway).
+        chunk_pause: cleared, file bodies stop before their next chunk (once ``pause_after``
+            bytes of the body are sent) until it is set again: to catch a download midway.
+        pause_after: see ``chunk_pause`` (default 0: before the first byte).
     """
 
     def __init__(self, repos: dict[str, Repo]) -> None:
@@ -76,6 +77,7 @@ class HubServer:
         self.requests: list[Request] = []
         self.cut_after: int | None = None
         self.corrupt: tuple[str, int] | None = None
+        self.pause_after = 0
         self.chunk_pause = threading.Event()
         self.chunk_pause.set()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -239,7 +241,8 @@ class HubServer:
                             self.close_connection = True
                             self.connection.shutdown(2)
                             return
-                        server.chunk_pause.wait(30)
+                        if sent >= server.pause_after:
+                            server.chunk_pause.wait(30)
                         self.wfile.write(block)
                         sent += len(block)
                         pos += len(block)
