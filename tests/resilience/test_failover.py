@@ -163,14 +163,17 @@ async def test_no_fit_on_the_survivor_offers_waiting_or_more_host_layers(
     info = inspect_model(demo_model)
     policy = F.FailoverPolicy(countdown=0, busy_wait=2)
     async with supervised(engine, demo_model, procs, tmp_path, policy) as (sup, agents):
-        fits = P.estimate(sup.first_plan, info, 512)
-        a_fit = next(f for f in fits if f.device is not None and f.device.node_name == "a")
-        # a has room for its own 4 slots only, this computer for the embeddings only.
+        a_dev = next(d for d, _ in sup.first_plan.assignments if d.node_name == "a")
+        # a has room for 4 slots only and this computer for the embeddings only, sized for a plan
+        # on a alone (no pipeline then: the first plan's two workers made one, whose input
+        # copies cost every device more).
+        with_host = P.estimate(P.Plan(info.n_layer, info.n_layer - 3, [(a_dev, 4)]), info, 512)
+        alone = P.estimate(P.Plan(info.n_layer, 0, [(a_dev, info.n_layer + 1)]), info, 512)
+        a_room = [with_host[0].need_bytes + 4096]
         make_probe = sup.probe_client_for
-        sup.probe_client_for = lambda n: ShrunkStatus(make_probe(n), a_fit.need_bytes + 4096) \
-            if n.name == "a" else make_probe(n)
+        sup.probe_client_for = lambda n: ShrunkStatus(make_probe(n), a_room[0]) if n.name == "a" else make_probe(n)
         sup._probes.clear()
-        sup.host_free_bytes = lambda: fits[-1].need_bytes + 4096
+        sup.host_free_bytes = lambda: alone[-1].need_bytes + 4096
         b = agents["b"]
         b.proc.kill()
         b.proc.wait(timeout=10)
@@ -189,6 +192,12 @@ async def test_no_fit_on_the_survivor_offers_waiting_or_more_host_layers(
         assert "more layers on this computer" in next(e for e in sup.events if e.kind == F.RELAUNCHING_EV).message
 
         port_of = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
+        # When b is back, a and this computer have the room the first plan takes again (as a
+        # pipeline of two workers, which keeps more input copies on every device).
+        first = P.estimate(sup.first_plan, info, 512)
+        a_room[0] = next(f for f in first if f.device is not None and f.device.node_name == "a").need_bytes + 4096
+        sup._probes.clear()
+        sup.host_free_bytes = lambda: first[-1].need_bytes + 4096
         start_agent(procs.popen, tmp_path, "b", mdns=False, api_port=port_of(b.api_url),
                     rpc_port=b.rpc_port, echo_port=b.echo_port)
         await until(sup, lambda: F.OPT_REJOIN in sup.options)
