@@ -579,8 +579,8 @@ class FileFit:
         model: the hub model.
         info: its header's facts, or None when the header could not be read (``problem`` says why).
         fits: True when every device and the host have room at the context asked for.
-        plan: the split that would be used (the fastest when every node is measured, else by
-            free memory), or None.
+        plan: the split that would be used (by free memory, as *Start* and ``herd up`` do by
+            default), or None.
         device_fits: the planner's memory estimate per device, the host last.
         tokens_per_s: predicted decode speed, or None when a node is not measured yet.
         problem: why it does not fit (or could not be read); ``""`` when it fits.
@@ -624,14 +624,18 @@ def assess(model: ModelFile, info, devices: Sequence, ctx: int, *, host_free_byt
            measured: dict | None = None) -> FileFit:
     """Fit, split and predicted speed of one hub model (``info`` from :meth:`Hub.model_info`).
 
-    The memory check is :func:`gui.cluster.plan.estimate` on :func:`~gui.cluster.plan.plan_by_memory`;
-    with ``measured`` (:func:`cluster_measurements`) the split is the fastest that fits
-    (:func:`gui.cluster.optimize.fastest`) and its speed the cost model's prediction, the
-    nodes' measured compute time per byte scaled to this model's layers.
+    The split is the one *Start* and ``herd up`` use by default, by free memory
+    (:func:`~gui.cluster.plan.plan_by_memory`), checked with the planner's own
+    :func:`~gui.cluster.plan.estimate`. With ``measured`` (:func:`cluster_measurements`) its
+    speed is the cost model's prediction, each node's measured compute time per byte scaled to
+    this model's layers; without it (or when the host keeps layers and was never measured) the
+    speed is None: not measured yet.
     """
+    import math
+
     from gui.cluster import plan as P
+    from gui.cluster.costmodel import predicted_tokens_per_s
     from gui.cluster.measure import cost_inputs
-    from gui.cluster.optimize import fastest
 
     if ctx < 1:
         raise HubError(f"context length must be positive, got {ctx}")
@@ -645,13 +649,12 @@ def assess(model: ModelFile, info, devices: Sequence, ctx: int, *, host_free_byt
         return FileFit(model, info, False, plan, tuple(fits), problem="; ".join(bad))
     tps = None
     if measured is not None:
-        m = cost_inputs(measured["nodes"], measured["host"], model=info)
         try:
-            best = fastest(info, devices, m, ctx, host_free_bytes=host_free_bytes)
-            plan, tps = best.plan, best.cost.tokens_per_s
-            fits = P.estimate(plan, info, ctx, host_free_bytes=host_free_bytes)
+            tps = predicted_tokens_per_s(plan, info, cost_inputs(measured["nodes"], measured["host"], model=info))
         except P.PlanError:
-            pass  # no measured split fits: keep the split by memory, speed unknown
+            tps = None
+        if tps is not None and not (math.isfinite(tps) and tps > 0):
+            tps = None  # the host keeps layers but its speed was never measured
     return FileFit(model, info, True, plan, tuple(fits), tps)
 
 

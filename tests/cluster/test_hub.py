@@ -150,9 +150,13 @@ def test_speed_comes_from_the_cached_measurements(hub, sources, tmp_path):
     assert fit.fits and fit.tokens_per_s is not None
     m = cost_inputs(measured["nodes"], measured["host"], model=info)
     assert fit.tokens_per_s == pytest.approx(predicted_tokens_per_s(fit.plan, info, m))
-    # the faster worker gets more of the layers (fastest split, not the split by memory)
-    counts = {a.device.node_id: a.count for a in fit.plan.assignments}
-    assert counts["alpha"] > counts["beta"]
+    # the split is the one a launch uses by default: by free memory
+    assert fit.plan == plan_by_memory(info, devices, 1024, host_free_bytes=1 << 34)
+    # a worker twice as slow per byte: the same split is predicted slower
+    slower = dict(measured, nodes=[NodeMeasurement(m.node_id, m.model_fingerprint, ComputeMeasurement(
+        m.compute.endpoint, 0.01, (0.01,), 0.0, 2 * m.compute.seconds_per_byte, m.compute.slot_s, 24), m.link)
+        for m in measured["nodes"]])
+    assert H.assess(q4, info, devices, 1024, host_free_bytes=1 << 34, measured=slower).tokens_per_s < fit.tokens_per_s
 
 
 def test_download_verified_and_moved_in_atomically(hub, sources, tmp_path):
