@@ -107,9 +107,17 @@ class HubSession(QObject):
         self._cancel = cancel = threading.Event()
         target = self.models_dir()
         self.dialog.set_downloading(True)
-        call = self.bridge.submit(asyncio.to_thread(hub.download, files.repo, files.commit, model, target,
-                                                    progress=self.progress.emit, cancel=cancel),
-                                  "model download")
+        async def run():
+            try:
+                return await asyncio.to_thread(hub.download, files.repo, files.commit, model, target,
+                                               progress=self.progress.emit, cancel=cancel)
+            except asyncio.CancelledError:
+                # the window is closing (the bridge cancels every call): the thread would go on
+                # downloading behind the app's back; it stops at its next chunk instead
+                cancel.set()
+                raise
+
+        call = self.bridge.submit(run(), "model download")
 
         def finished(path) -> None:
             self.downloaded = str(path)

@@ -157,3 +157,26 @@ def test_cancel_keeps_nothing_where_models_are_and_resumes(qtbot, make_window, h
     qtbot.waitUntil(lambda: win.model is not None, timeout=60000)
     assert [r.range for r in hub.file_requests("Tiny-F16.gguf")] == [f"bytes={constants.DOWNLOAD_CHUNK_SIZE}-"]
     assert win.model.path == models / "Tiny-F16.gguf"
+
+
+def test_closing_the_window_stops_a_running_download(qtbot, make_window, hub, tmp_path):
+    """The bridge cancels every call when the window closes: the download thread is told to stop
+    too, instead of going on behind the closed app; nothing lands where models are looked for."""
+    models = tmp_path / "models"
+    win = make_window(browse=False, **{"hub/models_dir": str(models), "hub/endpoint": hub.url})
+    qtbot.mouseClick(win.model_panel.hub_button, Qt.MouseButton.LeftButton)
+    dlg = win.hub_dialog
+    dlg.repo = REPO
+    dlg.repoChosen.emit(REPO, 512)
+    qtbot.waitUntil(lambda: dlg.table.rowCount() == 4, timeout=30000)
+    row = next(r for r in range(4) if dlg.table.item(r, 1).text() == "F16")
+    hub.chunk_pause.clear()
+    call = dlg.session.download(row)
+    stop = dlg.session._cancel
+    # the body's request (the listing's ranged header reads came before)
+    qtbot.waitUntil(lambda: any(r.range is None for r in hub.file_requests("Tiny-F16.gguf")), timeout=10000)
+    with qtbot.waitSignal(call.done, timeout=10000):
+        call.cancel()  # what AsyncBridge.close does to every running call
+    assert stop.is_set()
+    hub.chunk_pause.set()
+    assert list(models.glob("*.gguf")) == []
