@@ -7,7 +7,10 @@ server on 127.0.0.1. It serves
 * ``GET /api/models/{repo}`` and ``…/revision/{rev}`` — model info with siblings (sizes, LFS);
 * ``GET /api/models/{repo}/tree/{rev}[/{path}]`` — the tree listing (LFS oid and size);
 * ``HEAD``/``GET /{repo}/resolve/{rev}/{path}`` — ``ETag``, ``X-Repo-Commit``,
-  ``X-Linked-Etag``, ``X-Linked-Size``, ``Accept-Ranges`` and ``Range`` requests (206).
+  ``X-Linked-Etag``, ``X-Linked-Size``, and, as huggingface.co does for LFS files, a 302 to a
+  storage host (here a second port, so the library treats it as another host: no token goes
+  there); that host answers ``Accept-Ranges`` and ``Range`` requests (206).
+  ``HubServer(…, cdn=False)`` serves the bytes from ``resolve`` itself, as some mirrors do.
 
 Faults for tests: :attr:`HubServer.cut_after` drops the connection after that many bytes of a
 file body (once), :attr:`HubServer.corrupt` flips a byte of what is served, and every request is
@@ -72,7 +75,7 @@ class HubServer:
         pause_after: see ``chunk_pause`` (default 0: before the first byte).
     """
 
-    def __init__(self, repos: dict[str, Repo]) -> None:
+    def __init__(self, repos: dict[str, Repo], cdn: bool = True) -> None:
         self.repos = repos
         self.requests: list[Request] = []
         self.cut_after: int | None = None
@@ -82,26 +85,44 @@ class HubServer:
         self.chunk_pause.set()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._cdn = ThreadingHTTPServer(("127.0.0.1", 0), self._handler()) if cdn else None
+        if self._cdn is not None:
+            self._cdn.daemon_threads = True
+        self._threads = [threading.Thread(target=h.serve_forever, daemon=True)
+                         for h in (self._httpd, self._cdn) if h is not None]
 
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
+    @property
+    def cdn_url(self) -> str | None:
+        """The storage host's address (None with ``cdn=False``)."""
+        if self._cdn is None:
+            return None
+        host, port = self._cdn.server_address[:2]
+        return f"http://{host}:{port}"
+
     def __enter__(self) -> HubServer:
-        self._thread.start()
+        for t in self._threads:
+            t.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.chunk_pause.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(10)
+        for h in (self._httpd, self._cdn):
+            if h is not None:
+                h.shutdown()
+                h.server_close()
+        for t in self._threads:
+            t.join(10)
 
     def file_requests(self, name: str) -> list[Request]:
-        """The GET requests of the file body ``name`` (a file name or path)."""
-        return [r for r in self.requests if r.method == "GET" and "/resolve/" in r.path
+        """The GET requests of the bytes of ``name`` (a file name or path), on the storage host
+        (or at ``resolve`` without one)."""
+        where = "/cdn/" if self._cdn is not None else "/resolve/"
+        return [r for r in self.requests if r.method == "GET" and where in r.path
                 and r.path.endswith("/" + name)]
 
     def _handler(self):
@@ -154,6 +175,12 @@ class HubServer:
                         return self._info(repo_id, repo)
                     if rest[0] == "tree":
                         return self._tree(repo, "/".join(rest[2:]))
+                if parts[0] == "cdn" and len(parts) >= 5:
+                    repo = server.repos.get("/".join(parts[1:3]))
+                    file = "/".join(parts[4:])
+                    if repo is None or file not in repo.files:
+                        return self._not_found("no such object", "NotFound")
+                    return self._resolve(repo, file, body=True)
                 if len(parts) >= 5 and parts[2] == "resolve":
                     repo = server.repos.get("/".join(parts[:2]))
                     file = "/".join(parts[4:])
@@ -192,10 +219,24 @@ class HubServer:
                                             "pointerSize": 134}})
                 self._json(entries)
 
-            def _resolve(self, repo: Repo, file: str) -> None:
+            def _resolve(self, repo: Repo, file: str, body: bool = False) -> None:
                 src = repo.files[file]
                 size = src.stat().st_size
                 sha = repo.sha256(file)
+                if server.cdn_url and not body:
+                    # huggingface.co answers an LFS file with a redirect to its storage host;
+                    # the file's metadata comes with the redirect
+                    repo_id = next(k for k, v in server.repos.items() if v is repo)
+                    self.send_response(302)
+                    self.send_header("Location", f"{server.cdn_url}/cdn/{repo_id}/{repo.commit}/"
+                                                 + urllib.parse.quote(file))
+                    self.send_header("ETag", f'"{sha}"')
+                    self.send_header("X-Repo-Commit", repo.commit)
+                    self.send_header("X-Linked-Etag", f'"{sha}"')
+                    self.send_header("X-Linked-Size", str(size))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 start, end = 0, size - 1
                 rng = self.headers.get("Range")
                 status = 200

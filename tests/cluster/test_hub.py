@@ -167,6 +167,8 @@ def test_download_verified_and_moved_in_atomically(hub, sources, tmp_path):
     model = files.by_quant("Q4_K_M")
     path = h.download(files.repo, files.commit, model, models, progress=seen.append)
     assert path == models / "Tiny-Q4_K_M.gguf"
+    # the bytes came from the storage host the hub redirected to, as on huggingface.co
+    assert [r.path.split("/")[1] for r in hub.file_requests("Tiny-Q4_K_M.gguf")] == ["cdn"]
     assert _sha(path) == _sha(sources["Tiny-Q4_K_M.gguf"])
     assert os.listdir(models) == ["Tiny-Q4_K_M.gguf"]  # no partial folder left
     downloads = [p for p in seen if p.phase == "download"]
@@ -268,9 +270,15 @@ def test_a_full_disk_is_refused_before_a_byte_is_written(sources, tmp_path):
     assert not models.exists()
 
 
-def test_hf_endpoint_points_the_library_at_a_mirror(hub, sources, tmp_path):
+def test_hf_endpoint_points_the_library_at_a_mirror(sources, tmp_path):
     """HF_ENDPOINT (what users in China set for a mirror) is honoured: a fresh process with it
-    set and no endpoint given lists and downloads from the mirror."""
+    set and no endpoint given lists and downloads from the mirror (one that serves the bytes at
+    ``resolve`` itself, without a storage host)."""
+    with HubServer({REPO: Repo(dict(sources))}, cdn=False) as mirror:
+        _mirror_download(mirror, sources, tmp_path)
+
+
+def _mirror_download(hub, sources, tmp_path):
     code = (
         "from gui.cluster.hub import Hub, default_endpoint\n"
         "import sys\n"
