@@ -23,7 +23,7 @@ from aiohttp import web
 from agent import __version__
 from agent import protocol as P
 from agent.api import build_app
-from agent.engine import choose_backend, find_engine
+from agent.engine import EngineError, choose_backend, find_engine, list_devices
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
 from agent.pairing import PinGuard, ProofLimiter, note_address, pair_master, proof_mac, token_id_for_hash
@@ -71,6 +71,7 @@ class Agent:
         self.backend, self.backend_note = (("cpu", None) if settings.engine_dir else
                                            choose_backend(settings.backend))
         self.engine = find_engine(settings.engine_dir or None, probe=True, backend=self.backend)
+        self.engine_gpus = self._engine_gpus()
         self.pin_guard = PinGuard()
         self.proof_limiter = ProofLimiter()
         self.load = LoadMeter()
@@ -292,6 +293,25 @@ class Agent:
         })
         return snap
 
+    def _engine_gpus(self) -> list:
+        """The GPUs this node's engine can use (none for a CPU build), listed once at start."""
+        if self.backend == "cpu":
+            return []
+        try:
+            return [d for d in list_devices(self.engine) if d.is_gpu]
+        except EngineError as exc:
+            log.warning("%s", exc)
+            return []
+
+    def engine_devices(self, ram_free: int) -> list[dict]:
+        """Every device the RPC worker can expose here, in ``-d`` names: the engine's GPUs, then
+        the CPU (with the RAM free now) — what a master plans with before the worker runs."""
+        out = [{"name": d.name, "kind": "gpu", "description": d.description, "total_bytes": d.total_bytes,
+                "free_bytes": d.free_bytes} for d in self.engine_gpus]
+        out.append({"name": "CPU", "kind": "cpu", "description": self._hardware.get("cpu_model", ""),
+                    "total_bytes": int(self._hardware.get("ram_total_bytes") or 0), "free_bytes": ram_free})
+        return out
+
     def info(self) -> dict:
         """``/info``: public identity and summary (no load, no pairings)."""
         return {
@@ -322,7 +342,8 @@ class Agent:
             "uptime_s": round(time.monotonic() - self._started, 3),
             "engine": {"build": self.engine.build, "proto": self.supervisor.proto or self.engine.rpc_proto,
                        "rpc_server": str(self.engine.rpc_server) if self.engine.rpc_server else None,
-                       "backend": self.backend, "note": self.backend_note},
+                       "backend": self.backend, "note": self.backend_note,
+                       "devices": self.engine_devices(load["ram_free_bytes"])},
             "hardware": hardware,
             "load": load,
             "rpc": self.rpc_status(),

@@ -42,6 +42,9 @@ def add_settings_flags(p: argparse.ArgumentParser, *, sub: bool) -> None:
     p.add_argument("--no-mdns", action="store_true", help="do not advertise over mDNS",
                    **({"default": argparse.SUPPRESS} if sub else {"default": False}))
     p.add_argument("--engine-dir", help="folder with ggml-rpc-server (default: the usual lookup)", **d)
+    p.add_argument("--backend", choices=["auto", "cpu", "vulkan", "cuda"],
+                   help="which installed llama.cpp build to run (default auto: a GPU build that finds a "
+                        "GPU here, else the CPU build)", **d)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging",
                    **({"default": argparse.SUPPRESS} if sub else {"default": False}))
 
@@ -77,7 +80,8 @@ def effective_settings(args: argparse.Namespace):
     s = load_settings(args.config)
     overrides = {"name": args.name, "bind": args.bind, "api_port": args.api_port,
                  "rpc_port": args.rpc_port, "echo_port": args.echo_port, "exposure": args.exposure,
-                 "mdns_interfaces": args.mdns_interfaces, "engine_dir": args.engine_dir}
+                 "mdns_interfaces": args.mdns_interfaces, "engine_dir": args.engine_dir,
+                 "backend": args.backend}
     for key, value in overrides.items():
         if value is not None:
             setattr(s, key, value)

@@ -490,14 +490,25 @@ def spec_from_plan(plan, model: str | os.PathLike, *, ctx: int, host: str = "127
 def devices_from_status(node, status: dict):
     """The plan :class:`~gui.cluster.plan.Device` list of a node from its agent's ``status``.
 
-    While the worker runs, the agent reports the devices the RPC worker exposes (with their free
-    memory). When it does not run yet, the node counts as one CPU device with the RAM it has
-    free — what ``ggml-rpc-server`` exposes on a machine without a GPU.
+    A node whose engine offers more than its CPU (a GPU build that finds a GPU) has a device per
+    GPU and one for its CPU, in the order its worker is then started with (``-d Vulkan0,CPU``),
+    with the worker's live free memory when it already runs with exactly those. Otherwise, while
+    the worker runs, the devices it exposes; when it does not run yet, one CPU device with the
+    RAM free — what ``ggml-rpc-server`` exposes on a machine without a GPU.
     """
     from gui.cluster.plan import Device  # the planner is optional for ServerProcess users
 
     rpc = status.get("rpc") or {}
     found = [d for d in rpc.get("devices") or [] if isinstance(d, dict)]
+    offered = [d for d in (status.get("engine") or {}).get("devices") or [] if isinstance(d, dict)]
+    if any(d.get("kind") == "gpu" for d in offered):
+        names = [str(d.get("name")) for d in offered]
+        if [str(d.get("name")) for d in found] == names:
+            offered = [{**o, "free_bytes": f.get("free_bytes", o.get("free_bytes"))} for o, f in zip(offered, found)]
+        return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=i,
+                       name=str(d.get("name")), free_bytes=int(d.get("free_bytes") or 0),
+                       total_bytes=int(d.get("total_bytes") or 0))
+                for i, d in enumerate(offered)]
     if found:
         return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint,
                        index=int(d.get("index", i)), name=str(d.get("name") or "CPU"),
@@ -509,6 +520,17 @@ def devices_from_status(node, status: dict):
     free = int(load.get("ram_free_bytes") or hw.get("ram_free_bytes") or 0)
     return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=0,
                    name="CPU", free_bytes=free, total_bytes=int(hw.get("ram_total_bytes") or 0))]
+
+
+def worker_devices(plan, endpoint: str) -> list[str] | None:
+    """The ``-d`` list a node's worker must run with for ``plan``: the names of the plan's
+    devices at ``endpoint`` in their index order, or None for a lone CPU device (the worker's
+    default, which is what it exposes on a machine without a GPU)."""
+    mine = sorted((d for d in plan.devices() if d.kind == "rpc" and d.endpoint == endpoint), key=lambda d: d.index)
+    names = [d.name for d in mine]
+    if not names or names == ["CPU"]:
+        return None
+    return names
 
 
 @dataclass
@@ -584,13 +606,17 @@ class ClusterLauncher:
             handle = WorkerHandle(node, client)
             self.workers.append(handle)
             status = await client.status()
-            state = (status.get("rpc") or {}).get("state")
+            rpc = status.get("rpc") or {}
+            state = rpc.get("state")
             if state == "busy":
                 raise LaunchError(translate("Launcher", "{node}: its RPC worker is in use by another "
                                             "master ({client})").format(
-                    node=node.name, client=(status.get("rpc") or {}).get("client")), code="worker-busy")
-            if state != "ready":
-                await client.rpc_start(threads=self.threads)
+                    node=node.name, client=rpc.get("client")), code="worker-busy")
+            wanted = worker_devices(self.plan, node.rpc_endpoint)
+            if state != "ready" or (wanted is not None and list(rpc.get("requested_devices") or []) != wanted):
+                # (a worker that runs with other devices is restarted with the plan's: device
+                # numbers in the plan are positions in its -d list)
+                await client.rpc_start(threads=self.threads, devices=wanted)
                 handle.started = True
             await self._wait_worker(handle)
             handle.restarts = int(((await client.status()).get("rpc") or {}).get("restarts") or 0)

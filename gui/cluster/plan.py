@@ -706,6 +706,14 @@ def _match(key: str, devices: Sequence[Device]) -> list[Device]:
             raise PlanError(f"split {key!r}: names devices of several nodes; use one of {choices}")
         if hit:
             return hit
+    # NODE/N or NODE/DEVICE: one device of a node with several (``gaming-pc/1``,
+    # ``gaming-pc/Vulkan0``), the node by its id, name or endpoint.
+    node, slash, which = key.rpartition("/")
+    if slash and node:
+        mine = _match(node, devices)
+        hit = [d for d in mine if str(d.index) == which or d.name == which]
+        if len({d.node_id for d in mine}) == 1:
+            return hit
     return []
 
 

@@ -274,3 +274,24 @@ def test_find_engine_accepts_the_old_rpc_server_name(tmp_path, monkeypatch):
         p.chmod(0o755)
     eng = find_engine(tmp_path)
     assert eng.complete and eng.rpc_server.name == "rpc-server" and eng.source == "setting"
+
+
+def test_vulkan_build_names_the_packages_it_needs(tmp_path, monkeypatch):
+    # cmake and a compiler are there, the shader compiler is not: say what to install, build nothing.
+    import shutil as sh
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("cmake", "c++", "g++"):
+        found = sh.which(tool)
+        if found:
+            (bindir / tool).symlink_to(found)
+    monkeypatch.setenv("PATH", str(bindir))
+    with pytest.raises(EngineError, match="A Vulkan build needs the glslc shader compiler.*apt-get install "
+                                          "libvulkan-dev glslc spirv-headers mesa-vulkan-drivers"):
+        mgr.install_from_source(backend="vulkan", dest=tmp_path / "e", sdist=tmp_path / "none.tar.gz")
+    assert not (tmp_path / "e").exists()
+
+
+def test_a_backend_source_builds_cannot_make_says_what_to_do(tmp_path):
+    with pytest.raises(EngineError, match="CUDA: use the release archive on Windows"):
+        mgr.install_from_source(backend="cuda", dest=tmp_path / "e")

@@ -1,0 +1,77 @@
+"""Workers with several devices: what the master plans with and what it starts the worker with."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from agent.settings import Settings, SettingsError
+from gui.cluster.launcher import devices_from_status, worker_devices
+from gui.cluster.nodes import Node
+from gui.cluster.plan import Plan, plan_from_split, parse_split
+
+GiB = 1 << 30
+
+
+def _node(name="gaming", port=50052) -> Node:
+    return Node(id=f"id-{name}", name=name, host="10.0.0.2", api_port=50050, rpc_port=port)
+
+
+GPU_STATUS = {
+    "engine": {"backend": "vulkan", "devices": [
+        {"name": "Vulkan0", "kind": "gpu", "description": "llvmpipe", "total_bytes": 2 * GiB, "free_bytes": 2 * GiB},
+        {"name": "CPU", "kind": "cpu", "description": "AMD EPYC", "total_bytes": 24 * GiB, "free_bytes": 20 * GiB}]},
+    "rpc": {"state": "stopped", "devices": []},
+    "hardware": {"ram_total_bytes": 24 * GiB}, "load": {"ram_free_bytes": 20 * GiB},
+}
+
+
+def test_a_gpu_node_offers_its_gpu_and_its_cpu_before_the_worker_runs():
+    devs = devices_from_status(_node(), GPU_STATUS)
+    assert [(d.index, d.name, d.free_bytes) for d in devs] == [(0, "Vulkan0", 2 * GiB), (1, "CPU", 20 * GiB)]
+    assert {d.endpoint for d in devs} == {"10.0.0.2:50052"}
+
+
+def test_live_free_memory_is_used_once_the_worker_runs_with_those_devices():
+    status = dict(GPU_STATUS, rpc={"state": "ready", "devices": [
+        {"index": 0, "name": "Vulkan0", "free_bytes": GiB, "total_bytes": 2 * GiB},
+        {"index": 1, "name": "CPU", "free_bytes": 19 * GiB, "total_bytes": 24 * GiB}]})
+    assert [d.free_bytes for d in devices_from_status(_node(), status)] == [GiB, 19 * GiB]
+    # A worker started with its default devices (the GPU only) does not change the offer.
+    status = dict(GPU_STATUS, rpc={"state": "ready", "devices": [{"index": 0, "name": "Vulkan0", "free_bytes": 1}]})
+    assert [d.name for d in devices_from_status(_node(), status)] == ["Vulkan0", "CPU"]
+
+
+def test_a_cpu_node_is_one_cpu_device_as_before():
+    status = {"engine": {"backend": "cpu", "devices": [{"name": "CPU", "kind": "cpu", "free_bytes": 5}]},
+              "rpc": {"state": "stopped"}, "hardware": {"ram_total_bytes": 8 * GiB}, "load": {"ram_free_bytes": 6 * GiB}}
+    [dev] = devices_from_status(_node(), status)
+    assert (dev.name, dev.index, dev.free_bytes) == ("CPU", 0, 6 * GiB)
+
+
+def test_the_worker_is_started_with_the_plans_devices_of_that_node_in_order():
+    gaming = devices_from_status(_node(), GPU_STATUS)
+    old = devices_from_status(_node("old", 50062), dict(GPU_STATUS, engine={"devices": []}))
+    plan = plan_from_split(8, gaming + old, parse_split("gaming/CPU=3,gaming/0=2,old=3,host=1"))
+    assert worker_devices(plan, "10.0.0.2:50052") == ["Vulkan0", "CPU"]
+    assert worker_devices(plan, "10.0.0.2:50062") is None  # a lone CPU: the worker's default
+    # A device the split gives nothing stays in the list: device numbers are positions in -d.
+    plan = Plan(8, 6, [(gaming[0], 0), (gaming[1], 3)])
+    assert worker_devices(plan, "10.0.0.2:50052") == ["Vulkan0", "CPU"]
+
+
+@pytest.mark.parametrize("key", ["gaming/1", "gaming/CPU", "id-gaming/1"])
+def test_one_device_of_a_node_is_named_by_number_or_name(key):
+    devs = devices_from_status(_node(), GPU_STATUS)
+    plan = plan_from_split(8, devs, {key: 9})
+    assert plan.counts() == [0, 9]
+
+
+def test_agent_backend_setting_is_checked():
+    with pytest.raises(SettingsError, match="backend: 'opencl' is not one of auto, cpu, vulkan, cuda"):
+        Settings(backend="opencl").validate()
+    r = subprocess.run([sys.executable, "-m", "agent.main", "--backend", "metal", "config"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "invalid choice: 'metal'" in r.stderr

@@ -1,0 +1,141 @@
+"""A worker with a GPU and its CPU as two devices, beside a CPU worker, on a simulated LAN.
+
+The GPU is Mesa's software Vulkan device (lavapipe): a real Vulkan device that the Vulkan build
+of ``ggml-rpc-server`` finds when ``GGML_VK_VISIBLE_DEVICES=0`` lets it use a CPU-type device.
+It stands in for the gaming PC's GPU in everything but speed and memory (its free memory never
+changes). At this build lavapipe crashes in flash attention, so llama-server runs with
+``-fa off`` here; a real GPU does not need that.
+
+The master finds both agents over mDNS, plans with the three devices the agents report
+(``gaming Vulkan0``, ``gaming CPU``, ``old CPU``), ``herd up`` starts the gaming PC's worker
+with ``-d Vulkan0,CPU``, llama-server's placement report equals the plan, a reply is served,
+and its first token's log-probabilities match a run on this computer alone within a tolerance
+(the GPU's arithmetic differs from the CPU's in the last digits, so tokens are not compared).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import httpx
+import pytest
+from cluster.agents import start_agent
+from e2e.herd_cli import HERD, HerdUp, herd, rpc_children
+from lan import Lan
+
+from agent.engine import find_engine, list_devices
+from gui.cluster.demo_model import DemoShape, write_demo_model
+
+pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow]
+
+API, RPC, ECHO = 50050, 50052, 50053
+GPU_ENV = {"GGML_VK_VISIBLE_DEVICES": "0"}
+#: Log-probabilities of the same token from the GPU and from the CPU differ by 0.01–0.1 nats
+#: (seen here); a wrong device or layer order differs by whole nats.
+LOGPROB_TOLERANCE = 0.25
+
+
+@pytest.fixture(scope="module")
+def vulkan_engine():
+    """The Vulkan build of the pinned llama.cpp and the software GPU it finds; CI builds it
+    (`herd engine install --from-source --backend vulkan`), elsewhere the test skips."""
+    eng = find_engine(backend="vulkan")
+    problem = None
+    if not eng.complete:
+        problem = "no Vulkan build of llama.cpp: run `herd engine install --from-source --backend vulkan`"
+    else:
+        os.environ.update(GPU_ENV)
+        try:
+            if not [d for d in list_devices(eng) if d.is_gpu]:
+                problem = "the Vulkan build finds no device: install mesa-vulkan-drivers (lavapipe)"
+        finally:
+            for k in GPU_ENV:
+                os.environ.pop(k, None)
+    if problem:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return eng
+
+
+@pytest.fixture
+def lan():
+    with Lan(["m", "gaming", "old"]) as lan:
+        yield lan
+
+
+async def _first_token_logprobs(url: str) -> dict[str, float]:
+    async with httpx.AsyncClient(timeout=300) as client:
+        r = await client.post(url + "/completion", json={"prompt": "The gaming PC", "n_predict": 1,
+                                                          "n_probs": 5, "temperature": 0, "seed": 1})
+        r.raise_for_status()
+        probs = r.json()["completion_probabilities"][0]["top_logprobs"]
+    return {p["token"]: p["logprob"] for p in probs}
+
+
+def _up(m, env, model, split: str) -> HerdUp:
+    up = HerdUp(m.popen(HERD + ["up", str(model), "--split", split, "--ctx", "512", "--host", m.ip,
+                                "--port", "8080", "--threads", "1", "--timeout", "3", "--server-args", "-fa off"],
+                        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 300)
+    return up
+
+
+def _stop(up: HerdUp) -> None:
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=60) == 0, "\n".join(up.lines[-30:])
+
+
+async def test_gpu_and_cpu_of_one_worker_and_a_cpu_worker_share_a_model(engine, vulkan_engine, tmp_path, lan):
+    model = write_demo_model(tmp_path / "q8.gguf", DemoShape(layers=8, embd=256, ff=704, kv_heads=2, quant="Q8_0"))
+    env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "master-config"))
+    gaming_env = dict(os.environ, **GPU_ENV)
+    agents = {
+        "gaming": start_agent(lambda argv, **kw: lan["gaming"].popen(argv, env=gaming_env, **kw), tmp_path,
+                              "gaming", bind=lan["gaming"].ip, api_port=API, rpc_port=RPC, echo_port=ECHO,
+                              extra=["--backend", "vulkan"]),
+        "old": start_agent(lan["old"].popen, tmp_path, "old", bind=lan["old"].ip, api_port=API, rpc_port=RPC,
+                           echo_port=ECHO),
+    }
+    m = lan["m"]
+    for name, agent in agents.items():
+        r = herd(["pair", f"{lan[name].ip}:{API}", "--pin", agent.pin()], env, wrap=m.cmd)
+        assert r.returncode == 0, r.stderr
+
+    # The master plans with every device the agents offer, the GPU first, in -d order.
+    r = herd(["plan", "--model", str(model), "--json", "--timeout", "3", "--ctx", "512",
+              "--split", "gaming/0=2,gaming/1=3,old=3,host=1"], env, wrap=m.cmd)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    names = [(a["device"]["node_name"], a["device"]["name"], a["count"]) for a in plan["plan"]["assignments"]]
+    assert names == [("gaming", "Vulkan0", 2), ("gaming", "CPU", 3), ("old", "CPU", 3)], names
+
+    up = _up(m, env, model, "gaming/0=2,gaming/1=3,old=3,host=1")
+    try:
+        g_ep, o_ep = f"{lan['gaming'].ip}:{RPC}", f"{lan['old'].ip}:{RPC}"
+        # by endpoint: the gaming PC's two devices hold slots 1-2 (Vulkan0) and 3-5 (its CPU)
+        assert up.placement() == {"host": [0], g_ep: [1, 2, 3, 4, 5], o_ep: [6, 7, 8]}
+        assert any(ln.startswith("Placement matches the plan.") for ln in up.lines)
+        assert any("(RPC0) holds slots 1-2 as planned" in ln for ln in up.lines), up.lines
+        assert any("(RPC1) holds slots 3-5 as planned" in ln for ln in up.lines), up.lines
+        [worker] = rpc_children(agents["gaming"].proc.pid)
+        with open(f"/proc/{worker}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        assert argv[argv.index(b"-d") + 1] == b"Vulkan0,CPU"
+        on_gpu = await _first_token_logprobs(up.endpoint())
+    finally:
+        _stop(up)
+
+    alone = _up(m, env, model, "host=9")
+    try:
+        on_cpu = await _first_token_logprobs(alone.endpoint())
+    finally:
+        _stop(alone)
+    shared = set(on_gpu) & set(on_cpu)
+    assert len(shared) >= 3, (on_gpu, on_cpu)
+    diff = max(abs(on_gpu[t] - on_cpu[t]) for t in shared)
+    print(f"largest log-probability difference GPU vs CPU: {diff:.4f} nats over {len(shared)} tokens")
+    assert diff <= LOGPROB_TOLERANCE, (on_gpu, on_cpu)
