@@ -522,15 +522,19 @@ def devices_from_status(node, status: dict):
                    name="CPU", free_bytes=free, total_bytes=int(hw.get("ram_total_bytes") or 0))]
 
 
-def worker_devices(plan, endpoint: str) -> list[str] | None:
+def offers_gpu(status: dict) -> bool:
+    """Whether a node's engine offers a GPU (its agent's ``status``)."""
+    return any(isinstance(d, dict) and d.get("kind") == "gpu"
+               for d in (status.get("engine") or {}).get("devices") or [])
+
+
+def worker_devices(plan, endpoint: str, gpu_node: bool) -> list[str] | None:
     """The ``-d`` list a node's worker must run with for ``plan``: the names of the plan's
-    devices at ``endpoint`` in their index order, or None for a lone CPU device (the worker's
-    default, which is what it exposes on a machine without a GPU)."""
+    devices at ``endpoint`` in their index order. None on a node without a GPU (``gpu_node``
+    false): its worker's default is its CPU, which is what it exposes anyway."""
     mine = sorted((d for d in plan.devices() if d.kind == "rpc" and d.endpoint == endpoint), key=lambda d: d.index)
     names = [d.name for d in mine]
-    if not names or names == ["CPU"]:
-        return None
-    return names
+    return names if gpu_node and names else None
 
 
 @dataclass
@@ -612,7 +616,7 @@ class ClusterLauncher:
                 raise LaunchError(translate("Launcher", "{node}: its RPC worker is in use by another "
                                             "master ({client})").format(
                     node=node.name, client=rpc.get("client")), code="worker-busy")
-            wanted = worker_devices(self.plan, node.rpc_endpoint)
+            wanted = worker_devices(self.plan, node.rpc_endpoint, offers_gpu(status))
             if state != "ready" or (wanted is not None and list(rpc.get("requested_devices") or []) != wanted):
                 # (a worker that runs with other devices is restarted with the plan's: device
                 # numbers in the plan are positions in its -d list)

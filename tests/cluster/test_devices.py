@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from agent.settings import Settings, SettingsError
-from gui.cluster.launcher import devices_from_status, worker_devices
+from gui.cluster.launcher import devices_from_status, offers_gpu, worker_devices
 from gui.cluster.nodes import Node
-from gui.cluster.plan import Plan, plan_from_split, parse_split
+from gui.cluster.plan import Device, Plan, parse_split, plan_from_split
 
 GiB = 1 << 30
 
@@ -55,11 +55,16 @@ def test_the_worker_is_started_with_the_plans_devices_of_that_node_in_order():
     gaming = devices_from_status(_node(), GPU_STATUS)
     old = devices_from_status(_node("old", 50062), dict(GPU_STATUS, engine={"devices": []}))
     plan = plan_from_split(8, gaming + old, parse_split("gaming/CPU=3,gaming/0=2,old=3,host=1"))
-    assert worker_devices(plan, "10.0.0.2:50052") == ["Vulkan0", "CPU"]
-    assert worker_devices(plan, "10.0.0.2:50062") is None  # a lone CPU: the worker's default
+    assert offers_gpu(GPU_STATUS)
+    assert worker_devices(plan, "10.0.0.2:50052", gpu_node=True) == ["Vulkan0", "CPU"]
+    assert worker_devices(plan, "10.0.0.2:50062", gpu_node=False) is None  # no GPU: the worker's default
     # A device the split gives nothing stays in the list: device numbers are positions in -d.
     plan = Plan(8, 6, [(gaming[0], 0), (gaming[1], 3)])
-    assert worker_devices(plan, "10.0.0.2:50052") == ["Vulkan0", "CPU"]
+    assert worker_devices(plan, "10.0.0.2:50052", gpu_node=True) == ["Vulkan0", "CPU"]
+    # A plan (a profile, say) with only the GPU node's CPU: the worker exposes just its CPU —
+    # its default would be the GPU alone.
+    cpu_only = Device("id-gaming", "gaming", "10.0.0.2:50052", 0, "CPU", 20 * GiB, 24 * GiB)
+    assert worker_devices(Plan(8, 0, [(cpu_only, 9)]), "10.0.0.2:50052", gpu_node=True) == ["CPU"]
 
 
 @pytest.mark.parametrize("key", ["gaming/1", "gaming/CPU", "id-gaming/1"])

@@ -76,12 +76,20 @@ async def _first_token_logprobs(url: str) -> dict[str, float]:
     return {p["token"]: p["logprob"] for p in probs}
 
 
-def _up(m, env, model, split: str) -> HerdUp:
-    up = HerdUp(m.popen(HERD + ["up", str(model), "--split", split, "--ctx", "512", "--host", m.ip,
-                                "--port", "8080", "--threads", "1", "--timeout", "3", "--server-args", "-fa off"],
+def _up(m, env, target, split: str | None = None) -> HerdUp:
+    args = ["--split", split, "--ctx", "512", "--host", m.ip, "--port", "8080", "--threads", "1",
+            "--server-args", "-fa off"] if split else []
+    up = HerdUp(m.popen(HERD + ["up", str(target), *args, "--timeout", "3"],
                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     up.wait_for("Serving", 300)
     return up
+
+
+def _worker_devices(agent) -> bytes:
+    [worker] = rpc_children(agent.proc.pid)
+    with open(f"/proc/{worker}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    return argv[argv.index(b"-d") + 1]
 
 
 def _stop(up: HerdUp) -> None:
@@ -121,13 +129,20 @@ async def test_gpu_and_cpu_of_one_worker_and_a_cpu_worker_share_a_model(engine, 
         assert any(ln.startswith("Placement matches the plan.") for ln in up.lines)
         assert any("(RPC0) holds slots 1-2 as planned" in ln for ln in up.lines), up.lines
         assert any("(RPC1) holds slots 3-5 as planned" in ln for ln in up.lines), up.lines
-        [worker] = rpc_children(agents["gaming"].proc.pid)
-        with open(f"/proc/{worker}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
-        assert argv[argv.index(b"-d") + 1] == b"Vulkan0,CPU"
+        assert _worker_devices(agents["gaming"]) == b"Vulkan0,CPU"
         on_gpu = await _first_token_logprobs(up.endpoint())
+        r = herd(["export", "-o", str(tmp_path / "gpu.json")], env, wrap=m.cmd)
+        assert r.returncode == 0, r.stderr
     finally:
         _stop(up)
+
+    # The profile keeps the device choice: replayed, it starts the same worker devices and split.
+    again = _up(m, env, tmp_path / "gpu.json")
+    try:
+        assert again.placement() == {"host": [0], g_ep: [1, 2, 3, 4, 5], o_ep: [6, 7, 8]}
+        assert _worker_devices(agents["gaming"]) == b"Vulkan0,CPU"
+    finally:
+        _stop(again)
 
     alone = _up(m, env, model, "host=9")
     try:
