@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (QApplication, QFileDialog, QMainWindow, QMenu, QM
 from agent.engine import PINNED_BUILD, find_engine
 from gui import __version__
 from gui.bridge import AsyncBridge
+from gui.cluster.network_errors import explain
 from gui.session import ClusterSession
 from gui.settings import COUNTDOWN_CHOICES, OPTIONS, REJOIN_CHOICES, Settings
 from gui.translations import install_translator
@@ -333,22 +334,27 @@ class MainWindow(QMainWindow):
             return
         call = self.session.add_address(address)
         call.finished.connect(lambda node: (self.settings.add_recent("nodes/addresses", address, 50),
-                                            self.nodes.show_message("")))
+                                            self.nodes.show_message(
+                                                self.tr("Added %1.").replace("%1", node.name) if node else "",
+                                                error=False)))
         call.failed.connect(lambda exc: self.nodes.show_message(
-            self.tr("No herd agent answers at %1: %2").replace("%1", address).replace("%2", str(exc))))
+            self.tr("Could not add %1: %2").replace("%1", address).replace("%2", explain(exc))))
 
     def pair_node(self, node_id: str, pin: str) -> None:
         """Pair with a node using its PIN."""
         name = self.node_map[node_id].name if node_id in self.node_map else node_id
         call = self.session.pair(node_id, pin)
-        call.finished.connect(lambda _t: self.nodes.show_message(""))
+        # a success replaces whatever error was shown before, and says so
+        call.finished.connect(lambda _t: self.nodes.show_message(
+            self.tr("Paired with %1.").replace("%1", name), error=False))
         call.failed.connect(lambda exc: self.nodes.show_message(
-            self.tr("Pairing with %1 failed: %2").replace("%1", name).replace("%2", str(exc))))
+            self.tr("Pairing with %1 failed: %2").replace("%1", name).replace("%2", explain(exc))))
 
     def set_worker(self, node_id: str, running: bool) -> None:
         """Start or stop a node's RPC worker."""
         call = self.session.set_worker(node_id, running)
-        call.failed.connect(lambda exc: self.nodes.show_message(str(exc)))
+        call.finished.connect(lambda _r: self.nodes.show_message(""))
+        call.failed.connect(lambda exc: self.nodes.show_message(explain(exc)))
 
     # ------------------------------------------------------------ model
 
@@ -402,16 +408,43 @@ class MainWindow(QMainWindow):
         devices = self.planned_devices()
         call = self.session.fastest(self.engine, self.model, devices, self.editor.ctx.value(),
                                     psutil.virtual_memory().available)
-        call.finished.connect(self.editor.apply_plan)
+        call.finished.connect(lambda plan, devices=devices: self._show_fastest(plan, devices))
         call.failed.connect(lambda exc: self.editor.summary.setText(
             self.tr("Could not find the fastest split: %1").replace("%1", str(exc))))
         call.done.connect(self._update_fastest_button)
         self.fastest_call = call
         return call
 
+    def _show_fastest(self, plan, devices) -> None:
+        """Show the fastest plan, and say why when it leaves nodes out (or keeps all on the host)."""
+        self.editor.apply_plan(plan)
+        used = {d.node_id for d, c in plan.assignments if c}
+        names = {d.node_id: d.node_name for d in devices}
+        left_out = [names[nid] for nid in dict.fromkeys(d.node_id for d in devices) if nid not in used]
+        note = ""
+        if devices and not used:
+            note = self.tr("Fastest keeps all %1 layer slots on this computer: by the measurements, sending "
+                           "each token's activations to the nodes and back costs more time than their share "
+                           "of the work saves.").replace("%1", str(plan.n_slots))
+        elif left_out:
+            note = self.tr("Fastest leaves %1 out: by the measurements, using it would make each token "
+                           "slower.").replace("%1", ", ".join(left_out))
+        local = sorted({names[d.node_id] for d in devices if d.endpoint
+                        and d.endpoint.rsplit(":", 1)[0].strip("[]") in ("127.0.0.1", "::1", "localhost")})
+        if note and local:
+            note += " " + self.tr("(%1 run on this computer too, so they add no computing power.)").replace(
+                "%1", ", ".join(local))
+        self.editor.set_note(note)
+
     def _update_fastest_button(self) -> None:
-        self.editor.set_fastest_available(self.model is not None and self.engine.complete
-                                          and self.session.launcher is None)
+        why = ""
+        if self.model is None:
+            why = self.tr("Open a model first.")
+        elif not self.engine.complete:
+            why = self.tr("The llama.cpp engine is missing; run herd engine install.")
+        elif self.session.launcher is not None:
+            why = self.tr("Stop the cluster first: measuring needs the nodes' workers free.")
+        self.editor.set_fastest_available(not why, why)
 
     # ------------------------------------------------------------ launch
 
@@ -574,7 +607,7 @@ class MainWindow(QMainWindow):
             return
         profile, findings = result
         dlg = ProfileDiffDialog(path, profile, findings, self)
-        if dlg.exec():
+        if dlg.exec() and dlg.apply_button.isEnabled():
             self.apply_profile(profile)
 
     def read_profile(self, path: str):
@@ -594,14 +627,26 @@ class MainWindow(QMainWindow):
         return profile, diff_profile(profile, list(self.node_map.values()), self.engine.build, info)
 
     def apply_profile(self, profile) -> bool:
-        """Open the profile's model and show its plan (on the nodes' current addresses)."""
-        from gui.cluster.profile import rebind_plan
+        """Open the profile's model and show its plan on the nodes as they are now (matched by
+        node id: their current addresses and free memory). A profile whose nodes are not all
+        here is refused: its plan would name endpoints nobody listens on (#17)."""
+        from gui.cluster.profile import bind_to_devices, rebind_plan
 
+        used = {d.node_id for d, c in profile.plan.assignments if c and d.kind == "rpc"}
+        live = {d.node_id for d in self.planned_devices()}
+        gone = sorted(profile.nodes[n].name if n in profile.nodes else n for n in used - live)
+        if gone:
+            QMessageBox.warning(self, self.tr("Import cluster profile"),
+                                self.tr("The profile uses %1, which this computer cannot reach or is not paired "
+                                        "with. Start their herd-agent and pair with them, then import again.")
+                                .replace("%1", ", ".join(gone)))
+            return False
         if not self.open_model(profile.model.path):
             return False
         self.editor.ctx.setValue(profile.server.ctx)
         self.editor.set_endpoint(profile.server.host, profile.server.port, list(profile.server.extra_args))
-        self.editor.apply_plan(rebind_plan(profile, list(self.node_map.values())))
+        self.editor.apply_plan(bind_to_devices(rebind_plan(profile, list(self.node_map.values())),
+                                               self.planned_devices()))
         self.tabs.setCurrentWidget(self.editor)
         return True
 

@@ -105,13 +105,17 @@ def compiled_qm(ts: Path, cache: Path | None = None) -> Path | None:
         return None
 
 
-def load_translator(lang: str, folder: Path = TRANSLATIONS, cache: Path | None = None) -> QTranslator | None:
-    """The translator for ``lang`` (``zh_CN``…), or None for English / no translation."""
+def load_translator(lang: str, folder: Path = TRANSLATIONS, cache: Path | None = None,
+                    name: str = "herd") -> QTranslator | None:
+    """The translator for ``lang`` (``zh_CN``…), or None for English / no translation.
+
+    ``name`` picks the catalogue: ``herd`` (the app's own) or ``qtbase_extra`` (Qt's own
+    strings that Qt's shipped catalogue lacks)."""
     if not lang or lang.startswith("en"):
         return None
     candidates = [lang, lang.split("_")[0]]
     for code in candidates:
-        ts = folder / f"herd_{code}.ts"
+        ts = folder / f"{name}_{code}.ts"
         if not ts.is_file():
             continue
         qm = compiled_qm(ts, cache)
@@ -140,9 +144,16 @@ def install_translator(app: QCoreApplication, lang: str) -> list[QTranslator]:
         installed.append(t)
         # the core's messages (doctor, launcher, agent client…) from the same catalogue
         i18n.set_translator(QCoreApplication.translate)
+        # Qt's own widgets (the file dialog, message box buttons) from PySide6's translations
         qt = QTranslator(app)
         if qt.load(f"qtbase_{lang}", QLibraryInfo.path(QLibraryInfo.LibraryPath.TranslationsPath)):
             app.installTranslator(qt)
             installed.append(qt)
+        # …and the few that catalogue lacks ("&Look in:" in the file dialog, #17); installed
+        # last, so asked first
+        extra = load_translator(lang, name="qtbase_extra")
+        if extra is not None:
+            app.installTranslator(extra)
+            installed.append(extra)
     app._herd_translators = installed  # the app must hold them, or Python frees them
     return installed

@@ -35,6 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=int, default=2, help="how many local agents (default 2)")
     p.add_argument("--no-app", action="store_true",
                    help="start the agents and print their addresses and PINs; Ctrl-C stops them")
+    # also after the command (`herd demo --lang zh_CN`), as people type it; absent, it leaves
+    # `herd --lang zh_CN demo` as it was
+    p.add_argument("--lang", choices=["en", "zh_CN"], default=argparse.SUPPRESS,
+                   help="force the app's language")
     p.set_defaults(func=cmd_demo)
 
 

@@ -118,6 +118,8 @@ class FailoverEvent:
         seconds: countdown left (``countdown``) or time since the loss (``recovered``).
         options: choices the user has now (``wait``, ``host``, ``recover``, ``rejoin``).
         lines: details (a new plan's lines).
+        nodes: the names of the nodes a new plan uses (``replanned``), which may
+            include a lost node that answers again (its agent restarted its worker).
         at: ``time.monotonic()`` when it happened.
     """
 
@@ -127,6 +129,7 @@ class FailoverEvent:
     seconds: float | None = None
     options: tuple[str, ...] = ()
     lines: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
     at: float = field(default_factory=time.monotonic)
 
 
@@ -617,7 +620,7 @@ class ClusterSupervisor:
             where = ", ".join(used) if used else translate("Failover", "this computer alone")
             self._emit(REPLANNED, (translate("Failover", "new plan on {where} ({why})") if reason
                                    else translate("Failover", "new plan on {where}")).format(where=where, why=reason),
-                       lines=tuple(plan.describe()))
+                       lines=tuple(plan.describe()), nodes=tuple(used))
             if not immediate and not self.policy.auto_recover:
                 self._set_waiting(translate("Failover", "auto-recover is off: relaunch on {where} when you "
                                                         "choose").format(where=where),

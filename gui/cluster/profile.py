@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.files import write_atomic
+from agent.i18n import translate
 from gui.cluster.plan import Assignment, Device, Plan, PlanError
 
 if TYPE_CHECKING:
@@ -420,12 +421,16 @@ class Finding:
     severity: str
     subject: str
     message: str
+    advice: str = ""
 
     def __str__(self) -> str:
         return f"{self.severity}: {self.subject}: {self.message}"
 
     def to_json(self) -> dict:
-        return {"severity": self.severity, "subject": self.subject, "message": self.message}
+        out = {"severity": self.severity, "subject": self.subject, "message": self.message}
+        if self.advice:
+            out["advice"] = self.advice
+        return out
 
 
 def diff_profile(profile: Profile, live_nodes: Iterable[Any], engine_build: int | None,
@@ -446,35 +451,68 @@ def diff_profile(profile: Profile, live_nodes: Iterable[Any], engine_build: int 
         node = live.get(nid)
         label = pn.name or nid
         if node is None:
-            out.append(Finding("error", label, f"node is missing (id {nid}, last at {pn.address})"))
+            # Matched by id only: another node of the same name is another computer (or an
+            # agent installed afresh), and its memory and speed are not what the plan assumed.
+            out.append(Finding("error", label, translate("Profile", "node is missing (id {nid}, last at {address})")
+                               .format(nid=nid, address=pn.address),
+                               translate("Profile", "Start its herd-agent and pair with it, then import again; or "
+                                            "make a new split over the nodes you have and export that.")))
             continue
         if _attr(node, "reachable", True) is False:
-            out.append(Finding("error", label, f"node does not answer at {_attr(node, 'host', '?')}"))
+            out.append(Finding("error", label, translate("Profile", "node does not answer at {host}")
+                               .format(host=_attr(node, "host", "?")),
+                               translate("Profile", "Check that the computer is on and its herd-agent runs, "
+                                            "then import again.")))
         host = _attr(node, "host")
         if host and host != pn.address:
-            out.append(Finding("warning", label, f"address changed from {pn.address} to {host}"))
+            out.append(Finding("warning", label, translate("Profile", "address changed from {old} to {new}")
+                               .format(old=pn.address, new=host),
+                               translate("Profile", "The plan uses the new address.")))
         if pn.fingerprint and _attr(node, "fingerprint") and _attr(node, "fingerprint") != pn.fingerprint:
-            out.append(Finding("warning", label, "pairing key changed (the agent was reinstalled?)"))
+            out.append(Finding("warning", label, translate("Profile", "pairing key changed (the agent was reinstalled?)")))
         build = str(_attr(node, "engine", "") or "")
         if profile.engine_build is not None and build and build != str(profile.engine_build):
-            out.append(Finding("error", label, f"runs llama.cpp build {build}, the profile needs "
-                                               f"{profile.engine_build}"))
+            out.append(Finding("error", label, translate("Profile", "runs llama.cpp build {build}, the profile needs {need}")
+                               .format(build=build, need=profile.engine_build),
+                               translate("Profile", "Install that build on the node (herd engine install).")))
     if profile.engine_build is not None and engine_build is not None and engine_build != profile.engine_build:
-        out.append(Finding("error", "engine", f"this master runs llama.cpp build {engine_build}, the profile "
-                                              f"was made with {profile.engine_build}"))
+        out.append(Finding("error", "engine", translate("Profile", "this master runs llama.cpp build {build}, the profile "
+                                                            "was made with {need}")
+                           .format(build=engine_build, need=profile.engine_build),
+                           translate("Profile", "Install that build here (herd engine install).")))
     pm = profile.model
     if model_info is None:
-        out.append(Finding("error", "model", f"{pm.path} is missing"))
+        out.append(Finding("error", "model", translate("Profile", "{path} is missing").format(path=pm.path),
+                           translate("Profile", "Put the model file back at that path, or open the model and "
+                                        "export a new profile.")))
     else:
+        again = translate("Profile", "Open the profile's own model file, or export a new profile for this one.")
         if model_info.file_bytes != pm.size:
-            out.append(Finding("error", "model", f"other model: {model_info.path} has {model_info.file_bytes} "
-                                                 f"bytes, the profile's had {pm.size}"))
+            out.append(Finding("error", "model", translate("Profile", "other model: {path} has {size} bytes, the "
+                                                              "profile's had {saved}")
+                               .format(path=model_info.path, size=model_info.file_bytes, saved=pm.size), again))
         if model_info.n_layer != profile.plan.n_layer:
-            out.append(Finding("error", "model", f"other model: {model_info.n_layer} layers, the plan is for "
-                                                 f"{profile.plan.n_layer}"))
+            out.append(Finding("error", "model", translate("Profile", "other model: {n} layers, the plan is for {m}")
+                               .format(n=model_info.n_layer, m=profile.plan.n_layer), again))
         if pm.sha256 and model_sha256 and model_sha256.lower() != pm.sha256.lower():
-            out.append(Finding("error", "model", "other model: its SHA-256 differs from the profile's"))
+            out.append(Finding("error", "model", translate("Profile", "other model: its SHA-256 differs from the "
+                                                              "profile's"), again))
     return out
+
+
+def blocking(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that keep a profile from being used (errors: a launch would fail or run
+    something other than what was saved)."""
+    return [f for f in findings if f.severity == "error"]
+
+
+def bind_to_devices(plan: Plan, devices: Iterable[Device]) -> Plan:
+    """``plan`` with each device replaced by the live device of the same key (node id and
+    device index): the live endpoint and free memory, the saved counts. Devices without a live
+    match are kept as saved."""
+    live = {d.key: d for d in devices}
+    return Plan(plan.n_layer, plan.host_layers,
+                tuple(Assignment(live.get(d.key, d), c) for d, c in plan.assignments))
 
 
 def rebind_plan(profile: Profile, live_nodes: Iterable[Any]) -> Plan:

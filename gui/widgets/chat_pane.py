@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel,
 
 from agent.files import write_json_atomic
 from gui.cluster.chat import ChatDelta, ChatDone
+from gui.cluster.network_errors import explain
 from gui.cluster.conversation import COMPLETE, INTERRUPTED, Conversation, Message
 
 FRAME_MS = 16
@@ -148,9 +149,13 @@ class ChatPane(QWidget):
         opts.addWidget(QLabel(self.tr("Max tokens")))
         opts.addWidget(self.max_tokens)
         opts.addStretch(1)
-        opts.addWidget(self.copy_button)
-        opts.addWidget(self.save_button)
-        opts.addWidget(self.new_button)
+        # The reply's actions sit under the transcript, not beside the options: one row of all
+        # of them made the pane (and so the window) wider than a small screen (#17).
+        actions = QHBoxLayout()
+        actions.addWidget(self.status, 1)
+        actions.addWidget(self.copy_button)
+        actions.addWidget(self.save_button)
+        actions.addWidget(self.new_button)
         send_row = QHBoxLayout()
         send_row.addWidget(self.input, 1)
         buttons = QVBoxLayout()
@@ -161,7 +166,7 @@ class ChatPane(QWidget):
         lay.addWidget(self.system_edit)
         lay.addLayout(opts)
         lay.addWidget(self.transcript, 1)
-        lay.addWidget(self.status)
+        lay.addLayout(actions)
         lay.addLayout(send_row)
 
         self.send_button.clicked.connect(self.send_input)
@@ -217,7 +222,8 @@ class ChatPane(QWidget):
             return False
         self._call = call
         call.item.connect(self._on_event)
-        call.failed.connect(lambda exc: self._end_reply(error=str(exc) or type(exc).__name__))
+        # in words a person understands ("the connection was cut off…"), not the HTTP library's
+        call.failed.connect(lambda exc: self._end_reply(error=explain(exc)))
         call.cancelled.connect(lambda: self._end_reply(stopped=True))
         call.finished.connect(lambda _r: self._end_reply() if self.busy() else None)
         return True

@@ -10,12 +10,13 @@ arriving and show again on resume). Hovering shows the values at that moment.
 
 from __future__ import annotations
 
+import html
 import time
 from collections import deque
 
 import pyqtgraph as pg
 from PySide6.QtCore import QTimer, Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from gui.widgets.split_bar import PALETTE
 
@@ -73,6 +74,13 @@ class Dashboard(QWidget):
         self.pause_box = QCheckBox(self.tr("Pause"))
         self.hover_label = QLabel(self.tr("Hover over the graphs to read values."))
         self.hover_label.setTextFormat(Qt.TextFormat.RichText)
+        # The readout wraps inside the dashboard's width: one line per curve never fits, and an
+        # unwrapped label's minimum width once pushed the whole window past the screen (#17).
+        self.hover_label.setWordWrap(True)
+        self.hover_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        # Room for two lines from the start, so the graphs do not jump down at the first hover.
+        self.hover_label.setMinimumHeight(2 * self.hover_label.fontMetrics().lineSpacing())
+        self.hover_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self.graphs = pg.GraphicsLayoutWidget()
         self.graphs.setBackground(None)
         self.plots: dict[str, pg.PlotItem] = {}
@@ -218,5 +226,5 @@ class Dashboard(QWidget):
         parts = [f"<b>{x:.1f} s</b>"]
         for plot in ("tps", "rtt", "net"):
             for name, v in vals.get(plot, {}).items():
-                parts.append(f"{name}: {v:.2f} {units[plot]}")
+                parts.append(f"{html.escape(name)}: {v:.2f} {units[plot]}")
         return " · ".join(parts)

@@ -51,6 +51,8 @@ class FailoverBanner(QFrame):
         self._offered: tuple[str, ...] = ()  # what the buttons offered before the last click
         self.lost_node: str | None = None
         self.returned_node: str | None = None
+        self._loss = ""  # why the node was lost (kept when the new plan is shown)
+        self._plan_nodes: tuple[str, ...] | None = None  # who the new plan runs on
         self.title = QLabel()
         self.title.setStyleSheet("font-weight: bold;")
         self.title.setWordWrap(True)
@@ -100,19 +102,30 @@ class FailoverBanner(QFrame):
         self._hide_timer.stop()
         if kind == F.LOST:
             self.lost_node = ev.node
+            self._loss = ev.message
+            self._plan_nodes = None
             self._set(_BAD, self.tr("%1 was lost").replace("%1", ev.node or "?"), ev.message)
             self._counting = False
             self.countdown.clear()
             self.options = ()
         elif kind == F.SERVER_EXITED:
+            self._loss = ev.message
+            self._plan_nodes = None
             self._set(_BAD, self.tr("llama-server stopped"), ev.message)
             self._counting = False
             self.countdown.clear()
             self.options = ()
         elif kind == F.REPLANNED:
-            self.detail.setText(ev.message)
+            # The reason for the loss stays beside the new plan; and a lost node the new plan
+            # uses again (its agent restarted its worker) is said to be back, not lost (#17).
+            self._plan_nodes = tuple(ev.nodes)
+            if self.lost_node and self.lost_node in ev.nodes:
+                self.title.setText(self.tr("%1 dropped out and answers again; relaunching with it")
+                                   .replace("%1", self.lost_node))
+            self.detail.setText("\n".join(t for t in (self._loss, ev.message) if t))
         elif kind == F.COUNTDOWN_TICK:
-            where = ", ".join(nodes) if nodes else self.tr("this computer alone")
+            planned = self._plan_nodes if self._plan_nodes is not None else nodes
+            where = ", ".join(planned) if planned else self.tr("this computer alone")
             self.countdown.setText(self.tr("Relaunching on %1 in %2 s…")
                                    .replace("%1", where).replace("%2", str(math.ceil(ev.seconds or 0))))
             self._counting = True
@@ -147,6 +160,7 @@ class FailoverBanner(QFrame):
             self.countdown.clear()
             self.options = ()
             self.lost_node = None
+            self._plan_nodes = None
             self._hide_timer.start(RECOVERED_HIDE_MS)
         elif kind == F.RETURNED:
             self.returned_node = ev.node
@@ -166,6 +180,7 @@ class FailoverBanner(QFrame):
         self.options = ()
         self._counting = False
         self.lost_node = self.returned_node = None
+        self._loss, self._plan_nodes = "", None
         for label in (self.title, self.detail, self.countdown):
             label.clear()
         self._update_buttons()

@@ -36,7 +36,10 @@ class ModelPanel(QWidget):
         self.demo_button = QPushButton(self.tr("Make demo model"))
         self.hub_button = QPushButton(self.tr("Get model…"))
         self.recent = QComboBox()
-        self.recent.setMinimumContentsLength(24)
+        # Long file names are elided in the box (the full path is its tooltip) instead of
+        # widening the window past a small screen (#17).
+        self.recent.setMinimumContentsLength(14)
+        self.recent.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.recent.setPlaceholderText(self.tr("Recent models"))
         self.info = QLabel(self.tr("No model open. Open a GGUF file or drop one here."))
         self.info.setWordWrap(True)

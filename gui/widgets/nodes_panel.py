@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from PySide6.QtCore import QPointF, QSize, Qt, Signal
-from PySide6.QtGui import QPainter, QPen, QPolygonF
-from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QInputDialog, QLabel, QLineEdit, QPushButton,
-                               QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
+from PySide6.QtCore import QPointF, QRegularExpression, QSize, Qt, Signal
+from PySide6.QtGui import QPainter, QPen, QPolygonF, QRegularExpressionValidator
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFrame, QGridLayout, QHBoxLayout, QInputDialog, QLabel,
+                               QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
 
 GiB = 1 << 30
 WARN = "#d62728"
@@ -125,6 +125,7 @@ class NodeCard(QFrame):
 
     def show_node(self, node) -> None:
         """Show a :class:`gui.cluster.nodes.Node`'s identity and reachability."""
+        self.name = node.name
         self.title.setText(f"<b>{node.name}</b>")
         self.address.setText(self.tr("Address: %1 (API %2, RPC %3)")
                              .replace("%1", node.host).replace("%2", str(node.api_port))
@@ -202,6 +203,50 @@ class NodeCard(QFrame):
         self.warning.setVisible(bool(text))
 
 
+class PinDialog(QDialog):
+    """Asks for the 6-digit PIN a node's agent shows; OK only once six digits are typed (the
+    agent would refuse anything else with an HTTP 400 in its own words, #17).
+
+    Attributes:
+        edit: the PIN field. hint: what is still missing. ok_button: accepts.
+    """
+
+    def __init__(self, node_name: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(self.tr("Pair with node"))
+        label = QLabel(self.tr("Enter the PIN %1 shows (herd-agent pin on that computer):").replace("%1", node_name))
+        label.setWordWrap(True)
+        self.edit = QLineEdit()
+        self.edit.setMaxLength(6)
+        self.edit.setValidator(QRegularExpressionValidator(QRegularExpression(r"\d{0,6}"), self.edit))
+        self.edit.setPlaceholderText("123456")
+        self.hint = QLabel()
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addWidget(label)
+        lay.addWidget(self.edit)
+        lay.addWidget(self.hint)
+        lay.addWidget(buttons)
+        self.edit.textChanged.connect(self._check)
+        self._check("")
+
+    def pin(self) -> str:
+        """The PIN typed."""
+        return self.edit.text()
+
+    def _check(self, text: str) -> None:
+        self.ok_button.setEnabled(len(text) == 6)
+        self.hint.setText("" if len(text) == 6 else
+                          self.tr("The PIN has 6 digits (%1 typed).").replace("%1", str(len(text))))
+
+    def accept(self) -> None:  # noqa: D401 - Qt override
+        if len(self.pin()) == 6:  # Enter in the field must not send a short PIN either
+            super().accept()
+
+
 class NodesPanel(QWidget):
     """All nodes as cards.
 
@@ -241,6 +286,11 @@ class NodesPanel(QWidget):
         inner_lay = QVBoxLayout(inner)
         inner_lay.addLayout(self._list)
         inner_lay.addWidget(self.empty_label)
+        # under the sentence that suggests it, not in the title row (which it made too wide)
+        demo_row = QHBoxLayout()
+        demo_row.addWidget(self.demo_button)
+        demo_row.addStretch(1)
+        inner_lay.addLayout(demo_row)
         inner_lay.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -250,12 +300,13 @@ class NodesPanel(QWidget):
         top = QHBoxLayout()
         top.addWidget(QLabel("<b>" + self.tr("Nodes") + "</b>"))
         top.addStretch(1)
-        top.addWidget(self.demo_button)
         top.addWidget(self.add_button)
         lay = QVBoxLayout(self)
         lay.addLayout(top)
-        lay.addWidget(self.message)
         lay.addWidget(scroll, 1)
+        # below the cards: a message that comes and goes must not move them (and their
+        # buttons) under the mouse (#17)
+        lay.addWidget(self.message)
         self.add_button.clicked.connect(self._ask_address)
         self.demo_button.clicked.connect(self.demoRequested)
 
@@ -292,9 +343,11 @@ class NodesPanel(QWidget):
         elif sample.kind == "node" and isinstance(sample.values.get("status"), dict):
             c.show_status(sample.values["status"])
 
-    def show_message(self, text: str) -> None:
-        """A message over the list (a failed pairing, an unreachable address); "" hides it."""
+    def show_message(self, text: str, error: bool = True) -> None:
+        """A message under the list: a failed pairing or an unreachable address (``error``), or
+        a confirmation (a node paired); "" hides it."""
         self.message.setText(text)
+        self.message.setStyleSheet(f"color: {WARN};" if error else "")
         self.message.setVisible(bool(text))
 
     def _ask_address(self) -> None:
@@ -304,8 +357,11 @@ class NodesPanel(QWidget):
             self.addRequested.emit(text.strip())
 
     def _ask_pin(self, node_id: str) -> None:
-        pin, ok = QInputDialog.getText(self, self.tr("Pair with node"),
-                                       self.tr("Enter the PIN the node shows (herd-agent pin):"),
-                                       QLineEdit.EchoMode.Normal)
-        if ok and pin.strip():
-            self.pairRequested.emit(node_id, pin.strip())
+        card = self.cards.get(node_id)
+        name = getattr(card, "name", node_id) if card is not None else node_id
+        dlg = PinDialog(name, self)
+        accepted = dlg.exec() == QDialog.DialogCode.Accepted
+        pin = dlg.pin()
+        dlg.deleteLater()  # one dialog per question, not one more child of the panel each time
+        if accepted:
+            self.pairRequested.emit(node_id, pin)

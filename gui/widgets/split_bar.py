@@ -56,6 +56,7 @@ class SplitBar(QWidget):
         self._output_marked = True
         self._drag_handle: int | None = None
         self._drag_segment: int | None = None
+        self._drag_stack: list[int] = []
         self._focused_handle = 0
         self._changed_during_drag = False
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
@@ -126,14 +127,37 @@ class SplitBar(QWidget):
         return max(0, min(n, round((x - r.left()) / r.width() * n)))
 
     def _handle_at(self, pos: QPointF) -> int | None:
+        stacked = self._handles_at(pos)
+        return stacked[-1] if stacked else None
+
+    def _handles_at(self, pos: QPointF) -> list[int]:
+        """The handles under ``pos``: several when segments between them are empty (stacked)."""
         best, best_d = None, self.handle_px + 1.0
         for i in range(self.handle_count()):
             d = abs(self.slot_x(self.handle_slot(i)) - pos.x())
-            # Ties (collapsed segments) go to the handle whose right side still has slots, so
-            # a zero-width segment can always be opened again.
-            if d < best_d or (d == best_d and best is not None):
+            if d < best_d:
                 best, best_d = i, d
-        return best
+        if best is None:
+            return []
+        slot = self.handle_slot(best)
+        return [i for i in range(self.handle_count()) if self.handle_slot(i) == slot]
+
+    def _stacked_with(self, index: int) -> list[int]:
+        slot = self.handle_slot(index)
+        return [i for i in range(self.handle_count()) if self.handle_slot(i) == slot]
+
+    def _movable(self, candidates: list[int], step: int) -> int | None:
+        """Of handles stacked at one boundary, the one that can move in direction ``step``.
+
+        Moving left needs slots on the handle's left, moving right slots on its right; of a
+        stack, only the first handle can have the former and only the last the latter (the
+        segments between them are empty). Without this, the first drag on a bar whose devices
+        all start empty picked a handle that cannot move (#17)."""
+        if not candidates:
+            return None
+        h = candidates[0] if step < 0 else candidates[-1]
+        seg = self._segments[h] if step < 0 else self._segments[h + 1]
+        return h if seg.count > 0 else None
 
     def _segment_at(self, pos: QPointF) -> int | None:
         edge = 0
@@ -165,11 +189,13 @@ class SplitBar(QWidget):
         if event.button() != Qt.MouseButton.LeftButton:
             return super().mousePressEvent(event)
         pos = event.position()
-        h = self._handle_at(pos)
+        stacked = self._handles_at(pos)
         self._changed_during_drag = False
-        if h is not None:
-            self._drag_handle = h
-            self.set_focused_handle(h)
+        self._drag_stack = stacked
+        if stacked:
+            # Which of stacked handles moves is decided by the drag's direction (mouseMoveEvent).
+            self._drag_handle = stacked[-1]
+            self.set_focused_handle(stacked[-1])
         else:
             seg = self._segment_at(pos)
             # The host segment cannot be reordered: llama.cpp always keeps it first.
@@ -179,7 +205,16 @@ class SplitBar(QWidget):
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
         pos = event.position()
         if self._drag_handle is not None:
-            if self.move_handle(self._drag_handle, self._boundary_at(pos.x())):
+            target = self._boundary_at(pos.x())
+            if len(self._drag_stack) > 1:
+                here = self.handle_slot(self._drag_stack[0])
+                h = self._movable(self._drag_stack, -1 if target < here else 1) if target != here else None
+                if h is None:
+                    event.accept()
+                    return
+                self._drag_handle, self._drag_stack = h, [h]
+                self.set_focused_handle(h)
+            if self.move_handle(self._drag_handle, target):
                 self._changed_during_drag = True
         else:
             over_handle = self._handle_at(pos) is not None
@@ -206,8 +241,13 @@ class SplitBar(QWidget):
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
         key = event.key()
         if key in (Qt.Key.Key_Left, Qt.Key.Key_Right) and self.handle_count():
-            h = self._focused_handle
             step = -1 if key == Qt.Key.Key_Left else 1
+            # of handles stacked with the focused one, the one that can go that way (#17)
+            h = self._movable(self._stacked_with(self._focused_handle), step)
+            if h is None:
+                h = self._focused_handle
+            elif h != self._focused_handle:
+                self.set_focused_handle(h)
             if self.move_handle(h, self.handle_slot(h) + step):
                 self.editFinished.emit()
             event.accept()

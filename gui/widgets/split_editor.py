@@ -73,6 +73,7 @@ class SplitEditor(QWidget):
         self._port = 8080
         self._host = "127.0.0.1"
         self._extra: list[str] = []
+        self._custom = False  # the split shown was made by the user (kept when nodes change)
 
         self.bar = SplitBar()
         self.ctx = QSpinBox()
@@ -89,6 +90,10 @@ class SplitEditor(QWidget):
         self.redo_button = QPushButton(self.tr("Redo"))
         self.summary = QLabel()
         self.summary.setWordWrap(True)
+        # why the split is what it is (after Fastest), until the next edit
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.hide()
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels([self.tr("Use"), self.tr("Device"), self.tr("Slots"), self.tr("Layers"),
                                               self.tr("Needs"), self.tr("Free"), self.tr("Fit")])
@@ -115,6 +120,7 @@ class SplitEditor(QWidget):
         lay.addLayout(tools)
         lay.addWidget(self.bar)
         lay.addWidget(self.summary)
+        lay.addWidget(self.note)
         lay.addWidget(self.table, 1)
         lay.addLayout(cmd_row)
         lay.addWidget(self.command)
@@ -147,9 +153,18 @@ class SplitEditor(QWidget):
         self._host, self._port, self._extra = host, port, list(extra_args or [])
         self._refresh()
 
-    def set_fastest_available(self, ok: bool) -> None:
-        """Enable the *Fastest* button (the planner can rank splits)."""
+    def set_fastest_available(self, ok: bool, why_not: str = "") -> None:
+        """Enable the *Fastest* button (the planner can rank splits); ``why_not`` becomes its
+        tooltip while it is greyed out."""
         self.fastest_button.setEnabled(ok)
+        self.fastest_button.setToolTip(self.tr("Ask the planner for the quickest split") if ok or not why_not
+                                       else why_not)
+
+    def set_note(self, text: str) -> None:
+        """A sentence under the summary on why the split is what it is ("" hides it); the next
+        edit clears it."""
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
 
     def set_cluster(self, model, devices: list[Device], host_free_bytes: int | None = None,
                     keep_split: bool = True) -> None:
@@ -164,12 +179,17 @@ class SplitEditor(QWidget):
         known = {d.key for d in devices}
         self._excluded &= {k for k in self._excluded if k in known}
         plan = None
-        if keep_split and old is not None and model is not None and old.n_layer == model.n_layer:
+        # Only a split the user made (an edit, Fastest, an import) is kept: a split computed by
+        # memory before the nodes were known (all slots on the host) is computed again, or
+        # `herd demo` opened with every handle stacked at the end of the bar (#17).
+        if keep_split and self._custom and old is not None and model is not None and old.n_layer == model.n_layer:
             plan = self._plan_with_counts(old.host_layers, {d.key: c for d, c in old.assignments})
+        custom = plan is not None
         if plan is None and model is not None:
             plan = self._by_memory()
         self._history, self._pos = [], -1
         self._set_plan(plan, record=True)
+        self._custom = custom
 
     # ------------------------------------------------------------ outputs
 
@@ -217,6 +237,7 @@ class SplitEditor(QWidget):
         """llama.cpp's default: in proportion to free memory (one undoable step)."""
         if self._model is not None:
             self._set_plan(self._by_memory(), record=True)
+            self._custom = False
 
     def set_counts(self, host: int, counts: list[int]) -> bool:
         """Set slot counts (host first, then each shown device); one undoable step."""
@@ -275,6 +296,8 @@ class SplitEditor(QWidget):
             self._set_plan(plan, record=False)
 
     def _record(self) -> None:
+        self._custom = True
+        self.set_note("")
         if self._plan is not None and (self._pos < 0 or self._history[self._pos] != self._plan):
             del self._history[self._pos + 1:]
             self._history.append(self._plan)

@@ -431,7 +431,7 @@
     <message>
         <location filename="../../gui/app.py" line="270" />
         <source>No herd agent answers at %1: %2</source>
-        <translation>%1 上没有 herd 代理响应：%2</translation>
+        <translation type="vanished">%1 上没有 herd 代理响应：%2</translation>
     </message>
     <message>
         <location filename="../../gui/app.py" line="278" />
@@ -592,6 +592,46 @@
         <location filename="../../gui/app.py" line="0" />
         <source>The cluster is recovering; the conversation continues once it serves again.</source>
         <translation>集群正在恢复；恢复服务后可继续对话。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="338" />
+        <source>Added %1.</source>
+        <translation>已添加 %1。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="341" />
+        <source>Could not add %1: %2</source>
+        <translation>无法添加 %1：%2</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="349" />
+        <source>Paired with %1.</source>
+        <translation>已与 %1 配对。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="426" />
+        <source>Fastest keeps all %1 layer slots on this computer: by the measurements, sending each token's activations to the nodes and back costs more time than their share of the work saves.</source>
+        <translation>“最快”把全部 %1 个层位留在本机：按测量结果，每个词元把激活值发到节点再取回所花的时间，比节点分担计算所省下的时间更多。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="430" />
+        <source>Fastest leaves %1 out: by the measurements, using it would make each token slower.</source>
+        <translation>“最快”未使用 %1：按测量结果，用上它会让每个词元更慢。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="435" />
+        <source>(%1 run on this computer too, so they add no computing power.)</source>
+        <translation>（%1 也运行在本机上，因此不会增加算力。）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="446" />
+        <source>Stop the cluster first: measuring needs the nodes' workers free.</source>
+        <translation>请先停止集群：测量需要节点的工作进程空闲。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="640" />
+        <source>The profile uses %1, which this computer cannot reach or is not paired with. Start their herd-agent and pair with them, then import again.</source>
+        <translation>该配置使用了 %1，本机无法连接或尚未与其配对。请启动它们的 herd-agent 并完成配对，然后重新导入。</translation>
     </message>
 </context>
 <context>
@@ -820,12 +860,12 @@
     <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="296" />
         <source>Pair with node</source>
-        <translation>与节点配对</translation>
+        <translation type="vanished">与节点配对</translation>
     </message>
     <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="297" />
         <source>Enter the PIN the node shows (herd-agent pin):</source>
-        <translation>输入节点显示的配对码（herd-agent pin）：</translation>
+        <translation type="vanished">输入节点显示的配对码（herd-agent pin）：</translation>
     </message>
 </context>
 <context>
@@ -859,6 +899,56 @@
         <location filename="../../gui/widgets/profile_dialog.py" line="52" />
         <source>Differences from the live cluster</source>
         <translation>与当前集群的差异</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="52" />
+        <source>This profile cannot be used as it is: see what to do under each ✖.</source>
+        <translation>此配置无法直接使用：请按每个 ✖ 下方的说明处理。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="53" />
+        <source>The split, context and port of this profile replace the current ones. Nothing starts until you press Start.</source>
+        <translation>此配置的分层、上下文和端口将替换当前设置。在按下“启动”之前不会启动任何东西。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="75" />
+        <source>model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="75" />
+        <source>engine</source>
+        <translation>引擎</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="80" />
+        <source>host CPU</source>
+        <translation>主控 CPU</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="80" />
+        <source>this computer</source>
+        <translation>本机</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="87" />
+        <source>Device</source>
+        <translation>设备</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="87" />
+        <source>Slots</source>
+        <translation>层位数</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="87" />
+        <source>Layers</source>
+        <translation>层</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/profile_dialog.py" line="87" />
+        <source>Address</source>
+        <translation>地址</translation>
     </message>
 </context>
 <context>
@@ -1582,6 +1672,11 @@
         <source>Use %1 again</source>
         <translation>重新使用 %1</translation>
     </message>
+    <message>
+        <location filename="../../gui/widgets/failover_banner.py" line="123" />
+        <source>%1 dropped out and answers again; relaunching with it</source>
+        <translation>%1 曾失联，现已重新响应；将带上它重新启动</translation>
+    </message>
 </context>
 <context>
     <name>Failover</name>
@@ -1963,6 +2058,145 @@
     <message>
         <source>Download stopped. Download again to resume where it stopped.</source>
         <translation>下载已停止。再次下载即可从中断处继续。</translation>
+    </message>
+</context>
+<context>
+    <name>NetworkErrors</name>
+    <message>
+        <location filename="../../gui/cluster/network_errors.py" line="38" />
+        <source>No computer of that name was found on the network. Check the name, or type its IP address instead (for example 192.168.1.20).</source>
+        <translation>网络上找不到这个名字的计算机。请检查名称，或改为输入它的 IP 地址（例如 192.168.1.20）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/network_errors.py" line="41" />
+        <source>No reply in time. The computer may be asleep, switched off, or on another network.</source>
+        <translation>未能及时收到回复。该计算机可能已休眠、已关机或不在同一网络中。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/network_errors.py" line="45" />
+        <source>Nothing answers at that address. Check that herd-agent runs on that computer and that the port is right (herd-agent uses 50050 unless told otherwise).</source>
+        <translation>该地址没有任何响应。请确认那台计算机上正在运行 herd-agent，且端口正确（herd-agent 默认使用 50050）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/network_errors.py" line="48" />
+        <source>That address cannot be reached from this computer. Is it on another network?</source>
+        <translation>本机无法到达该地址。它是否在另一个网络中？</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/network_errors.py" line="51" />
+        <source>The connection was cut off in the middle of the reply (the server or one of its workers stopped).</source>
+        <translation>回复途中连接被切断（服务器或其某个工作进程已停止）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/network_errors.py" line="54" />
+        <source>Could not connect. Check the address and that the computer is on this network.</source>
+        <translation>无法连接。请检查地址，并确认该计算机在同一网络中。</translation>
+    </message>
+</context>
+<context>
+    <name>PinDialog</name>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="216" />
+        <source>Pair with node</source>
+        <translation>与节点配对</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="217" />
+        <source>Enter the PIN %1 shows (herd-agent pin on that computer):</source>
+        <translation>请输入 %1 显示的 PIN（在那台计算机上运行 herd-agent pin）：</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/nodes_panel.py" line="243" />
+        <source>The PIN has 6 digits (%1 typed).</source>
+        <translation>PIN 为 6 位数字（已输入 %1 位）。</translation>
+    </message>
+</context>
+<context>
+    <name>Profile</name>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="456" />
+        <source>node is missing (id {nid}, last at {address})</source>
+        <translation>节点不在（ID {nid}，上次在 {address}）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="458" />
+        <source>Start its herd-agent and pair with it, then import again; or make a new split over the nodes you have and export that.</source>
+        <translation>请启动它的 herd-agent 并完成配对，然后重新导入；或在现有节点上重新分层并导出新的配置。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="462" />
+        <source>node does not answer at {host}</source>
+        <translation>节点在 {host} 没有响应</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="464" />
+        <source>Check that the computer is on and its herd-agent runs, then import again.</source>
+        <translation>请确认该计算机已开机且 herd-agent 正在运行，然后重新导入。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="468" />
+        <source>address changed from {old} to {new}</source>
+        <translation>地址已从 {old} 变为 {new}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="470" />
+        <source>The plan uses the new address.</source>
+        <translation>方案将使用新地址。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="472" />
+        <source>pairing key changed (the agent was reinstalled?)</source>
+        <translation>配对密钥已变化（agent 是否重新安装过？）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="475" />
+        <source>runs llama.cpp build {build}, the profile needs {need}</source>
+        <translation>运行的是 llama.cpp 版本 {build}，该配置需要 {need}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="477" />
+        <source>Install that build on the node (herd engine install).</source>
+        <translation>请在该节点上安装该版本（herd engine install）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="479" />
+        <source>this master runs llama.cpp build {build}, the profile was made with {need}</source>
+        <translation>本主控运行的是 llama.cpp 版本 {build}，该配置用 {need} 制作</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="482" />
+        <source>Install that build here (herd engine install).</source>
+        <translation>请在本机安装该版本（herd engine install）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="485" />
+        <source>{path} is missing</source>
+        <translation>{path} 不存在</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="486" />
+        <source>Put the model file back at that path, or open the model and export a new profile.</source>
+        <translation>请把模型文件放回该路径，或打开模型后导出新的配置。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="489" />
+        <source>Open the profile's own model file, or export a new profile for this one.</source>
+        <translation>请打开该配置自己的模型文件，或为当前模型导出新的配置。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="491" />
+        <source>other model: {path} has {size} bytes, the profile's had {saved}</source>
+        <translation>不是同一个模型：{path} 有 {size} 字节，配置中的模型有 {saved} 字节</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="495" />
+        <source>other model: {n} layers, the plan is for {m}</source>
+        <translation>不是同一个模型：{n} 层，方案针对的是 {m} 层</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/profile.py" line="498" />
+        <source>other model: its SHA-256 differs from the profile's</source>
+        <translation>不是同一个模型：SHA-256 与配置中的不同</translation>
     </message>
 </context>
 </TS>
