@@ -121,6 +121,8 @@ class ComputeMeasurement:
         slot_s: compute seconds of each slot ``0 … n_layer`` on this device.
         tokens: tokens decoded per run.
         threads: worker threads, if known (``ggml-rpc-server -t`` or llama-server ``-t``).
+        bytes_per_param: average bytes of one weight of the model measured (0: not recorded), so
+            a model of another quant type can be predicted per weight rather than per byte (#14).
     """
 
     endpoint: str | None
@@ -131,6 +133,7 @@ class ComputeMeasurement:
     slot_s: tuple[float, ...]
     tokens: int
     threads: int | None = None
+    bytes_per_param: float = 0.0
 
     @property
     def seconds_per_layer(self) -> float:
@@ -156,7 +159,8 @@ class ComputeMeasurement:
                    step_samples=tuple(float(x) for x in d.get("step_samples", ())),
                    link_s=float(d["link_s"]), seconds_per_byte=float(d["seconds_per_byte"]),
                    slot_s=tuple(float(x) for x in d["slot_s"]), tokens=int(d["tokens"]),
-                   threads=None if d.get("threads") is None else int(d["threads"]))
+                   threads=None if d.get("threads") is None else int(d["threads"]),
+                   bytes_per_param=float(d.get("bytes_per_param") or 0.0))
 
 
 @dataclass(frozen=True)
@@ -358,7 +362,8 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     slots = slot_seconds(info.slot_bytes, compute)
     return ComputeMeasurement(endpoint=endpoint, step_s=step, step_samples=tuple(steps), link_s=link_s,
                               seconds_per_byte=compute / sum(info.slot_bytes), slot_s=slots,
-                              tokens=tokens, threads=threads if endpoint else host_threads)
+                              tokens=tokens, threads=threads if endpoint else host_threads,
+                              bytes_per_param=info.bytes_per_param)
 
 
 def link_cost_s(link: LinkMeasurement, model_path: str | os.PathLike) -> float:
@@ -568,14 +573,22 @@ def cost_inputs(nodes: Sequence[NodeMeasurement], host: NodeMeasurement | None =
     Compute and links are keyed by node id (and by endpoint, so plans built from either find
     them). Without ``host`` the master's CPU is taken as too slow to hold layers. With
     ``model`` (a :class:`~gui.cluster.model.ModelInfo` other than the one measured) each
-    device's slot times are its measured seconds per byte times that model's slot bytes.
+    device's slot times are its measured time per weight times that model's weights per slot:
+    seconds per byte scaled by the two models' bytes per weight. Per byte alone was 2.0–2.4×
+    too fast for Q4_K_M and Q8_0 from an F16 measurement on a CPU worker (bench/hub_speed.py):
+    a quantised weight costs more work per byte; per weight it was 0.58–0.89× of the measured
+    speed there, so it errs on the slow side. Without the measured model's bytes per weight
+    (older cache entries) the time is per byte.
     """
     from gui.cluster.costmodel import DeviceSpeed, LinkSpeed, Measurements
 
     def speed_of(m: NodeMeasurement) -> DeviceSpeed:
         if model is None:
             return DeviceSpeed(m.compute.slot_s)
-        return DeviceSpeed.from_bytes(model, m.compute.seconds_per_byte)
+        spb = m.compute.seconds_per_byte
+        if m.compute.bytes_per_param and model.bytes_per_param:
+            spb *= m.compute.bytes_per_param / model.bytes_per_param
+        return DeviceSpeed.from_bytes(model, spb)
 
     compute: dict = {}
     links: dict = {}

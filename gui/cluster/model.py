@@ -98,6 +98,7 @@ class ModelInfo:
         tensor_bytes: bytes of all tensors in the file (each counted once).
         tensors: every tensor's slot and file range (for checking what llama-server reports
             about its buffers: a memory-mapped buffer spans a file range); empty when unknown.
+        n_params: weights in all tensors (elements, each tensor counted once); 0 when unknown.
     """
 
     path: Path
@@ -121,6 +122,12 @@ class ModelInfo:
     tied_embeddings: bool
     tensor_bytes: int
     tensors: tuple[TensorExtent, ...] = ()
+    n_params: int = 0
+
+    @property
+    def bytes_per_param(self) -> float:
+        """Average bytes of one weight (2 for F16, about 0.6 for Q4_K_M); 0 when unknown."""
+        return self.tensor_bytes / self.n_params if self.n_params else 0.0
 
     @property
     def n_slots(self) -> int:
@@ -190,6 +197,7 @@ class ModelInfo:
             "token_embd_bytes": self.token_embd_bytes,
             "tied_embeddings": self.tied_embeddings,
             "tensor_bytes": self.tensor_bytes,
+            "n_params": self.n_params,
         }
 
 
@@ -321,6 +329,7 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
     has_output = False
     type_bytes: dict[str, int] = {}
     total = 0
+    n_params = 0
     extents: list[TensorExtent] = []
     for shard_path, t, shard_bytes in ((p, t, size) for p, r, size in shards for t in r.tensors):
         nbytes = int(t.n_bytes)
@@ -329,6 +338,7 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
             raise ModelError(f"{shard_path}: truncated GGUF file: tensor {t.name} ends at byte {end} "
                              f"but the file has only {shard_bytes}")
         total += nbytes
+        n_params += int(t.n_elements)
         type_bytes[t.tensor_type.name] = type_bytes.get(t.tensor_type.name, 0) + nbytes
         extent = dict(offset=int(t.data_offset), nbytes=nbytes, name=t.name, ggml_type=t.tensor_type.name,
                       shape=tuple(int(x) for x in t.shape))
@@ -384,6 +394,7 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
         tensor_bytes=total,
         # file ranges of a split model lie in several files: not comparable with one mapping
         tensors=tuple(extents) if len(shards) == 1 else (),
+        n_params=n_params,
     )
     return info
 

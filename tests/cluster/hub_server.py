@@ -321,14 +321,14 @@ def split_gguf(src: Path, out_dir: Path, parts: int = 2) -> list[Path]:
 DEMO_QUANTS = ("Q4_K_M", "Q8_0", "F16")
 
 
-def demo_repo_files(d: Path, layers: int = 8) -> dict[str, Path]:
+def demo_repo_files(d: Path, layers: int = 8, embd: int = 256, ff: int = 512) -> dict[str, Path]:
     """A repository's files: three quants of one demo model (``Tiny-Q4_K_M.gguf`` …), the Q8_0
     one again as a split GGUF of two files under ``split/``, and a README."""
     from gui.cluster.demo_model import DemoShape, write_demo_model
 
     files = {}
     for q in DEMO_QUANTS:
-        p = write_demo_model(d / f"Tiny-{q}.gguf", DemoShape(layers=layers, embd=256, ff=512, quant=q))
+        p = write_demo_model(d / f"Tiny-{q}.gguf", DemoShape(layers=layers, embd=embd, ff=ff, quant=q))
         files[p.name] = p
     for p in split_gguf(files["Tiny-Q8_0.gguf"], d / "split"):
         files["split/" + p.name] = p

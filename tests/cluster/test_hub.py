@@ -311,3 +311,35 @@ def test_a_split_model_is_read_from_all_its_files(sources, tmp_path):
     shutil.copy(first, lonely)
     with pytest.raises(ModelError, match=f"{second.name}: part of a split model is missing"):
         inspect_model(lonely)
+
+
+def test_another_quant_is_predicted_per_weight(hub, sources, tmp_path):
+    """A node measured on the F16 file (2 bytes per weight) predicts the Q4_K_M file per weight:
+    a quantised weight costs more work per byte, so per byte would promise far too much."""
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    f16 = inspect_model(sources["Tiny-F16.gguf"])
+    devices = _devices(1 << 34)
+    cache = MeasurementCache(tmp_path / "measure")
+    for node, ep in (("alpha", devices[0].endpoint), ("beta", devices[1].endpoint)):
+        spb = 1e-9
+        compute = ComputeMeasurement(ep, 0.01, (0.01,), 0.0, spb, slot_seconds(f16.slot_bytes, spb * sum(f16.slot_bytes)),
+                                     24, bytes_per_param=f16.bytes_per_param)
+        cache.put(NodeMeasurement(node, "f16", compute, LinkMeasurement(ep, 1e-5, (1e-5,), 1e10), time.time()))
+    measured = H.cluster_measurements(devices, cache)
+    speed = {}
+    for quant in ("Q4_K_M", "F16"):
+        m = files.by_quant(quant)
+        info = h.model_info(files.repo, files.commit, m)
+        speed[quant] = H.assess(m, info, devices, 1024, host_free_bytes=1 << 34, measured=measured).tokens_per_s
+    q4 = inspect_model(sources["Tiny-Q4_K_M.gguf"])
+    assert q4.n_params == f16.n_params and 0.5 < q4.bytes_per_param < 0.7 and f16.bytes_per_param == pytest.approx(2, abs=0.01)
+    assert speed["Q4_K_M"] == pytest.approx(speed["F16"], rel=0.15)
+    # an entry without bytes per weight (an older cache) falls back to per byte: Q4_K_M far faster
+    old = {"nodes": [NodeMeasurement(n.node_id, n.model_fingerprint, ComputeMeasurement(
+        n.compute.endpoint, 0.01, (0.01,), 0.0, n.compute.seconds_per_byte, n.compute.slot_s, 24), n.link)
+        for n in measured["nodes"]], "host": None}
+    m = files.by_quant("Q4_K_M")
+    per_byte = H.assess(m, h.model_info(files.repo, files.commit, m), devices, 1024, host_free_bytes=1 << 34,
+                        measured=old).tokens_per_s
+    assert per_byte > 2 * speed["Q4_K_M"]

@@ -114,8 +114,9 @@ async def test_search_files_best_fit_get_and_launch(paired, hub, sources, env, p
     r = herd(["model", "files", REPO, "--no-mdns", "--ctx", "512", "--json"], env)
     speeds = {f["name"]: f["tokens_per_s"] for f in json.loads(r.stdout)["files"]}
     assert all(s is not None and s > 0 for s in speeds.values()), speeds
-    # fewer bytes per layer, faster decode
-    assert speeds["Tiny-Q4_K_M.gguf"] > speeds["Tiny-F16.gguf"]
+    # measured on F16: another quant is predicted per weight, not per byte (same weights per
+    # layer, about the same compute; per byte would have promised Q4_K_M over 3x the speed)
+    assert speeds["Tiny-Q4_K_M.gguf"] == pytest.approx(speeds["Tiny-F16.gguf"], rel=0.25)
 
 
 async def test_get_a_split_model_and_launch_it(paired, hub, sources, env, procs, tmp_path):
