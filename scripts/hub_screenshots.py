@@ -108,7 +108,6 @@ def render(lang: str, out: Path) -> Path:
             _wait(app, lambda: dlg.table.rowCount() == 4 and dlg.table.item(0, 5) is not None
                   and "/" in dlg.table.item(0, 5).text(), 30, "speeds")
             dlg.resize(980, 600)
-            dlg.status.setText(dlg.status.text())
             _pump(app, 0.5)
             p = out / f"{lang}-get-model.png"
             dlg.grab().save(str(p))

@@ -11,6 +11,7 @@ through the core's rules, so what is shown is what llama.cpp will do.
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -266,7 +267,12 @@ class SplitEditor(QWidget):
     # ----------------------------------------------------------- internals
 
     def _included(self) -> list[Device]:
-        devs = [d for d in self._all_devices if d.key not in self._excluded]
+        # llama.cpp numbers a worker's devices together (its -d list), so a device left out of a
+        # worker whose other devices stay is kept in the plan with no free memory: the split
+        # by memory gives it no slot (a GPU worker's slow GPU, say).
+        kept = {d.endpoint for d in self._all_devices if d.key not in self._excluded and d.endpoint}
+        devs = [d if d.key not in self._excluded else replace(d, free_bytes=0)
+                for d in self._all_devices if d.key not in self._excluded or d.endpoint in kept]
         return model_order(devs, self._endpoint_order)
 
     def _by_memory(self) -> Plan:
@@ -386,7 +392,8 @@ class SplitEditor(QWidget):
             host = self._fits[-1]
             rows.append((None, host))
             rows += [(f.device, f) for f in self._fits[:-1]]
-        rows += [(d, None) for d in self._all_devices if d.key in self._excluded]
+        planned = {f.device.key for f in self._fits[:-1]} if self._fits else set()
+        rows += [(d, None) for d in self._all_devices if d.key in self._excluded and d.key not in planned]
         self.table.setRowCount(len(rows))
         for r, (dev, fit) in enumerate(rows):
             use = QTableWidgetItem()

@@ -54,3 +54,32 @@ def test_gpu_and_cpu_rows_and_a_verified_start(qtbot, make_window, procs, tmp_pa
     assert argv[argv.index(b"-d") + 1] == b"Vulkan0,CPU"
     qtbot.mouseClick(win.launch.stop_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.launch.state == "stopped", timeout=30000)
+
+
+def test_leaving_out_one_device_of_a_gpu_worker_gives_it_no_slot(qtbot, demo_model):
+    # A worker's devices are numbered together (-d Vulkan0,CPU), so the GPU left out stays in
+    # the plan with no slot rather than making a plan llama.cpp would number differently.
+    from gui.cluster.model import inspect_model
+    from gui.cluster.plan import Device
+    from gui.widgets.split_editor import SplitEditor
+
+    gib = 1 << 30
+    devs = [Device("g", "gaming", "10.0.0.2:50052", 0, "Vulkan0", 2 * gib, 2 * gib),
+            Device("g", "gaming", "10.0.0.2:50052", 1, "CPU", 8 * gib, 8 * gib),
+            Device("o", "old", "10.0.0.3:50052", 0, "CPU", 8 * gib, 8 * gib)]
+    ed = SplitEditor()
+    qtbot.addWidget(ed)
+    ed.set_cluster(inspect_model(demo_model), devs, 8 * gib)
+    assert ed.plan().counts()[0] > 0
+    row = next(r for r in range(ed.table.rowCount()) if ed.table.item(r, 1).text().startswith("gaming Vulkan0"))
+    ed.table.item(row, 0).setCheckState(Qt.CheckState.Unchecked)  # what a click on its box does
+    plan = ed.plan()
+    assert [(d.name, d.index, c) for d, c in plan.assignments][0] == ("Vulkan0", 0, 0)
+    assert sum(plan.counts()) == 9 and plan.counts()[1] > 0 and plan.counts()[2] > 0
+    # Its row stays, unticked, once; ticking it again gives it slots again.
+    rows = [ed.table.item(r, 1).text() for r in range(ed.table.rowCount())]
+    assert sum(t.startswith("gaming Vulkan0") for t in rows) == 1
+    row = next(r for r in range(ed.table.rowCount()) if ed.table.item(r, 1).text().startswith("gaming Vulkan0"))
+    assert ed.table.item(row, 0).checkState() == Qt.CheckState.Unchecked
+    ed.table.item(row, 0).setCheckState(Qt.CheckState.Checked)
+    assert ed.plan().counts()[0] > 0
