@@ -13,6 +13,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from gui.widgets.wrapping_label import WrappingLabel
+
 WARN = "#d62728"
 
 
@@ -41,8 +43,7 @@ class ModelPanel(QWidget):
         self.recent.setMinimumContentsLength(14)
         self.recent.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.recent.setPlaceholderText(self.tr("Recent models"))
-        self.info = QLabel(self.tr("No model open. Open a GGUF file or drop one here."))
-        self.info.setWordWrap(True)
+        self.info = WrappingLabel(self.tr("No model open. Open a GGUF file or drop one here."))
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         row = QHBoxLayout()
         row.addWidget(QLabel("<b>" + self.tr("Model") + "</b>"))

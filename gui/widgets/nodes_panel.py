@@ -15,6 +15,8 @@ from PySide6.QtGui import QPainter, QPen, QPolygonF, QRegularExpressionValidator
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFrame, QGridLayout, QHBoxLayout, QInputDialog, QLabel,
                                QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
 
+from gui.widgets.wrapping_label import WrappingLabel
+
 GiB = 1 << 30
 WARN = "#d62728"
 
@@ -71,27 +73,23 @@ class NodeCard(QFrame):
         self.node_id = node_id
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setObjectName("nodeCard")
-        self.title = QLabel()
+        # Wrapped labels that get the height their text needs in the scrolled list (#17).
+        self.title = WrappingLabel()
         self.title.setTextFormat(Qt.TextFormat.RichText)
-        self.address = QLabel()
+        self.address = WrappingLabel()
         self.state = QLabel()
-        self.hardware = QLabel()
-        self.hardware.setWordWrap(True)
-        self.engine = QLabel()
-        self.warning = QLabel()
+        self.hardware = WrappingLabel()
+        self.engine = WrappingLabel()
+        self.warning = WrappingLabel()
         self.warning.setStyleSheet(f"color: {WARN};")
-        self.warning.setWordWrap(True)
         self.warning.hide()
         # Its own line: the Wi-Fi warning must not hide it, nor it the Wi-Fi warning.
-        self.impostor = QLabel()
+        self.impostor = WrappingLabel()
         self.impostor.setStyleSheet(f"color: {WARN}; font-weight: bold;")
-        self.impostor.setWordWrap(True)
         self.impostor.hide()
         self.rtt_label = QLabel()
         self.sparkline = Sparkline()
         self.sparkline.setMinimumWidth(40)
-        for label in (self.title, self.address, self.engine):
-            label.setWordWrap(True)  # so a card narrows with the panel instead of overflowing
         self.pair_button = QPushButton(self.tr("Pair…"))
         self.worker_button = QPushButton(self.tr("Start worker"))
         self.paired_label = QLabel()
@@ -272,11 +270,9 @@ class NodesPanel(QWidget):
         self.add_button = QPushButton(self.tr("Add by address…"))
         self.demo_button = QPushButton(self.tr("Try a local demo"))
         self.demo_button.setToolTip(self.tr("Start two workers on this computer to see the whole loop"))
-        self.empty_label = QLabel(self.tr("No worker found yet. Start herd-agent on your other PCs, "
-                                          "or add one by address."))
-        self.empty_label.setWordWrap(True)
-        self.message = QLabel()
-        self.message.setWordWrap(True)
+        self.empty_label = WrappingLabel(self.tr("No worker found yet. Start herd-agent on your other PCs, "
+                                                 "or add one by address."))
+        self.message = WrappingLabel()
         self.message.setStyleSheet(f"color: {WARN};")
         self.message.hide()
         self.host_card = NodeCard(None)
