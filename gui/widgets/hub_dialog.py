@@ -77,6 +77,10 @@ class HubDialog(QDialog):
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels([self.tr("File"), self.tr("Quant"), self.tr("Size"),
                                               self.tr("Fits"), self.tr("Split"), self.tr("Speed")])
+        self.table.horizontalHeaderItem(5).setToolTip(self.tr(
+            "Decode speed predicted from the nodes' measured speeds (Fastest in the split editor, or "
+            "herd bench). A quant type other than the one measured is estimated per weight, which errs "
+            "on the slow side. Not measured yet: open a model and press Fastest once."))
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)

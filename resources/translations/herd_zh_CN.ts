@@ -2059,6 +2059,10 @@
         <source>Download stopped. Download again to resume where it stopped.</source>
         <translation>下载已停止。再次下载即可从中断处继续。</translation>
     </message>
+    <message>
+        <source>Decode speed predicted from the nodes' measured speeds (Fastest in the split editor, or herd bench). A quant type other than the one measured is estimated per weight, which errs on the slow side. Not measured yet: open a model and press Fastest once.</source>
+        <translation>根据各节点实测速度预测的解码速度（分层编辑器中的“最快”，或 herd bench）。与实测模型量化类型不同的文件按权重数估算，结果偏保守。尚未测量：先打开一个模型并按一次“最快”。</translation>
+    </message>
 </context>
 <context>
     <name>NetworkErrors</name>
