@@ -18,10 +18,15 @@ import ipaddress
 import json
 import secrets
 import socket
-import tomllib
+import sys
 import uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 import platformdirs
 

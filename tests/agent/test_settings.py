@@ -128,7 +128,7 @@ def test_pin_guard_locks_out_after_five_wrong_pins():
 
 
 def test_dump_is_valid_toml_for_every_field():
-    import tomllib
+    from agent.settings import tomllib
     s = Settings(name="x")
     assert settings_from_dict(tomllib.loads(dump_settings(s)), "dump") == s
 
