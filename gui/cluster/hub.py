@@ -363,13 +363,17 @@ class Hub:
 
     Attributes:
         endpoint: the hub's address (huggingface.co, a mirror, or a local test server).
-        token: a hub token for gated repositories (None: the library's own login, if any).
+        token: a hub token for gated repositories. None: the library's own login (``hf auth
+            login``, ``HF_TOKEN``) on huggingface.co, and no token at all anywhere else — a
+            user's huggingface.co token is not handed to a mirror run by someone else.
     """
 
     def __init__(self, endpoint: str | None = None, token: str | bool | None = None) -> None:
-        from huggingface_hub import HfApi
+        from huggingface_hub import HfApi, constants
 
         self.endpoint = (endpoint or default_endpoint()).rstrip("/")
+        if token is None and self.endpoint != constants._HF_DEFAULT_ENDPOINT:
+            token = False
         self.token = token
         self.api = HfApi(endpoint=self.endpoint, token=token)
 

@@ -60,6 +60,7 @@ class Request:
     method: str
     path: str
     range: str | None
+    authorization: str | None = None
 
 
 class HubServer:
@@ -160,7 +161,8 @@ class HubServer:
             def do_GET(self) -> None:  # noqa: N802
                 url = urllib.parse.urlsplit(self.path)
                 path = urllib.parse.unquote(url.path)
-                server.requests.append(Request(self.command, path, self.headers.get("Range")))
+                server.requests.append(Request(self.command, path, self.headers.get("Range"),
+                                               self.headers.get("Authorization")))
                 q = urllib.parse.parse_qs(url.query)
                 parts = path.strip("/").split("/")
                 if parts[:2] == ["api", "models"] and len(parts) == 2:

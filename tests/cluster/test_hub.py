@@ -343,3 +343,17 @@ def test_another_quant_is_predicted_per_weight(hub, sources, tmp_path):
     per_byte = H.assess(m, h.model_info(files.repo, files.commit, m), devices, 1024, host_free_bytes=1 << 34,
                         measured=old).tokens_per_s
     assert per_byte > 2 * speed["Q4_K_M"]
+
+
+def test_a_users_huggingface_token_is_not_sent_to_another_hub(hub, sources, tmp_path, monkeypatch):
+    """HF_TOKEN is the user's huggingface.co login: a mirror (any other address) never sees it;
+    a token given for that hub on purpose is sent."""
+    monkeypatch.setenv("HF_TOKEN", "hf_users_own_secret")
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    h.model_info(files.repo, files.commit, files.by_quant("Q4_K_M"))
+    h.download(files.repo, files.commit, files.by_quant("Q4_K_M"), tmp_path / "m")
+    assert hub.requests and not any(r.authorization for r in hub.requests)
+    hub.requests.clear()
+    H.Hub(hub.url, token="hf_for_this_hub").files(REPO)
+    assert {r.authorization for r in hub.requests} == {"Bearer hf_for_this_hub"}
