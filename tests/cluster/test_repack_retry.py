@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 
+import psutil
 import pytest
 from conftest import free_port
 
@@ -28,9 +29,17 @@ from gui.cluster.plan import Plan
 pytestmark = pytest.mark.engine
 
 CRASHING_WRAPPER = """\
-import os, signal, subprocess, sys
+import ctypes, os, signal, subprocess, sys
 real, args = {real!r}, sys.argv[1:]
-child = subprocess.Popen([real, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+# The real server goes when the wrapper goes: stopped (SIGTERM, forwarded) or killed (the
+# kernel's parent-death signal), so the launcher's stop leaves no llama-server behind.
+child = subprocess.Popen([real, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         preexec_fn=lambda: ctypes.CDLL(None).prctl(1, signal.SIGTERM))
+def stop(*_):
+    child.terminate()
+    child.wait()
+    os._exit(0)
+signal.signal(signal.SIGTERM, stop)
 for line in child.stdout:
     sys.stdout.buffer.write(line)
     sys.stdout.flush()
@@ -69,6 +78,7 @@ async def test_crash_with_repacked_weights_is_retried_without_repacking(engine, 
                                  ctx=512, port=free_port())
     if repacked:
         check = await launcher.start(120)
+        servers = psutil.Process(launcher.server.pid).children()
         try:
             assert check.ok, check.problems
             assert L.NO_REPACK_FLAG in launcher.spec.args()
@@ -80,6 +90,7 @@ async def test_crash_with_repacked_weights_is_retried_without_repacking(engine, 
             assert all(b in note for b in repacked)
         finally:
             await launcher.stop()
+        assert servers and not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in servers)
     else:
         # Nothing was repacked on this CPU: a crash is a crash, explained, and not retried.
         with pytest.raises(L.LaunchError) as err:
