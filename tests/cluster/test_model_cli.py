@@ -140,3 +140,39 @@ def test_bad_input_is_named(hub, env, tmp_path):
     r = herd(["model", "files", REPO, "--no-mdns", "--ctx", "0"], env)
     assert r.returncode == 2 and "--ctx must be a positive number" in r.stderr
     assert not (tmp_path / "m").exists()
+
+
+def test_ctrl_c_stops_get_and_the_next_get_resumes(hub, sources, env, tmp_path):
+    """Ctrl-C during `herd model get`: it says how to resume and exits 130, nothing lands in the
+    models folder; the same command again asks only for the rest (HTTP Range)."""
+    import time
+
+    from huggingface_hub import constants
+
+    models = tmp_path / "models"
+    chunk = constants.DOWNLOAD_CHUNK_SIZE
+    hub.pause_after = chunk + 1   # the hub holds the body back after the first chunk
+    hub.chunk_pause.clear()
+    argv = HERD + ["model", "get", REPO, "--quant", "F16", "--models-dir", str(models)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        partial = models / ".herd-downloads" / "Tiny-F16.gguf.part"
+        deadline = time.monotonic() + 60
+        while not (partial.is_file() and partial.stat().st_size == chunk):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        hub.chunk_pause.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "run the same command again to resume the download" in err
+    assert list(models.glob("*.gguf")) == [] and partial.stat().st_size == chunk
+    hub.requests.clear()
+    r = herd(["model", "get", REPO, "--quant", "F16", "--models-dir", models], env)
+    assert r.returncode == 0, r.stderr
+    assert [q.range for q in hub.file_requests("Tiny-F16.gguf")] == [f"bytes={chunk}-"]
+    assert _sha(Path(r.stdout.splitlines()[-1])) == _sha(sources["Tiny-F16.gguf"])
