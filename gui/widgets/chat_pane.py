@@ -134,6 +134,14 @@ class ChatPane(QWidget):
         self.transcript = QTextBrowser()
         self.transcript.setOpenExternalLinks(True)
         self.transcript.setUndoRedoEnabled(False)  # no undo history growing with every token
+        # Follow the reply until the user scrolls up, and again once they scroll back down. The
+        # document is laid out lazily, so "at the bottom" measured after inserting text once
+        # lagged behind a fast reply and the view stopped following it (#17).
+        self._follow = True
+        self._scrolling = False
+        sb = self.transcript.verticalScrollBar()
+        sb.valueChanged.connect(self._on_scrolled)
+        sb.rangeChanged.connect(lambda _lo, _hi: self._follow and self._to_bottom())
         self.input = QPlainTextEdit()
         self.input.setPlaceholderText(self.tr("Ask something… (Ctrl+Enter sends)"))
         self.input.setMaximumHeight(80)
@@ -275,7 +283,26 @@ class ChatPane(QWidget):
             cur.insertText(text, QTextCharFormat())
         self.transcript.setTextCursor(cur)
 
+    def following(self) -> bool:
+        """Whether the view follows the end of the conversation (False after the user scrolled up)."""
+        return self._follow
+
+    def _to_bottom(self) -> None:
+        sb = self.transcript.verticalScrollBar()
+        self._scrolling = True
+        try:
+            sb.setValue(sb.maximum())
+        finally:
+            self._scrolling = False
+
+    def _on_scrolled(self, value: int) -> None:
+        if self._scrolling:
+            return
+        # the user moved the view: follow again only once it is back at the bottom
+        self._follow = value >= self.transcript.verticalScrollBar().maximum() - 4
+
     def _begin_reply(self) -> None:
+        self._follow = True  # a new question: show its answer
         self._append_message("assistant", "")
         cur = self.transcript.textCursor()
         cur.movePosition(QTextCursor.MoveOperation.End)
@@ -310,13 +337,11 @@ class ChatPane(QWidget):
             return
         text = "".join(self._pending)
         self._pending.clear()
-        sb = self.transcript.verticalScrollBar()
-        at_bottom = sb.value() >= sb.maximum() - 4
         cur = QTextCursor(self.transcript.document())
         cur.movePosition(QTextCursor.MoveOperation.End)
         cur.insertText(text, QTextCharFormat())
-        if at_bottom:
-            sb.setValue(sb.maximum())
+        if self._follow:
+            self._to_bottom()
         st = self._stats
         if st is not None and st.first is not None:
             tps = st.seen_tps()
@@ -398,7 +423,8 @@ class ChatPane(QWidget):
         fmt.setFont(small)
         cur.insertBlock(QTextBlockFormat(), fmt)
         cur.insertText(" · ".join(parts), fmt)
-        self.transcript.verticalScrollBar().setValue(self.transcript.verticalScrollBar().maximum())
+        if self._follow:
+            self._to_bottom()
 
     def _save_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, self.tr("Save chat history"), "chat.json",
