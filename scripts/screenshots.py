@@ -82,7 +82,7 @@ def render(lang: str, out: Path) -> list[Path]:
     win = MainWindow(settings, bridge=bridge, session=session, engine=engine)
     written = []
     try:
-        win.resize(1360, 860)
+        win.resize(1280, 800)
         win.show()
         win.start([a.address for a in cluster.agents])
         ours = {f"127.0.0.1:{a.api_port}": a for a in cluster.agents}
