@@ -325,9 +325,14 @@ def slot_seconds(slot_bytes: Sequence[int], compute_s: float) -> tuple[float, ..
 async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoint: str | None, *,
                           link_s: float = 0.0, tokens: int = 24, runs: int = 3, ctx: int = 512,
                           host_threads: int | None = None, threads: int | None = None,
-                          ready_timeout: float = 300.0) -> ComputeMeasurement:
+                          ready_timeout: float = 300.0, device: int = 0, n_devices: int = 1,
+                          server_args: Sequence[str] = ()) -> ComputeMeasurement:
     """Decode speed of the model with every slot on the worker at ``endpoint`` (None: on the
     master's own CPU), from ``runs`` real completions of ``tokens`` tokens.
+
+    On a worker with ``n_devices`` devices (a GPU and its CPU) every slot goes to its device
+    ``device`` (``-ts 0,9`` for the second of two), so each device is measured on its own.
+    ``server_args`` are passed to llama-server as they are.
 
     ``link_s`` is the per-token link cost to subtract (:func:`link_cost_s`); the remainder of
     the best run's step (at least :data:`MIN_COMPUTE_SHARE` of it) is spread over the slots by
@@ -342,9 +347,10 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     info = inspect_model(model_path)
     n_slots = info.n_layer + 1
     port = _free_port()
-    extra = ["-t", str(host_threads)] if host_threads else []
+    extra = (["-t", str(host_threads)] if host_threads else []) + list(server_args)
+    split = [n_slots if k == device else 0 for k in range(n_devices)]
     spec = ServerSpec(model=Path(model_path), rpc=[endpoint] if endpoint else [],
-                      ngl=n_slots if endpoint else 0, tensor_split=[n_slots] if endpoint else [],
+                      ngl=n_slots if endpoint else 0, tensor_split=split if endpoint else [],
                       ctx=ctx, port=port, verbosity=3, extra_args=extra)
     server = ServerProcess(engine.require_llama_server(), spec)
     try:
@@ -480,12 +486,14 @@ async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: s
                        endpoint: str | None, *, cache: MeasurementCache | None = None,
                        settings: dict | None = None, agent=None, refresh: bool = False,
                        tokens: int = 24, runs: int = 3, host_threads: int | None = None,
-                       threads: int | None = None) -> NodeMeasurement:
+                       threads: int | None = None, device: int = 0, n_devices: int = 1,
+                       server_args: Sequence[str] = ()) -> NodeMeasurement:
     """Link and compute of one node for one model, from ``cache`` when it has them.
 
     ``endpoint`` None measures the master's own CPU (no link). ``settings`` (e.g. the worker's
     thread count) are stored with the entry; a cached entry taken with other settings is
-    measured again. ``refresh`` ignores the cache.
+    measured again. ``refresh`` ignores the cache. On a worker with several devices, ``node_id``
+    is the device's key (``node/1``) and ``device`` its number (:func:`measure_compute`).
     """
     fp = model_fingerprint(model_path)
     settings = dict(settings or {})
@@ -497,7 +505,8 @@ async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: s
     link_s = link_cost_s(link, model_path) if link else 0.0
     compute = await measure_compute(engine, model_path, endpoint, link_s=link_s,
                                     tokens=tokens, runs=runs, host_threads=host_threads,
-                                    threads=threads)
+                                    threads=threads, device=device, n_devices=n_devices,
+                                    server_args=server_args)
     m = NodeMeasurement(node_id=node_id, model_fingerprint=fp, compute=compute, link=link,
                         measured_at=time.time(), settings=settings)
     if cache is not None:
@@ -508,14 +517,18 @@ async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: s
 async def measure_nodes(engine: Engine, model_path: str | os.PathLike, nodes: Sequence, client_for, *,
                         cache: MeasurementCache | None = None, threads: int | None = None,
                         refresh: bool = False, tokens: int = 24, runs: int = 3,
-                        worker_timeout: float = 30.0) -> list[NodeMeasurement]:
+                        worker_timeout: float = 30.0, server_args: Sequence[str] = ()) -> list[NodeMeasurement]:
     """:func:`measure_node` for each paired node, starting its RPC worker through its agent.
 
     ``nodes`` are ``gui.cluster.nodes.Node`` (``id``, ``name``, ``rpc_endpoint``);
     ``client_for(node)`` gives a paired ``AgentClient``. A node answered from ``cache`` is not
     touched. Otherwise its worker is started if it is not running (and stopped again after the
     measurement); a worker held by another master is an error, since it cannot be measured.
+    A node whose engine offers a GPU runs its worker with every device it offers (``-d
+    Vulkan0,CPU``, as a launch does) and each device is measured on its own, keyed ``node/k``.
     """
+    from gui.cluster.launcher import offers_gpu
+
     fp = model_fingerprint(model_path)
     settings = {"threads": threads}
     out = []
@@ -525,13 +538,23 @@ async def measure_nodes(engine: Engine, model_path: str | os.PathLike, nodes: Se
             out.append(hit)
             continue
         async with client_for(node) as client:
-            rpc = (await client.status()).get("rpc") or {}
+            status = await client.status()
+            rpc = status.get("rpc") or {}
             if rpc.get("state") == "busy":
                 raise MeasureError(f"{node.name}: its RPC worker is in use by a llama-server; "
                                    "stop that cluster to measure the node")
-            started = rpc.get("state") != "ready"
+            names = ([str(d.get("name")) for d in (status.get("engine") or {}).get("devices") or []]
+                     if offers_gpu(status) else [])
+            keys = [f"{node.id}/{k}" for k in range(len(names))]
+            if keys and cache is not None and not refresh:
+                hits = [cache.get(k, fp, settings) for k in keys]
+                if all(hits):
+                    out.extend(hits)
+                    continue
+            started = rpc.get("state") != "ready" or (names and list(rpc.get("requested_devices") or []) != names)
             if started:
-                await client.rpc_start(threads=threads)
+                await client.rpc_start(threads=threads, devices=names or None)
+                rpc = {}
             try:
                 deadline = time.monotonic() + worker_timeout
                 while rpc.get("state") != "ready":
@@ -540,9 +563,11 @@ async def measure_nodes(engine: Engine, model_path: str | os.PathLike, nodes: Se
                                            f"({rpc.get('error') or rpc.get('state')})")
                     await asyncio.sleep(0.2)
                     rpc = (await client.status()).get("rpc") or {}
-                out.append(await measure_node(engine, model_path, node.id, node.rpc_endpoint, cache=cache,
-                                              settings=settings, agent=client, refresh=True,
-                                              tokens=tokens, runs=runs, threads=threads))
+                for k, key in enumerate(keys or [node.id]):
+                    out.append(await measure_node(engine, model_path, key, node.rpc_endpoint, cache=cache,
+                                                  settings=settings, agent=client, refresh=True,
+                                                  tokens=tokens, runs=runs, threads=threads, device=k,
+                                                  n_devices=max(1, len(keys)), server_args=server_args))
             finally:
                 if started:
                     await client.rpc_stop()
@@ -552,7 +577,8 @@ async def measure_nodes(engine: Engine, model_path: str | os.PathLike, nodes: Se
 async def measured_fastest(engine: Engine, model_path: str | os.PathLike, model, nodes: Sequence,
                            devices: Sequence, client_for, ctx: int, *, host_free_bytes: int | None,
                            cache: MeasurementCache | None = None, threads: int | None = None,
-                           refresh: bool = False):
+                           refresh: bool = False, server_args: Sequence[str] = (), tokens: int = 24,
+                           runs: int = 3):
     """The Fastest plan for ``nodes``: measure them (and the master's CPU, which may keep
     layers), then search (:func:`gui.cluster.optimize.fastest`). Returns its ``FastestResult``.
 
@@ -561,8 +587,10 @@ async def measured_fastest(engine: Engine, model_path: str | os.PathLike, model,
     from gui.cluster.optimize import fastest
 
     measured = await measure_nodes(engine, model_path, nodes, client_for, cache=cache,
-                                   threads=threads, refresh=refresh)
-    host = await measure_node(engine, model_path, "master", None, cache=cache, refresh=refresh)
+                                   threads=threads, refresh=refresh, server_args=server_args,
+                                   tokens=tokens, runs=runs)
+    host = await measure_node(engine, model_path, "master", None, cache=cache, refresh=refresh,
+                              server_args=server_args, tokens=tokens, runs=runs)
     return fastest(model, devices, cost_inputs(measured, host), ctx, host_free_bytes=host_free_bytes)
 
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from e2e.test_gpu_worker import vulkan_engine  # noqa: F401  (the fixture)
 
 from agent.settings import Settings, SettingsError
 from gui.cluster.launcher import devices_from_status, offers_gpu, worker_devices
@@ -80,3 +81,55 @@ def test_agent_backend_setting_is_checked():
     r = subprocess.run([sys.executable, "-m", "agent.main", "--backend", "metal", "config"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "invalid choice: 'metal'" in r.stderr
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+async def test_fastest_measures_a_gpu_workers_devices_apart_and_leaves_the_slow_gpu_out(
+        engine, vulkan_engine, procs, tmp_path):  # noqa: F811
+    """Fastest on a GPU worker beside a CPU worker: each of the GPU node's devices is measured
+    on its own (``-ts`` puts every slot on one of them), and Mesa's software GPU, far slower than
+    any CPU here, is left out of the plan."""
+    import os
+
+    from cluster.agents import start_agent
+    from e2e.test_gpu_worker import GPU_ENV
+
+    from gui.cluster.demo_model import DemoShape, write_demo_model
+    from gui.cluster.discovery import Discovery
+    from gui.cluster.measure import MeasurementCache, measured_fastest, model_fingerprint
+    from gui.cluster.model import inspect_model
+    from gui.cluster.nodes import TokenStore
+
+    model = write_demo_model(tmp_path / "m.gguf", DemoShape(layers=8, embd=256, ff=704, kv_heads=2, quant="Q8_0"))
+    info = inspect_model(model)
+    agents = [start_agent(lambda argv, **kw: procs.popen(argv, env=dict(os.environ, **GPU_ENV), **kw), tmp_path,
+                          "gaming", mdns=False, extra=["--backend", "vulkan"]),
+              start_agent(procs.popen, tmp_path, "old", mdns=False)]
+    disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
+    try:
+        nodes, devices = [], []
+        for agent in agents:
+            node = await disc.add_address(agent.api_url)
+            await disc.pair(node, agent.pin())
+            node = disc.nodes[node.id]
+            nodes.append(node)
+            async with disc.client(node) as c:
+                devices.extend(devices_from_status(node, await c.status()))
+        assert [d.label for d in devices] == ["gaming Vulkan0", "gaming CPU", "old CPU"]
+        cache = MeasurementCache(tmp_path / "measure")
+        best = await measured_fastest(engine, model, info, nodes, devices, disc.client, 512,
+                                      host_free_bytes=None, cache=cache, server_args=["-fa", "off"],
+                                      tokens=8, runs=1)
+        measured = {p.name for p in (tmp_path / "measure").glob("*.json")}
+        # one entry per device of the GPU node, one for the CPU node, one for this computer
+        assert len(measured) == 4, measured
+        gaming = next(n for n in nodes if n.name == "gaming")
+        gpu, cpu = (cache.get(f"{gaming.id}/{k}", model_fingerprint(model)) for k in (0, 1))
+        # Measured, not assumed: the software GPU takes far longer per step than the CPU beside it.
+        assert gpu.compute.step_s > 3 * cpu.compute.step_s, (gpu.compute.step_s, cpu.compute.step_s)
+        counts = {d.label: c for d, c in best.plan.assignments}
+        assert counts.get("gaming Vulkan0", 0) == 0, counts
+        assert sum(best.plan.counts()) + best.plan.host_layers == info.n_layer + 1
+    finally:
+        await disc.stop()
