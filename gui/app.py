@@ -130,6 +130,9 @@ class MainWindow(QMainWindow):
         self.launch.startRequested.connect(self.start_cluster)
         self.launch.stopRequested.connect(self.stop_cluster)
         self.editor.fastestRequested.connect(self.find_fastest)
+        self.editor.relaunchRequested.connect(self.relaunch_with_shown_split)
+        self.editor.planChanged.connect(lambda _p: self._show_split_differs())
+        self._relaunch_pending = False
         self.failover_banner.cancelRequested.connect(self.session.cancel_failover)
         self.failover_banner.optionChosen.connect(self.choose_failover)
         self.chat.set_send(None)
@@ -491,8 +494,40 @@ class MainWindow(QMainWindow):
         call.finished.connect(self._launched)
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
 
+    @staticmethod
+    def _layout_of(plan):
+        # what llama.cpp will do with a plan; free memory in it changes all the time
+        return None if plan is None else (plan.host_layers, tuple((d.key, d.endpoint, c) for d, c in plan.assignments
+                                                                  if c))
+
+    def running_plan(self):
+        """The plan the cluster serves now (after a failover, the survivors' plan), or None."""
+        sup = self.session.launcher
+        launcher = getattr(sup, "launcher", None) if sup is not None else None
+        return getattr(launcher, "plan", None)
+
+    def _show_split_differs(self) -> None:
+        """While serving, say when the split shown is not the one running, with a way to use it."""
+        running = self.running_plan()
+        differs = (running is not None and self.launch.state == "ready"
+                   and self._layout_of(running) != self._layout_of(self.editor.plan()))
+        self.editor.set_differs_from_running(differs)
+        self.launch.start_button.setToolTip(
+            self.tr("The cluster is running. To use the split shown, press Relaunch with this split on "
+                    "the Split tab, or Stop first.") if running is not None else "")
+
+    def relaunch_with_shown_split(self) -> None:
+        """Stop the running cluster, then Start it again with the split shown."""
+        if self.session.launcher is None:
+            self.start_cluster()
+            return
+        self._relaunch_pending = True
+        self.editor.set_differs_from_running(False)
+        self.stop_cluster()
+
     def _launched(self, check) -> None:
         self.launch.set_state("ready")
+        self._show_split_differs()
         self._update_fastest_button()
         if self.tray is not None:
             self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", "ready"))
@@ -513,6 +548,11 @@ class MainWindow(QMainWindow):
         if state in ("failed", "stopped"):
             self.chat.set_send(None)
             QTimer.singleShot(0, self._update_fastest_button)
+            QTimer.singleShot(0, self._show_split_differs)
+            if state == "stopped" and self._relaunch_pending and self.session.launcher is None:
+                # Relaunch with this split: stopped, now start again
+                self._relaunch_pending = False
+                QTimer.singleShot(0, self.start_cluster)
             if state == "failed":
                 self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
                 if self.session.launcher is not None:
@@ -547,6 +587,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(ev.message, 15000)
         if ev.kind == F.RECOVERED:
             self.launch.set_state("ready")
+            self._show_split_differs()
             self.launch.set_endpoint(self.session.server_url)
             self.chat.set_send(self.session.chat_sender())
         self.launch.set_status(ev.message, color)

@@ -55,6 +55,7 @@ class SplitEditor(QWidget):
 
     planChanged = Signal(object)
     fastestRequested = Signal()
+    relaunchRequested = Signal()
 
     COLUMNS = ("Use", "Device", "Slots", "Layers", "Needs", "Free", "Fit")
 
@@ -95,6 +96,18 @@ class SplitEditor(QWidget):
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.note.hide()
+        # while the cluster serves another split than the one shown (after an edit or import)
+        self.differs_label = QLabel(self.tr("The cluster is running another split. Relaunch to use this one "
+                                            "(the chat waits for it)."))
+        self.differs_label.setWordWrap(True)
+        self.differs_label.setStyleSheet("color: #e6a700; font-weight: bold;")
+        self.relaunch_button = QPushButton(self.tr("Relaunch with this split"))
+        self.differs = QWidget()
+        row = QHBoxLayout(self.differs)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.differs_label, 1)
+        row.addWidget(self.relaunch_button)
+        self.differs.hide()
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels([self.tr("Use"), self.tr("Device"), self.tr("Slots"), self.tr("Layers"),
                                               self.tr("Needs"), self.tr("Free"), self.tr("Fit")])
@@ -122,6 +135,7 @@ class SplitEditor(QWidget):
         lay.addWidget(self.bar)
         lay.addWidget(self.summary)
         lay.addWidget(self.note)
+        lay.addWidget(self.differs)
         lay.addWidget(self.table, 1)
         lay.addLayout(cmd_row)
         lay.addWidget(self.command)
@@ -131,6 +145,7 @@ class SplitEditor(QWidget):
         self.bar.reorderRequested.connect(self._on_reorder)
         self.by_memory_button.clicked.connect(self.reset_by_memory)
         self.fastest_button.clicked.connect(self.fastestRequested)
+        self.relaunch_button.clicked.connect(self.relaunchRequested)
         self.undo_button.clicked.connect(self.undo)
         self.redo_button.clicked.connect(self.redo)
         self.ctx.valueChanged.connect(lambda _v: self._refresh())
@@ -160,6 +175,10 @@ class SplitEditor(QWidget):
         self.fastest_button.setEnabled(ok)
         self.fastest_button.setToolTip(self.tr("Ask the planner for the quickest split") if ok or not why_not
                                        else why_not)
+
+    def set_differs_from_running(self, differs: bool) -> None:
+        """Say (or stop saying) that the split shown is not the one the cluster runs."""
+        self.differs.setVisible(differs)
 
     def set_note(self, text: str) -> None:
         """A sentence under the summary on why the split is what it is ("" hides it); the next

@@ -633,6 +633,11 @@
         <source>The profile uses %1, which this computer cannot reach or is not paired with. Start their herd-agent and pair with them, then import again.</source>
         <translation>该配置使用了 %1，本机无法连接或尚未与其配对。请启动它们的 herd-agent 并完成配对，然后重新导入。</translation>
     </message>
+    <message>
+        <location filename="../../gui/app.py" line="516" />
+        <source>The cluster is running. To use the split shown, press Relaunch with this split on the Split tab, or Stop first.</source>
+        <translation>集群正在运行。要使用所示的分层，请在“分层”页按“用此分层重新启动”，或先停止。</translation>
+    </message>
 </context>
 <context>
     <name>ModelPanel</name>
@@ -1117,6 +1122,16 @@
         <location filename="../../gui/widgets/split_editor.py" line="409" />
         <source>%1 layer slots: %2 on the host, %3 on %4 device(s). Everything fits.</source>
         <translation>共 %1 个层位：主控 %2 个，%4 台设备共 %3 个。内存全部够用。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="100" />
+        <source>The cluster is running another split. Relaunch to use this one (the chat waits for it).</source>
+        <translation>集群正在运行另一种分层。重新启动即可使用当前这一种（对话会等待它）。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="104" />
+        <source>Relaunch with this split</source>
+        <translation>用此分层重新启动</translation>
     </message>
 </context>
 <context>
