@@ -240,7 +240,7 @@ def gpu_driver_hint(backend: str) -> str:
     if backend == "vulkan":
         return ("install the GPU's Vulkan driver (Debian/Ubuntu: mesa-vulkan-drivers for AMD and Intel "
                 "GPUs, NVIDIA's driver for NVIDIA; Windows: the GPU vendor's driver) and check it with "
-                "`vulkaninfo --summary`")
+                "`vulkaninfo --summary`; a software device such as Mesa's lavapipe does not count")
     if backend == "cuda":
         return "install NVIDIA's driver and check it with `nvidia-smi`"
     return "check the GPU's driver"
