@@ -22,6 +22,9 @@ _DEBUG_RE = re.compile(r"^\d+\.\d+\.\d+\.\d+ D ")  # llama.cpp's debug level (-l
 _LAYER_RE = re.compile(r"load_tensors: layer\s+\d+ assigned")  # one per slot, only at -lv 5
 _OFFLOADED_RE = re.compile(r"load_tensors: offloaded \d+/\d+ layers")  # once the layer map is done
 _BUFFER_RE = re.compile(r"(model buffer size|KV buffer size|compute buffer size)")
+#: Routine lines that llama-server writes for every poll of /metrics and /slots (herd's own
+#: telemetry, twice a second): shown only with "Show debug lines" (#17).
+_ROUTINE_RE = re.compile(r"update_slots: all slots are idle\s*$|log_server_r: request: GET /(metrics|slots|health|props)\b")
 
 
 class LaunchPanel(QWidget):
@@ -148,9 +151,13 @@ class LaunchPanel(QWidget):
         lines = [_ANSI_RE.sub("", line) for line in lines]
         self._lines.extend(lines)
         del self._lines[:-20000]
-        shown = lines if self.debug_box.isChecked() else [x for x in lines if not _DEBUG_RE.match(x)]
+        shown = lines if self.debug_box.isChecked() else [x for x in lines if not self._quiet(x)]
         if shown:
+            sb = self.log.verticalScrollBar()
+            follow = sb.value() >= sb.maximum() - 2 or self.state in ("starting", "loading")
             self.log.appendPlainText("\n".join(shown))
+            if follow:  # the newest line in view, unless the user scrolled back to read
+                sb.setValue(sb.maximum())
         for line in lines:
             if _LAYER_RE.search(line):
                 self._layers_seen += 1
@@ -163,9 +170,15 @@ class LaunchPanel(QWidget):
             frac = 0.4 * min(1.0, self._layers_seen / self._n_slots) + 0.5 * min(1.0, self._buffers_seen / 6)
             self.progress.setValue(int(100 * min(frac, 0.95)))
 
+    @staticmethod
+    def _quiet(line: str) -> bool:
+        """A debug line, or routine noise: hidden unless "Show debug lines" is ticked."""
+        return bool(_DEBUG_RE.match(line) or _ROUTINE_RE.search(line))
+
     def _refill_log(self) -> None:
-        lines = self._lines if self.debug_box.isChecked() else [x for x in self._lines if not _DEBUG_RE.match(x)]
+        lines = self._lines if self.debug_box.isChecked() else [x for x in self._lines if not self._quiet(x)]
         self.log.setPlainText("\n".join(lines))
+        self.log.verticalScrollBar().setValue(self.log.verticalScrollBar().maximum())
 
     def set_state(self, state: str, error: str = "") -> None:
         """llama-server's state, as the launcher reports it."""
