@@ -16,20 +16,12 @@ import os
 import socket
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
-
-def _wait(app, predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        app.processEvents()
-        time.sleep(0.02)
+from screenshots import _pump, _wait  # noqa: E402  (the README screenshots' own helpers)
 
 
 def main() -> int:
@@ -88,10 +80,7 @@ def main() -> int:
         win.editor.ctx.setValue(4096)
         win.editor.set_counts(4, [6, 6, win.model.n_layer + 1 - 16])
         win.tabs.setCurrentWidget(win.editor)
-        end = time.monotonic() + 2
-        while time.monotonic() < end:
-            app.processEvents()
-            time.sleep(0.02)
+        _pump(app, 2)
         args.out.mkdir(parents=True, exist_ok=True)
         path = args.out / "en-split-gpu.png"
         win.tabs.grab().save(str(path))

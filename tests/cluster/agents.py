@@ -96,3 +96,20 @@ def paired_agent(tmp: Path, name: str = "paired"):
         yield agent, resp.json()["token"]
     finally:
         jar.close()
+
+
+async def pair_all(disc, agents: list[RunningAgent]) -> tuple[dict, list]:
+    """Add each agent to ``disc`` (a :class:`gui.cluster.discovery.Discovery`) by address, pair
+    it with its PIN, and read its devices; returns ``({node id: node}, [Device, …])`` in the
+    agents' order."""
+    from gui.cluster.launcher import devices_from_status
+
+    nodes, devices = {}, []
+    for agent in agents:
+        node = await disc.add_address(agent.api_url)
+        await disc.pair(node, agent.pin())
+        node = disc.nodes[node.id]
+        nodes[node.id] = node
+        async with disc.client(node) as c:
+            devices.extend(devices_from_status(node, await c.status()))
+    return nodes, devices

@@ -92,7 +92,7 @@ async def test_fastest_measures_a_gpu_workers_devices_apart_and_leaves_the_slow_
     any CPU here, is left out of the plan."""
     import os
 
-    from cluster.agents import start_agent
+    from cluster.agents import pair_all, start_agent
     from e2e.test_gpu_worker import GPU_ENV
 
     from gui.cluster.demo_model import DemoShape, write_demo_model
@@ -108,14 +108,8 @@ async def test_fastest_measures_a_gpu_workers_devices_apart_and_leaves_the_slow_
               start_agent(procs.popen, tmp_path, "old", mdns=False)]
     disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
     try:
-        nodes, devices = [], []
-        for agent in agents:
-            node = await disc.add_address(agent.api_url)
-            await disc.pair(node, agent.pin())
-            node = disc.nodes[node.id]
-            nodes.append(node)
-            async with disc.client(node) as c:
-                devices.extend(devices_from_status(node, await c.status()))
+        by_id, devices = await pair_all(disc, agents)
+        nodes = list(by_id.values())
         assert [d.label for d in devices] == ["gaming Vulkan0", "gaming CPU", "old CPU"]
         cache = MeasurementCache(tmp_path / "measure")
         best = await measured_fastest(engine, model, info, nodes, devices, disc.client, 512,

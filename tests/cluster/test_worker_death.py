@@ -13,12 +13,12 @@ import signal
 import time
 
 import pytest
-from cluster.agents import start_agent
+from cluster.agents import pair_all, start_agent
 
 from gui.cluster import plan as P
 from gui.cluster.demo_model import DemoShape, write_demo_model
 from gui.cluster.discovery import Discovery, TokenStore
-from gui.cluster.launcher import ClusterLauncher, LaunchError, devices_from_status
+from gui.cluster.launcher import ClusterLauncher, LaunchError
 from gui.cluster.model import inspect_model
 from conftest import free_port
 
@@ -32,14 +32,7 @@ async def test_worker_killed_while_the_weights_travel_is_named(engine, procs, tm
     agents = [start_agent(procs.popen, tmp_path, name, mdns=False) for name in ("a", "b")]
     disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
     try:
-        nodes, devices = {}, []
-        for agent in agents:
-            node = await disc.add_address(agent.api_url)
-            await disc.pair(node, agent.pin())
-            node = disc.nodes[node.id]
-            nodes[node.id] = node
-            async with disc.client(node) as c:
-                devices.extend(devices_from_status(node, await c.status()))
+        nodes, devices = await pair_all(disc, agents)
         plan = P.plan_from_split(inspect_model(model), devices, {"a": 4, "b": 5})
         launcher = ClusterLauncher(engine.llama_server, plan, model, nodes, disc.client, ctx=512,
                                    port=free_port())

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from cluster.agents import start_agent
+from cluster.agents import pair_all, start_agent
 from conftest import free_port
 
 from gui.cluster import plan as P
 from gui.cluster.chat import ChatDone, chat
 from gui.cluster.discovery import Discovery
-from gui.cluster.launcher import ClusterLauncher, devices_from_status
+from gui.cluster.launcher import ClusterLauncher
 from gui.cluster.model import inspect_model
 from gui.cluster.nodes import TokenStore
 
@@ -130,14 +130,7 @@ async def loopback_cluster(llama_server, model: Path, popen, tmp: Path, *, paral
     disc = Discovery(browse=False, tokens=TokenStore(tmp / "tokens.json"))
     launcher = None
     try:
-        nodes, devices = {}, []
-        for agent in agents:
-            node = await disc.add_address(agent.api_url)
-            await disc.pair(node, agent.pin())
-            node = disc.nodes[node.id]
-            nodes[node.id] = node
-            async with disc.client(node) as c:
-                devices.extend(devices_from_status(node, await c.status()))
+        nodes, devices = await pair_all(disc, agents)
         plan = P.plan_from_split(inspect_model(model), devices, {"a": 4, "b": 5})
         extra = ["-np", str(parallel)] + (["--threads", str(threads)] if threads else [])
         launcher = ClusterLauncher(llama_server, plan, model, nodes, disc.client, ctx=ctx,
