@@ -55,6 +55,15 @@ _QUANT_RE = re.compile(r"(?:^|[-._])((?:I?Q[1-8](?:_[0-9A-Z]+)*)|BF16|F16|F32)(?
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
+#: Headers already read, by (endpoint, repo, commit, first file): changing the context or
+#: listing a repository again does not read them again.
+_INFO_CACHE: dict[tuple[str, str, str, str], object] = {}
+_INFO_CACHE_SIZE = 256
+_INFO_LOCK = threading.Lock()
+#: Headers read at once when a repository is listed (a real vocabulary makes each a few MB).
+HEADER_READERS = 4
+
+
 class HubError(RuntimeError):
     """A hub operation failed. The message says what went wrong and what to do."""
 
@@ -454,6 +463,10 @@ class Hub:
         """
         from gui.cluster.model import ModelError, inspect_model
 
+        key = (self.endpoint, repo, commit, model.first.path)
+        with _INFO_LOCK:
+            if key in _INFO_CACHE:  # a commit never changes: its headers can be kept
+                return _INFO_CACHE[key]
         with tempfile.TemporaryDirectory(prefix="herd-hub-", dir=workdir) as tmp:
             for part in model.parts:
                 head = self.header(repo, commit, part)
@@ -462,9 +475,14 @@ class Hub:
                     out.write(head)
                     out.truncate(part.size)
             try:
-                return inspect_model(Path(tmp) / model.first.name)
+                info = inspect_model(Path(tmp) / model.first.name)
             except ModelError as exc:
                 raise HubError(str(exc).replace(str(Path(tmp)) + os.sep, f"{repo}/")) from None
+        with _INFO_LOCK:
+            while len(_INFO_CACHE) >= _INFO_CACHE_SIZE:
+                _INFO_CACHE.pop(next(iter(_INFO_CACHE)))
+            _INFO_CACHE[key] = info
+        return info
 
     # -- downloading ---------------------------------------------------------------------
 
@@ -665,16 +683,19 @@ def assess(model: ModelFile, info, devices: Sequence, ctx: int, *, host_free_byt
 def assess_repo(hub: Hub, files: RepoFiles, devices: Sequence, ctx: int, *, host_free_bytes: int | None,
                 measured: dict | None = None) -> list[FileFit]:
     """:func:`assess` for every model of ``files``, each read from its header (a header that
-    cannot be read gives a :class:`FileFit` that does not fit and says why)."""
-    out = []
-    for m in files.models:
+    cannot be read gives a :class:`FileFit` that does not fit and says why). Up to
+    :data:`HEADER_READERS` headers are read at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(m: ModelFile) -> FileFit:
         try:
             info = hub.model_info(files.repo, files.commit, m)
         except HubError as exc:
-            out.append(FileFit(m, None, False, problem=str(exc)))
-            continue
-        out.append(assess(m, info, devices, ctx, host_free_bytes=host_free_bytes, measured=measured))
-    return out
+            return FileFit(m, None, False, problem=str(exc))
+        return assess(m, info, devices, ctx, host_free_bytes=host_free_bytes, measured=measured)
+
+    with ThreadPoolExecutor(max_workers=HEADER_READERS, thread_name_prefix="herd-hub-header") as pool:
+        return list(pool.map(one, files.models))
 
 
 def suggest(fits: Sequence[FileFit]) -> int | None:

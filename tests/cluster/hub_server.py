@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import threading
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -35,7 +36,8 @@ class Repo:
     """A repository: files by path, and the commit they are at."""
 
     files: dict[str, Path]
-    commit: str = "0123456789abcdef0123456789abcdef01234567"
+    # a fresh commit per repository, as a real hub's: clients may keep what they read per commit
+    commit: str = field(default_factory=lambda: secrets.token_hex(20))
     downloads: int = 0
 
     def sha256(self, path: str) -> str:

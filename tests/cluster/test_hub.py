@@ -357,3 +357,17 @@ def test_a_users_huggingface_token_is_not_sent_to_another_hub(hub, sources, tmp_
     hub.requests.clear()
     H.Hub(hub.url, token="hf_for_this_hub").files(REPO)
     assert {r.authorization for r in hub.requests} == {"Bearer hf_for_this_hub"}
+
+
+def test_headers_are_read_once_per_commit(hub, sources):
+    """Changing the context lists the repository again: its headers are not read again."""
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    first = H.assess_repo(h, files, _devices(1 << 34), 512, host_free_bytes=1 << 34)
+    reads = [r for r in hub.requests if r.method == "GET" and r.range]
+    assert len(reads) >= len(files.models)
+    hub.requests.clear()
+    again = H.assess_repo(H.Hub(hub.url), files, _devices(1 << 34), 4096, host_free_bytes=1 << 34)
+    assert not [r for r in hub.requests if r.method == "GET" and r.range]
+    assert [f.info.n_layer for f in again] == [f.info.n_layer for f in first]
+    assert [f.device_fits[0].kv_bytes for f in again] != [f.device_fits[0].kv_bytes for f in first]
