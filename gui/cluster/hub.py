@@ -625,33 +625,51 @@ class FileFit:
         return ", ".join(parts)
 
 
-def cluster_measurements(devices: Sequence, cache=None) -> dict | None:
-    """The newest cached measurement of every node of ``devices`` and of the master's CPU
-    (``{"nodes": [...], "host": m}``, as ``herd plan --fastest`` and ``herd bench`` store them), or
-    None when one of them has never been measured."""
+class ClusterSpeeds:
+    """The measured speeds of the cluster's nodes and of the master's CPU, as ``herd plan
+    --fastest`` and ``herd bench`` cached them (:class:`~gui.cluster.measure.MeasurementCache`).
+
+    Attributes:
+        node_ids: the worker nodes, each with at least one cached measurement.
+        cache: where the measurements are.
+    """
+
+    def __init__(self, node_ids: Sequence[str], cache) -> None:
+        self.node_ids = list(node_ids)
+        self.cache = cache
+
+    def pick(self, info=None) -> tuple[list, object | None]:
+        """``(node measurements, host measurement or None)`` to predict ``info`` (a
+        ``ModelInfo``) from: per node, the entry of the model nearest in bytes per weight."""
+        like = getattr(info, "bytes_per_param", None) or None
+        nodes = [self.cache.latest(n, like) for n in self.node_ids]
+        return nodes, self.cache.latest("master", like)
+
+
+def cluster_measurements(devices: Sequence, cache=None) -> ClusterSpeeds | None:
+    """The cluster's measured speeds (:class:`ClusterSpeeds`), or None when a node of
+    ``devices`` has never been measured."""
     from gui.cluster.measure import MeasurementCache
 
     cache = cache if cache is not None else MeasurementCache()
-    nodes = []
-    for node_id in dict.fromkeys(d.node_id for d in devices if d.kind == "rpc"):
-        m = cache.latest(node_id)
-        if m is None:
-            return None
-        nodes.append(m)
-    host = cache.latest("master")
-    return {"nodes": nodes, "host": host}
+    ids = list(dict.fromkeys(d.node_id for d in devices if d.kind == "rpc"))
+    if any(cache.latest(n) is None for n in ids):
+        return None
+    return ClusterSpeeds(ids, cache)
 
 
 def assess(model: ModelFile, info, devices: Sequence, ctx: int, *, host_free_bytes: int | None,
-           measured: dict | None = None) -> FileFit:
+           measured: ClusterSpeeds | None = None) -> FileFit:
     """Fit, split and predicted speed of one hub model (``info`` from :meth:`Hub.model_info`).
 
     The split is the one *Start* and ``herd up`` use by default, by free memory
     (:func:`~gui.cluster.plan.plan_by_memory`), checked with the planner's own
     :func:`~gui.cluster.plan.estimate`. With ``measured`` (:func:`cluster_measurements`) its
-    speed is the cost model's prediction, each node's measured compute time per byte scaled to
-    this model's layers; without it (or when the host keeps layers and was never measured) the
-    speed is None: not measured yet.
+    speed is the cost model's prediction from each node's measured compute time, scaled to this
+    model's weights (:func:`~gui.cluster.measure.cost_inputs`), taken from the measured model
+    nearest in bytes per weight — a measured quant type predicts files of that type per byte.
+    Without it (or when the host keeps layers and was never measured) the speed is None: not
+    measured yet.
     """
     import math
 
@@ -672,7 +690,8 @@ def assess(model: ModelFile, info, devices: Sequence, ctx: int, *, host_free_byt
     tps = None
     if measured is not None:
         try:
-            tps = predicted_tokens_per_s(plan, info, cost_inputs(measured["nodes"], measured["host"], model=info))
+            nodes, host = measured.pick(info)
+            tps = predicted_tokens_per_s(plan, info, cost_inputs(nodes, host, model=info))
         except P.PlanError:
             tps = None
         if tps is not None and not (math.isfinite(tps) and tps > 0):
@@ -681,7 +700,7 @@ def assess(model: ModelFile, info, devices: Sequence, ctx: int, *, host_free_byt
 
 
 def assess_repo(hub: Hub, files: RepoFiles, devices: Sequence, ctx: int, *, host_free_bytes: int | None,
-                measured: dict | None = None) -> list[FileFit]:
+                measured: ClusterSpeeds | None = None) -> list[FileFit]:
     """:func:`assess` for every model of ``files``, each read from its header (a header that
     cannot be read gives a :class:`FileFit` that does not fit and says why). Up to
     :data:`HEADER_READERS` headers are read at once."""

@@ -451,22 +451,35 @@ class MeasurementCache:
             return None
         return m
 
-    def latest(self, node_id: str) -> NodeMeasurement | None:
-        """The newest readable entry of ``node_id`` for any model, or None.
+    def latest(self, node_id: str, bytes_per_param: float | None = None) -> NodeMeasurement | None:
+        """The entry of ``node_id`` to predict another model from, or None when it has none.
 
-        Used to predict a model that is not on this PC yet (a hub download, #14): its speed is
-        scaled from this entry's compute time per byte (:func:`cost_inputs` with ``model``).
+        Used for a model that is not on this PC yet (a hub download, #14): its speed is scaled
+        from this entry (:func:`cost_inputs` with ``model``). With ``bytes_per_param`` (that
+        model's) the entry of the model closest in bytes per weight wins — the same quant type
+        predicts per byte, which is closest to what it then does; otherwise the newest.
         """
+        import math
+
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in node_id)[:80] or "node"
-        best: NodeMeasurement | None = None
+        found: list[NodeMeasurement] = []
         for path in self.directory.glob(f"{safe}-*.json"):
             try:
                 m = NodeMeasurement.from_json(json.loads(path.read_text(encoding="utf-8")))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if m.node_id == node_id and (best is None or m.measured_at > best.measured_at):
-                best = m
-        return best
+            if m.node_id == node_id:
+                found.append(m)
+        if not found:
+            return None
+
+        def distance(m: NodeMeasurement) -> float:
+            b = m.compute.bytes_per_param
+            if not bytes_per_param or not b:
+                return math.inf if bytes_per_param else 0.0
+            return abs(math.log(b / bytes_per_param))
+
+        return min(found, key=lambda m: (round(distance(m), 2), -m.measured_at))
 
     def put(self, m: NodeMeasurement) -> Path:
         path = self.path_for(m.node_id, m.model_fingerprint)

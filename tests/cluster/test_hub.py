@@ -127,36 +127,44 @@ def test_fit_split_and_suggestion_follow_the_planner(hub, sources, tmp_path):
     assert H.suggest(H.assess_repo(h, single, _devices(1 << 20), ctx, host_free_bytes=1 << 20)) is None
 
 
+def _put(cache, devices, spb_by_node, measured_on, bytes_per_param=0.0, fingerprint="other-model", at=None):
+    """Cache entries as `herd plan --fastest` leaves them: node → seconds per byte on ``measured_on``."""
+    for node, spb in spb_by_node.items():
+        ep = None if node == "master" else next(d.endpoint for d in devices if d.node_id == node)
+        slots = slot_seconds(measured_on.slot_bytes, spb * sum(measured_on.slot_bytes))
+        compute = ComputeMeasurement(ep, 0.01, (0.01,), 0.0, spb, slots, 24, bytes_per_param=bytes_per_param)
+        link = None if ep is None else LinkMeasurement(ep, 0.0002, (0.0002,), 1e9)
+        cache.put(NodeMeasurement(node, fingerprint, compute, link, measured_at=at or time.time()))
+
+
 def test_speed_comes_from_the_cached_measurements(hub, sources, tmp_path):
     """Speeds measured on another model (as `herd plan --fastest` caches them) predict a hub
-    file's speed per byte of its layers."""
+    file's speed from its layers."""
     h = H.Hub(hub.url)
     files = h.files(REPO)
     cache = MeasurementCache(tmp_path / "measure")
     measured_on = inspect_model(sources["Tiny-F16.gguf"])
     devices = _devices(1 << 34)
     assert H.cluster_measurements(devices, cache) is None
-    for node, spb in (("alpha", 2e-9), ("beta", 4e-9), ("master", 8e-9)):
-        ep = None if node == "master" else next(d.endpoint for d in devices if d.node_id == node)
-        slots = slot_seconds(measured_on.slot_bytes, spb * sum(measured_on.slot_bytes))
-        compute = ComputeMeasurement(ep, 0.01, (0.01,), 0.0, spb, slots, 24)
-        link = None if ep is None else LinkMeasurement(ep, 0.0002, (0.0002,), 1e9)
-        cache.put(NodeMeasurement(node, "other-model", compute, link, measured_at=time.time()))
+    _put(cache, devices, {"alpha": 2e-9}, measured_on)
+    assert H.cluster_measurements(devices, cache) is None  # beta never measured: not measured yet
+    _put(cache, devices, {"beta": 4e-9, "master": 8e-9}, measured_on)
     measured = H.cluster_measurements(devices, cache)
-    assert [m.node_id for m in measured["nodes"]] == ["alpha", "beta"] and measured["host"].node_id == "master"
+    nodes, host = measured.pick()
+    assert [m.node_id for m in nodes] == ["alpha", "beta"] and host.node_id == "master"
     q4 = files.by_quant("Q4_K_M")
     info = h.model_info(files.repo, files.commit, q4)
     fit = H.assess(q4, info, devices, 1024, host_free_bytes=1 << 34, measured=measured)
     assert fit.fits and fit.tokens_per_s is not None
-    m = cost_inputs(measured["nodes"], measured["host"], model=info)
+    m = cost_inputs(nodes, host, model=info)
     assert fit.tokens_per_s == pytest.approx(predicted_tokens_per_s(fit.plan, info, m))
     # the split is the one a launch uses by default: by free memory
     assert fit.plan == plan_by_memory(info, devices, 1024, host_free_bytes=1 << 34)
-    # a worker twice as slow per byte: the same split is predicted slower
-    slower = dict(measured, nodes=[NodeMeasurement(m.node_id, m.model_fingerprint, ComputeMeasurement(
-        m.compute.endpoint, 0.01, (0.01,), 0.0, 2 * m.compute.seconds_per_byte, m.compute.slot_s, 24), m.link)
-        for m in measured["nodes"]])
-    assert H.assess(q4, info, devices, 1024, host_free_bytes=1 << 34, measured=slower).tokens_per_s < fit.tokens_per_s
+    # the same workers measured again, twice as slow: the same split is predicted slower
+    slow = MeasurementCache(tmp_path / "slow")
+    _put(slow, devices, {"alpha": 4e-9, "beta": 8e-9, "master": 8e-9}, measured_on)
+    assert H.assess(q4, info, devices, 1024, host_free_bytes=1 << 34,
+                    measured=H.cluster_measurements(devices, slow)).tokens_per_s < fit.tokens_per_s
 
 
 def test_download_verified_and_moved_in_atomically(hub, sources, tmp_path):
@@ -315,34 +323,40 @@ def test_a_split_model_is_read_from_all_its_files(sources, tmp_path):
 
 def test_another_quant_is_predicted_per_weight(hub, sources, tmp_path):
     """A node measured on the F16 file (2 bytes per weight) predicts the Q4_K_M file per weight:
-    a quantised weight costs more work per byte, so per byte would promise far too much."""
+    a quantised weight costs more work per byte, so per byte would promise far too much. Once a
+    Q4_K_M model was measured too, Q4_K_M files are predicted from that one, per byte."""
     h = H.Hub(hub.url)
     files = h.files(REPO)
     f16 = inspect_model(sources["Tiny-F16.gguf"])
-    devices = _devices(1 << 34)
-    cache = MeasurementCache(tmp_path / "measure")
-    for node, ep in (("alpha", devices[0].endpoint), ("beta", devices[1].endpoint)):
-        spb = 1e-9
-        compute = ComputeMeasurement(ep, 0.01, (0.01,), 0.0, spb, slot_seconds(f16.slot_bytes, spb * sum(f16.slot_bytes)),
-                                     24, bytes_per_param=f16.bytes_per_param)
-        cache.put(NodeMeasurement(node, "f16", compute, LinkMeasurement(ep, 1e-5, (1e-5,), 1e10), time.time()))
-    measured = H.cluster_measurements(devices, cache)
-    speed = {}
-    for quant in ("Q4_K_M", "F16"):
-        m = files.by_quant(quant)
-        info = h.model_info(files.repo, files.commit, m)
-        speed[quant] = H.assess(m, info, devices, 1024, host_free_bytes=1 << 34, measured=measured).tokens_per_s
     q4 = inspect_model(sources["Tiny-Q4_K_M.gguf"])
-    assert q4.n_params == f16.n_params and 0.5 < q4.bytes_per_param < 0.7 and f16.bytes_per_param == pytest.approx(2, abs=0.01)
-    assert speed["Q4_K_M"] == pytest.approx(speed["F16"], rel=0.15)
+    assert q4.n_params == f16.n_params and 0.5 < q4.bytes_per_param < 0.7
+    assert f16.bytes_per_param == pytest.approx(2, abs=0.01)
+    devices = _devices(1 << 34)
+
+    def speeds(cache) -> dict[str, float]:
+        measured = H.cluster_measurements(devices, cache)
+        out = {}
+        for quant in ("Q4_K_M", "F16"):
+            m = files.by_quant(quant)
+            out[quant] = H.assess(m, h.model_info(files.repo, files.commit, m), devices, 1024,
+                                  host_free_bytes=1 << 34, measured=measured).tokens_per_s
+        return out
+
+    cache = MeasurementCache(tmp_path / "measure")
+    _put(cache, devices, {"alpha": 1e-9, "beta": 1e-9}, f16, f16.bytes_per_param, "f16", at=1000.0)
+    from_f16 = speeds(cache)
+    assert from_f16["Q4_K_M"] == pytest.approx(from_f16["F16"], rel=0.15)
     # an entry without bytes per weight (an older cache) falls back to per byte: Q4_K_M far faster
-    old = {"nodes": [NodeMeasurement(n.node_id, n.model_fingerprint, ComputeMeasurement(
-        n.compute.endpoint, 0.01, (0.01,), 0.0, n.compute.seconds_per_byte, n.compute.slot_s, 24), n.link)
-        for n in measured["nodes"]], "host": None}
-    m = files.by_quant("Q4_K_M")
-    per_byte = H.assess(m, h.model_info(files.repo, files.commit, m), devices, 1024, host_free_bytes=1 << 34,
-                        measured=old).tokens_per_s
-    assert per_byte > 2 * speed["Q4_K_M"]
+    old = MeasurementCache(tmp_path / "old")
+    _put(old, devices, {"alpha": 1e-9, "beta": 1e-9}, f16)
+    assert speeds(old)["Q4_K_M"] > 2 * from_f16["Q4_K_M"]
+    # a Q4_K_M model measured as well (earlier than the F16 one): each quant from its own kind
+    _put(cache, devices, {"alpha": 3e-9, "beta": 3e-9}, q4, q4.bytes_per_param, "q4", at=500.0)
+    both = speeds(cache)
+    assert both["F16"] == pytest.approx(from_f16["F16"])
+    nodes, _ = H.cluster_measurements(devices, cache).pick(q4)
+    assert {m.model_fingerprint for m in nodes} == {"q4"}
+    assert both["Q4_K_M"] != pytest.approx(from_f16["Q4_K_M"], rel=0.05)
 
 
 def test_a_users_huggingface_token_is_not_sent_to_another_hub(hub, sources, tmp_path, monkeypatch):
