@@ -385,3 +385,30 @@ def test_headers_are_read_once_per_commit(hub, sources):
     assert not [r for r in hub.requests if r.method == "GET" and r.range]
     assert [f.info.n_layer for f in again] == [f.info.n_layer for f in first]
     assert [f.device_fits[0].kv_bytes for f in again] != [f.device_fits[0].kv_bytes for f in first]
+
+
+@pytest.mark.slow
+def test_a_real_vocabulary_header_is_read_in_several_ranges(tmp_path):
+    """Qwen's vocabulary makes the header about 6 MB, far past the first 256 KiB read: the
+    client reads on until the tensor infos end, and no further."""
+    from cluster.model_matrix import require_vocab
+
+    from gui.cluster.demo_model import DemoShape, write_demo_model
+
+    path = write_demo_model(tmp_path / "src" / "Qwen-Tiny-Q4_K_M.gguf",
+                            DemoShape(layers=8, embd=256, ff=512, arch="qwen2", quant="Q4_K_M", tied=True,
+                                      kv_heads=2), tokenizer=require_vocab("qwen2"))
+    head = H.gguf_header_length(path.read_bytes())
+    assert head > 4 * H.HEADER_FIRST_READ
+    with HubServer({REPO: Repo({path.name: path})}) as srv:
+        h = H.Hub(srv.url)
+        files = h.files(REPO)
+        info = h.model_info(files.repo, files.commit, files.models[0])
+        reads = [r.range for r in srv.file_requests(path.name)]
+    local = inspect_model(path)
+    assert (info.architecture, info.slot_bytes, info.tied_embeddings, info.vocab_size) == (
+        "qwen2", local.slot_bytes, True, local.vocab_size)
+    assert len(reads) > 1 and reads[0] == f"bytes=0-{H.HEADER_FIRST_READ - 1}"
+    spans = [tuple(int(x) for x in r.removeprefix("bytes=").split("-")) for r in reads]
+    assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))  # each range goes on from the last
+    assert head - 1 <= spans[-1][1] < 2 * head  # enough, and not the weights
