@@ -617,9 +617,9 @@ def cost_inputs(nodes: Sequence[NodeMeasurement], host: NodeMeasurement | None =
     device's slot times are its measured time per weight times that model's weights per slot:
     seconds per byte scaled by the two models' bytes per weight. Per byte alone was 2.0–2.4×
     too fast for Q4_K_M and Q8_0 from an F16 measurement on a CPU worker (bench/hub_speed.py):
-    a quantised weight costs more work per byte; per weight it was 0.58–0.89× of the measured
-    speed there, so it errs on the slow side. Without the measured model's bytes per weight
-    (older cache entries) the time is per byte.
+    a quantised weight costs more work per byte. Per weight came within −42 % … +43 % over three
+    runs on a busy 2-core machine, where the measured model itself was off by −11 % … +66 %.
+    Without the measured model's bytes per weight (older cache entries) the time is per byte.
     """
     from gui.cluster.costmodel import DeviceSpeed, LinkSpeed, Measurements
 
