@@ -169,8 +169,9 @@ class MainWindow(QMainWindow):
         m.addSeparator()
         q = QAction(self.tr("&Quit"), self)
         q.setShortcut(QKeySequence.StandardKey.Quit)
-        q.triggered.connect(self.close)
+        q.triggered.connect(self.quit_asking)
         m.addAction(q)
+        self.quit_action = q
         self._build_failover_menu()
         h = self.menuBar().addMenu(self.tr("&Help"))
         about = QAction(self.tr("&About llama-herd"), self)
@@ -239,7 +240,7 @@ class MainWindow(QMainWindow):
         self.tray = QSystemTrayIcon(app_icon(), self)
         menu = QMenu(self)
         menu.addAction(self.tr("Show window"), self.showNormal)
-        menu.addAction(self.tr("Quit"), self.close)
+        menu.addAction(self.tr("Quit"), self.quit_asking)
         self.tray.setContextMenu(menu)
         self.tray.setToolTip(self.tr("llama-herd: not running"))
         self.tray.show()
@@ -459,7 +460,7 @@ class MainWindow(QMainWindow):
             return
         problems = self.editor.problems()
         if problems:
-            self.launch.refuse([self.tr("The plan does not fit.")] + problems)
+            self.launch.refuse([self.tr("The plan does not fit.")] + problems + [self.editor.fit_hint()])
             self.tabs.setCurrentWidget(self.launch)
             return
         if not self.engine.complete:
@@ -719,7 +720,9 @@ class MainWindow(QMainWindow):
         self.nodes.show_message("")
         for a in cluster.agents:
             call = self.session.add_address(a.address)
-            call.finished.connect(lambda node, pin=a.pin: node and self.session.pair(node.id, pin))
+            # (the window may have been closed meanwhile: then there is nobody to pair for)
+            call.finished.connect(lambda node, pin=a.pin: node and not self._closing
+                                  and self.session.pair(node.id, pin))
         self.open_model(str(model_path))
         self.tabs.setCurrentWidget(self.editor)
 
@@ -738,9 +741,33 @@ class MainWindow(QMainWindow):
                 self.tr("Platform: %1").replace("%1", platform.platform()),
             ])))
 
+    def confirm_quit(self) -> bool:
+        """While the cluster serves, ask before quitting stops it (#17); True: go ahead."""
+        if self.session.launcher is None:
+            return True
+        box = QMessageBox(QMessageBox.Icon.Question, self.tr("Quit llama-herd"),
+                          self.tr("The cluster is serving. Quitting stops llama-server and the workers herd "
+                                  "started, and ends the chat."), parent=self)
+        quit_button = box.addButton(self.tr("Stop and quit"), QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(quit_button)
+        box.exec()
+        return box.clickedButton() is quit_button
+
+    def quit_asking(self) -> None:
+        """File → Quit: ask first while serving, then close."""
+        if self.confirm_quit():
+            self._confirmed = True
+            self.close()
+
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
         if self._closing:
             return super().closeEvent(event)
+        # The window's close button asks too; a close from code (Ctrl-C, --quit-after, tests)
+        # does not: nobody is there to answer.
+        if event.spontaneous() and not getattr(self, "_confirmed", False) and not self.confirm_quit():
+            event.ignore()
+            return
         self._closing = True
         s = self.settings
         s.set("window/geometry", self.saveGeometry())

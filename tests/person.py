@@ -28,6 +28,7 @@ def answer_dialog(qtbot, kind: type, act: Callable[[QDialog], None], timeout: fl
     :func:`check`)."""
     seen: dict = {}
     deadline = time.monotonic() + timeout
+    _revive_event_loops()
 
     def poll() -> None:
         dlgs = [w for w in QApplication.topLevelWidgets() if isinstance(w, kind) and w.isVisible()]
@@ -51,6 +52,26 @@ def answer_dialog(qtbot, kind: type, act: Callable[[QDialog], None], timeout: fl
 
     QTimer.singleShot(0, poll)
     return seen
+
+
+def _revive_event_loops() -> None:
+    """Make sure a dialog's own event loop runs.
+
+    A test that ran the app's main loop and quit it (``run_app`` in test_window.py) can leave a
+    posted Quit behind (from closing the last window); handled later with no main loop
+    running, it makes every nested loop — each modal dialog's — return at once. Running the
+    main loop once more, for one turn, takes that state away (only when it is there: leaving
+    the main loop tells pyqtgraph and others the app is about to quit)."""
+    from PySide6.QtCore import QEventLoop
+
+    app = QApplication.instance()
+    QApplication.sendPostedEvents()
+    probe = QEventLoop()
+    QTimer.singleShot(0, probe.quit)
+    if probe.exec() == -1:  # returned without running: nested loops are off
+        # exit(), not quit(): quit() would close every window first
+        QTimer.singleShot(0, lambda: app.exit(0))
+        app.exec()
 
 
 def check(seen: dict) -> QDialog:

@@ -25,8 +25,9 @@ from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel,
 
 from agent.files import write_json_atomic
 from gui.cluster.chat import ChatDelta, ChatDone
-from gui.cluster.network_errors import explain
 from gui.cluster.conversation import COMPLETE, INTERRUPTED, Conversation, Message
+from gui.cluster.network_errors import explain
+from gui.widgets.feedback import flash_copied
 
 FRAME_MS = 16
 
@@ -258,6 +259,7 @@ class ChatPane(QWidget):
         for m in reversed(self.session.messages):
             if m["role"] == "assistant":
                 QGuiApplication.clipboard().setText(m["content"])
+                flash_copied(self.copy_button)
                 return
 
     def last_stats(self) -> ReplyStats | None:

@@ -13,6 +13,8 @@ from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit,
                                QProgressBar, QPushButton, QVBoxLayout, QWidget)
 
+from gui.widgets.feedback import flash_copied
+
 WARN = "#d62728"
 OK = "#2ca02c"
 AMBER = "#e6a700"
@@ -98,7 +100,8 @@ class LaunchPanel(QWidget):
         lay.addWidget(self.log, 1)
         self.start_button.clicked.connect(self.startRequested)
         self.stop_button.clicked.connect(self.stopRequested)
-        self.copy_button.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.endpoint.text()))
+        self.copy_button.clicked.connect(lambda: (QGuiApplication.clipboard().setText(self.endpoint.text()),
+                                                  flash_copied(self.copy_button)))
         self.debug_box.toggled.connect(self._refill_log)
 
     # ------------------------------------------------------------ shown state

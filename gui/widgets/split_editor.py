@@ -11,6 +11,7 @@ through the core's rules, so what is shown is what llama.cpp will do.
 from __future__ import annotations
 
 import shlex
+import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
 
 from gui.cluster.launcher import ServerSpec, spec_from_plan
 from gui.cluster.plan import Assignment, Device, DeviceFit, Plan, PlanError, estimate, model_order, plan_by_memory
+from gui.widgets.feedback import flash_copied
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar
 
 MiB = 1 << 20
@@ -36,7 +38,18 @@ def server_spec_for(plan: Plan, model_path: Path, ctx: int, host: str = "127.0.0
 def _mib(n: int | None) -> str:
     if n is None:
         return "?"
-    return f"{n / MiB:,.1f} MiB" if n < 10 * 1024 * MiB else f"{n / (1 << 30):,.2f} GiB"
+    # GiB from 1 GiB on, as the free memory beside it ("9,768.1 MiB" next to "22.66 GiB", #17)
+    return f"{n / MiB:,.1f} MiB" if n < 1024 * MiB else f"{n / (1 << 30):,.2f} GiB"
+
+
+def node_color(name: str, taken: set[str]) -> str:
+    """A node's colour, the same on every run: picked by its name, the next free one on a clash."""
+    start = zlib.crc32(name.encode("utf-8")) % len(PALETTE)
+    for k in range(len(PALETTE)):
+        c = PALETTE[(start + k) % len(PALETTE)]
+        if c not in taken:
+            return c
+    return PALETTE[start]
 
 
 class SplitEditor(QWidget):
@@ -150,10 +163,13 @@ class SplitEditor(QWidget):
         self.redo_button.clicked.connect(self.redo)
         self.ctx.valueChanged.connect(lambda _v: self._refresh())
         self.copy_command_button.clicked.connect(
-            lambda: QGuiApplication.clipboard().setText(self.command.toPlainText()))
+            lambda: (QGuiApplication.clipboard().setText(self.command.toPlainText()),
+                     flash_copied(self.copy_command_button)))
         self.table.itemChanged.connect(self._on_use_toggled)
         QShortcut(QKeySequence.StandardKey.Undo, self, self.undo)
         QShortcut(QKeySequence.StandardKey.Redo, self, self.redo)
+        if QKeySequence("Ctrl+Y") not in QKeySequence.keyBindings(QKeySequence.StandardKey.Redo):
+            QShortcut(QKeySequence("Ctrl+Y"), self, self.redo)  # as on Windows, everywhere (#17)
         self._update_buttons()
         self._refresh()
 
@@ -195,7 +211,8 @@ class SplitEditor(QWidget):
         self._all_devices = list(devices)
         for d in devices:
             if d.node_id not in self._colors:
-                self._colors[d.node_id] = PALETTE[len(self._colors) % len(PALETTE)]
+                # by name, so a PC keeps its colour between runs (#17)
+                self._colors[d.node_id] = node_color(d.node_name, set(self._colors.values()))
         known = {d.key for d in devices}
         self._excluded &= {k for k in self._excluded if k in known}
         plan = None
@@ -230,6 +247,11 @@ class SplitEditor(QWidget):
                            .replace("%1", self._fit_label(f)).replace("%2", _mib(f.need_bytes))
                            .replace("%3", _mib(f.free_bytes)).replace("%4", _mib(f.short_by_bytes)))
         return out
+
+    def fit_hint(self) -> str:
+        """What to try when the plan does not fit."""
+        return self.tr("Lower the context (now %1: the KV cache grows with it), or give layers to the "
+                       "devices with memory to spare.").replace("%1", f"{self.ctx.value():,}")
 
     def server_spec(self) -> ServerSpec | None:
         """The llama-server invocation for the shown plan."""
@@ -452,7 +474,7 @@ class SplitEditor(QWidget):
         if model is None:
             self.summary.setText(self.tr("Open a model to plan the split."))
         elif problems:
-            self.summary.setText("⚠ " + " ".join(problems))
+            self.summary.setText("⚠ " + " ".join(problems + [self.fit_hint()]))
             self.summary.setStyleSheet(f"color: {BAD.name()};")
         elif plan is not None:
             self.summary.setText(self.tr("%1 layer slots: %2 on the host, %3 on %4 device(s). Everything fits.")
@@ -460,4 +482,9 @@ class SplitEditor(QWidget):
                                  .replace("%3", str(plan.offloaded))
                                  .replace("%4", str(sum(1 for c in plan.counts() if c))))
             self.summary.setStyleSheet("")
+        if model is not None and model.context_length and self.ctx.value() > model.context_length:
+            self.summary.setText(self.summary.text() + " " + self.tr(
+                "The context (%1) is larger than the %2 the model was trained for: llama.cpp allows it, "
+                "but replies beyond %2 tokens get worse.").replace("%1", f"{self.ctx.value():,}")
+                .replace("%2", f"{model.context_length:,}"))
         self.command.setPlainText(self.command_line())

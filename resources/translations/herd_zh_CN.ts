@@ -638,6 +638,21 @@
         <source>The cluster is running. To use the split shown, press Relaunch with this split on the Split tab, or Stop first.</source>
         <translation>集群正在运行。要使用所示的分层，请在“分层”页按“用此分层重新启动”，或先停止。</translation>
     </message>
+    <message>
+        <location filename="../../gui/app.py" line="748" />
+        <source>Quit llama-herd</source>
+        <translation>退出 llama-herd</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="749" />
+        <source>The cluster is serving. Quitting stops llama-server and the workers herd started, and ends the chat.</source>
+        <translation>集群正在提供服务。退出将停止 llama-server 和 herd 启动的工作进程，并结束对话。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="751" />
+        <source>Stop and quit</source>
+        <translation>停止并退出</translation>
+    </message>
 </context>
 <context>
     <name>ModelPanel</name>
@@ -1132,6 +1147,16 @@
         <location filename="../../gui/widgets/split_editor.py" line="104" />
         <source>Relaunch with this split</source>
         <translation>用此分层重新启动</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="253" />
+        <source>Lower the context (now %1: the KV cache grows with it), or give layers to the devices with memory to spare.</source>
+        <translation>请调低上下文（当前为 %1：KV 缓存随之增大），或把层分给仍有空闲内存的设备。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="487" />
+        <source>The context (%1) is larger than the %2 the model was trained for: llama.cpp allows it, but replies beyond %2 tokens get worse.</source>
+        <translation>上下文（%1）大于模型训练时的 %2：llama.cpp 允许这样做，但超过 %2 个词元后回复质量会下降。</translation>
     </message>
 </context>
 <context>
@@ -2216,6 +2241,14 @@
         <location filename="../../gui/cluster/profile.py" line="498" />
         <source>other model: its SHA-256 differs from the profile's</source>
         <translation>不是同一个模型：SHA-256 与配置中的不同</translation>
+    </message>
+</context>
+<context>
+    <name>Feedback</name>
+    <message>
+        <location filename="../../gui/widgets/feedback.py" line="16" />
+        <source>Copied ✔</source>
+        <translation>已复制 ✔</translation>
     </message>
 </context>
 </TS>

@@ -1,0 +1,102 @@
+"""The smaller findings of #17, each as a person meets it."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QMessageBox
+
+from gui.cluster.model import inspect_model
+from gui.cluster.plan import Device
+from gui.widgets.split_editor import SplitEditor, node_color
+from person import answer_dialog, check, click, use_menu
+
+GiB = 1 << 30
+
+
+@pytest.fixture
+def editor(qtbot, demo_model):
+    ed = SplitEditor()
+    qtbot.addWidget(ed)
+    ed.resize(900, 500)
+    ed.set_cluster(inspect_model(demo_model),
+                   [Device("node-a", "alpha", "127.0.0.1:50101", 0, "CPU", 8 * GiB, 16 * GiB),
+                    Device("node-b", "beta", "127.0.0.1:50102", 0, "CPU", 8 * GiB, 16 * GiB)],
+                   host_free_bytes=8 * GiB)
+    ed.show()
+    qtbot.waitExposed(ed)
+    return ed
+
+
+def test_ctrl_y_redoes(qtbot, editor):
+    bar = editor.bar
+    before = editor.plan()
+    bar.setFocus()
+    qtbot.keyClick(bar, Qt.Key.Key_Right)
+    edited = editor.plan()
+    assert edited != before
+    qtbot.keyClick(bar, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert editor.plan() == before
+    qtbot.keyClick(bar, Qt.Key.Key_Y, Qt.KeyboardModifier.ControlModifier)
+    assert editor.plan() == edited
+
+
+def test_copy_says_it_copied(qtbot, editor):
+    button = editor.copy_command_button
+    own = button.text()
+    click(qtbot, button)
+    assert QGuiApplication.clipboard().text() == editor.command.toPlainText()
+    assert button.text() == "Copied ✔"
+    qtbot.waitUntil(lambda: button.text() == own, timeout=3000)
+
+
+def test_a_huge_context_says_what_the_model_was_trained_for(qtbot, editor):
+    editor.ctx.setFocus()
+    editor.ctx.selectAll()
+    qtbot.keyClicks(editor.ctx, "10000000")
+    qtbot.keyClick(editor.ctx, Qt.Key.Key_Return)
+    assert editor.ctx.value() == 10_000_000
+    trained = editor._model.context_length
+    text = editor.summary.text()
+    # it does not fit (the KV cache) and says what to do; and it says the model's own context
+    assert "Lower the context (now 10,000,000" in text, text
+    assert f"larger than the {trained:,} the model was trained for" in text, text
+
+
+def test_memory_in_gib_beside_gib(qtbot, editor):
+    editor.ctx.setValue(1 << 20)  # a KV cache of several GiB on the host
+    needs = [editor.table.item(r, 4).text() for r in range(editor.table.rowCount())]
+    assert not any(n.endswith("MiB") and float(n.split()[0].replace(",", "")) >= 1024 for n in needs), needs
+
+
+def test_node_colours_do_not_depend_on_the_order_nodes_appear():
+    a = node_color("gaming-pc", set())
+    b = node_color("old-desktop", {a})
+    assert node_color("gaming-pc", set()) == a
+    assert b != a
+
+
+@pytest.mark.engine
+def test_quit_while_serving_asks(qtbot, make_window, agents, demo_model, launch_on_both):
+    win = make_window(browse=False)
+    launch_on_both(win, agents, demo_model)
+    server = win.session.launcher.server
+
+    def cancel(box: QMessageBox) -> None:
+        assert "The cluster is serving" in box.text()
+        click(qtbot, box.button(QMessageBox.StandardButton.Cancel))
+
+    seen = answer_dialog(qtbot, QMessageBox, cancel)
+    use_menu(qtbot, win, win.quit_action)
+    check(seen)
+    assert win.isVisible() and win.session.launcher is not None and server.returncode is None
+
+    def stop_and_quit(box: QMessageBox) -> None:
+        click(qtbot, next(b for b in box.buttons() if b.text() == "Stop and quit"))
+
+    seen = answer_dialog(qtbot, QMessageBox, stop_and_quit)
+    use_menu(qtbot, win, win.quit_action)
+    check(seen)
+    assert not win.isVisible()
+    assert server.returncode is not None  # llama-server was stopped on the way out
