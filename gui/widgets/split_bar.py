@@ -260,6 +260,12 @@ class SplitBar(QWidget):
 
     # ---------------------------------------------------------------- paint
 
+    def separator_xs(self, edge: int, count: int, label_rect: QRectF) -> list[float]:
+        """Where the lines between the ``count`` slots from slot ``edge`` on are drawn: at every
+        inner slot boundary outside ``label_rect`` (the segment's label)."""
+        xs = (self.slot_x(edge + k) for k in range(1, count))
+        return [x for x in xs if not (label_rect.left() <= x <= label_rect.right())]
+
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(600, 72)
 
@@ -283,14 +289,16 @@ class SplitBar(QWidget):
                 x0, x1 = self.slot_x(edge), self.slot_x(edge + s.count)
                 seg_rect = QRectF(x0, r.top(), x1 - x0, r.height())
                 p.fillRect(seg_rect, QColor(s.color))
-                # thin slot separators so single layers stay countable
-                p.setPen(QPen(QColor(255, 255, 255, 90), 1))
-                for k in range(1, s.count):
-                    x = self.slot_x(edge + k)
-                    p.drawLine(QPointF(x, r.top() + 3), QPointF(x, r.bottom() - 3))
                 label = f"{s.label} · {s.count}"
                 if fm.horizontalAdvance(label) > seg_rect.width() - 4:
                     label = str(s.count)
+                # thin slot separators so single layers stay countable — but not through the
+                # label, which they made hard to read (#17)
+                half = fm.horizontalAdvance(label) / 2 + 3
+                text_rect = QRectF(seg_rect.center().x() - half, r.top(), 2 * half, r.height())
+                p.setPen(QPen(QColor(255, 255, 255, 90), 1))
+                for x in self.separator_xs(edge, s.count, text_rect):
+                    p.drawLine(QPointF(x, r.top() + 3), QPointF(x, r.bottom() - 3))
                 p.setFont(small)
                 p.setPen(QColor("white"))
                 p.drawText(seg_rect, Qt.AlignmentFlag.AlignCenter, label)

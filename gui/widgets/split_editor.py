@@ -89,6 +89,7 @@ class SplitEditor(QWidget):
         self._host = "127.0.0.1"
         self._extra: list[str] = []
         self._custom = False  # the split shown was made by the user (kept when nodes change)
+        self._row_order: list[str] = []  # device keys in the order their rows first appeared
 
         self.bar = SplitBar()
         self.ctx = QSpinBox()
@@ -432,9 +433,15 @@ class SplitEditor(QWidget):
         if self._fits:
             host = self._fits[-1]
             rows.append((None, host))
-            rows += [(f.device, f) for f in self._fits[:-1]]
         planned = {f.device.key for f in self._fits[:-1]} if self._fits else set()
-        rows += [(d, None) for d in self._all_devices if d.key in self._excluded and d.key not in planned]
+        devs = ([(f.device, f) for f in self._fits[:-1]] if self._fits else []) + \
+            [(d, None) for d in self._all_devices if d.key in self._excluded and d.key not in planned]
+        # Each device keeps its row, ticked or not: unticking one moved its row (and the next
+        # one under the mouse) to the end of the table (#17).
+        for d, _ in devs:
+            if d.key not in self._row_order:
+                self._row_order.append(d.key)
+        rows += sorted(devs, key=lambda r: self._row_order.index(r[0].key))
         self.table.setRowCount(len(rows))
         for r, (dev, fit) in enumerate(rows):
             use = QTableWidgetItem()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 
@@ -100,3 +100,28 @@ def test_quit_while_serving_asks(qtbot, make_window, agents, demo_model, launch_
     check(seen)
     assert not win.isVisible()
     assert server.returncode is not None  # llama-server was stopped on the way out
+
+
+def test_unticking_a_node_leaves_its_row_where_it_is(qtbot, editor):
+    t = editor.table
+    names = [t.item(r, 1).text() for r in range(t.rowCount())]
+    row = next(r for r, n in enumerate(names) if n.startswith("alpha"))
+    assert row < t.rowCount() - 1  # a row with another below it
+    cell = t.visualItemRect(t.item(row, 0))
+    # the check box sits at the left of the cell
+    qtbot.mouseClick(t.viewport(), Qt.MouseButton.LeftButton, pos=cell.center() - QPoint(cell.width() // 2 - 10, 0))
+    assert "node-a/0" in editor._excluded, "the click did not untick alpha"
+    assert [t.item(r, 1).text().split()[0] for r in range(t.rowCount())] == [n.split()[0] for n in names]
+    assert t.item(row, 0).checkState() == Qt.CheckState.Unchecked
+
+
+def test_slot_lines_do_not_cross_a_segment_label(qtbot, editor):
+    from PySide6.QtCore import QRectF
+
+    bar = editor.bar
+    n = bar.total_slots()
+    label = QRectF(bar.slot_x(2) - 1, 0, bar.slot_x(4) - bar.slot_x(2) + 2, 10)
+    xs = bar.separator_xs(0, n, label)
+    assert len(xs) == n - 1 - 3  # boundaries 2, 3 and 4 fall under the label
+    assert all(not (label.left() <= x <= label.right()) for x in xs)
+    assert not bar.grab().isNull()  # and painting with it works
