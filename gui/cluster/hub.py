@@ -34,6 +34,7 @@ import struct
 import tempfile
 import threading
 import time
+from glob import escape as glob_escape
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -346,6 +347,13 @@ def _quiet_tqdm():
 # the hub
 
 
+def partial_path(models_dir: str | os.PathLike, f: HubFile) -> Path:
+    """Where the unfinished download of ``f`` is kept: ``.herd-downloads/NAME.HASH.part`` — keyed
+    by the hub's hash, so a file that changed on the hub since is not continued from old bytes."""
+    tag = f".{f.sha256[:16]}" if f.sha256 else ""
+    return Path(models_dir) / PARTIAL_DIR / f"{f.name}{tag}.part"
+
+
 def default_endpoint() -> str:
     """The hub address in use: ``$HF_ENDPOINT`` when set (a mirror), else huggingface.co."""
     from huggingface_hub import constants
@@ -492,9 +500,10 @@ class Hub:
         """Download ``model`` into ``models_dir`` and return the path llama.cpp is given.
 
         Free disk space is checked before a byte is written. Each file goes to
-        ``models_dir/.herd-downloads/NAME.part`` (resumed with an HTTP Range request when an
-        earlier download was interrupted), its SHA-256 is checked against the hub's LFS hash,
-        and only when every file of the model is complete and verified are they moved into
+        :func:`partial_path` (``models_dir/.herd-downloads/NAME.HASH.part``, resumed with an
+        HTTP Range request when an earlier download was interrupted; one of an older version of
+        the file is deleted), its SHA-256 is checked against the hub's LFS hash, and only when
+        every file of the model is complete and verified are they moved into
         ``models_dir`` (``os.replace``, atomic on one file system). A file whose hash does not
         match is deleted. Raises :class:`HubError` (:class:`DownloadCancelled` when ``cancel``
         was set; the partial file is then kept for the next attempt).
@@ -509,7 +518,11 @@ class Hub:
         targets = [models_dir / p.name for p in model.parts]
         if all(t.is_file() and t.stat().st_size == p.size for t, p in zip(targets, model.parts)):
             return targets[0]  # already here (moved in only after its hash matched)
-        parts = [partial_dir / (p.name + ".part") for p in model.parts]
+        parts = [partial_path(models_dir, p) for p in model.parts]
+        for f, p in zip(parts, model.parts):
+            for old in (partial_dir.glob(f"{glob_escape(p.name)}.*.part") if partial_dir.is_dir() else ()):
+                if old != f:  # the same file at another version: its bytes are no use
+                    old.unlink(missing_ok=True)
         have = [(f.stat().st_size if f.is_file() else 0) for f in parts]
         for i, (f, p) in enumerate(zip(parts, model.parts)):
             if have[i] > p.size:  # not a prefix of this file: start again

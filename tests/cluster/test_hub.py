@@ -228,7 +228,7 @@ def test_download_interrupted_then_resumed_by_the_next_attempt(hub, sources, tmp
     with pytest.raises(H.DownloadCancelled):
         h.download(files.repo, files.commit, model, models, progress=progress, cancel=cancel)
     assert list(models.glob("*.gguf")) == []
-    partial = models / H.PARTIAL_DIR / "Tiny-F16.gguf.part"
+    partial = models / ".herd-downloads" / f"Tiny-F16.gguf.{_sha(sources['Tiny-F16.gguf'])[:16]}.part"
     have = partial.stat().st_size
     assert model.size // 2 < have < model.size
     hub.requests.clear()
@@ -412,3 +412,19 @@ def test_a_real_vocabulary_header_is_read_in_several_ranges(tmp_path):
     spans = [tuple(int(x) for x in r.removeprefix("bytes=").split("-")) for r in reads]
     assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))  # each range goes on from the last
     assert head - 1 <= spans[-1][1] < 2 * head  # enough, and not the weights
+
+
+def test_a_partial_of_a_file_that_changed_on_the_hub_is_not_continued(hub, sources, tmp_path):
+    """The hub's file changed since the download stopped (another hash): its old bytes are
+    left alone and the new file is fetched from its start."""
+    h = H.Hub(hub.url)
+    files = h.files(REPO)
+    model = files.by_quant("Q8_0")
+    models = tmp_path / "models"
+    stale = H.partial_path(models, H.HubFile(model.first.path, model.first.size, "f" * 64))
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"old bytes of another version")
+    path = h.download(files.repo, files.commit, model, models)
+    assert _sha(path) == model.first.sha256
+    assert [r.range for r in hub.file_requests("Tiny-Q8_0.gguf")] == [None]
+    assert not stale.exists() and not (models / H.PARTIAL_DIR).exists()

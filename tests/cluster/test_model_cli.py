@@ -156,7 +156,7 @@ def test_ctrl_c_stops_get_and_the_next_get_resumes(hub, sources, env, tmp_path):
     argv = HERD + ["model", "get", REPO, "--quant", "F16", "--models-dir", str(models)]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        partial = models / ".herd-downloads" / "Tiny-F16.gguf.part"
+        partial = models / ".herd-downloads" / f"Tiny-F16.gguf.{_sha(sources['Tiny-F16.gguf'])[:16]}.part"
         deadline = time.monotonic() + 60
         while not (partial.is_file() and partial.stat().st_size == chunk):
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
