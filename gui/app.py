@@ -174,6 +174,14 @@ class MainWindow(QMainWindow):
         self.quit_action = q
         self._build_failover_menu()
         h = self.menuBar().addMenu(self.tr("&Help"))
+        # more than About (#17): the keys, and where to look when something does not work
+        self.shortcuts_action = QAction(self.tr("&Keyboard shortcuts"), self)
+        self.shortcuts_action.triggered.connect(self.show_shortcuts)
+        h.addAction(self.shortcuts_action)
+        self.troubleshooting_action = QAction(self.tr("&Troubleshooting"), self)
+        self.troubleshooting_action.triggered.connect(self.show_troubleshooting)
+        h.addAction(self.troubleshooting_action)
+        h.addSeparator()
         about = QAction(self.tr("&About llama-herd"), self)
         about.triggered.connect(self.show_about)
         h.addAction(about)
@@ -727,6 +735,30 @@ class MainWindow(QMainWindow):
         self.tabs.setCurrentWidget(self.editor)
 
     # ------------------------------------------------------------ about / close
+
+    def show_shortcuts(self) -> None:
+        """Help → Keyboard shortcuts."""
+        rows = [("Ctrl+O", self.tr("Open a model")),
+                (self.tr("Left / Right"), self.tr("Move the focused handle of the layer bar one slot")),
+                (self.tr("Up / Down"), self.tr("Focus the previous / next handle")),
+                ("Ctrl+Z / Ctrl+Y", self.tr("Undo / redo a split edit")),
+                ("Ctrl+Enter", self.tr("Send the chat message")),
+                ("Ctrl+Q", self.tr("Quit (asks first while the cluster serves)"))]
+        QMessageBox.information(self, self.tr("Keyboard shortcuts"), "<table>" + "".join(
+            f"<tr><td><b>{k}</b>&nbsp;&nbsp;</td><td>{v}</td></tr>" for k, v in rows) + "</table>")
+
+    def show_troubleshooting(self) -> None:
+        """Help → Troubleshooting: where to look first."""
+        QMessageBox.information(self, self.tr("Troubleshooting"), "<p>" + "</p><p>".join([
+            self.tr("<b>A node does not appear:</b> check that herd-agent runs on it (herd-agent pin shows its "
+                    "PIN); where the network blocks discovery, use Add by address… with its IP address."),
+            self.tr("<b>Start refuses or fails:</b> the Launch tab lists the checks; in a terminal, herd doctor "
+                    "runs the same checks and herd engine status shows which llama.cpp build is used."),
+            self.tr("<b>The model does not fit:</b> lower the context on the Split tab, or give layers to the "
+                    "devices with memory to spare."),
+            self.tr("<b>Slow replies:</b> Fastest measures the nodes and picks the quickest split; a node on "
+                    "Wi-Fi is marked on its card."),
+        ]) + "</p>")
 
     def show_about(self) -> None:
         """Help → About, with versions."""

@@ -653,6 +653,86 @@
         <source>Stop and quit</source>
         <translation>停止并退出</translation>
     </message>
+    <message>
+        <location filename="../../gui/app.py" line="178" />
+        <source>&amp;Keyboard shortcuts</source>
+        <translation>键盘快捷键(&amp;K)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="181" />
+        <source>&amp;Troubleshooting</source>
+        <translation>故障排查(&amp;T)</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="741" />
+        <source>Open a model</source>
+        <translation>打开模型</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="742" />
+        <source>Left / Right</source>
+        <translation>左 / 右</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="742" />
+        <source>Move the focused handle of the layer bar one slot</source>
+        <translation>把分层条上选中的拖柄移动一个层位</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="743" />
+        <source>Up / Down</source>
+        <translation>上 / 下</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="743" />
+        <source>Focus the previous / next handle</source>
+        <translation>选中上一个 / 下一个拖柄</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="744" />
+        <source>Undo / redo a split edit</source>
+        <translation>撤销 / 重做分层修改</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="745" />
+        <source>Send the chat message</source>
+        <translation>发送对话消息</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="746" />
+        <source>Quit (asks first while the cluster serves)</source>
+        <translation>退出（集群运行时会先询问）</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="747" />
+        <source>Keyboard shortcuts</source>
+        <translation>键盘快捷键</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="752" />
+        <source>Troubleshooting</source>
+        <translation>故障排查</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="753" />
+        <source>&lt;b&gt;A node does not appear:&lt;/b&gt; check that herd-agent runs on it (herd-agent pin shows its PIN); where the network blocks discovery, use Add by address… with its IP address.</source>
+        <translation>&lt;b&gt;节点没有出现：&lt;/b&gt;请确认它上面正在运行 herd-agent（herd-agent pin 会显示其 PIN）；如果网络阻止了自动发现，请用“按地址添加…”输入它的 IP 地址。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="755" />
+        <source>&lt;b&gt;Start refuses or fails:&lt;/b&gt; the Launch tab lists the checks; in a terminal, herd doctor runs the same checks and herd engine status shows which llama.cpp build is used.</source>
+        <translation>&lt;b&gt;无法启动或启动失败：&lt;/b&gt;“启动”页列出了各项检查；在终端中，herd doctor 会运行同样的检查，herd engine status 会显示所用的 llama.cpp 版本。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="757" />
+        <source>&lt;b&gt;The model does not fit:&lt;/b&gt; lower the context on the Split tab, or give layers to the devices with memory to spare.</source>
+        <translation>&lt;b&gt;模型装不下：&lt;/b&gt;请在“分层”页调低上下文，或把层分给仍有空闲内存的设备。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/app.py" line="759" />
+        <source>&lt;b&gt;Slow replies:&lt;/b&gt; Fastest measures the nodes and picks the quickest split; a node on Wi-Fi is marked on its card.</source>
+        <translation>&lt;b&gt;回复很慢：&lt;/b&gt;“最快”会测量各节点并选出最快的分层；使用 Wi-Fi 的节点会在其卡片上标出。</translation>
+    </message>
 </context>
 <context>
     <name>ModelPanel</name>

@@ -125,3 +125,33 @@ def test_slot_lines_do_not_cross_a_segment_label(qtbot, editor):
     assert len(xs) == n - 1 - 3  # boundaries 2, 3 and 4 fall under the label
     assert all(not (label.left() <= x <= label.right()) for x in xs)
     assert not bar.grab().isNull()  # and painting with it works
+
+
+def test_help_has_shortcuts_and_troubleshooting(qtbot, tmp_path, monkeypatch):
+    from agent.engine import find_engine
+    from gui.app import MainWindow
+    from gui.bridge import AsyncBridge
+    from gui.session import ClusterSession
+    from gui.settings import Settings
+
+    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
+    bridge = AsyncBridge()
+    win = MainWindow(Settings(str(tmp_path / "herd.ini")), bridge=bridge, session=ClusterSession(bridge, browse=False),
+                     engine=find_engine(probe=False))
+    qtbot.addWidget(win)
+    win.show()
+    try:
+        texts = []
+
+        def read(box: QMessageBox) -> None:
+            texts.append(box.text())
+            click(qtbot, box.button(QMessageBox.StandardButton.Ok))
+
+        for action, want in ((win.shortcuts_action, "Ctrl+Z / Ctrl+Y"), (win.troubleshooting_action, "herd doctor")):
+            seen = answer_dialog(qtbot, QMessageBox, read)
+            use_menu(qtbot, win, action)
+            check(seen)
+            assert want in texts[-1], texts[-1]
+    finally:
+        win.close()
+        bridge.close()
