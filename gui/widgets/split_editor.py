@@ -10,6 +10,7 @@ through the core's rules, so what is shown is what llama.cpp will do.
 
 from __future__ import annotations
 
+import re
 import shlex
 import zlib
 from dataclasses import replace
@@ -50,6 +51,34 @@ def node_color(name: str, taken: set[str]) -> str:
         if c not in taken:
             return c
     return PALETTE[start]
+
+
+#: Shown after each "-" inside an argument so a line never breaks between "--" and "fit" (#17);
+#: never part of the text read or copied from the view.
+WORD_JOINER = "\u2060"
+
+
+class CommandView(QPlainTextEdit):
+    """The read-only command line: wraps between arguments, never inside ``--fit`` or ``-ngl``.
+
+    Qt breaks lines after a hyphen; a word joiner after each hyphen inside an argument stops
+    that. :meth:`toPlainText` and copying leave the joiners out, so what is read or copied is
+    the exact command."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setReadOnly(True)
+
+    def setPlainText(self, text: str) -> None:  # noqa: N802 - Qt override
+        super().setPlainText(re.sub(r"-(?=\S)", "-" + WORD_JOINER, text))
+
+    def toPlainText(self) -> str:  # noqa: N802 - Qt override
+        return super().toPlainText().replace(WORD_JOINER, "")
+
+    def createMimeDataFromSelection(self):  # noqa: N802 - Qt override
+        data = super().createMimeDataFromSelection()
+        data.setText(data.text().replace(WORD_JOINER, ""))
+        return data
 
 
 class SplitEditor(QWidget):
@@ -129,7 +158,7 @@ class SplitEditor(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        self.command = QPlainTextEdit()
+        self.command = CommandView()
         self.command.setReadOnly(True)
         self.command.setMaximumHeight(70)
         self.copy_command_button = QPushButton(self.tr("Copy command"))

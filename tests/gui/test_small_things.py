@@ -155,3 +155,26 @@ def test_help_has_shortcuts_and_troubleshooting(qtbot, tmp_path, monkeypatch):
     finally:
         win.close()
         bridge.close()
+
+
+def test_the_command_line_never_breaks_inside_an_option(qtbot, editor):
+    view = editor.command
+    view.resize(260, 200)  # narrow: the command takes many lines
+    qtbot.waitUntil(lambda: view.document().lineCount() > 3, timeout=3000)
+    doc = view.document()
+    lines = []
+    block = doc.begin()
+    while block.isValid():
+        layout = block.layout()
+        for i in range(layout.lineCount()):
+            ln = layout.lineAt(i)
+            lines.append(block.text()[ln.textStart():ln.textStart() + ln.textLength()].replace("\u2060", ""))
+        block = block.next()
+    assert len(lines) > 3
+    # no line ends in the middle of "--fit" / "-ngl" (a hyphen with its name on the next line)
+    assert not any(ln.rstrip().endswith("-") for ln in lines), lines
+    # what is read and copied is the exact command, without the joiners
+    assert view.toPlainText() == editor.command_line()
+    view.selectAll()
+    view.copy()
+    assert QGuiApplication.clipboard().text() == editor.command_line()
