@@ -31,6 +31,7 @@ from gui.cluster.discovery import Discovery, NodeEvent
 from gui.cluster.failover import RECOVERED, ClusterSupervisor, FailoverPolicy
 from gui.cluster.launcher import LaunchError, devices_from_status
 from gui.cluster.model import inspect_model
+from gui.cluster.network_errors import explain
 from gui.cluster.telemetry import (LinkSampler, MetricsSampler, NodeStatusSampler, Sample, ServerSampler,
                                    Telemetry)
 
@@ -124,7 +125,8 @@ class ClusterSession(QObject):
         await self.discovery.start()
         results = await asyncio.gather(*(self.discovery.add_address(a, timeout=3.0) for a in addresses),
                                        return_exceptions=True)
-        return [f"{a}: {r}" for a, r in zip(addresses, results) if isinstance(r, Exception)]
+        # in words a person understands, not the HTTP library's (#17)
+        return [f"{a}: {explain(r)}" for a, r in zip(addresses, results) if isinstance(r, Exception)]
 
     def _on_node_event(self, ev: NodeEvent) -> None:
         # Loop thread. Keep per-node samplers in step with the node list.

@@ -92,3 +92,11 @@ def test_add_and_pair_errors_in_words(qtbot, make_window, agents, monkeypatch):
     qtbot.waitUntil(lambda: win.nodes.message.text() == "Paired with demo-a.", timeout=10000)
     assert not win.nodes.message.styleSheet()
     qtbot.waitUntil(lambda: win.node_map[nid].paired, timeout=5000)
+
+
+def test_a_remembered_node_that_does_not_answer_is_said_in_words(qtbot, make_window):
+    address = f"127.0.0.1:{free_port()}"
+    win = make_window(browse=False, **{"nodes/addresses": [address]})
+    qtbot.waitUntil(lambda: "Remembered nodes that did not answer" in win.nodes.message.text(), timeout=15000)
+    text = win.nodes.message.text()
+    assert address in text and "Nothing answers at that address" in text and "ConnectError" not in text, text
