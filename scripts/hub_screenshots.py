@@ -14,10 +14,7 @@ Chinese text needs a CJK font (e.g. Debian's fonts-wqy-microhei or fonts-noto-cj
 
 from __future__ import annotations
 
-import argparse
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,35 +24,22 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from screenshots import _pump, _wait  # noqa: E402
+from screenshots import _pump, _wait, open_window, per_language, qt_app  # noqa: E402
 
 REPO = "herd-demo/Tiny-GGUF"
 
 
 def render(lang: str, out: Path) -> Path:
     """One real run in ``lang``; returns the written PNG."""
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     tmp = Path(tempfile.mkdtemp(prefix="herd-hub-shots-"))
     os.environ["HERD_CONFIG_DIR"] = str(tmp / "config")  # fresh pairings, not the user's
     os.environ["XDG_CACHE_HOME"] = str(tmp / "cache")    # fresh measurements
     from cluster.hub_server import HubServer, Repo, demo_repo_files
-    from PySide6.QtCore import QLocale
-    from PySide6.QtGui import QFont
-    from PySide6.QtWidgets import QApplication
 
     from agent.engine import find_engine
-    from gui.app import MainWindow
-    from gui.bridge import AsyncBridge
     from gui.cli.demo import DemoCluster
-    from gui.session import ClusterSession
-    from gui.settings import Settings
-    from gui.translations import install_translator
 
-    app = QApplication.instance() or QApplication([])
-    app.setStyle("Fusion")
-    app.setFont(QFont("WenQuanYi Micro Hei" if lang.startswith("zh") else "DejaVu Sans", 9))
-    QLocale.setDefault(QLocale(lang))
-    install_translator(app, lang)
+    app = qt_app(lang)
     engine = find_engine(probe=True)
     if not engine.complete:
         raise SystemExit("no llama.cpp engine; run `herd engine install`")
@@ -64,14 +48,7 @@ def render(lang: str, out: Path) -> Path:
     cluster = DemoCluster(2)
     cluster.start()
     with HubServer({REPO: Repo(files, downloads=1200), "herd-demo/Tiny-Chat-GGUF": Repo(small, downloads=310)}) as hub:
-        bridge = AsyncBridge()
-        session = ClusterSession(bridge, browse=False, link_interval=0.5, status_interval=1.0)
-        settings = Settings(str(tmp / "herd.ini"))
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            settings.set("server/port", s.getsockname()[1])
-        settings.set("hub/models_dir", str(tmp / "models"))
-        win = MainWindow(settings, bridge=bridge, session=session, engine=engine)
+        win, bridge = open_window(tmp, engine, **{"hub/models_dir": str(tmp / "models")})
         try:
             win.resize(1360, 860)
             win.show()
@@ -120,21 +97,7 @@ def render(lang: str, out: Path) -> Path:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lang", nargs="+", default=["en", "zh_CN"])
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    ap.add_argument("--one", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    if args.one:
-        print(render(args.one, args.out))
-        return 0
-    # one process per language: Qt translations and fonts are set per application
-    for lang in args.lang:
-        r = subprocess.run([sys.executable, __file__, "--one", lang, "--out", str(args.out)])
-        if r.returncode != 0:
-            return r.returncode
-    return 0
+    return per_language(render, __file__, __doc__)
 
 
 if __name__ == "__main__":

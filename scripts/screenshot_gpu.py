@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 
-from screenshots import _pump, _wait  # noqa: E402  (the README screenshots' own helpers)
+from screenshots import _pump, _wait, open_window, qt_app  # noqa: E402  (the README shots' helpers)
 
 
 def main() -> int:
@@ -33,22 +32,14 @@ def main() -> int:
     os.environ["HERD_CONFIG_DIR"] = str(tmp / "config")
     from cluster.agents import start_agent
     from conftest import ProcessJar
-    from PySide6.QtGui import QFont
-    from PySide6.QtWidgets import QApplication
 
     from agent.engine import find_engine
-    from gui.app import MainWindow
-    from gui.bridge import AsyncBridge
     from gui.cluster import engine as engine_mgr
     from gui.cluster.demo_model import DemoShape, vocab_tokenizer, write_demo_model
-    from gui.session import ClusterSession
-    from gui.settings import Settings
 
     if not find_engine(backend="vulkan").complete:
         raise SystemExit("no Vulkan build: run `herd engine install --from-source --backend vulkan`")
-    app = QApplication.instance() or QApplication([])
-    app.setStyle("Fusion")
-    app.setFont(QFont("DejaVu Sans", 9))
+    app = qt_app("en")
     vocab = engine_mgr.vocab_file("qwen2")
     model = write_demo_model(tmp / "qwen2-Q4_K_M.gguf",
                              DemoShape(layers=24, embd=512, ff=1280, kv_heads=2, arch="qwen2", quant="Q4_K_M",
@@ -59,13 +50,7 @@ def main() -> int:
     agents = [start_agent(lambda argv, **kw: jar.popen(argv, env=gpu_env, **kw), tmp, "gaming-pc", mdns=False,
                           extra=["--backend", "vulkan"]),
               start_agent(jar.popen, tmp, "old-pc", mdns=False)]
-    bridge = AsyncBridge()
-    session = ClusterSession(bridge, browse=False, link_interval=0.5, status_interval=1.0)
-    settings = Settings(str(tmp / "herd.ini"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        settings.set("server/port", s.getsockname()[1])
-    win = MainWindow(settings, bridge=bridge, session=session, engine=find_engine(probe=True))
+    win, bridge = open_window(tmp, find_engine(probe=True))
     try:
         win.resize(1360, 860)
         win.show()

@@ -40,46 +40,84 @@ def _pump(app, seconds: float) -> None:
         time.sleep(0.02)
 
 
-def render(lang: str, out: Path) -> list[Path]:
-    """One real run in ``lang``; returns the written PNGs."""
+def qt_app(lang: str):
+    """The offscreen QApplication the shots are taken in: Fusion style, a font that has the
+    language's glyphs, and herd's translations for ``lang``."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    tmp = Path(tempfile.mkdtemp(prefix="herd-shots-"))
-    os.environ["HERD_CONFIG_DIR"] = str(tmp / "config")  # fresh pairings, not the user's
-    sys.path.insert(0, str(ROOT))
     from PySide6.QtCore import QLocale
     from PySide6.QtGui import QFont
     from PySide6.QtWidgets import QApplication
 
-    from agent.engine import find_engine
-    from gui.app import MainWindow
-    from gui.bridge import AsyncBridge
-    from gui.cli.demo import DemoCluster
-    from gui.cluster.demo_model import DemoShape, write_demo_model
-    from gui.session import ClusterSession
-    from gui.settings import Settings
     from gui.translations import install_translator
 
     app = QApplication.instance() or QApplication([])
     app.setStyle("Fusion")
-    font = QFont("WenQuanYi Micro Hei" if lang.startswith("zh") else "DejaVu Sans", 9)
-    app.setFont(font)
+    app.setFont(QFont("WenQuanYi Micro Hei" if lang.startswith("zh") else "DejaVu Sans", 9))
     QLocale.setDefault(QLocale(lang))
     install_translator(app, lang)
+    return app
+
+
+def open_window(tmp: Path, engine, **settings_values):
+    """The real main window with its own settings file in ``tmp`` (a free endpoint port, then
+    ``settings_values``), nodes added by address only — other herd agents on this machine must
+    not slip into the shots. Returns ``(window, bridge)``; close both when done."""
+    import socket
+
+    from gui.app import MainWindow
+    from gui.bridge import AsyncBridge
+    from gui.session import ClusterSession
+    from gui.settings import Settings
+
+    bridge = AsyncBridge()
+    session = ClusterSession(bridge, browse=False, link_interval=0.5, status_interval=1.0)
+    settings = Settings(str(tmp / "herd.ini"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        settings.set("server/port", s.getsockname()[1])
+    for key, value in settings_values.items():
+        settings.set(key, value)
+    return MainWindow(settings, bridge=bridge, session=session, engine=engine), bridge
+
+
+def per_language(render, script: str, doc: str) -> int:
+    """The scripts' ``main``: ``--lang``/``--out``, then ``render(lang, out)`` for each language
+    in a process of its own (Qt's translations and fonts are set per application)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--lang", nargs="+", default=["en", "zh_CN"])
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        written = render(args.one, args.out)
+        for p in written if isinstance(written, list) else [written]:
+            print(p)
+        return 0
+    for lang in args.lang:
+        r = subprocess.run([sys.executable, script, "--one", lang, "--out", str(args.out)])
+        if r.returncode != 0:
+            return r.returncode
+    return 0
+
+
+def render(lang: str, out: Path) -> list[Path]:
+    """One real run in ``lang``; returns the written PNGs."""
+    tmp = Path(tempfile.mkdtemp(prefix="herd-shots-"))
+    os.environ["HERD_CONFIG_DIR"] = str(tmp / "config")  # fresh pairings, not the user's
+    sys.path.insert(0, str(ROOT))
+    from agent.engine import find_engine
+    from gui.cli.demo import DemoCluster
+    from gui.cluster.demo_model import DemoShape, write_demo_model
+
+    app = qt_app(lang)
     engine = find_engine(probe=True)
     if not engine.complete:
         raise SystemExit("no llama.cpp engine; run `herd engine install`")
     model = write_demo_model(tmp / "herd-demo-16L.gguf", DemoShape(layers=16))
     cluster = DemoCluster(2)
     cluster.start()
-    bridge = AsyncBridge()
-    # Nodes by address only: other herd agents on this machine must not slip into the shots.
-    session = ClusterSession(bridge, browse=False, link_interval=0.5, status_interval=1.0)
-    settings = Settings(str(tmp / "herd.ini"))
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        settings.set("server/port", s.getsockname()[1])
-    win = MainWindow(settings, bridge=bridge, session=session, engine=engine)
+    win, bridge = open_window(tmp, engine)
     written = []
     try:
         win.resize(1280, 800)
@@ -138,22 +176,7 @@ def render(lang: str, out: Path) -> list[Path]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lang", nargs="+", default=["en", "zh_CN"])
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    ap.add_argument("--one", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    if args.one:
-        for p in render(args.one, args.out):
-            print(p)
-        return 0
-    # one process per language: Qt translations and fonts are set per application
-    for lang in args.lang:
-        r = subprocess.run([sys.executable, __file__, "--one", lang, "--out", str(args.out)])
-        if r.returncode != 0:
-            return r.returncode
-    return 0
+    return per_language(render, __file__, __doc__)
 
 
 if __name__ == "__main__":
