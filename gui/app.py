@@ -532,7 +532,16 @@ class MainWindow(QMainWindow):
             return
         self._relaunch_pending = True
         self.editor.set_differs_from_running(False)
-        self.stop_cluster()
+        # Start again only once the stop has finished on the loop: a launch begun while the old
+        # one is still winding down would have its states and log taken by the old one's end.
+        call = self.stop_cluster()
+        call.finished.connect(lambda _=None: self._relaunch_after_stop())
+        call.failed.connect(lambda _=None: self._relaunch_after_stop())
+
+    def _relaunch_after_stop(self) -> None:
+        if self._relaunch_pending:
+            self._relaunch_pending = False
+            self.start_cluster()
 
     def _launched(self, check) -> None:
         self.launch.set_state("ready")
@@ -558,10 +567,6 @@ class MainWindow(QMainWindow):
             self.chat.set_send(None)
             QTimer.singleShot(0, self._update_fastest_button)
             QTimer.singleShot(0, self._show_split_differs)
-            if state == "stopped" and self._relaunch_pending and self.session.launcher is None:
-                # Relaunch with this split: stopped, now start again
-                self._relaunch_pending = False
-                QTimer.singleShot(0, self.start_cluster)
             if state == "failed":
                 self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
                 if self.session.launcher is not None:
@@ -603,13 +608,13 @@ class MainWindow(QMainWindow):
         if self.tray is not None:
             self.tray.setToolTip("llama-herd: " + ev.message)
 
-    def stop_cluster(self) -> None:
-        """Stop llama-server and the workers the launch started."""
+    def stop_cluster(self):
+        """Stop llama-server and the workers the launch started; returns the bridge call."""
         self.launch.set_state("stopping")
         self.failover_banner.clear()
         self.chat.stop()
         self.chat.set_send(None)
-        self.session.stop_launch()
+        return self.session.stop_launch()
 
     # ------------------------------------------------------------ profiles
 
