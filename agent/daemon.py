@@ -290,6 +290,8 @@ class Agent:
             "exposure": self.settings.exposure,
             "worker_port": opts.port if opts and self.supervisor.state != P.STATE_STOPPED else None,
             "refused": self.relay.refused if self.relay else 0,
+            # start-up progress by the byte (#16): what the relay saw of the current load
+            "transfer": self.relay.load.snapshot() if self.relay else None,
         })
         return snap
 

@@ -41,6 +41,20 @@ _RPC = {
             "total_bytes": {"type": "integer"}, "free_bytes": {"type": "integer"}}}},
         "client": {"type": ["string", "null"], "description": "address of the connected master"},
         "refused": {"type": "integer", "description": "connections the relay refused"},
+        "transfer": {"type": ["object", "null"], "description": "what the current (or last) "
+                     "llama-server sent through the relay, for start-up progress; null without "
+                     "a relay", "properties": {
+                         "session": {"type": "integer", "description": "loads seen (a new one "
+                                     "begins when a client connects to an idle worker)"},
+                         "session_age_s": {"type": ["number", "null"]},
+                         "idle_s": {"type": ["number", "null"], "description": "seconds since "
+                                    "the last byte arrived"},
+                         "bytes_received": {"type": "integer"},
+                         "tensor_bytes": {"type": "integer", "description": "SET_TENSOR data bytes"},
+                         "cached_bytes": {"type": "integer", "description": "bytes of tensors the "
+                                          "worker's -c cache supplied (SET_TENSOR_HASH hits)"},
+                         "hash_hits": {"type": "integer"}, "hash_misses": {"type": "integer"},
+                         "graph_computes": {"type": "integer"}}},
         "last_crash": {"type": ["object", "null"], "description": "the worker's last crash, kept after "
                        "it was restarted", "properties": {
                            "error": {"type": "string"}, "lines": {"type": "array", "items": {"type": "string"}},

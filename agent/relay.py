@@ -17,6 +17,8 @@ import logging
 import socket
 from typing import Callable
 
+from agent.rpc_stream import LoadCounter, StreamParser
+
 log = logging.getLogger("herd.agent.relay")
 
 #: Pause reading one side when the other side has this much unsent.
@@ -129,6 +131,8 @@ class RpcRelay:
         self._warned: set[str] = set()
         self.bytes_to_worker = 0
         self.bytes_from_worker = 0
+        #: what the current (or last) llama-server sent, for start-up progress (``rpc.transfer``)
+        self.load = LoadCounter()
 
     @property
     def client(self) -> str | None:
@@ -174,6 +178,9 @@ class RpcRelay:
         key = self._next
         self._next += 1
         front.key = key
+        if not self._active:  # the first connection to an idle worker: a new load begins
+            self.load.new_session()
+        front.parser = StreamParser(self.load)
         back = _Leg(on_close=lambda: self._drop(key))
         front.peer = back
         back.peer = front
@@ -224,6 +231,12 @@ class _Front(_Leg):
         super().__init__(on_close=lambda: relay._drop(self.key))
         self.relay = relay
         self.key = -1
+        self.parser: StreamParser | None = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.parser is not None:
+            self.parser.feed(data)
+        super().data_received(data)
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)

@@ -35,6 +35,7 @@ from pathlib import Path
 import httpx
 
 from agent.i18n import QT_TRANSLATE_NOOP, translate
+from gui.cluster import transfer
 from gui.cluster.placement import (BUFFER_LINES_LEVEL, HOST_LOADED, HOST_MAPPED, LAYER_LINES_LEVEL, Placement,
                                    PlacementCheck,
                                    check_placement, parse_placement)
@@ -591,6 +592,9 @@ class ClusterLauncher:
         self.server: ServerProcess | None = None
         self.check: PlacementCheck | None = None
         self.notes: list[str] = []
+        #: ``on_transfer(event)``: each worker's weights by the byte while llama-server loads (a
+        #: :class:`~gui.cluster.transfer.TransferEvent` per poll; see :func:`transfer.watch_launch`)
+        self.on_transfer: Callable | None = None
 
     def planned_nodes(self) -> list:
         """The nodes whose workers the plan uses, in ``--rpc`` order."""
@@ -644,6 +648,7 @@ class ClusterLauncher:
     async def start(self, timeout: float = 300.0) -> PlacementCheck:
         """Workers, then llama-server; returns the placement check. On failure everything
         started so far is stopped again and :class:`LaunchError` says why."""
+        watch = transfer.watch_launch(self)
         try:
             await self.start_workers()
             self.server = ServerProcess(self.llama_server, self.spec)
@@ -668,8 +673,10 @@ class ClusterLauncher:
                 await self.server.start()
                 await self.server.wait_ready(timeout)
             self.check = check_placement(self.plan, self.server.placement(), self._model_info())
+            await transfer.stop_watch(watch, final=True)
             return self.check
         except BaseException:
+            await transfer.stop_watch(watch)
             await self.stop()
             raise
 
