@@ -142,6 +142,7 @@ class MainWindow(QMainWindow):
         self.session.sample.connect(self.on_sample)
         self.session.serverState.connect(self.on_server_state)
         self.session.serverLog.connect(self.launch.append_log)
+        self.session.transferProgress.connect(self.launch.show_transfer)
         self.session.failover.connect(self.on_failover)
         self.bridge.error.connect(lambda label, msg: self.statusBar().showMessage(f"{label}: {msg}", 10000))
         self._host_timer = QTimer(self)

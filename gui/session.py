@@ -32,7 +32,7 @@ from gui.cluster.failover import RECOVERED, ClusterSupervisor, FailoverPolicy
 from gui.cluster.launcher import LaunchError, devices_from_status
 from gui.cluster.model import inspect_model
 from gui.cluster.network_errors import explain
-from gui.cluster.telemetry import (LinkSampler, MetricsSampler, NodeStatusSampler, Sample, ServerSampler,
+from gui.cluster.telemetry import (recording_replies, LinkSampler, MetricsSampler, NodeStatusSampler, Sample, ServerSampler,
                                    Telemetry)
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,8 @@ class ClusterSession(QObject):
     serverState = Signal(str, str)
     serverLog = Signal(list)
     failover = Signal(object)
+    #: per-worker start-up progress by the byte (a gui.cluster.transfer.TransferEvent, #16)
+    transferProgress = Signal(object)
     _relay = Signal(str, object)
 
     def __init__(self, bridge: AsyncBridge, parent: QObject | None = None, *,
@@ -102,6 +104,8 @@ class ClusterSession(QObject):
             self.serverLog.emit(payload)
         elif kind == "failover":
             self.failover.emit(payload)
+        elif kind == "transfer":
+            self.transferProgress.emit(payload)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -260,6 +264,7 @@ class ClusterSession(QObject):
             probe_client_for=lambda n: self.discovery.client(n, timeout=policy.poll_timeout))
         self._relay.emit("state", ("starting", ""))
         launcher = self.launcher
+        launcher.on_transfer = lambda ev: self._relay.emit("transfer", ev)
         loop = asyncio.get_running_loop()
         self._log_task = loop.create_task(self._pump_log(launcher))
         try:
@@ -428,7 +433,9 @@ class ClusterSession(QObject):
 
         async def events():
             client = await self.http()
-            async for ev in stream_chat(client, base, messages, **params):
+            # (each finished reply marks its time to first token on the dashboard, #16)
+            async for ev in recording_replies(stream_chat(client, base, messages, **params),
+                                              self.telemetry, base):
                 yield ev
 
         # a few milliseconds of batching: far below a frame, far fewer hand-overs to the GUI

@@ -23,6 +23,7 @@ from pathlib import Path
 from agent.client import AgentError, measure_echo_rtt
 from agent.engine import EngineError, find_engine
 from agent.files import CorruptFile
+from gui.cli.progress import TransferPrinter
 from gui.cluster import doctor as doc
 from gui.cluster.discovery import Discovery, parse_address
 from gui.cluster.failover import ClusterSupervisor, FailoverPolicy
@@ -544,6 +545,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
                                      host_free_bytes=_host_free,
                                      probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout),
                                      verify_layers=args.verify_layers)
+        launcher.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
         print("Starting " + " ".join(launcher.spec.argv(llama_server)), flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

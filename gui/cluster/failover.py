@@ -161,6 +161,9 @@ class ClusterSupervisor:
     ``subscribe(callback)`` registers ``callback(event)`` for every :class:`FailoverEvent`.
     """
 
+    #: ``on_transfer(event)``: what each launch's :attr:`ClusterLauncher.on_transfer` gets (#16)
+    on_transfer: Callable | None = None
+
     def __init__(self, llama_server, plan, model, nodes: dict, client_for: Callable, *, model_info,
                  ctx: int = 4096, host: str = "127.0.0.1", port: int = 8080,
                  extra_args: list[str] | None = None, threads: int | None = None,
@@ -239,10 +242,12 @@ class ClusterSupervisor:
 
     def _make_launcher(self, plan) -> ClusterLauncher:
         nodes = {nid: n for nid, n in self.nodes.items() if n.rpc_endpoint in plan.rpc_endpoints()}
-        return ClusterLauncher(self.llama_server, plan, self.model, nodes, self.client_for,
+        launcher = ClusterLauncher(self.llama_server, plan, self.model, nodes, self.client_for,
                                ctx=self.ctx, host=self.host, port=self.port,
                                extra_args=self.extra_args, threads=self.threads, worker_timeout=20.0,
                                model_info=self.model_info, verify_layers=self.verify_layers)
+        launcher.on_transfer = lambda ev: self.on_transfer and self.on_transfer(ev)
+        return launcher
 
     async def start(self, timeout: float = 300.0):
         """Launch the first plan (like :meth:`ClusterLauncher.start`), then watch it.

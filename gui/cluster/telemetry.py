@@ -417,9 +417,10 @@ class Telemetry:
         return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
 
     def record_reply(self, source: str, timings: dict) -> Sample:
-        """Emit a ``reply`` sample from a finished reply's ``timings`` (see ``gui.cluster.chat``)."""
+        """Emit a ``reply`` sample from a finished reply's ``timings`` (see ``gui.cluster.chat``);
+        ``ttft_ms``, when given, is the client's own wait for the first token."""
         keys = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
-                "predicted_per_second")
+                "predicted_per_second", "ttft_ms")
         sample = Sample(time.time(), "reply", source, {k: timings[k] for k in keys if k in timings})
         self._emit(sample)
         return sample
@@ -467,3 +468,20 @@ class Telemetry:
             if q.full():
                 q.get_nowait()
             q.put_nowait(sample)
+
+
+async def recording_replies(events, telemetry: Telemetry, source: str):
+    """Pass a :func:`gui.cluster.chat.stream_chat` stream through unchanged and, at its
+    ``ChatDone``, :meth:`Telemetry.record_reply` its timings with the client's own time to
+    first token (``ttft_ms``: from the request to the first piece of text)."""
+    from gui.cluster.chat import ChatDelta, ChatDone  # noqa: PLC0415 - chat imports nothing of ours
+    began, first = time.monotonic(), None
+    async for ev in events:
+        if first is None and isinstance(ev, ChatDelta):
+            first = time.monotonic()
+        if isinstance(ev, ChatDone):
+            timings = dict(ev.timings)
+            if first is not None:
+                timings["ttft_ms"] = (first - began) * 1000.0
+            telemetry.record_reply(source, timings)
+        yield ev

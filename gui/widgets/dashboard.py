@@ -1,8 +1,11 @@
 """The dashboard: speed and links over time, on one shared time axis.
 
-Three stacked pyqtgraph plots whose x axes are linked, so a stall in tokens/s lines up with the
-RTT spike or throughput drop that caused it: tokens/s (decode and prompt), per-node link RTT
-(median of the agent's echo), per-node link throughput. The last ``window_s`` seconds are kept.
+Four stacked pyqtgraph plots whose x axes are linked, so a stall in tokens/s lines up with the
+RTT spike or throughput drop that caused it: decode tokens/s, prompt tokens/s (its own plot: a
+prompt runs at hundreds of tokens/s and would flatten decode to a line at the bottom), per-node
+link RTT (median of the agent's echo), per-node link throughput. Each finished reply marks its
+time to first token on the decode plot (a vertical line at the moment the first token came,
+labelled with the wait). The last ``window_s`` seconds are kept.
 Samples (``gui.cluster.telemetry.Sample``) can arrive at any rate; they are stored at once and
 the curves are redrawn at most four times a second. *Pause* freezes the view (samples keep
 arriving and show again on resume). Hovering shows the values at that moment.
@@ -55,8 +58,9 @@ class Dashboard(QWidget):
 
     Attributes:
         window_s: seconds of history shown (5–10 minutes is what a user scrolls back through).
-        plots: the three ``pg.PlotItem`` — ``tps``, ``rtt``, ``net``.
+        plots: the four ``pg.PlotItem`` — ``tps`` (decode), ``prompt``, ``rtt``, ``net``.
         series: ``{(plot, name): _Series}`` of every curve.
+        ttft_marks: ``[(wall-clock time of the first token, seconds waited)]`` per reply.
     """
 
     pausedChanged = Signal(bool)
@@ -70,6 +74,8 @@ class Dashboard(QWidget):
         self._node_names: dict[str, str] = {}
         self._dirty = False
         self._paused = False
+        self.ttft_marks: list[tuple[float, float]] = []
+        self._ttft_lines: list[pg.InfiniteLine] = []
 
         self.pause_box = QCheckBox(self.tr("Pause"))
         self.hover_label = QLabel(self.tr("Hover over the graphs to read values."))
@@ -84,8 +90,9 @@ class Dashboard(QWidget):
         self.graphs = pg.GraphicsLayoutWidget()
         self.graphs.setBackground(None)
         self.plots: dict[str, pg.PlotItem] = {}
-        titles = {"tps": self.tr("Tokens/s"), "rtt": self.tr("Link RTT (ms)"), "net": self.tr("Link throughput (MB/s)")}
-        for row, key in enumerate(("tps", "rtt", "net")):
+        titles = {"tps": self.tr("Decode tokens/s"), "prompt": self.tr("Prompt tokens/s"),
+                  "rtt": self.tr("Link RTT (ms)"), "net": self.tr("Link throughput (MB/s)")}
+        for row, key in enumerate(("tps", "prompt", "rtt", "net")):
             p = self.graphs.addPlot(row=row, col=0)
             p.setLabel("left", titles[key])
             p.showGrid(x=True, y=True, alpha=0.2)
@@ -126,9 +133,11 @@ class Dashboard(QWidget):
             return
         if sample.kind == "metrics":
             self._add("tps", self.tr("decode"), sample.time, v.get("decode_tps"))
-            self._add("tps", self.tr("prompt"), sample.time, v.get("prompt_tps"))
+            self._add("prompt", self.tr("prompt"), sample.time, v.get("prompt_tps"))
         elif sample.kind == "server":
             self._add("tps", self.tr("decode (live)"), sample.time, v.get("live_decode_tps"))
+        elif sample.kind == "reply":
+            self._mark_ttft(sample)
         elif sample.kind == "link":
             self._add("rtt", self._node(sample.source), sample.time, v.get("rtt_median_ms"))
         elif sample.kind == "node":
@@ -159,6 +168,10 @@ class Dashboard(QWidget):
             self.plots[key[0]].removeItem(curve)
         self.series.clear()
         self._curves.clear()
+        for line in self._ttft_lines:
+            self.plots["tps"].removeItem(line)
+        self._ttft_lines.clear()
+        self.ttft_marks.clear()
         self._t0 = time.time()
 
     def values_at(self, t: float) -> dict[str, dict[str, float]]:
@@ -182,6 +195,25 @@ class Dashboard(QWidget):
 
     def _node(self, node_id: str) -> str:
         return self._node_names.get(node_id, node_id)
+
+    def _mark_ttft(self, sample) -> None:
+        """A finished reply: mark when its first token came and how long that took (the
+        client's own wait when known, else llama-server's prompt time)."""
+        v = sample.values
+        wait_ms = v.get("ttft_ms", v.get("prompt_ms"))
+        if wait_ms is None:
+            return
+        first = sample.time - float(v.get("predicted_ms") or 0.0) / 1000.0
+        self.ttft_marks.append((first, float(wait_ms) / 1000.0))
+        label = self.tr("first token after %1 s").replace("%1", f"{float(wait_ms) / 1000.0:.2f}")
+        line = pg.InfiniteLine(pos=first - self._t0, angle=90, movable=False,
+                               pen=pg.mkPen((200, 120, 0), width=1, style=Qt.PenStyle.DashLine),
+                               label=label, labelOpts={"position": 0.9, "color": (200, 120, 0)})
+        self.plots["tps"].addItem(line, ignoreBounds=True)
+        self._ttft_lines.append(line)
+        while self.ttft_marks and self.ttft_marks[0][0] < sample.time - self.window_s:
+            self.ttft_marks.pop(0)
+            self.plots["tps"].removeItem(self._ttft_lines.pop(0))
 
     def _add(self, plot: str, name: str, t: float, value) -> None:
         if value is None:
@@ -222,9 +254,9 @@ class Dashboard(QWidget):
 
     def _describe(self, t: float, x: float) -> str:
         vals = self.values_at(t)
-        units = {"tps": self.tr("tok/s"), "rtt": self.tr("ms"), "net": self.tr("MB/s")}
+        units = {"tps": self.tr("tok/s"), "prompt": self.tr("tok/s"), "rtt": self.tr("ms"), "net": self.tr("MB/s")}
         parts = [f"<b>{x:.1f} s</b>"]
-        for plot in ("tps", "rtt", "net"):
+        for plot in ("tps", "prompt", "rtt", "net"):
             for name, v in vals.get(plot, {}).items():
                 parts.append(f"{html.escape(name)}: {v:.2f} {units[plot]}")
         return " · ".join(parts)

@@ -63,6 +63,19 @@ class LaunchPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.hide()
+        # One bar per worker while its slice of the weights travels (#16), from the bytes its
+        # agent's relay counted; the stall line names a worker that stopped receiving.
+        self.transfer_box = QWidget()
+        self._transfer_lay = QVBoxLayout(self.transfer_box)
+        self._transfer_lay.setContentsMargins(0, 0, 0, 0)
+        self.transfer_bars: dict[str, QProgressBar] = {}
+        self.stall = QLabel()
+        self.stall.setWordWrap(True)
+        self.stall.setStyleSheet(f"color: {WARN};")
+        self.stall.hide()
+        self._transfer_lay.addWidget(self.stall)
+        self.transfer_box.hide()
+        self._by_bytes = False
         self.findings = QListWidget()
         self.findings.setMaximumHeight(110)
         self.endpoint = QLineEdit()
@@ -87,6 +100,7 @@ class LaunchPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.addLayout(row)
         lay.addWidget(self.progress)
+        lay.addWidget(self.transfer_box)
         lay.addWidget(self.verified)
         lay.addWidget(self.notes)
         lay.addWidget(QLabel(self.tr("Checks")))
@@ -143,6 +157,7 @@ class LaunchPanel(QWidget):
         self.endpoint.clear()
         self.progress.setValue(0)
         self.progress.show()
+        self._clear_transfer()
         self.start_button.setEnabled(False)
         self.stop_button.setEnabled(True)
         self.set_status(self.tr("Checking the nodes…"))
@@ -168,10 +183,45 @@ class LaunchPanel(QWidget):
                 self._layers_seen = self._n_slots
             elif _BUFFER_RE.search(line):
                 self._buffers_seen += 1
-        if self.state in ("starting", "loading"):
-            # The layer map comes first (≈ 40 %), then weights, KV cache and compute buffers.
+        if self.state in ("starting", "loading") and not self._by_bytes:
+            # Without workers (nothing travels) the log is all there is to go by:
+            # the layer map comes first (≈ 40 %), then weights, KV cache and compute buffers.
             frac = 0.4 * min(1.0, self._layers_seen / self._n_slots) + 0.5 * min(1.0, self._buffers_seen / 6)
             self.progress.setValue(int(100 * min(frac, 0.95)))
+
+    def show_transfer(self, event) -> None:
+        """Each worker's slice of the weights as it arrives (a
+        :class:`~gui.cluster.transfer.TransferEvent`): a bar per worker with its bytes, rate,
+        ETA and "from cache"; the overall bar follows the bytes; a stall is named."""
+        if self.state not in ("starting", "loading"):
+            return
+        self._by_bytes = True
+        for w in event.workers:
+            bar = self.transfer_bars.get(w.endpoint)
+            if bar is None:
+                bar = QProgressBar()
+                bar.setRange(0, 1000)
+                bar.setTextVisible(True)
+                self.transfer_bars[w.endpoint] = bar
+                self._transfer_lay.insertWidget(self._transfer_lay.count() - 1, bar)
+            bar.setValue(int(1000 * w.fraction))
+            bar.setFormat(w.describe())
+            bar.setToolTip(w.describe())
+        self.stall.setText(("⚠ " + event.stall) if event.stall else "")
+        self.stall.setVisible(bool(event.stall))
+        self.transfer_box.setVisible(bool(self.transfer_bars))
+        # the weights are most of a start-up; the rest (KV cache, warm-up) is the last 5 %
+        self.progress.setValue(int(95 * event.fraction))
+
+    def _clear_transfer(self) -> None:
+        for bar in self.transfer_bars.values():
+            self._transfer_lay.removeWidget(bar)
+            bar.deleteLater()
+        self.transfer_bars = {}
+        self.stall.clear()
+        self.stall.hide()
+        self.transfer_box.hide()
+        self._by_bytes = False
 
     @staticmethod
     def _quiet(line: str) -> bool:
@@ -193,11 +243,13 @@ class LaunchPanel(QWidget):
         elif state == "ready":
             self.progress.setValue(100)
             self.progress.hide()
+            self._clear_transfer()
             self.set_status(self.tr("Running."), OK)
             self.start_button.setEnabled(False)
             self.stop_button.setEnabled(True)
         elif state in ("stopped", "failed"):
             self.progress.hide()
+            self.transfer_box.setVisible(state == "failed" and bool(self.transfer_bars))  # where it stopped
             self.start_button.setEnabled(True)
             self.stop_button.setEnabled(False)
             self.endpoint.clear()

@@ -157,6 +157,21 @@
 <context>
     <name>Dashboard</name>
     <message>
+        <location filename="../../gui/widgets/dashboard.py" line="1" />
+        <source>Decode tokens/s</source>
+        <translation>解码 token/秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="1" />
+        <source>Prompt tokens/s</source>
+        <translation>提示词 token/秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/dashboard.py" line="1" />
+        <source>first token after %1 s</source>
+        <translation>%1 秒后出现首个 token</translation>
+    </message>
+    <message>
         <location filename="../../gui/widgets/dashboard.py" line="73" />
         <source>Pause</source>
         <translation>暂停</translation>
@@ -2329,6 +2344,44 @@
         <location filename="../../gui/widgets/feedback.py" line="16" />
         <source>Copied ✔</source>
         <translation>已复制 ✔</translation>
+    </message>
+</context>
+<context>
+    <name>Transfer</name>
+    <message>
+        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <source>{node}: {got} / {total} MiB</source>
+        <translation>{node}：{got} / {total} MiB</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <source>done</source>
+        <translation>完成</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <source>{rate} MiB/s</source>
+        <translation>{rate} MiB/秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <source>{seconds} s left</source>
+        <translation>还剩 {seconds} 秒</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <source>from cache</source>
+        <translation>来自缓存</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <source>{cached} MiB from cache</source>
+        <translation>{cached} MiB 来自缓存</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <source>no bytes from {node} for {seconds} s</source>
+        <translation>{node} 已有 {seconds} 秒没有收到数据</translation>
     </message>
 </context>
 </TS>

@@ -58,6 +58,9 @@ async def test_loopback_cluster_flow(engine, demo_model, procs, tmp_path, herd_e
     a_ep, b_ep = f"127.0.0.1:{alpha.rpc_port}", f"127.0.0.1:{beta.rpc_port}"
     assert up.placement() == {"host": [0], a_ep: [1, 2, 3], b_ep: [4, 5, 6, 7, 8]}
     assert any(ln.startswith("Placement matches the plan.") for ln in up.lines)
+    # Start-up progress by the byte: each worker's slice, complete once llama-server serves (#16).
+    loaded = [ln for ln in up.lines if ln.startswith("weights [")]
+    assert loaded and "100.0%" in loaded[-1] and "alpha: " in loaded[-1] and "beta: " in loaded[-1], loaded
     # By default (-lv 4) the placement is read off each device's weights.
     assert "Checked from the weights llama-server reports per device:" in up.lines
     assert any(ln.strip().startswith(f"{a_ep} (RPC0) holds slots 1-3 as planned") for ln in up.lines)
