@@ -1,9 +1,11 @@
-"""The control API (aiohttp): routes, the bearer-token check, and strict request validation.
+"""The control API (aiohttp over TLS 1.3): routes, the client-certificate check, and strict
+request validation.
 
 Every handler answers JSON. Client mistakes are 4xx with ``{"error": "...", "field": "..."}``
 naming what was wrong; only a bug in the agent can produce a 5xx (the fuzz test hunts for those).
-Endpoints other than ``info``, ``ping``, ``pair``, ``prove`` and ``/openapi.json`` need
-``Authorization: Bearer <token>``; without a valid one the answer is 401 and nothing changes.
+Endpoints other than ``info``, ``ping``, the two pairing steps and ``/openapi.json`` need the
+TLS client certificate of a paired master (pinned at pairing, see :mod:`agent.identity`);
+without one the answer is 401 and nothing changes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from aiohttp import web
 
 from agent import protocol as P
 from agent.openapi import openapi_document
-from agent.pairing import PROOF_NONCE_MAX, PROOF_NONCE_MIN, TOKEN_ID_HEX, PairingLocked, WrongPin
+from agent.identity import IdentityError, der_of_pem, fingerprint_of_der, peer_fingerprint
+from agent.pairing import BadExchange, NoPin, PairingLocked, WrongPin
 from agent.relay import normalise_ip
 
 if TYPE_CHECKING:
@@ -50,23 +53,27 @@ async def _errors_as_json(request: web.Request, handler):
     except web.HTTPException as exc:
         if exc.content_type == "application/json" or exc.status < 400:
             raise
-        keep = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after", "www-authenticate")}
+        keep = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
         return web.json_response({"error": exc.text or exc.reason or "error"}, status=exc.status, headers=keep)
 
 
+MASTER_KEY = web.RequestKey("master", object)
+
+
 @web.middleware
-async def _require_token(request: web.Request, handler):
-    """401 unless a paired master's token is presented (public paths excepted)."""
+async def _require_master(request: web.Request, handler):
+    """401 unless the TLS client certificate is a paired master's (public paths excepted)."""
     if request.match_info.http_exception is not None or request.path in P.PUBLIC_PATHS:
         return await handler(request)
     agent: Agent = request.app[AGENT_KEY]
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    master = agent.state.master_for_token(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+    ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
+    agent.state.refresh()  # an unpairing by `herd-agent unpair` counts from the next request
+    master = agent.state.master_for_fingerprint(peer_fingerprint(ssl_object))
     if master is None:
-        raise _json_error(web.HTTPUnauthorized, "not paired / wrong token",
-                          headers={"WWW-Authenticate": 'Bearer realm="herd-agent"'})
-    agent.note_master_address(master, _remote(request))
+        raise _json_error(web.HTTPUnauthorized, "not paired: no client certificate, or not a paired "
+                                                "master's (pair with the PIN this node shows)")
+    request[MASTER_KEY] = master
+    agent.note_master_address(_remote(request))
     return await handler(request)
 
 
@@ -125,47 +132,76 @@ async def ping(request: web.Request) -> web.Response:
     return web.json_response({"ok": True, "id": agent.state.node_id, "time": time.time()})
 
 
-async def pair(request: web.Request) -> web.Response:
+def _hex_field(body: dict, name: str, max_bytes: int) -> bytes:
+    v = body.get(name)
+    if not isinstance(v, str) or not re.fullmatch(r"(?:[0-9a-f]{2})+", v) or len(v) > 2 * max_bytes:
+        raise BadRequest(f"{name} must be lowercase hex of at most {max_bytes} bytes", name)
+    return bytes.fromhex(v)
+
+
+async def pair_start(request: web.Request) -> web.Response:
+    """PAKE step 1 (see :mod:`agent.pairing`)."""
     agent: Agent = request.app[AGENT_KEY]
-    body = await _json_object(request, {"pin", "name"})
-    pin = body.get("pin")
-    if not isinstance(pin, str) or not (pin.isascii() and pin.isdigit() and len(pin) == P.PIN_DIGITS):
-        raise BadRequest(f"pin must be a string of {P.PIN_DIGITS} digits", "pin")
+    body = await _json_object(request, {"msg", "name"})
+    msg = _hex_field(body, "msg", 256)
     name = body.get("name", "")
     if not isinstance(name, str) or len(name) > 100:
         raise BadRequest("name must be a string of at most 100 characters", "name")
     try:
-        token = agent.pair(pin, _remote(request), name)
+        sid, reply = agent.pairing.start(_remote(request), msg)
     except PairingLocked as exc:
         raise _json_error(web.HTTPTooManyRequests, str(exc),
                           headers={"Retry-After": str(int(exc.retry_after) + 1)}) from None
-    except WrongPin as exc:
+    except NoPin as exc:
         raise _json_error(web.HTTPForbidden, str(exc)) from None
-    return web.json_response({"token": token, "id": agent.state.node_id, "fp": agent.state.fingerprint})
+    except BadExchange as exc:
+        raise BadRequest(str(exc), "msg") from None
+    agent.pending_names[sid] = name
+    return web.json_response({"session": sid, "msg": reply.hex()})
 
 
-async def prove(request: web.Request) -> web.Response:
-    """Prove this agent holds a pairing (see :mod:`agent.pairing`) without the token being sent."""
+async def pair_finish(request: web.Request) -> web.Response:
+    """PAKE step 2: on a right MAC the master's certificate is pinned."""
     agent: Agent = request.app[AGENT_KEY]
-    body = await _json_object(request, {"token_id", "nonce"})
-    tid = body.get("token_id")
-    if not isinstance(tid, str) or not re.fullmatch(f"[0-9a-f]{{{TOKEN_ID_HEX}}}", tid):
-        raise BadRequest(f"token_id must be {TOKEN_ID_HEX} lowercase hex digits", "token_id")
-    nonce = body.get("nonce")
-    if not isinstance(nonce, str) or not re.fullmatch(
-            f"(?:[0-9a-f]{{2}}){{{PROOF_NONCE_MIN},{PROOF_NONCE_MAX}}}", nonce):
-        raise BadRequest(f"nonce must be {PROOF_NONCE_MIN} to {PROOF_NONCE_MAX} bytes as lowercase hex",
-                         "nonce")
-    sock = request.transport.get_extra_info("sockname") if request.transport else None
-    address = normalise_ip(str(sock[0])) if sock else ""
-    wait = agent.proof_limiter.take()
-    if wait > 0:
-        raise _json_error(web.HTTPTooManyRequests, f"too many proofs asked; retry in {wait:.0f} s",
-                          headers={"Retry-After": str(int(wait) + 1)})
-    mac = agent.prove(tid, bytes.fromhex(nonce), address)
-    if mac is None:
-        raise _json_error(web.HTTPNotFound, "no pairing with this token_id (pair again)")
-    return web.json_response({"mac": mac, "address": address, "id": agent.state.node_id})
+    body = await _json_object(request, {"session", "cert", "mac"})
+    sid = body.get("session")
+    if not isinstance(sid, str) or not re.fullmatch(r"[0-9a-f]{32}", sid):
+        raise BadRequest("session must be 32 lowercase hex digits", "session")
+    mac = _hex_field(body, "mac", 32)
+    cert = body.get("cert")
+    if not isinstance(cert, str) or len(cert) > 8192:
+        raise BadRequest("cert must be a PEM certificate", "cert")
+    try:
+        der = der_of_pem(cert)
+    except IdentityError as exc:
+        raise BadRequest(f"cert: {exc}", "cert") from None
+    name = agent.pending_names.pop(sid, "")
+    try:
+        agent_mac = agent.pairing.finish(_remote(request), sid, der, mac)
+    except WrongPin as exc:
+        agent.log_limited("pair", logging.WARNING, "pairing from %s failed: %s", _remote(request), exc)
+        raise _json_error(web.HTTPForbidden, str(exc)) from None
+    except BadExchange as exc:
+        raise BadRequest(str(exc), "session") from None
+    agent.paired_master(name, cert, fingerprint_of_der(der), _remote(request))
+    return web.json_response({"cert": agent.identity.cert_pem.decode("ascii"), "mac": agent_mac.hex(),
+                              "id": agent.state.node_id})
+
+
+async def retired(request: web.Request) -> web.Response:
+    """Old masters' endpoints: say what changed instead of a bare 404."""
+    what = ("pairing is by PAKE now (pair/start, pair/finish)" if request.path == P.PATH_PAIR
+            else "identity is by pinned TLS keys now")
+    raise _json_error(web.HTTPGone, f"{what}: update llama-herd on the master and pair again")
+
+
+async def unpair(request: web.Request) -> web.Response:
+    """The calling master forgets this node: its pairing here goes too."""
+    agent: Agent = request.app[AGENT_KEY]
+    await _json_object(request, set())
+    master = request[MASTER_KEY]
+    agent.unpair(master.fingerprint)
+    return web.json_response({"unpaired": master.name})
 
 
 async def status(request: web.Request) -> web.Response:
@@ -230,12 +266,15 @@ async def openapi(request: web.Request) -> web.Response:
 
 def build_app(agent: "Agent") -> web.Application:
     """The aiohttp application serving ``agent``."""
-    app = web.Application(middlewares=[_errors_as_json, _require_token], client_max_size=64 * 1024)
+    app = web.Application(middlewares=[_errors_as_json, _require_master], client_max_size=64 * 1024)
     app[AGENT_KEY] = agent
     app.router.add_get(P.PATH_INFO, info)
     app.router.add_get(P.PATH_PING, ping)
-    app.router.add_post(P.PATH_PAIR, pair)
-    app.router.add_post(P.PATH_PROVE, prove)
+    app.router.add_post(P.PATH_PAIR_START, pair_start)
+    app.router.add_post(P.PATH_PAIR_FINISH, pair_finish)
+    app.router.add_post(P.PATH_PAIR, retired)
+    app.router.add_post(P.PATH_PROVE, retired)
+    app.router.add_post(P.PATH_UNPAIR, unpair)
     app.router.add_get(P.PATH_STATUS, status)
     app.router.add_post(P.PATH_RPC_START, rpc_start)
     app.router.add_post(P.PATH_RPC_STOP, rpc_stop)

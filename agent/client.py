@@ -1,12 +1,19 @@
 """The master's client for one agent's control API, and the echo round-trip timer.
 
+The API is HTTPS (TLS 1.3). A client made with the agent's pinned certificate (``pinned``)
+accepts only that certificate from the server — no CA, no host name — and with the master's
+identity (``identity``) presents the master's certificate, which the agent's protected endpoints
+require (see :mod:`agent.identity`). Pairing (:meth:`AgentClient.pair`) is the PAKE of
+:mod:`agent.pairing`: the PIN never leaves this machine.
+
 Every call is a coroutine (``httpx.AsyncClient``); every failure — network, HTTP status, a reply
-that is not what the API promises — raises :class:`AgentError` with a message a user can act on.
+that is not what the API promises — raises :class:`AgentError` with a message a user can act on;
+a server whose key is not the pinned one raises :class:`KeyMismatch`.
 
 Example::
 
-    async with AgentClient("http://10.0.0.5:50050") as c:
-        token = await c.pair("123456")        # c now sends the token
+    async with AgentClient("https://10.0.0.5:50050", identity=me) as c:
+        agent_cert = await c.pair("123456", "my-pc")   # c now pins agent_cert
         await c.rpc_start(threads=4)
         print((await c.status())["rpc"]["state"])
 """
@@ -14,20 +21,17 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import hmac
-import ipaddress
 import os
-import secrets
+import ssl
 import struct
 import time
-from urllib.parse import urlsplit
 
 import httpx
 
 from agent import protocol as P
 from agent.i18n import translate
-from agent.pairing import PROOF_NONCE_MIN, hash_token, proof_mac, token_id
-from agent.relay import normalise_ip
+from agent.identity import Identity, IdentityError, client_context, der_of_pem, fingerprint_of_pem
+from agent.pairing import BadExchange, MasterExchange
 
 
 class AgentError(RuntimeError):
@@ -38,32 +42,56 @@ class AgentError(RuntimeError):
         self.status = status
 
 
-class IdentityNotProven(AgentError):
-    """The address did not prove it is the paired agent; the token was not sent there."""
+class KeyMismatch(AgentError):
+    """The server's TLS key is not the one pinned at pairing: nothing was sent to it."""
+
+
+#: The name older code and tests use for :class:`KeyMismatch`.
+IdentityNotProven = KeyMismatch
+
+
+def https_url(base_url: str) -> str:
+    """An API base URL with the scheme the agent serves (older ``http://`` addresses upgraded)."""
+    url = base_url.strip().rstrip("/")
+    if url.startswith("http://"):
+        url = "https://" + url[len("http://"):]
+    elif not url.startswith("https://"):
+        url = "https://" + url
+    return url
 
 
 class AgentClient:
     """Async client for one agent's ``/api/v1``.
 
     Args:
-        base_url: ``http://host:port`` of the agent's API.
-        token: bearer token from an earlier :meth:`pair`, or None (only public calls work).
+        base_url: ``https://host:port`` of the agent's API (``http://`` is upgraded).
         timeout: seconds per request.
-        node_id: the id of the agent ``token`` belongs to. When given, the address must prove
-            (:meth:`prove_identity`) that it is that paired agent before the token is sent
-            there; until it has, no authenticated request leaves this client.
-        proven: a set shared between clients of proofs already passed
-            (``(base_url, node_id, token_id)``), so an address is challenged once, not per call.
+        identity: this master's :class:`~agent.identity.Identity`; needed to pair and for every
+            protected call.
+        pinned: the agent's certificate (PEM) from pairing. When given, a server with any
+            other key fails the handshake (:class:`KeyMismatch`) before a request is sent.
+        node_id: the node id expected (for messages).
     """
 
-    def __init__(self, base_url: str, token: str | None = None, timeout: float = 5.0, *,
-                 node_id: str | None = None, proven: set | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.token = token
+    def __init__(self, base_url: str, timeout: float = 5.0, *, identity: Identity | None = None,
+                 pinned: str | bytes | None = None, node_id: str | None = None) -> None:
+        self.base_url = https_url(base_url)
         self.timeout = timeout
+        self.identity = identity
+        self.pinned = pinned.decode("ascii") if isinstance(pinned, bytes) else pinned
         self.node_id = node_id
-        self._proven = proven if proven is not None else set()
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
+        self._http = self._new_http()
+
+    def _new_http(self) -> httpx.AsyncClient:
+        # The client certificate only goes to a pinned server: an unpaired node's handshake
+        # would refuse it anyway, and a stranger has no use for learning it.
+        ctx = client_context(self.identity if self.pinned else None, self.pinned)
+        return httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout, verify=ctx)
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The fingerprint of the pinned agent certificate, if any."""
+        return fingerprint_of_pem(self.pinned) if self.pinned else None
 
     async def __aenter__(self) -> "AgentClient":
         return self
@@ -86,89 +114,48 @@ class AgentClient:
         return await self._call("GET", P.PATH_PING)
 
     async def pair(self, pin: str, client_name: str | None = None) -> str:
-        """``POST /pair``: trade the PIN the agent shows for a bearer token.
+        """Pair by PAKE with the PIN the agent shows; returns the agent's certificate (PEM).
 
-        The token is also kept on this client for later calls. Wrong PINs raise
-        :class:`AgentError` (status 403), too many of them 429 with the wait in the message.
+        This client pins that certificate from then on. A wrong PIN raises :class:`AgentError`
+        (status 403), an address in back-off 429 with the wait in the message; an answer that
+        does not prove knowledge of the PIN (a tampered exchange) raises :class:`KeyMismatch`.
         """
-        body: dict = {"pin": str(pin)}
+        if self.identity is None:
+            raise AgentError(f"{self.base_url}: pairing needs this master's identity")
+        ex = MasterExchange(str(pin), self.identity.cert_der)
+        body: dict = {"msg": ex.msg_a.hex()}
         if client_name:
-            body["name"] = client_name
-        reply = await self._call("POST", P.PATH_PAIR, json=body)
-        token = reply.get("token")
-        if not isinstance(token, str) or not token:
-            raise AgentError(f"{self.base_url}: pairing reply carried no token")
-        self.token = token
-        # The token came from this very address: it needs no further proof here.
-        if self.node_id:
-            self._proven.add(self._proof_key())
-        return token
-
-    async def prove(self, token_id: str, nonce: str) -> dict:
-        """``POST /prove``: the agent's identity proof for pairing ``token_id`` over ``nonce`` (hex).
-
-        Returns ``{"mac", "address", "id"}`` as the agent sent it (unchecked; see
-        :meth:`prove_identity`).
-        """
-        return await self._call("POST", P.PATH_PROVE, json={"token_id": token_id, "nonce": nonce})
-
-    async def prove_identity(self) -> None:
-        """Check that the agent at this address holds this client's pairing and is ``node_id``.
-
-        Sends a fresh random nonce and the token's public id — never the token — and checks the
-        MAC in constant time. Raises :class:`IdentityNotProven` naming the address when the
-        check fails (an impostor, a relay, or a node that forgot this pairing).
-        """
-        if not self.token or not self.node_id:
-            raise AgentError(f"{self.base_url}: nothing to prove (no token or node id)")
-        nonce = secrets.token_bytes(PROOF_NONCE_MIN * 2)
+            body["name"] = client_name[:100]
+        r1 = await self._call("POST", P.PATH_PAIR_START, json=body)
         try:
-            reply = await self.prove(token_id(self.token), nonce.hex())
-        except AgentError as exc:
-            if exc.status in (400, 404, 405):
-                raise IdentityNotProven(self._not_proven(f"it could not prove the pairing ({exc})")) from exc
-            raise
-        mac, address = reply.get("mac"), reply.get("address")
-        if not isinstance(mac, str) or not isinstance(address, str):
-            raise IdentityNotProven(self._not_proven("its proof reply is malformed"))
-        if normalise_ip(address) not in await self._host_addresses():
-            raise IdentityNotProven(self._not_proven(
-                f"its proof is for {address}, not this address (relayed or forwarded)"))
-        want = proof_mac(hash_token(self.token), nonce, self.node_id, address)
-        if not hmac.compare_digest(want, mac):
-            raise IdentityNotProven(self._not_proven("its proof does not match the pairing"))
-        self._proven.add(self._proof_key())
-
-    def _not_proven(self, why: str) -> str:
-        return (f"identity not proven: the agent at {self.base_url} claims to be node {self.node_id} "
-                f"but {why}; its token was not sent there")
-
-    def _proof_key(self) -> tuple:
-        return (self.base_url, self.node_id, token_id(self.token) if self.token else "")
-
-    async def _host_addresses(self) -> set[str]:
-        """The IPs this client's host stands for (itself if it is an IP, else what it resolves to)."""
-        host = urlsplit(self.base_url).hostname or ""
+            mac = ex.finish(bytes.fromhex(str(r1.get("msg", ""))))
+        except (ValueError, BadExchange) as exc:
+            raise AgentError(f"{self.base_url}: unusable pairing reply ({exc})") from None
+        r2 = await self._call("POST", P.PATH_PAIR_FINISH, json={
+            "session": r1.get("session"), "cert": self.identity.cert_pem.decode("ascii"), "mac": mac.hex()})
+        cert = r2.get("cert")
         try:
-            return {normalise_ip(str(ipaddress.ip_address(host.split("%", 1)[0])))}
-        except ValueError:
-            pass
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, None)
-        except OSError as exc:
-            raise AgentError(f"cannot resolve {host}: {exc}") from exc
-        return {normalise_ip(str(i[4][0])) for i in infos}
+            ok = isinstance(cert, str) and ex.verify(der_of_pem(cert), bytes.fromhex(str(r2.get("mac", ""))))
+        except (ValueError, IdentityError):
+            ok = False
+        if not ok:
+            raise KeyMismatch(translate("AgentClient", "{url}: the pairing answer does not prove that it "
+                                        "comes from the node that showed the PIN; not paired (someone may "
+                                        "be tampering with the network)").format(url=self.base_url))
+        await self._http.aclose()
+        self.pinned = cert
+        self._http = self._new_http()
+        return cert
 
-    async def _ensure_proven(self, auth: bool) -> None:
-        """Before the token leaves for an address, that address proves it is the paired agent."""
-        if auth and self.token and self.node_id and self._proof_key() not in self._proven:
-            await self.prove_identity()
-
-    # --- calls that need the token ------------------------------------------------------------
+    # --- calls that need a pairing ------------------------------------------------------------
 
     async def status(self) -> dict:
         """``GET /status``: hardware, live load and the RPC worker (see ``/openapi.json``)."""
         return await self._call("GET", P.PATH_STATUS, auth=True)
+
+    async def unpair(self) -> dict:
+        """``POST /unpair``: the agent forgets this master."""
+        return await self._call("POST", P.PATH_UNPAIR, json={}, auth=True)
 
     async def rpc_start(self, port: int | None = None, threads: int | None = None,
                         devices: list[str] | None = None, cache: bool = True) -> dict:
@@ -200,13 +187,11 @@ class AgentClient:
 
     async def bandwidth(self, nbytes: int = 8 * 1024 * 1024) -> float:
         """Download ``nbytes`` from ``/probe/bandwidth`` and return the rate in bytes/s."""
-        await self._ensure_proven(True)
-        headers = self._auth_headers(True)
+        self._check_paired(True)
         try:
             start = time.perf_counter()
             got = 0
-            async with self._http.stream("GET", P.PATH_BANDWIDTH, params={"bytes": nbytes},
-                                         headers=headers) as resp:
+            async with self._http.stream("GET", P.PATH_BANDWIDTH, params={"bytes": nbytes}) as resp:
                 if resp.status_code != 200:
                     await resp.aread()
                     raise self._http_error(resp)
@@ -214,7 +199,7 @@ class AgentClient:
                     got += len(chunk)
             elapsed = time.perf_counter() - start
         except httpx.HTTPError as exc:
-            raise AgentError(f"cannot reach agent at {self.base_url}: {exc}") from exc
+            raise self._network_error(exc) from exc
         if got == 0 or elapsed <= 0:
             raise AgentError(f"{self.base_url}: bandwidth probe received nothing")
         return got / elapsed
@@ -226,22 +211,26 @@ class AgentClient:
 
     # --- plumbing -----------------------------------------------------------------------------
 
-    def _auth_headers(self, auth: bool) -> dict:
-        if not auth:
-            return {}
-        if not self.token:
-            raise AgentError(translate("AgentClient", "{url}: not paired / wrong token (no token; pair "
-                                                      "first)").format(url=self.base_url), status=401)
-        return {"Authorization": f"Bearer {self.token}"}
+    def _check_paired(self, auth: bool) -> None:
+        if auth and (self.identity is None or self.pinned is None):
+            raise AgentError(translate("AgentClient", "{url}: not paired (no pinned key for this node; "
+                                                      "pair first)").format(url=self.base_url), status=401)
+
+    def _network_error(self, exc: Exception) -> AgentError:
+        text = str(exc)
+        if self.pinned and ("CERTIFICATE_VERIFY_FAILED" in text or isinstance(exc.__context__, ssl.SSLCertVerificationError)):
+            return KeyMismatch(translate("AgentClient", "{url}: the key of whoever answers there is not the "
+                                         "key pinned when this node was paired; nothing was sent to it "
+                                         "(another device may be posing as the node)").format(url=self.base_url))
+        return AgentError(translate("AgentClient", "cannot reach agent at {url}: {why} ({kind})")
+                          .format(url=self.base_url, why=exc, kind=type(exc).__name__))
 
     async def _call(self, method: str, path: str, *, json=None, params=None, auth=False) -> dict:
-        await self._ensure_proven(auth)
-        headers = self._auth_headers(auth)
+        self._check_paired(auth)
         try:
-            resp = await self._http.request(method, path, json=json, params=params, headers=headers)
+            resp = await self._http.request(method, path, json=json, params=params)
         except httpx.HTTPError as exc:
-            raise AgentError(translate("AgentClient", "cannot reach agent at {url}: {why} ({kind})")
-                             .format(url=self.base_url, why=exc, kind=type(exc).__name__)) from exc
+            raise self._network_error(exc) from exc
         if resp.status_code != 200:
             raise self._http_error(resp)
         try:
@@ -261,20 +250,24 @@ class AgentClient:
         except ValueError:
             detail = resp.text[:200]
         code = resp.status_code
-        pairing = resp.request.url.path == P.PATH_PAIR
+        path = resp.request.url.path
         if code == 401:
-            msg = translate("AgentClient", "{url}: not paired / wrong token").format(url=self.base_url)
-        elif pairing and code == 403:
+            msg = translate("AgentClient", "{url}: not paired (the node does not know this master's key; "
+                                           "pair again)").format(url=self.base_url)
+        elif path == P.PATH_PAIR_START and code == 403:
+            msg = translate("AgentClient", "{url}: no pairing PIN is shown on the node now; run herd-agent "
+                                           "pin there and enter the PIN within 5 minutes").format(url=self.base_url)
+        elif path == P.PATH_PAIR_FINISH and code == 403:
             # Said here rather than relayed: the agent's own words are English, and the user who
             # typed the PIN reads the app's language.
             msg = translate("AgentClient", "{url}: wrong PIN (HTTP 403); enter the PIN the node shows "
                                            "now, a new one after each pairing").format(url=self.base_url)
-        elif pairing and code == 429:
-            msg = translate("AgentClient", "{url}: too many wrong PINs (HTTP 429); pairing is locked for "
-                                           "{seconds} s").format(url=self.base_url,
-                                                       seconds=resp.headers.get("Retry-After", "?"))
+        elif path == P.PATH_PAIR_START and code == 429:
+            msg = translate("AgentClient", "{url}: too many failed pairing attempts from this computer "
+                                           "(HTTP 429); try again in {seconds} s").format(
+                url=self.base_url, seconds=resp.headers.get("Retry-After", "?"))
         else:
-            msg = f"{self.base_url}{resp.request.url.path}: HTTP {code}"
+            msg = f"{self.base_url}{path}: HTTP {code}"
             if detail:
                 msg += f": {detail}"
         return AgentError(msg, status=code)

@@ -10,7 +10,6 @@ another thread (a Windows service's stop handler).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import signal
 import socket
@@ -26,11 +25,13 @@ from agent.api import build_app
 from agent.engine import EngineError, choose_backend, find_engine, list_devices
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
-from agent.pairing import PinGuard, ProofLimiter, note_address, pair_master, proof_mac, token_id_for_hash
+from agent.identity import Identity, load_or_create, server_context, trust
+from agent.pairing import AgentPairing, PinFile
+from agent.ratelog import RateLimitedLog
 from agent.process_memory import release_free_heap
 from agent.relay import RpcRelay
 from agent.rpc_server import RpcOptions, RpcSupervisor
-from agent.settings import AgentState, PairedMaster, Settings
+from agent.settings import AgentState, Settings, default_state_dir
 
 log = logging.getLogger("herd.agent")
 
@@ -72,8 +73,15 @@ class Agent:
                                            choose_backend(settings.backend))
         self.engine = find_engine(settings.engine_dir or None, probe=True, backend=self.backend)
         self.engine_gpus = self._engine_gpus()
-        self.pin_guard = PinGuard()
-        self.proof_limiter = ProofLimiter()
+        folder = state.folder or default_state_dir()
+        self.identity: Identity = load_or_create(folder, "agent", f"herd-agent {state.node_id}")
+        self.pins = PinFile(folder)
+        self.pairing = AgentPairing(self.pins, self.identity.cert_der)
+        self.pending_names: dict[str, str] = {}  # pairing session -> the master's name
+        self._ratelog = RateLimitedLog(log)
+        self._master_addresses: set[str] = set()  # where paired masters called from (this run)
+        # TLS for the API: every paired master's certificate is a trust anchor (see agent.identity)
+        self.api_tls = server_context(self.identity, [m.cert_pem for m in state.masters])
         self.load = LoadMeter()
         self.supervisor = RpcSupervisor(self._rpc_program, log_lines=settings.log_lines,
                                         on_change=self._changed, env=env,
@@ -106,7 +114,8 @@ class Agent:
         self.echo_port = self.echo.port
         self._runner = web.AppRunner(build_app(self), access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, bind, self.settings.api_port, reuse_address=True)
+        site = web.TCPSite(self._runner, bind, self.settings.api_port, reuse_address=True,
+                           ssl_context=self.api_tls)
         try:
             await site.start()
         except OSError as exc:
@@ -152,8 +161,8 @@ class Agent:
 
     @property
     def api_url(self) -> str:
-        """``http://IP:PORT`` of the API, as the ready line prints it."""
-        return f"http://{self.display_address()}:{self.api_port}"
+        """``https://IP:PORT`` of the API, as the ready line prints it."""
+        return f"{P.API_SCHEME}://{self.display_address()}:{self.api_port}"
 
     def display_address(self) -> str:
         """An address a master could use for the API (for the ready line and the log)."""
@@ -185,7 +194,7 @@ class Agent:
         return None
 
     def _is_paired_address(self, ip: str) -> bool:
-        return ip in self.state.allowed_addresses()
+        return ip in self._master_addresses
 
     async def start_rpc(self, *, port: int | None = None, threads: int | None = None,
                         devices: list[str] | None = None, cache: bool | None = None) -> None:
@@ -239,24 +248,29 @@ class Agent:
 
     # --- pairing ------------------------------------------------------------------------------
 
-    def pair(self, pin: str, address: str, name: str = "") -> str:
-        """Check the PIN (rate-limited) and pair; returns the token. See :mod:`agent.pairing`."""
-        self.pin_guard.check(pin, self.state.pin)
-        token = pair_master(self.state, address, name)
-        log.info("paired with master %r at %s; the PIN for the next master is %s", name, address, self.state.pin)
-        return token
+    def show_pin(self) -> str:
+        """Show (or renew) the pairing PIN, as ``herd-agent pin`` does; returns it."""
+        return self.pins.show()
 
-    def prove(self, token_id: str, nonce: bytes, address: str) -> str | None:
-        """The identity proof for the pairing ``token_id`` (None if there is no such pairing)."""
-        for m in self.state.masters:
-            if hmac.compare_digest(token_id_for_hash(m.token_sha256), token_id):
-                return proof_mac(m.token_sha256, nonce, self.state.node_id, address)
-        return None
+    def paired_master(self, name: str, cert_pem: str, fingerprint: str, address: str) -> None:
+        """A PAKE exchange succeeded: pin the master's certificate (API and relay admit it)."""
+        self.state.add_master(name, cert_pem, fingerprint)
+        trust(self.api_tls, cert_pem)
+        self._master_addresses.add(address)
+        log.info("paired with master %r (key %s) at %s", name, fingerprint[:16], address)
 
-    def note_master_address(self, master: PairedMaster, address: str) -> None:
-        """A paired master called from ``address``: admit it to the relay from now on."""
-        if note_address(self.state, master, address):
-            log.info("master %r now also at %s", master.name, address)
+    def unpair(self, fingerprint: str) -> None:
+        """Forget the master with this certificate fingerprint."""
+        for m in self.state.remove_masters(fingerprint):
+            log.info("unpaired master %r (key %s)", m.name, m.fingerprint[:16])
+
+    def note_master_address(self, address: str) -> None:
+        """A paired master called from ``address``."""
+        self._master_addresses.add(address)
+
+    def log_limited(self, key: str, level: int, msg: str, *args) -> None:
+        """Log a message a remote peer can trigger, at most a few per minute per ``key``."""
+        self._ratelog.log(key, level, msg, *args)
 
     # --- reports ------------------------------------------------------------------------------
 
@@ -265,7 +279,7 @@ class Agent:
         return P.build_txt(node_id=self.state.node_id, version=__version__, api_port=self.api_port,
                            rpc_port=self.rpc_port, echo_port=self.echo_port, state=self.supervisor.state,
                            proto=self.supervisor.proto or self.engine.rpc_proto or "",
-                           engine=str(self.engine.build or ""), fingerprint=self.state.fingerprint)
+                           engine=str(self.engine.build or ""), fingerprint=self.identity.fingerprint[:16])
 
     def _changed(self) -> None:
         if self.advertiser is not None:
@@ -326,7 +340,7 @@ class Agent:
             "ports": {"api": self.api_port, "rpc": self.rpc_port, "echo": self.echo_port},
             "rpc_state": self.supervisor.state,
             "paired": self.state.paired,
-            "fp": self.state.fingerprint,
+            "fp": self.identity.fingerprint,
         }
 
     async def status(self) -> dict:
@@ -349,7 +363,7 @@ class Agent:
             "hardware": hardware,
             "load": load,
             "rpc": self.rpc_status(),
-            "masters": [{"name": m.name, "addresses": list(m.addresses), "paired_at": m.paired_at}
+            "masters": [{"name": m.name, "fingerprint": m.fingerprint, "paired_at": m.paired_at}
                         for m in self.state.masters],
         }
 
@@ -368,10 +382,17 @@ async def run_agent(settings: Settings, state: AgentState) -> int:
             loop.add_signal_handler(sig, agent.request_stop)
         except (NotImplementedError, RuntimeError):  # Windows: no add_signal_handler
             signal.signal(sig, lambda *_: agent.request_stop())
+    if state.dropped_legacy:
+        log.warning("%d master(s) paired with an older llama-herd (bearer tokens) were dropped: pair "
+                    "them again (`herd-agent pin` here, then Pair in the app or `herd pair`)",
+                    state.dropped_legacy)
+    # The PIN itself is never logged: whoever reads the log could pair.
     if state.paired:
-        log.info("paired with %d master(s); `herd-agent pin` shows the PIN to pair another", len(state.masters))
+        log.info("paired with %d master(s); `herd-agent pin` shows a PIN to pair another", len(state.masters))
     else:
-        log.info("not paired yet. Pairing PIN: %s (also shown by `herd-agent pin`)", state.pin)
+        log.info("not paired yet: run `herd-agent pin` on this computer to show a pairing PIN "
+                 "(accepted for 5 minutes)")
+    log.info("this node's key fingerprint: %s", agent.identity.fingerprint)
     if agent.backend_note:
         log.warning("%s", agent.backend_note)
     log.info("llama.cpp engine: %s build (%s)", agent.backend, agent.engine.folder or "not found")

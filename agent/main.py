@@ -1,7 +1,7 @@
 """Entry point of ``herd-agent``.
 
-``herd-agent`` (or ``herd-agent run``) runs the agent in the foreground; ``herd-agent pin`` prints
-the pairing PIN; ``herd-agent config`` shows (or writes) the effective settings. Other modules
+``herd-agent`` (or ``herd-agent run``) runs the agent in the foreground; ``herd-agent pin`` shows
+a pairing PIN (accepted for a few minutes); ``herd-agent unpair [MASTER]`` forgets a master; ``herd-agent config`` shows (or writes) the effective settings. Other modules
 add sub-commands through :data:`COMMAND_MODULES`: each has ``register(subparsers)`` and sets
 ``func`` on its parser, as ``herd``'s command modules do.
 """
@@ -60,9 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run the agent in the foreground (the default)")
     add_settings_flags(p, sub=True)
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("pin", help="print the pairing PIN")
+    p = sub.add_parser("pin", help="show a pairing PIN (accepted for 5 minutes, pairs one master)")
     add_settings_flags(p, sub=True)
     p.set_defaults(func=cmd_pin)
+    p = sub.add_parser("unpair", help="forget a paired master (its key is refused from then on)")
+    add_settings_flags(p, sub=True)
+    p.add_argument("master", nargs="?", help="its name or the start of its key fingerprint "
+                                             "(may be left out when only one master is paired)")
+    p.add_argument("--all", action="store_true", help="forget every paired master")
+    p.set_defaults(func=cmd_unpair)
     p = sub.add_parser("config", help="print the effective settings as TOML")
     add_settings_flags(p, sub=True)
     p.add_argument("--write", action="store_true", help="save them to the config file")
@@ -111,11 +117,39 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
-    """Print the current pairing PIN (creating the node's state if there is none yet)."""
+    """Show a pairing PIN (a new one, or the current one renewed) and how long it is accepted."""
+    from agent.pairing import PIN_TTL, PinFile  # noqa: PLC0415
     from agent.settings import load_state  # noqa: PLC0415
 
     state = load_state(args.state_dir)
-    print(state.pin)
+    print(PinFile(state.folder).show(), flush=True)
+    print(f"herd-agent: enter this PIN on the master within {PIN_TTL / 60:.0f} minutes; it pairs one "
+          "master", file=sys.stderr)
+    return 0
+
+
+def cmd_unpair(args: argparse.Namespace) -> int:
+    """Forget one paired master (by name or key fingerprint), or every one with --all."""
+    from agent.identity import display_fingerprint  # noqa: PLC0415
+    from agent.settings import load_state  # noqa: PLC0415
+
+    state = load_state(args.state_dir)
+    if not state.masters:
+        print("herd-agent: no master is paired with this node")
+        return 0
+    if args.master is None and not args.all:
+        if len(state.masters) > 1:
+            print("herd-agent: several masters are paired; name one (or use --all):", file=sys.stderr)
+            for m in state.masters:
+                print(f"  {m.name or '(no name)'}  {display_fingerprint(m.fingerprint)}", file=sys.stderr)
+            return 2
+    gone = state.remove_masters(None if args.all or args.master is None else args.master)
+    if not gone:
+        print(f"herd-agent: no paired master is called {args.master!r} or has that key", file=sys.stderr)
+        return 2
+    for m in gone:
+        print(f"unpaired {m.name or '(no name)'} ({display_fingerprint(m.fingerprint)}); "
+              "a running agent refuses it from its next call")
     return 0
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from agent import __version__
 from agent import protocol as P
-from agent.pairing import PROOF_NONCE_MAX, PROOF_NONCE_MIN, TOKEN_ID_HEX
+
+_HEX = "^([0-9a-f]{2})+$"
 
 _ERROR = {"type": "object", "properties": {"error": {"type": "string"},
                                            "field": {"type": ["string", "null"]}},
@@ -63,7 +64,7 @@ _RPC = {
     "required": ["state", "port", "restarts", "devices"],
 }
 
-_AUTH_ERRORS = {"401": _err("no or wrong bearer token (pair first)")}
+_AUTH_ERRORS = {"401": _err("no client certificate, or not a paired master's (pair first)")}
 
 
 def openapi_document() -> dict:
@@ -73,7 +74,7 @@ def openapi_document() -> dict:
         "info": {"title": "herd-agent control API", "version": __version__,
                  "description": "Runs llama.cpp's RPC worker on behalf of a paired llama-herd master."},
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {"mtls": {"type": "mutualTLS", "description": "the client certificate of a paired master"}},
             "schemas": {"Error": _ERROR, "Rpc": _RPC},
         },
         "paths": {
@@ -86,47 +87,55 @@ def openapi_document() -> dict:
                 "responses": {"200": _json({"type": "object", "properties": {
                     "ok": {"type": "boolean"}, "id": {"type": "string"}, "time": {"type": "number"}}},
                     "alive")}}},
-            P.PATH_PAIR: {"post": {
-                "summary": "Trade the PIN shown on the worker for a bearer token (public)",
+            P.PATH_PAIR_START: {"post": {
+                "summary": "Pairing by PAKE, step 1: the master's SPAKE2 message (public)",
+                "description": "See agent.pairing. The PIN never crosses the wire. Each start counts "
+                               "as an attempt for the caller's address (exponential back-off).",
                 "security": [],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                    "type": "object", "additionalProperties": False, "required": ["pin"],
-                    "properties": {"pin": {"type": "string", "pattern": f"^[0-9]{{{P.PIN_DIGITS}}}$"},
+                    "type": "object", "additionalProperties": False, "required": ["msg"],
+                    "properties": {"msg": {"type": "string", "pattern": _HEX, "maxLength": 512},
                                    "name": {"type": "string", "maxLength": 100}}}}}},
                 "responses": {
-                    "200": _json({"type": "object", "required": ["token"], "properties": {
-                        "token": {"type": "string"}, "id": {"type": "string"}, "fp": {"type": "string"}}},
-                        "paired"),
+                    "200": _json({"type": "object", "required": ["session", "msg"], "properties": {
+                        "session": {"type": "string"}, "msg": {"type": "string"}}}, "the agent's message"),
                     "400": _err("malformed request"),
-                    "403": _err("wrong PIN"),
-                    "429": _err("too many wrong PINs; locked out for a while (Retry-After)")}}},
-            P.PATH_PROVE: {"post": {
-                "summary": "Prove this agent holds a pairing, without the token crossing the wire (public)",
-                "description": "mac = HMAC-SHA256(key=sha256(token), nonce || id || 0x00 || address); "
-                               "address is the IP this agent was reached at.",
+                    "403": _err("no PIN is shown on the node now (herd-agent pin)"),
+                    "429": _err("this address must wait before its next attempt (Retry-After)")}}},
+            P.PATH_PAIR_FINISH: {"post": {
+                "summary": "Pairing by PAKE, step 2: key confirmation and certificates (public)",
                 "security": [],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                    "type": "object", "additionalProperties": False, "required": ["token_id", "nonce"],
-                    "properties": {
-                        "token_id": {"type": "string", "pattern": f"^[0-9a-f]{{{TOKEN_ID_HEX}}}$"},
-                        "nonce": {"type": "string",
-                                  "pattern": f"^([0-9a-f]{{2}}){{{PROOF_NONCE_MIN},{PROOF_NONCE_MAX}}}$"}}}}}},
+                    "type": "object", "additionalProperties": False, "required": ["session", "cert", "mac"],
+                    "properties": {"session": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+                                   "cert": {"type": "string", "maxLength": 8192},
+                                   "mac": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}}}},
                 "responses": {
-                    "200": _json({"type": "object", "required": ["mac", "address", "id"], "properties": {
-                        "mac": {"type": "string"}, "address": {"type": "string"},
-                        "id": {"type": "string"}}}, "the proof"),
-                    "400": _err("malformed request"),
-                    "404": _err("no pairing with this token_id"),
-                    "429": _err("too many proofs asked; retry later (Retry-After)")}}},
+                    "200": _json({"type": "object", "required": ["cert", "mac", "id"], "properties": {
+                        "cert": {"type": "string"}, "mac": {"type": "string"}, "id": {"type": "string"}}},
+                        "paired: the agent's certificate and its MAC"),
+                    "400": _err("malformed request, or an unknown or expired session"),
+                    "403": _err("wrong PIN (the session is gone)")}}},
+            P.PATH_PAIR: {"post": {
+                "summary": "Retired (PIN for a bearer token); answers 410", "security": [],
+                "responses": {"410": _err("pairing is by PAKE now: update the master")}}},
+            P.PATH_PROVE: {"post": {
+                "summary": "Retired (token proof); answers 410", "security": [],
+                "responses": {"410": _err("identity is by pinned TLS keys now: update the master")}}},
+            P.PATH_UNPAIR: {"post": {
+                "summary": "Forget the calling master's pairing",
+                "security": [{"mtls": []}],
+                "responses": {"200": _json({"type": "object", "properties": {"unpaired": {"type": "string"}}},
+                                           "unpaired"), "400": _err("malformed request"), **_AUTH_ERRORS}}},
             P.PATH_STATUS: {"get": {
                 "summary": "Hardware, live load and the RPC worker",
-                "security": [{"bearer": []}],
+                "security": [{"mtls": []}],
                 "responses": {"200": _json({"type": "object", "required": ["id", "hardware", "load", "rpc"],
                                             "properties": {"rpc": {"$ref": "#/components/schemas/Rpc"}}},
                                            "full state"), **_AUTH_ERRORS}}},
             P.PATH_RPC_START: {"post": {
                 "summary": "Start (or restart with new options) the RPC worker",
-                "security": [{"bearer": []}],
+                "security": [{"mtls": []}],
                 "requestBody": {"required": False, "content": {"application/json": {"schema": {
                     "type": "object", "additionalProperties": False, "properties": {
                         "port": {"type": "integer", "minimum": 1, "maximum": 65535},
@@ -138,18 +147,18 @@ def openapi_document() -> dict:
                               "400": _err("malformed request"),
                               "409": _err("the RPC port is in use, or no RPC worker is installed"), **_AUTH_ERRORS}}},
             P.PATH_RPC_STOP: {"post": {
-                "summary": "Stop the RPC worker", "security": [{"bearer": []}],
+                "summary": "Stop the RPC worker", "security": [{"mtls": []}],
                 "responses": {"200": _json({"$ref": "#/components/schemas/Rpc"}, "stopped"),
                               "400": _err("malformed request"), **_AUTH_ERRORS}}},
             P.PATH_RPC_LOG: {"get": {
-                "summary": "The RPC worker's last output lines", "security": [{"bearer": []}],
+                "summary": "The RPC worker's last output lines", "security": [{"mtls": []}],
                 "parameters": [{"name": "tail", "in": "query", "required": False, "schema": {
                     "type": "integer", "minimum": 0, "maximum": P.LOG_TAIL_MAX, "default": 100}}],
                 "responses": {"200": _json({"type": "object", "required": ["lines"], "properties": {
                     "lines": {"type": "array", "items": {"type": "string"}}}}, "log lines"),
                     "400": _err("bad tail"), **_AUTH_ERRORS}}},
             P.PATH_BANDWIDTH: {"get": {
-                "summary": "Stream N bytes to measure link throughput", "security": [{"bearer": []}],
+                "summary": "Stream N bytes to measure link throughput", "security": [{"mtls": []}],
                 "parameters": [{"name": "bytes", "in": "query", "required": False, "schema": {
                     "type": "integer", "minimum": 1, "maximum": P.BANDWIDTH_MAX_BYTES}}],
                 "responses": {"200": {"description": "N zero bytes",

@@ -29,7 +29,7 @@ TXT_ECHO = "echo"      # UDP echo port for link round-trip timing
 TXT_STATE = "state"    # one of STATES
 TXT_PROTO = "proto"    # llama.cpp RPC protocol version, "major.minor.patch"
 TXT_ENGINE = "engine"  # llama.cpp build number
-TXT_FP = "fp"          # fingerprint of the agent's pairing key
+TXT_FP = "fp"          # start of the agent certificate's fingerprint (a hint; pinning decides)
 TXT_KEYS = (TXT_ID, TXT_VERSION, TXT_API, TXT_RPC, TXT_ECHO, TXT_STATE, TXT_PROTO, TXT_ENGINE, TXT_FP)
 #: Home Assistant and glances keep TXT values well under the 255-byte string limit; so do we.
 TXT_VALUE_MAX = 230
@@ -44,10 +44,15 @@ STATE_BUSY = "busy"          # a master holds the worker's one connection
 STATE_CRASHED = "crashed"    # died or could not start (see the status ``error``)
 STATES = (STATE_STOPPED, STATE_STARTING, STATE_READY, STATE_BUSY, STATE_CRASHED)
 
-# Control API paths. Only INFO, PING, PAIR and PROVE are public; the rest need a bearer token.
+# Control API paths (HTTPS, TLS 1.3). INFO, PING, the two PAIR steps and OPENAPI are public;
+# the rest need the client certificate of a paired master (see agent.identity).
 API_PREFIX = "/api/v1"
 PATH_INFO = API_PREFIX + "/info"
 PATH_PING = API_PREFIX + "/ping"
+PATH_PAIR_START = API_PREFIX + "/pair/start"
+PATH_PAIR_FINISH = API_PREFIX + "/pair/finish"
+PATH_UNPAIR = API_PREFIX + "/unpair"
+#: Retired: PIN-for-token pairing and the token proof. Answer 410 with what to do instead.
 PATH_PAIR = API_PREFIX + "/pair"
 PATH_PROVE = API_PREFIX + "/prove"
 PATH_STATUS = API_PREFIX + "/status"
@@ -56,7 +61,10 @@ PATH_RPC_STOP = API_PREFIX + "/rpc/stop"
 PATH_RPC_LOG = API_PREFIX + "/rpc/log"
 PATH_BANDWIDTH = API_PREFIX + "/probe/bandwidth"
 PATH_OPENAPI = "/openapi.json"
-PUBLIC_PATHS = frozenset({PATH_INFO, PATH_PING, PATH_PAIR, PATH_PROVE, PATH_OPENAPI})
+PUBLIC_PATHS = frozenset({PATH_INFO, PATH_PING, PATH_PAIR_START, PATH_PAIR_FINISH, PATH_PAIR, PATH_PROVE,
+                          PATH_OPENAPI})
+#: URL scheme of the control API.
+API_SCHEME = "https"
 
 #: Length of the pairing PIN the agent shows when unpaired.
 PIN_DIGITS = 6

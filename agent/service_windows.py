@@ -217,7 +217,9 @@ async def serve_until(settings, state, stop: threading.Event) -> int:
     # Hand the SCM's stop over to the agent's loop.
     threading.Thread(target=lambda: (stop.wait(), agent.request_stop()), name="scm-stop",
                      daemon=True).start()
-    log.info("running; pairing PIN: %s", state.pin if not state.paired else "(paired)")
+    # never the PIN itself: the service log is readable by more people than should pair
+    log.info("running; %s", "paired" if state.paired else
+             "not paired yet: `herd-agent service pin` (administrator) shows a pairing PIN")
     try:
         await agent.serve()
     finally:
@@ -280,7 +282,8 @@ def cmd_service(args) -> int:
             print(f"herd-agent service pin: {exc} (the service's state is readable by "
                   "administrators only: use an administrator terminal)", file=sys.stderr)
             return 1
-        print(state.pin)
+        from agent.pairing import PinFile  # noqa: PLC0415
+        print(PinFile(state.folder).show())
         return 0
     if args.action == "recovery":
         cmds = recovery_commands()

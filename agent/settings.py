@@ -2,9 +2,10 @@
 
 Settings come from, in rising priority: the defaults below, the config file
 (``<user config dir>/llama-herd/agent.toml`` unless ``--config`` says otherwise), and command
-line flags. State — the node id, the pairing key, the current PIN and the paired masters (their
-token hashes and addresses) — lives in ``<user state dir>/llama-herd/agent-state.json``, written
-atomically with owner-only permissions.
+line flags. State — the node id and the paired masters (their pinned certificates) — lives in
+``<user state dir>/llama-herd/agent-state.json``, written atomically with owner-only
+permissions; the node's own key and certificate (:mod:`agent.identity`) and the PIN shown now
+(:class:`agent.pairing.PinFile`) live beside it.
 
 A file that can't be read is never silently replaced: it is renamed ``*.corrupt-<timestamp>`` and
 a :class:`SettingsError` says so; the next start begins from defaults.
@@ -12,13 +13,14 @@ a :class:`SettingsError` says so; the next start begins from defaults.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import hmac
 import ipaddress
 import json
 import secrets
 import socket
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -36,8 +38,6 @@ from agent.files import set_aside, write_atomic
 APP_NAME = "llama-herd"
 CONFIG_NAME = "agent.toml"
 STATE_NAME = "agent-state.json"
-#: How many addresses are remembered per paired master (its DHCP lease may change).
-MAX_ADDRESSES_PER_MASTER = 8
 EXPOSURES = ("relay", "open")
 
 
@@ -207,14 +207,14 @@ def save_settings(s: Settings, path: Path | None = None) -> Path:
     return path
 
 
-def hash_token(token: str) -> str:
-    """What the state file keeps of a token: its SHA-256, never the token itself."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
 def new_pin() -> str:
-    """A fresh random pairing PIN."""
+    """A fresh random pairing PIN (see :class:`agent.pairing.PinFile`)."""
     return f"{secrets.randbelow(10 ** P.PIN_DIGITS):0{P.PIN_DIGITS}d}"
+
+
+#: Version of the state file. 1 (no ``version`` key) held bearer-token hashes and the PIN;
+#: 2 holds each paired master's certificate (see :mod:`agent.identity`).
+STATE_VERSION = 2
 
 
 @dataclass
@@ -223,14 +223,14 @@ class PairedMaster:
 
     Attributes:
         name: what the master called itself when pairing (may be empty).
-        token_sha256: hash of its bearer token.
-        addresses: IPs it paired or called from; the relay admits these.
+        cert_pem: its certificate, pinned at pairing (the API and the RPC relay admit its key).
+        fingerprint: the certificate's fingerprint (:func:`agent.identity.fingerprint_of_pem`).
         paired_at: UNIX time of pairing.
     """
 
     name: str
-    token_sha256: str
-    addresses: list[str]
+    cert_pem: str
+    fingerprint: str
     paired_at: float
 
 
@@ -240,49 +240,84 @@ class AgentState:
 
     Attributes:
         node_id: stable UUID of this node.
-        pairing_key: random secret; its fingerprint is advertised so masters can tell a
-            re-installed node from the one they paired with.
-        pin: the current pairing PIN.
         masters: paired masters.
+        dropped_legacy: masters of a version-1 state file (bearer tokens) dropped on loading:
+            they must pair again. Reported once at start.
     """
 
     node_id: str
-    pairing_key: str
-    pin: str
     masters: list[PairedMaster] = field(default_factory=list)
     path: Path | None = None
+    dropped_legacy: int = 0
+    _mtime: int = 0
 
     @classmethod
     def new(cls, path: Path | None = None) -> "AgentState":
-        return cls(node_id=str(uuid.uuid4()), pairing_key=secrets.token_hex(32), pin=new_pin(), path=path)
+        return cls(node_id=str(uuid.uuid4()), path=path)
 
     @property
-    def fingerprint(self) -> str:
-        """Short public fingerprint of the pairing key (TXT ``fp``)."""
-        return hashlib.sha256(bytes.fromhex(self.pairing_key)).hexdigest()[:16]
+    def folder(self) -> Path | None:
+        """The state folder (where the key, certificate and PIN file live too)."""
+        return self.path.parent if self.path is not None else None
 
     @property
     def paired(self) -> bool:
         return bool(self.masters)
 
-    def master_for_token(self, token: str) -> PairedMaster | None:
-        """The master this bearer token belongs to, or None (constant-time per entry)."""
-        digest = hash_token(token)
+    def master_for_fingerprint(self, fp: str | None) -> PairedMaster | None:
+        """The paired master whose certificate has fingerprint ``fp``, or None."""
+        if not fp:
+            return None
         found = None
         for m in self.masters:
-            if hmac.compare_digest(m.token_sha256, digest):
+            if hmac.compare_digest(m.fingerprint, fp):
                 found = m
         return found
 
-    def allowed_addresses(self) -> set[str]:
-        """Every address of every paired master (what the RPC relay admits)."""
-        return {a for m in self.masters for a in m.addresses}
+    def add_master(self, name: str, cert_pem: str, fingerprint: str) -> PairedMaster:
+        """Pin a newly paired master (replacing an earlier pairing of the same key) and save."""
+        self.masters = [m for m in self.masters if m.fingerprint != fingerprint]
+        m = PairedMaster(name=name[:100], cert_pem=cert_pem, fingerprint=fingerprint, paired_at=time.time())
+        self.masters.append(m)
+        self.save()
+        return m
+
+    def remove_masters(self, which: str | None) -> list[PairedMaster]:
+        """Unpair the masters named ``which`` (name, or a fingerprint's start of at least 8 hex
+        digits; None = every master); saves and returns the removed ones."""
+        def match(m: PairedMaster) -> bool:
+            if which is None:
+                return True
+            w = which.strip().lower().replace("-", "").replace(":", "")
+            return m.name == which or (len(w) >= 8 and m.fingerprint.startswith(w))
+        gone = [m for m in self.masters if match(m)]
+        if gone:
+            self.masters = [m for m in self.masters if not match(m)]
+            self.save()
+        return gone
+
+    def refresh(self) -> None:
+        """Re-read the pairings if another process (``herd-agent unpair``) changed the file."""
+        if self.path is None:
+            return
+        try:
+            mtime = self.path.stat().st_mtime_ns
+        except OSError:
+            return
+        if mtime == self._mtime:
+            return
+        try:
+            fresh = _state_from_json(json.loads(self.path.read_bytes().decode("utf-8")), str(self.path))
+        except (ValueError, KeyError, TypeError, AttributeError, OSError):
+            return  # half-written by hand: keep what we have
+        if fresh.node_id == self.node_id:
+            self.masters = fresh.masters
+        self._mtime = mtime
 
     def to_json(self) -> dict:
         return {
+            "version": STATE_VERSION,
             "node_id": self.node_id,
-            "pairing_key": self.pairing_key,
-            "pin": self.pin,
             "masters": [vars(m) for m in self.masters],
         }
 
@@ -291,23 +326,26 @@ class AgentState:
         if self.path is None:
             raise SettingsError("state has no file to save to")
         write_atomic(self.path, json.dumps(self.to_json(), indent=2).encode("utf-8"), mode=0o600)
+        with contextlib.suppress(OSError):
+            self._mtime = self.path.stat().st_mtime_ns
 
 
 def _state_from_json(data, origin: str) -> AgentState:
     if not isinstance(data, dict):
         raise ValueError("top level is not an object")
     node_id = str(uuid.UUID(str(data["node_id"])))
-    key = str(data["pairing_key"])
-    bytes.fromhex(key)
-    pin = str(data.get("pin") or new_pin())
-    if not (pin.isdigit() and len(pin) == P.PIN_DIGITS):
-        raise ValueError(f"pin {pin!r} is not {P.PIN_DIGITS} digits")
+    version = data.get("version", 1)
+    if version == 1:
+        # Bearer-token pairings (before PAKE and pinned keys): nothing in them can be upgraded,
+        # since the token never proved who the master is. They are dropped and reported.
+        return AgentState(node_id=node_id, dropped_legacy=len(data.get("masters") or []))
+    if version != STATE_VERSION:
+        raise ValueError(f"unknown state version {version!r}")
     masters = []
     for m in data.get("masters", []):
-        addrs = [str(ipaddress.ip_address(a)) for a in m.get("addresses", [])]
-        masters.append(PairedMaster(name=str(m.get("name", "")), token_sha256=str(m["token_sha256"]),
-                                    addresses=addrs, paired_at=float(m.get("paired_at", 0))))
-    return AgentState(node_id=node_id, pairing_key=key, pin=pin, masters=masters)
+        masters.append(PairedMaster(name=str(m.get("name", "")), cert_pem=str(m["cert_pem"]),
+                                    fingerprint=str(m["fingerprint"]), paired_at=float(m.get("paired_at", 0))))
+    return AgentState(node_id=node_id, masters=masters)
 
 
 def load_state(state_dir: Path | None = None, *, create: bool = True) -> AgentState:
@@ -333,4 +371,8 @@ def load_state(state_dir: Path | None = None, *, create: bool = True) -> AgentSt
         raise SettingsError(f"state file {path} is unreadable ({exc}); moved it to {moved.name}. "
                             "The next start creates a new node identity; masters must pair again.") from exc
     state.path = path
+    if state.dropped_legacy:
+        state.save()  # upgraded: the dropped pairings are reported once, at this start
+    with contextlib.suppress(OSError):
+        state._mtime = path.stat().st_mtime_ns
     return state

@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "gui.cli.demo",
     "gui.cli.bench",
     "gui.cli.model",
+    "gui.cli.keys",
 ]
 
 

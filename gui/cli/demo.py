@@ -153,13 +153,15 @@ class DemoCluster:
 
     def _wait(self, a: DemoAgent, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        url = f"http://{a.address}{P.PATH_INFO}"
+        url = f"https://{a.address}{P.PATH_INFO}"
+        from agent.identity import client_context  # noqa: PLC0415
+        tls = client_context()  # a public call: any key will do to see the agent is up
         while True:
             if a.proc.poll() is not None:
                 tail = (a.state_dir / "agent.log").read_text(errors="replace")[-1500:]
                 raise RuntimeError(f"the demo agent {a.name} exited ({a.proc.returncode}):\n{tail}")
             try:
-                if httpx.get(url, timeout=1.0).status_code == 200:
+                if httpx.get(url, timeout=1.0, verify=tls).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -208,7 +210,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 1
     try:
         for a in cluster.agents:
-            print(f"agent {a.name}: http://{a.address}  PIN {a.pin}")
+            print(f"agent {a.name}: https://{a.address}  PIN {a.pin}")
         if args.no_app:
             print("Press Ctrl-C to stop the demo agents.")
             try:

@@ -13,14 +13,14 @@ A node that stops answering ``ping`` is marked unreachable after ``misses`` fail
 with the defaults (every 2 s, 1.5 s timeout, 2 misses) within about 6 s even when no goodbye
 came (a pulled cable, a crash).
 
-Pairing (:meth:`Discovery.pair`) trades the PIN the agent shows for a token kept per node id
-in a :class:`~gui.cluster.nodes.TokenStore`.
+Pairing (:meth:`Discovery.pair`) runs the PAKE with the PIN the agent shows and pins the agent's
+certificate per node id in a :class:`~gui.cluster.nodes.PairingStore`; every later call is
+mutual TLS against that pinned key (:class:`agent.client.AgentClient`).
 
-mDNS records are not authenticated, so a paired node's id is no proof of who answers at an
-address. Before a node's token goes to an address not yet proven for it, the address must pass the
-identity proof (``/api/v1/prove``, see :meth:`agent.client.AgentClient.prove_identity`): a paired
-node re-advertised at a new address moves there only after the proof, and an address that fails
-it is reported on the node (``Node.impostor``) and never gets the token.
+mDNS records are not authenticated, so they are only a hint. A paired node re-advertised at a
+new address moves there only after that address answers with the pinned key; an address that
+answers with another key is reported on the node (``Node.impostor``) and the node stays where
+it was — never a silent switch.
 
 Everything runs on one asyncio loop. Zeroconf callbacks never raise: whatever a rogue or broken
 advertiser sends is ignored (``agent.protocol.parse_txt`` returns None for it), and a well-formed
@@ -42,8 +42,8 @@ from zeroconf import InterfaceChoice, IPVersion, ServiceStateChange
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
 from agent import protocol as P
-from agent.client import AgentClient, AgentError, IdentityNotProven
-from gui.cluster.nodes import Node, TokenStore
+from agent.client import AgentClient, AgentError, KeyMismatch
+from gui.cluster.nodes import Node, PairingStore, TokenStore, master_identity  # noqa: F401 - TokenStore re-exported
 
 log = logging.getLogger(__name__)
 
@@ -138,23 +138,26 @@ class Discovery:
         interfaces: addresses of the interfaces to browse on (e.g. ``["127.0.0.1"]`` in tests,
             or a namespace's IP). None browses on all interfaces, as the app does.
         browse: False disables mDNS (manual addresses only).
-        tokens: where pairing tokens live (default: the user's config folder).
+        tokens: the :class:`~gui.cluster.nodes.PairingStore` of pinned keys (default: the
+            user's config folder).
+        identity: this master's :class:`~agent.identity.Identity` (default: the one in the
+            config folder, created on first use).
         ping_interval, ping_timeout, misses: liveness check (see the module docstring).
     """
 
     def __init__(self, interfaces: list[str] | None = None, *, browse: bool = True,
-                 tokens: TokenStore | None = None, ping_interval: float = 2.0,
-                 ping_timeout: float = 1.5, misses: int = 2) -> None:
+                 tokens: PairingStore | None = None, ping_interval: float = 2.0,
+                 ping_timeout: float = 1.5, misses: int = 2, identity=None) -> None:
         self.interfaces = interfaces
         self.browse = browse
-        self.tokens = tokens or TokenStore()
+        self.tokens = tokens or PairingStore()
+        self._identity = identity
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.misses = misses
         self._nodes: dict[str, Node] = {}
         self._by_name: dict[str, str] = {}   # mDNS instance name -> node id
         self._impostors: dict[str, tuple[str, str]] = {}  # mDNS name -> (node id, why it failed)
-        self._proven: set = set()  # identity proofs passed (see AgentClient)
         self._failed: dict[str, int] = {}
         self._subs: list[Callable[[NodeEvent], None]] = []
         self._aiozc: AsyncZeroconf | None = None
@@ -245,9 +248,17 @@ class Discovery:
             except Exception:
                 log.exception("discovery subscriber %r failed", cb)
 
+    @property
+    def identity(self):
+        """This master's identity (created on first use)."""
+        if self._identity is None:
+            self._identity = master_identity(self.tokens.path.parent)
+        return self._identity
+
     def _upsert(self, node: Node) -> Node:
         """Add or merge ``node`` (same id = same node); emits added/updated when it changed."""
-        node = node.with_(paired=self._paired(node.id), impostor=self._impostor_of(node.id))
+        node = node.with_(paired=self._paired(node.id), impostor=self._impostor_of(node.id),
+                          key=self._key(node.id), repair=self._repair(node.id))
         old = self._nodes.get(node.id)
         if old is None:
             self._nodes[node.id] = node
@@ -269,7 +280,19 @@ class Discovery:
     def _paired(self, node_id: str) -> bool:
         try:
             return self.tokens.get(node_id) is not None
-        except ValueError:  # an unreadable token file: treat as unpaired, pairing rewrites it
+        except ValueError:  # an unreadable pairing file: treat as unpaired, pairing rewrites it
+            return False
+
+    def _key(self, node_id: str) -> str:
+        try:
+            return self.tokens.fingerprint(node_id)
+        except ValueError:
+            return ""
+
+    def _repair(self, node_id: str) -> bool:
+        try:
+            return node_id in self.tokens.legacy()
+        except ValueError:
             return False
 
     # --- mDNS ---------------------------------------------------------------------------------
@@ -311,8 +334,8 @@ class Discovery:
                 if why:
                     log.debug("ignored mDNS record %r: %s", name, why)
                     return
-                # A paired node moves to a new address only once that address proves it holds
-                # the pairing: otherwise a copied id would draw the node's token to a rogue.
+                # A paired node moves to a new address only once that address answers with the
+                # pinned key: otherwise a copied id would draw the node to a rogue.
                 failed = await self._prove(advert.node_id, host, advert.api_port)
                 if failed:
                     log.warning("%s", failed)
@@ -320,11 +343,11 @@ class Discovery:
                     if known is not None:
                         self._upsert(known)  # the node stays where it is, now with the report
                         return
-                    # The only claimant: listed, flagged; its token still never goes there
-                    # (every client proves the address first).
+                    # The only claimant: listed, flagged; no call succeeds there (every client
+                    # pins the key).
                 else:
-                    # Names that failed the proof no longer stand for this node: their goodbye
-                    # must not remove it.
+                    # Names that failed the key check no longer stand for this node: their
+                    # goodbye must not remove it.
                     for other, (nid, _why) in self._impostors.items():
                         if nid == advert.node_id and other != name:
                             self._by_name.pop(other, None)
@@ -357,7 +380,7 @@ class Discovery:
 
     async def _confirm(self, node_id: str, host: str, api_port: int) -> str | None:
         """None when the agent at ``host:api_port`` says it is ``node_id``, else the reason."""
-        url = f"http://{_bracket(host)}:{api_port}"
+        url = f"https://{_bracket(host)}:{api_port}"
         try:
             async with AgentClient(url, timeout=self.ping_timeout) as c:
                 info = await c.info()
@@ -368,24 +391,26 @@ class Discovery:
         return None
 
     async def _prove(self, node_id: str, host: str, api_port: int) -> str | None:
-        """None when ``node_id`` is unpaired or the agent at ``host:api_port`` proves it holds the
-        pairing; else why not (the message names the address)."""
+        """None when ``node_id`` is unpaired or the agent at ``host:api_port`` answers with the
+        key pinned for it; else why not (the message names the address)."""
         try:
-            token = self.tokens.get(node_id)
+            cert = self.tokens.get(node_id)
         except ValueError:
             return None
-        if token is None:
+        if cert is None:
             return None
-        url = f"http://{_bracket(host)}:{api_port}"
+        url = f"https://{_bracket(host)}:{api_port}"
         try:
-            async with AgentClient(url, token=token, timeout=self.ping_timeout, node_id=node_id,
-                                   proven=self._proven) as c:
-                await c.prove_identity()
-        except IdentityNotProven as exc:
-            return str(exc)
+            async with AgentClient(url, timeout=self.ping_timeout, pinned=cert, node_id=node_id) as c:
+                info = await c.info()
+        except KeyMismatch:
+            return (f"wrong key: the agent at {url} claims to be node {node_id} but its key is not the "
+                    "one pinned at pairing; this master does not use it")
         except AgentError as exc:
-            return f"identity not proven: the agent at {url} claims to be node {node_id} but " \
-                   f"did not answer the proof ({exc}); its token was not sent there"
+            return f"key not checked: the agent at {url} claims to be node {node_id} but did not " \
+                   f"answer ({exc}); this master does not use it"
+        if info.get("id") != node_id:
+            return f"the agent at {url} has the pinned key but says it is {info.get('id')!r}"
         return None
 
     def _goodbye(self, name: str) -> None:
@@ -407,13 +432,7 @@ class Discovery:
         else:
             del self._nodes[nid]
             self._failed.pop(nid, None)
-            self._forget_proofs(nid)
             self._emit(REMOVED, node)
-
-    def _forget_proofs(self, nid: str) -> None:
-        """A node that left or went silent proves itself again before its token is next sent:
-        whoever answers at its address now may be someone else."""
-        self._proven.difference_update([k for k in self._proven if k[1] == nid])
 
     # --- by address ---------------------------------------------------------------------------
 
@@ -424,7 +443,7 @@ class Discovery:
         something that is not a herd agent) answers there.
         """
         host, port = parse_address(address)
-        async with AgentClient(f"http://{_bracket(host)}:{port}", timeout=timeout) as c:
+        async with AgentClient(f"https://{_bracket(host)}:{port}", timeout=timeout) as c:
             info = await c.info()
         return self._upsert(_node_from_info(info, host, port))
 
@@ -438,21 +457,43 @@ class Discovery:
     # --- pairing and clients ------------------------------------------------------------------
 
     def client(self, node: Node | str, timeout: float = 5.0) -> AgentClient:
-        """An :class:`AgentClient` for ``node`` carrying its stored token (if any)."""
+        """An :class:`AgentClient` for ``node``: mutual TLS with its pinned key (if paired)."""
         n = node if isinstance(node, Node) else self._nodes[node]
-        return AgentClient(n.api_url, token=self.tokens.get(n.id), timeout=timeout, node_id=n.id,
-                           proven=self._proven)
+        return AgentClient(n.api_url, timeout=timeout, identity=self.identity, pinned=self.tokens.get(n.id),
+                           node_id=n.id)
 
     async def pair(self, node: Node | str, pin: str) -> str:
-        """Pair with ``node`` using the PIN it shows; stores and returns the token."""
+        """Pair with ``node`` by PAKE using the PIN it shows; pins and returns its certificate."""
+        import socket  # noqa: PLC0415
+
         n = node if isinstance(node, Node) else self._nodes[node]
-        async with AgentClient(n.api_url, node_id=n.id, proven=self._proven) as c:
-            token = await c.pair(pin, client_name="herd")
-        self.tokens.put(n.id, token, fingerprint=n.fingerprint, name=n.name)
+        async with AgentClient(n.api_url, identity=self.identity, node_id=n.id) as c:
+            cert = await c.pair(pin, client_name=socket.gethostname() or "herd")
+        self.tokens.put(n.id, cert, name=n.name)
         if n.id in self._nodes:
-            self._nodes[n.id] = self._nodes[n.id].with_(paired=True)
+            self._nodes[n.id] = self._nodes[n.id].with_(paired=True, key=self._key(n.id), repair=False,
+                                                        impostor="")
+            self._impostors = {k: v for k, v in self._impostors.items() if v[0] != n.id}
             self._emit(UPDATED, self._nodes[n.id])
-        return token
+        return cert
+
+    async def unpair(self, node: Node | str) -> str | None:
+        """Forget ``node``'s pairing here and, if it answers, there too. Returns a note when the
+        node could not be told (it then refuses this master only once unpaired there as well,
+        with ``herd-agent unpair``)."""
+        n = node if isinstance(node, Node) else self._nodes[node]
+        note = None
+        if self.tokens.get(n.id) is not None:
+            try:
+                async with self.client(n) as c:
+                    await c.unpair()
+            except AgentError as exc:
+                note = f"{n.name}: could not tell the node ({exc}); run `herd-agent unpair` on it"
+        self.tokens.forget(n.id)
+        if n.id in self._nodes:
+            self._nodes[n.id] = self._nodes[n.id].with_(paired=False, key="")
+            self._emit(UPDATED, self._nodes[n.id])
+        return note
 
     # --- liveness -----------------------------------------------------------------------------
 
@@ -484,7 +525,6 @@ class Discovery:
         else:
             self._failed[node.id] = self._failed.get(node.id, 0) + 1
             if current.reachable and self._failed[node.id] >= self.misses:
-                self._forget_proofs(node.id)
                 self._nodes[node.id] = current.with_(reachable=False)
                 self._emit(UPDATED, self._nodes[node.id])
 
@@ -509,7 +549,8 @@ def _is_ip(text: str) -> bool:
 def _visible(n: Node) -> tuple:
     """The fields whose change is worth an ``updated`` event (not ``last_seen``)."""
     return (n.name, n.host, n.api_port, n.rpc_port, n.echo_port, n.state, n.version, n.proto,
-            n.engine, n.fingerprint, n.via_mdns, n.manual, n.reachable, n.paired, n.impostor)
+            n.engine, n.fingerprint, n.via_mdns, n.manual, n.reachable, n.paired, n.impostor, n.key,
+            n.repair)
 
 
 def _bracket(host: str) -> str:

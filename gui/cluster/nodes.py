@@ -1,8 +1,9 @@
-"""What the master knows about worker nodes: the :class:`Node` record discovery keeps, and the
-pairing tokens it has earned, stored per node id.
+"""What the master knows about worker nodes: the :class:`Node` record discovery keeps, the
+certificates pinned when each node was paired (per node id), and the master's own identity.
 
-Tokens are bearer secrets that let this master start and stop a node's RPC worker, so the file
-that holds them is written atomically (temp file + ``os.replace``) with owner-only permissions.
+A pinned certificate is public, but the file decides which key this master trusts for a node,
+so it is written atomically (temp file + ``os.replace``) with owner-only permissions. The
+master's private key (:func:`master_identity`) is owner-only too.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from agent.files import CorruptFile, parse_json_object, read_or_set_aside, write
 log = logging.getLogger(__name__)
 
 APP_NAME = "llama-herd"
-TOKENS_FILE = "tokens.json"
-TOKENS_VERSION = 1
+#: Pairings before PAKE and pinned keys (bearer tokens); read only to tell the user to re-pair.
+LEGACY_TOKENS_FILE = "tokens.json"
+PAIRINGS_FILE = "pairings.json"
+PAIRINGS_VERSION = 2
 ADDRESSES_FILE = "nodes.json"
 #: Overrides the config folder (tests, portable installs).
 CONFIG_ENV = "HERD_CONFIG_DIR"
@@ -61,10 +64,13 @@ class Node:
         via_mdns: currently seen through mDNS.
         manual: added by address by the user.
         reachable: answered the last pings.
-        paired: this master holds a token for it.
-        impostor: when set, an address claimed to be this paired node over mDNS but failed the
-            identity proof (see :meth:`agent.client.AgentClient.prove_identity`); the message
-            names it. The node's token is never sent there.
+        paired: this master pinned its key at pairing.
+        impostor: when set, an address claimed to be this paired node over mDNS but answered
+            with another key than the pinned one; the message names it. The master never moves
+            the node there.
+        key: the fingerprint of the pinned key (paired nodes; what the card shows).
+        repair: set when the node was paired by an older version (bearer token) and must be
+            paired again.
         last_seen: ``time.monotonic()`` of the last sign of life.
     """
 
@@ -85,12 +91,14 @@ class Node:
     reachable: bool = True
     paired: bool = False
     impostor: str = ""
+    key: str = ""
+    repair: bool = False
     last_seen: float = field(default_factory=time.monotonic)
 
     @property
     def api_url(self) -> str:
-        """``http://host:port`` of its control API."""
-        return f"http://{_bracket(self.host)}:{self.api_port}"
+        """``https://host:port`` of its control API."""
+        return f"https://{_bracket(self.host)}:{self.api_port}"
 
     @property
     def rpc_endpoint(self) -> str:
@@ -108,66 +116,113 @@ class Node:
                 "version": self.version, "proto": self.proto, "engine": self.engine,
                 "fingerprint": self.fingerprint, "addresses": list(self.addresses),
                 "via_mdns": self.via_mdns, "manual": self.manual, "reachable": self.reachable,
-                "paired": self.paired, "impostor": self.impostor, "api_url": self.api_url}
+                "paired": self.paired, "impostor": self.impostor, "key": self.key,
+                "repair": self.repair, "api_url": self.api_url}
 
 
 def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-class TokenStore:
-    """Pairing tokens per node id, in a JSON file only the user can read.
+def master_identity(folder: Path | None = None):
+    """This master's key and certificate (:mod:`agent.identity`), created on first use."""
+    import socket  # noqa: PLC0415
 
-    The file is ``{"version": 1, "tokens": {node_id: {"token": ..., "fingerprint": ...,
-    "name": ..., "paired_at": ...}}}``. A missing file is an empty store; an unreadable one
-    raises ValueError naming the file rather than silently forgetting every pairing.
+    from agent.identity import load_or_create  # noqa: PLC0415
+    return load_or_create(Path(folder) if folder else config_dir(), "master",
+                          f"llama-herd master {socket.gethostname()}")
+
+
+class PairingStore:
+    """The agent certificates this master pinned, per node id, in a JSON file only the user can
+    read: ``{"version": 2, "nodes": {node_id: {"cert", "fingerprint", "name", "paired_at"}}}``.
+
+    A missing file is an empty store; an unreadable one raises ValueError naming the file rather
+    than silently forgetting every pairing. A version-1 file (bearer tokens) holds nothing that
+    can be upgraded: its nodes are listed by :meth:`legacy` so they can be shown as "pair again",
+    and the next pairing replaces the file.
     """
 
     def __init__(self, path: str | os.PathLike | None = None) -> None:
-        self.path = Path(path) if path else config_dir() / TOKENS_FILE
+        self.path = Path(path) if path else config_dir() / PAIRINGS_FILE
+        self._legacy_path = self.path if path else config_dir() / LEGACY_TOKENS_FILE
 
-    def _load(self) -> dict:
+    def _read(self, path: Path) -> dict | None:
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return {}
+            return None
         try:
             data = json.loads(text)
-            tokens = data["tokens"]
-            if data.get("version") != TOKENS_VERSION or not isinstance(tokens, dict):
-                raise ValueError(f"unknown version {data.get('version')!r}")
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{self.path}: not a llama-herd token file ({exc})") from None
-        return tokens
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            raise ValueError(f"{path}: not a llama-herd pairing file ({exc})") from None
+        return data
+
+    def _load(self) -> dict:
+        data = self._read(self.path)
+        if data is None or data.get("version") == 1:
+            return {}
+        nodes = data.get("nodes")
+        if data.get("version") != PAIRINGS_VERSION or not isinstance(nodes, dict):
+            raise ValueError(f"{self.path}: not a llama-herd pairing file (unknown version "
+                             f"{data.get('version')!r})")
+        return {k: v for k, v in nodes.items() if isinstance(v, dict) and isinstance(v.get("cert"), str)}
+
+    def legacy(self) -> dict[str, str]:
+        """{node_id: name} of nodes paired by an older version (bearer tokens): pair them again."""
+        try:
+            data = self._read(self._legacy_path)
+        except ValueError:
+            return {}
+        if not data or data.get("version") != 1 or not isinstance(data.get("tokens"), dict):
+            return {}
+        current = self._load()
+        return {k: str(v.get("name") or "") for k, v in data["tokens"].items()
+                if isinstance(v, dict) and k not in current}
 
     def get(self, node_id: str) -> str | None:
-        """The token for ``node_id``, or None."""
+        """The pinned certificate (PEM) of ``node_id``, or None."""
         entry = self._load().get(node_id)
-        return entry.get("token") if isinstance(entry, dict) else None
+        return entry.get("cert") if entry else None
+
+    def fingerprint(self, node_id: str) -> str:
+        """The pinned key's fingerprint of ``node_id`` ("" if unpaired)."""
+        entry = self._load().get(node_id)
+        return str(entry.get("fingerprint") or "") if entry else ""
 
     def all(self) -> dict[str, str]:
-        """{node_id: token}."""
-        return {k: v["token"] for k, v in self._load().items() if isinstance(v, dict) and "token" in v}
+        """{node_id: pinned certificate}."""
+        return {k: v["cert"] for k, v in self._load().items()}
 
     def names(self) -> dict[str, str]:
         """{node_id: name} of the paired nodes, the name as it was at pairing ("" if unknown)."""
-        return {k: str(v.get("name") or "") for k, v in self._load().items() if isinstance(v, dict) and "token" in v}
+        return {k: str(v.get("name") or "") for k, v in self._load().items()}
 
-    def put(self, node_id: str, token: str, *, fingerprint: str = "", name: str = "") -> None:
-        """Store (or replace) the token of ``node_id``."""
-        tokens = self._load()
-        tokens[node_id] = {"token": token, "fingerprint": fingerprint, "name": name,
-                           "paired_at": time.time()}
-        self._write(tokens)
+    def put(self, node_id: str, cert: str, *, name: str = "") -> None:
+        """Pin (or replace) the certificate of ``node_id``."""
+        from agent.identity import fingerprint_of_pem  # noqa: PLC0415
 
-    def forget(self, node_id: str) -> None:
-        """Drop the token of ``node_id`` (no error if there is none)."""
-        tokens = self._load()
-        if tokens.pop(node_id, None) is not None:
-            self._write(tokens)
+        nodes = self._load()
+        nodes[node_id] = {"cert": cert, "fingerprint": fingerprint_of_pem(cert), "name": name,
+                          "paired_at": time.time()}
+        self._write(nodes)
 
-    def _write(self, tokens: dict) -> None:
-        write_private_json(self.path, {"version": TOKENS_VERSION, "tokens": tokens})
+    def forget(self, node_id: str) -> bool:
+        """Drop the pairing of ``node_id``; True if there was one."""
+        nodes = self._load()
+        if nodes.pop(node_id, None) is not None:
+            self._write(nodes)
+            return True
+        return False
+
+    def _write(self, nodes: dict) -> None:
+        write_private_json(self.path, {"version": PAIRINGS_VERSION, "nodes": nodes})
+
+
+#: The older name (the file once held bearer tokens); same class.
+TokenStore = PairingStore
 
 
 class KnownAddresses:

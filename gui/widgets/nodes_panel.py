@@ -15,6 +15,7 @@ from PySide6.QtGui import QPainter, QPen, QPolygonF, QRegularExpressionValidator
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFrame, QGridLayout, QHBoxLayout, QInputDialog, QLabel,
                                QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
 
+from agent.identity import display_fingerprint
 from gui.widgets.wrapping_label import WrappingLabel
 
 GiB = 1 << 30
@@ -136,10 +137,18 @@ class NodeCard(QFrame):
             self.state.setStyleSheet("")
         self.engine.setText(self.tr("llama.cpp build %1 · RPC %2").replace("%1", node.engine or "?")
                             .replace("%2", node.proto or "?"))
-        self.paired_label.setText(self.tr("paired") if node.paired else self.tr("not paired"))
+        self.paired_label.setText(self.tr("paired") if node.paired else
+                                  self.tr("pair again (paired by an older version)") if getattr(node, "repair", False)
+                                  else self.tr("not paired"))
+        key = getattr(node, "key", "")
+        # The pinned key's fingerprint, the way Syncthing shows device ids: compare it with what
+        # `herd-agent` logs on the node ("this node's key fingerprint: ...").
+        self.paired_label.setToolTip(self.tr("Key %1").replace("%1", display_fingerprint(key, 16)) if key else "")
+        if key:
+            self.paired_label.setText(self.tr("paired · key %1").replace("%1", display_fingerprint(key, 4)))
         impostor = node.impostor
-        self.impostor.setText(self.tr("Another computer claims to be this node but failed the identity "
-                                      "check; it is never sent this node's token. %1").replace("%1", impostor)
+        self.impostor.setText(self.tr("Another computer claims to be this node but its key is not the one "
+                                      "pinned at pairing; this master does not use it. %1").replace("%1", impostor)
                               if impostor else "")
         self.impostor.setVisible(bool(impostor))
         self.pair_button.setVisible(not node.paired)

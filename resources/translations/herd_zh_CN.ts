@@ -809,6 +809,22 @@
 <context>
     <name>NodeCard</name>
     <message>
+        <source>Another computer claims to be this node but its key is not the one pinned at pairing; this master does not use it. %1</source>
+        <translation>另一台计算机冒充此节点，但其密钥不是配对时固定的密钥；本主控端不会使用它。%1</translation>
+    </message>
+    <message>
+        <source>paired · key %1</source>
+        <translation>已配对 · 密钥 %1</translation>
+    </message>
+    <message>
+        <source>Key %1</source>
+        <translation>密钥 %1</translation>
+    </message>
+    <message>
+        <source>pair again (paired by an older version)</source>
+        <translation>请重新配对（由旧版本配对）</translation>
+    </message>
+    <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="140" />
         <source>Another computer claims to be this node but failed the identity check; it is never sent this node's token. %1</source>
         <translation>另一台计算机冒充此节点，但未通过身份验证；此节点的令牌绝不会发给它。%1</translation>
@@ -1256,6 +1272,30 @@
 </context>
 <context>
     <name>AgentClient</name>
+    <message>
+        <source>{url}: too many failed pairing attempts from this computer (HTTP 429); try again in {seconds} s</source>
+        <translation>{url}：本机配对失败次数过多（HTTP 429）；请在 {seconds} 秒后重试</translation>
+    </message>
+    <message>
+        <source>{url}: no pairing PIN is shown on the node now; run herd-agent pin there and enter the PIN within 5 minutes</source>
+        <translation>{url}：节点当前没有显示配对 PIN；请在该节点运行 herd-agent pin，并在 5 分钟内输入 PIN</translation>
+    </message>
+    <message>
+        <source>{url}: not paired (the node does not know this master's key; pair again)</source>
+        <translation>{url}：未配对（节点不认识本主控端的密钥，请重新配对）</translation>
+    </message>
+    <message>
+        <source>{url}: the key of whoever answers there is not the key pinned when this node was paired; nothing was sent to it (another device may be posing as the node)</source>
+        <translation>{url}：该地址应答方的密钥不是配对时固定的密钥；未向其发送任何内容（可能有其他设备冒充此节点）</translation>
+    </message>
+    <message>
+        <source>{url}: not paired (no pinned key for this node; pair first)</source>
+        <translation>{url}：未配对（没有此节点的固定密钥，请先配对）</translation>
+    </message>
+    <message>
+        <source>{url}: the pairing answer does not prove that it comes from the node that showed the PIN; not paired (someone may be tampering with the network)</source>
+        <translation>{url}：配对应答无法证明来自显示该 PIN 的节点；未配对（可能有人在篡改网络）</translation>
+    </message>
     <message>
         <location filename="../../agent/client.py" line="151" />
         <source>{url}: not paired / wrong token (no token; pair first)</source>

@@ -17,6 +17,7 @@ import pytest
 
 from agent.client import AgentClient
 from agent.daemon import Agent
+from agent.identity import load_or_create
 from agent.settings import Settings, load_state
 from conftest import free_port
 
@@ -52,11 +53,18 @@ async def make_agent(tmp_path, rpc_env):
 
 
 @pytest.fixture
-async def paired(make_agent):
-    """``(agent, client)``: a started agent and a client that has paired with it."""
+def master_id(tmp_path):
+    """A master's identity (key and certificate) in the test's temp folder."""
+    return load_or_create(tmp_path / "master", "master", "test master")
+
+
+@pytest.fixture
+async def paired(make_agent, master_id):
+    """``(agent, client)``: a started agent and a client that has paired with it (PAKE with the
+    PIN the agent shows, then mutual TLS with the pinned keys)."""
     agent = await make_agent()
-    client = AgentClient(agent.api_url)
-    await client.pair(agent.state.pin, "test-master")
+    client = AgentClient(agent.api_url, identity=master_id)
+    await client.pair(agent.show_pin(), "test-master")
     yield agent, client
     await client.aclose()
 
@@ -128,3 +136,4 @@ def agent_process():
     """Helpers to run ``herd-agent`` as a real process: ``agent_process.argv(...)`` builds its
     command line, ``agent_process.start(popen, argv, state_dir)`` starts it and reads its output."""
     return SimpleNamespace(argv=agent_argv, start=start)
+

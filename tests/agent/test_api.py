@@ -1,4 +1,5 @@
-"""The control API over real HTTP on loopback: auth, pairing lockout, validation, reports."""
+"""The control API over real HTTPS on loopback: mutual TLS, PAKE pairing and its back-off,
+validation, reports."""
 
 from __future__ import annotations
 
@@ -9,75 +10,165 @@ import httpx
 import pytest
 
 from agent import protocol as P
-from agent.client import AgentClient, AgentError, measure_echo_rtt
+from agent.client import AgentClient, AgentError, KeyMismatch, measure_echo_rtt
+from agent.identity import client_context, load_or_create
+from agent.pairing import MasterExchange
+from tls_clients import anon_http, master_http
 
 MUTATING = [("POST", P.PATH_RPC_START, {}), ("POST", P.PATH_RPC_STOP, {})]
 PROTECTED = MUTATING + [("GET", P.PATH_STATUS, None), ("GET", P.PATH_RPC_LOG, None),
                         ("GET", P.PATH_BANDWIDTH, None)]
 
 
-async def test_public_endpoints_need_no_token(make_agent):
+async def test_public_endpoints_need_no_certificate(make_agent):
     agent = await make_agent()
     async with AgentClient(agent.api_url) as c:
         info = await c.info()
         assert info["id"] == agent.state.node_id
         assert info["paired"] is False and info["rpc_state"] == P.STATE_STOPPED
+        assert info["fp"] == agent.identity.fingerprint
         assert (await c.ping())["ok"] is True
-    async with httpx.AsyncClient(base_url=agent.api_url) as h:
+    async with anon_http(agent.api_url) as h:
         doc = (await h.get(P.PATH_OPENAPI)).json()
-        assert set(doc["paths"]) >= {P.PATH_INFO, P.PATH_PAIR, P.PATH_RPC_START, P.PATH_BANDWIDTH}
+        assert set(doc["paths"]) >= {P.PATH_INFO, P.PATH_PAIR_START, P.PATH_RPC_START, P.PATH_BANDWIDTH}
 
 
-@pytest.mark.parametrize("token", [None, "wrong-token", "x" * 43])
-async def test_protected_endpoints_refuse_without_a_valid_token(make_agent, token):
+async def test_plain_http_gets_no_answer(make_agent):
+    """The API speaks only TLS: a plain-HTTP request (what a sniffer could read) gets nothing."""
     agent = await make_agent()
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=agent.api_url) as h:
+    async with httpx.AsyncClient() as h:
+        with pytest.raises(httpx.HTTPError):
+            await h.get(agent.api_url.replace("https://", "http://") + P.PATH_INFO)
+
+
+async def test_protected_endpoints_refuse_without_a_paired_certificate(make_agent, tmp_path):
+    agent = await make_agent()
+    stranger = load_or_create(tmp_path / "stranger", "master", "stranger")
+    async with anon_http(agent.api_url) as h:
         for method, path, body in PROTECTED:
-            r = await h.request(method, path, json=body, headers=headers)
+            r = await h.request(method, path, json=body)
             assert r.status_code == 401, (method, path)
-            assert r.json()["error"] == "not paired / wrong token"
-        # other auth schemes are not tokens either
-        r = await h.post(P.PATH_RPC_START, json={}, headers={"Authorization": "Basic dXNlcjpwYXNz"})
+            assert "not paired" in r.json()["error"]
+        # the old bearer tokens mean nothing now
+        r = await h.post(P.PATH_RPC_START, json={}, headers={"Authorization": "Bearer " + "x" * 43})
         assert r.status_code == 401
+    # a certificate the agent never pinned fails the handshake itself
+    async with httpx.AsyncClient(base_url=agent.api_url,
+                                 verify=client_context(stranger, agent.identity.cert_pem)) as h:
+        with pytest.raises(httpx.HTTPError):
+            await h.post(P.PATH_RPC_START, json={})
     assert agent.supervisor.state == P.STATE_STOPPED  # nothing changed
     assert agent.relay is None
 
 
-async def test_client_reports_401_clearly(make_agent):
+async def test_client_reports_unpaired_clearly(make_agent, master_id):
     agent = await make_agent()
-    async with AgentClient(agent.api_url, token="bogus") as c:
-        with pytest.raises(AgentError, match="not paired / wrong token") as info:
+    async with AgentClient(agent.api_url, identity=master_id) as c:
+        with pytest.raises(AgentError, match="not paired") as info:
             await c.rpc_start()
         assert info.value.status == 401
 
 
-async def test_pairing_gives_a_token_that_works_and_rotates_the_pin(make_agent):
+async def test_pairing_pins_both_keys_and_uses_up_the_pin(make_agent, master_id):
     agent = await make_agent()
-    pin = agent.state.pin
-    async with AgentClient(agent.api_url) as c:
-        token = await c.pair(pin, "laptop")
-        assert len(token) >= 32
+    pin = agent.show_pin()
+    async with AgentClient(agent.api_url, identity=master_id) as c:
+        cert = await c.pair(pin, "laptop")
+        assert c.fingerprint == agent.identity.fingerprint
+        assert cert.encode() == agent.identity.cert_pem
         st = await c.status()
-        assert st["masters"] == [{"name": "laptop", "addresses": ["127.0.0.1"],
+        assert st["masters"] == [{"name": "laptop", "fingerprint": master_id.fingerprint,
                                   "paired_at": st["masters"][0]["paired_at"]}]
         assert (await c.info())["paired"] is True
-        with pytest.raises(AgentError, match="wrong PIN"):
-            await c.pair(pin)  # the PIN was used up
+    async with AgentClient(agent.api_url, identity=load_or_create(agent.state.folder / "m2", "m", "m2")) as c2:
+        with pytest.raises(AgentError, match="no pairing PIN is shown"):
+            await c2.pair(pin)  # the PIN was used up
 
 
-async def test_pin_brute_force_is_locked_out(make_agent):
+async def test_a_wrong_pin_fails_key_confirmation(make_agent, master_id):
     agent = await make_agent()
-    right = agent.state.pin
+    right = agent.show_pin()
     wrong = f"{(int(right) + 1) % 1_000_000:06d}"
-    async with httpx.AsyncClient(base_url=agent.api_url) as h:
-        codes = [(await h.post(P.PATH_PAIR, json={"pin": wrong})).status_code for _ in range(5)]
-        assert codes == [403, 403, 403, 403, 429]
-        r = await h.post(P.PATH_PAIR, json={"pin": right})
-        assert r.status_code == 429, "the right PIN must not work during the lockout"
-        assert int(r.headers["Retry-After"]) > 0
-        assert "locked" in r.json()["error"]
+    async with AgentClient(agent.api_url, identity=master_id) as c:
+        with pytest.raises(AgentError, match="wrong PIN") as info:
+            await c.pair(wrong)
+        assert info.value.status == 403
     assert not agent.state.paired
+
+
+async def test_no_pin_shown_no_pairing(make_agent, master_id):
+    """A PIN is accepted only after `herd-agent pin` showed it, and only for a few minutes."""
+    agent = await make_agent()
+    async with AgentClient(agent.api_url, identity=master_id) as c:
+        with pytest.raises(AgentError, match="no pairing PIN is shown") as info:
+            await c.pair("123456")
+        assert info.value.status == 403
+    pin = agent.show_pin()
+    data = json.loads(agent.pins.path.read_text())
+    data["shown_at"] -= 301  # shown more than five minutes ago
+    agent.pins.path.write_text(json.dumps(data))
+    async with AgentClient(agent.api_url, identity=master_id) as c:
+        with pytest.raises(AgentError, match="no pairing PIN is shown"):
+            await c.pair(pin)
+    assert not agent.state.paired
+
+
+async def test_wrong_pins_back_off_per_address(make_agent, master_id):
+    agent = await make_agent()
+    right = agent.show_pin()
+    wrong = f"{(int(right) + 1) % 1_000_000:06d}"
+    async with anon_http(agent.api_url) as h:
+        ex = MasterExchange(wrong, master_id.cert_der)
+        r = await h.post(P.PATH_PAIR_START, json={"msg": ex.msg_a.hex()})
+        assert r.status_code == 200
+        r = await h.post(P.PATH_PAIR_FINISH, json={"session": r.json()["session"],
+                                                    "cert": master_id.cert_pem.decode(),
+                                                    "mac": ex.finish(bytes.fromhex(r.json()["msg"])).hex()})
+        assert r.status_code == 403
+        # the next attempt from this address must wait, whatever its PIN
+        ex = MasterExchange(right, master_id.cert_der)
+        r = await h.post(P.PATH_PAIR_START, json={"msg": ex.msg_a.hex()})
+        assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+    assert agent.pairing.backoff.wait("127.0.0.1") > 0
+    # another address is not held back (the LAN test shows it with two real hosts)
+    assert agent.pairing.backoff.wait("10.9.9.9") == 0
+    assert not agent.state.paired
+
+
+async def test_retired_endpoints_say_what_changed(make_agent):
+    agent = await make_agent()
+    async with anon_http(agent.api_url) as h:
+        r = await h.post(P.PATH_PAIR, json={"pin": "123456"})
+        assert r.status_code == 410 and "PAKE" in r.json()["error"]
+        r = await h.post(P.PATH_PROVE, json={})
+        assert r.status_code == 410
+
+
+async def test_unpair_from_the_master_and_from_the_agent(paired, tmp_path):
+    agent, client = paired
+    await client.unpair()
+    assert not agent.state.paired
+    with pytest.raises(AgentError, match="not paired"):
+        await client.status()
+    # pair again, then unpair on the node (another process edits the state file)
+    async with AgentClient(agent.api_url, identity=client.identity) as c:
+        await c.pair(agent.show_pin(), "again")
+        assert (await c.status())["masters"][0]["name"] == "again"
+        from agent.main import main
+        assert main(["--state-dir", str(agent.state.folder), "unpair", "again"]) == 0
+        with pytest.raises(AgentError, match="not paired"):
+            await c.status()
+
+
+async def test_a_pinned_client_refuses_another_key(paired, make_agent):
+    agent, client = paired
+    other = await make_agent()
+    async with AgentClient(other.api_url, identity=client.identity, pinned=client.pinned) as c:
+        with pytest.raises(KeyMismatch, match="not the key pinned"):
+            await c.status()
+        with pytest.raises(KeyMismatch):
+            await c.info()
+    assert other.supervisor.state == P.STATE_STOPPED
 
 
 @pytest.mark.parametrize("body, field", [
@@ -94,8 +185,7 @@ async def test_pin_brute_force_is_locked_out(make_agent):
 ])
 async def test_bad_rpc_start_bodies_name_the_field(paired, body, field):
     agent, client = paired
-    async with httpx.AsyncClient(base_url=agent.api_url,
-                                 headers={"Authorization": f"Bearer {client.token}"}) as h:
+    async with master_http(client) as h:
         r = await h.post(P.PATH_RPC_START, json=body)
         assert r.status_code == 400
         assert r.json()["field"] == field and field in r.json()["error"]
@@ -104,16 +194,18 @@ async def test_bad_rpc_start_bodies_name_the_field(paired, body, field):
 
 async def test_malformed_requests_are_4xx(paired):
     agent, client = paired
-    auth = {"Authorization": f"Bearer {client.token}"}
-    async with httpx.AsyncClient(base_url=agent.api_url) as h:
+    auth = {}
+    async with master_http(client) as h:
         r = await h.post(P.PATH_RPC_START, content=b"{not json", headers=auth)
         assert r.status_code == 400 and "JSON" in r.json()["error"]
         r = await h.post(P.PATH_RPC_START, content=b"[1,2]", headers=auth)
         assert r.status_code == 400 and "object" in r.json()["error"]
-        r = await h.post(P.PATH_PAIR, json={"pin": 123456})
-        assert r.status_code == 400 and r.json()["field"] == "pin"
-        r = await h.post(P.PATH_PAIR, content=b"\xff\xfe")
+        r = await h.post(P.PATH_PAIR_START, json={"msg": 123456})
+        assert r.status_code == 400 and r.json()["field"] == "msg"
+        r = await h.post(P.PATH_PAIR_START, content=b"\xff\xfe")
         assert r.status_code == 400
+        r = await h.post(P.PATH_PAIR_FINISH, json={"session": "0" * 32, "cert": "x", "mac": "00" * 32})
+        assert r.status_code == 400 and r.json()["field"] == "cert"
         r = await h.get(P.PATH_RPC_LOG, params={"tail": "-1"}, headers=auth)
         assert r.status_code == 400 and r.json()["field"] == "tail"
         r = await h.get(P.PATH_BANDWIDTH, params={"bytes": str(P.BANDWIDTH_MAX_BYTES + 1)}, headers=auth)
@@ -139,8 +231,7 @@ async def test_status_reports_hardware_and_load(paired):
 
 async def test_bandwidth_streams_exactly_the_bytes_asked(paired):
     agent, client = paired
-    async with httpx.AsyncClient(base_url=agent.api_url,
-                                 headers={"Authorization": f"Bearer {client.token}"}) as h:
+    async with master_http(client) as h:
         r = await h.get(P.PATH_BANDWIDTH, params={"bytes": 1_000_003})
         assert r.status_code == 200 and len(r.content) == 1_000_003
     assert await client.bandwidth(4_000_000) > 1e6  # loopback moves well over 1 MB/s
@@ -165,15 +256,15 @@ async def test_second_agent_on_a_taken_api_port_fails_clearly(make_agent):
         await make_agent(api_port=first.api_port)
 
 
-async def test_start_without_an_installed_worker_is_refused_clearly(make_agent, monkeypatch, tmp_path):
+async def test_start_without_an_installed_worker_is_refused_clearly(make_agent, monkeypatch, tmp_path, master_id):
     # a machine with no engine: empty data dir, nothing on PATH
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.delenv("HERD_ENGINE_DIR", raising=False)
     agent = await make_agent()
     assert agent.engine.rpc_server is None
-    async with AgentClient(agent.api_url) as c:
-        await c.pair(agent.state.pin)
+    async with AgentClient(agent.api_url, identity=master_id) as c:
+        await c.pair(agent.show_pin())
         with pytest.raises(AgentError, match="no ggml-rpc-server") as info:
             await c.rpc_start()
         assert info.value.status == 409

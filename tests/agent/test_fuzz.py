@@ -1,7 +1,7 @@
 """Fuzzing the control API from its own OpenAPI document (schemathesis): whatever a client
-sends — valid, invalid, with the token, without, with a wrong one — the agent answers without a
-5xx, only with answers its document declares, refuses every protected operation without the
-paired token, and lives on."""
+sends — valid, invalid, with the paired master's certificate or without one, with old bearer
+headers — the agent answers without a 5xx, only with answers its document declares, refuses
+every protected operation to anyone but the paired master, and lives on."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import schemathesis
 from cluster.agents import paired_agent
 from hypothesis import HealthCheck, settings
 
+from agent import protocol as P
 from agent.openapi import openapi_document
 
 schema = schemathesis.openapi.from_dict(openapi_document())
@@ -21,20 +22,20 @@ FUZZ = settings(max_examples=22, deadline=None, derandomize=True,
 
 @pytest.fixture(scope="module")
 def live_agent(tmp_path_factory):
-    """A real ``herd-agent`` process on loopback, paired; yields (base_url, token, process)."""
-    with paired_agent(tmp_path_factory.mktemp("fuzz-agent"), "fuzz") as (agent, token):
-        yield agent.api_url, token, agent.proc
+    """A real ``herd-agent`` process on loopback, paired; yields (base_url, keys, process)."""
+    with paired_agent(tmp_path_factory.mktemp("fuzz-agent"), "fuzz") as (agent, keys):
+        yield agent.api_url, keys, agent.proc
 
 
 DOC = openapi_document()
 
-# How a client may present itself: the paired token, nothing, a token of the right shape that
-# was never issued, and the token under another scheme.
+# How a client may present itself: the paired master's certificate, nothing, or no certificate
+# but an Authorization header of the kind that once opened the API (a bearer token).
 AUTH = {
-    "token": lambda token: f"Bearer {token}",
-    "none": lambda token: None,
-    "wrong token": lambda token: "Bearer " + "".join("b" if c == "a" else "a" for c in token),
-    "other scheme": lambda token: f"Basic {token}",
+    "paired": None,
+    "none": None,
+    "old bearer header": "Bearer " + "a" * 43,
+    "other scheme": "Basic dXNlcjpwYXNz",
 }
 
 
@@ -42,9 +43,13 @@ AUTH = {
 @FUZZ
 @pytest.mark.parametrize("auth", list(AUTH))
 def test_no_server_errors(case, live_agent, auth):
-    url, token, proc = live_agent
-    header = AUTH[auth](token)
-    response = case.call(base_url=url, headers={"Authorization": header} if header else {}, timeout=30)
+    url, keys, proc = live_agent
+    header = AUTH[auth]
+    tls = {"verify": False, "cert": keys.cert_files()} if auth == "paired" else {"verify": False}
+    if auth == "paired" and case.path == P.PATH_UNPAIR:
+        tls = {"verify": False}  # the pairing must survive the sweep
+    response = case.call(base_url=url, headers={"Authorization": header} if header else {}, timeout=30,
+                         **tls)
     what = (auth, case.method, case.path, case.body, case.query, response.status_code, response.text[:300])
     assert response.status_code < 500, what
     op = DOC["paths"][case.path].get(case.method.lower())
@@ -54,6 +59,6 @@ def test_no_server_errors(case, live_agent, auth):
         # every answer is one the document declares for the operation
         assert str(response.status_code) in op["responses"], what
         # and an operation that needs the token answers nobody else
-        if op.get("security") and auth != "token":
+        if op.get("security") and (auth != "paired" or case.path == P.PATH_UNPAIR):
             assert response.status_code == 401, what
     assert proc.poll() is None, "the agent died"

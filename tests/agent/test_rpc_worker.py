@@ -285,10 +285,10 @@ async def test_relay_admits_a_paired_master_from_its_new_address(engine, paired)
             return read_reply(s, 8 + 28)
 
     assert await loop.run_in_executor(None, hello_from, "127.0.0.3") == b""
-    transport = httpx.AsyncHTTPTransport(local_address="127.0.0.3")
-    async with httpx.AsyncClient(transport=transport, base_url=agent.api_url,
-                                 headers={"Authorization": f"Bearer {client.token}"}) as h:
+    from agent.identity import client_context
+    transport = httpx.AsyncHTTPTransport(local_address="127.0.0.3",
+                                         verify=client_context(client.identity, client.pinned))
+    async with httpx.AsyncClient(transport=transport, base_url=agent.api_url) as h:
         assert (await h.get(P.PATH_STATUS)).status_code == 200
     reply = await loop.run_in_executor(None, hello_from, "127.0.0.3")
     assert len(reply) == 8 + 28 and reply[8:11] == bytes([7, 0, 0])
-    assert "127.0.0.3" in (await client.status())["masters"][0]["addresses"]

@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from agent.main import build_parser, effective_settings
-from agent.pairing import PairingLocked, PinGuard, WrongPin, note_address, pair_master
 from agent.settings import (STATE_NAME, Settings, SettingsError, dump_settings, load_settings,
                             load_state, save_settings, settings_from_dict)
 
@@ -80,25 +79,37 @@ def test_state_is_created_once_owner_only_and_stable(tmp_path):
     if os.name == "posix":
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     again = load_state(tmp_path)
-    assert (again.node_id, again.pin, again.fingerprint) == (st.node_id, st.pin, st.fingerprint)
-    assert len(st.pin) == 6 and st.pin.isdigit()
+    assert again.node_id == st.node_id
+    assert "pin" not in path.read_text()  # the PIN lives only in the short-lived PIN file
 
 
-def test_pairing_stores_only_a_hash_and_rotates_the_pin(tmp_path):
+def test_pairing_pins_the_masters_certificate(tmp_path):
+    from agent.identity import load_or_create
     st = load_state(tmp_path)
-    old_pin = st.pin
-    token = pair_master(st, "10.0.0.9", "master-1")
-    raw = (tmp_path / STATE_NAME).read_text()
-    assert token not in raw
+    m = load_or_create(tmp_path / "m", "master", "m")
+    st.add_master("master-1", m.cert_pem.decode(), m.fingerprint)
     again = load_state(tmp_path)
-    assert again.master_for_token(token) is not None
-    assert again.master_for_token(token + "x") is None
-    assert again.allowed_addresses() == {"10.0.0.9"}
-    assert again.pin == st.pin != old_pin  # rotated with the pairing, and saved
-    m = again.master_for_token(token)
-    assert note_address(again, m, "10.0.0.10") is True
-    assert note_address(again, m, "10.0.0.10") is False
-    assert load_state(tmp_path).allowed_addresses() == {"10.0.0.9", "10.0.0.10"}
+    assert again.master_for_fingerprint(m.fingerprint).name == "master-1"
+    assert again.master_for_fingerprint("0" * 64) is None
+    assert again.master_for_fingerprint(None) is None
+    assert [x.name for x in again.remove_masters(m.fingerprint[:12])] == ["master-1"]
+    assert not load_state(tmp_path).paired
+
+
+def test_a_version_1_state_with_bearer_tokens_loads_and_asks_for_re_pairing(tmp_path):
+    """Old pairings were bearer tokens, which proved nothing about the master: they are dropped,
+    counted for the start-up warning, and the node keeps its id."""
+    import json
+    path = tmp_path / STATE_NAME
+    nid = "6f1c1b1e-8a5e-4a39-9a43-0d1f5b7e2c11"
+    path.write_text(json.dumps({"node_id": nid, "pairing_key": "ab" * 32, "pin": "123456",
+                                "masters": [{"name": "old", "token_sha256": "cd" * 32,
+                                             "addresses": ["10.0.0.2"], "paired_at": 1.0}]}))
+    st = load_state(tmp_path)
+    assert st.node_id == nid and not st.paired and st.dropped_legacy == 1
+    saved = json.loads(path.read_text())
+    assert saved["version"] == 2 and saved["masters"] == [] and "pin" not in saved
+    assert load_state(tmp_path).dropped_legacy == 0  # reported once
 
 
 def test_corrupt_state_is_set_aside_not_replaced(tmp_path):
@@ -112,19 +123,42 @@ def test_corrupt_state_is_set_aside_not_replaced(tmp_path):
     assert fresh.node_id and path.exists()
 
 
-def test_pin_guard_locks_out_after_five_wrong_pins():
+def test_pin_file_accepts_a_pin_only_for_a_few_minutes_and_only_once(tmp_path):
+    from agent.pairing import GUESSES_PER_PIN, PIN_TTL, PinFile
     now = [1000.0]
-    guard = PinGuard(max_failures=5, lockout=60.0, clock=lambda: now[0])
-    for left in (4, 3, 2, 1):
-        with pytest.raises(WrongPin) as info:
-            guard.check("000000", "123456")
-        assert info.value.tries_left == left
-    with pytest.raises(PairingLocked):
-        guard.check("000000", "123456")
-    with pytest.raises(PairingLocked):  # even the right PIN while locked
-        guard.check("123456", "123456")
-    now[0] += 61
-    guard.check("123456", "123456")
+    pins = PinFile(tmp_path, clock=lambda: now[0])
+    assert pins.current() is None  # nothing shown yet
+    pin = pins.show()
+    assert pins.current() == pin
+    now[0] += PIN_TTL - 1
+    assert pins.show() == pin  # shown again while valid: the same PIN, its time renewed
+    now[0] += PIN_TTL - 1
+    assert pins.current() == pin
+    now[0] += 2
+    assert pins.current() is None  # expired
+    pin = pins.show()
+    for _ in range(GUESSES_PER_PIN):
+        pins.count_guess()
+    assert pins.current() is None  # used up by guesses
+    pins.show()
+    pins.consume()
+    assert pins.current() is None
+    if os.name == "posix":
+        assert stat.S_IMODE(pins.path.stat().st_mode) == 0o600
+
+
+def test_back_off_is_per_address_and_grows():
+    from agent.pairing import PeerBackoff
+    now = [0.0]
+    b = PeerBackoff(clock=lambda: now[0])
+    waits = []
+    for _ in range(5):
+        b.failed("10.0.0.66")
+        waits.append(b.wait("10.0.0.66"))
+    assert waits == [1, 2, 4, 8, 16]
+    assert b.wait("10.0.0.7") == 0  # another host is not held back
+    b.succeeded("10.0.0.66")
+    assert b.wait("10.0.0.66") == 0
 
 
 def test_dump_is_valid_toml_for_every_field():
@@ -142,10 +176,12 @@ def test_cli_reports_a_corrupt_config_and_exits_2(tmp_path):
     assert "not valid TOML" in out.stderr and "corrupt-" in out.stderr
 
 
-def test_cli_pin_prints_the_state_files_pin(tmp_path):
+def test_cli_pin_shows_the_pin_the_agent_accepts(tmp_path):
+    from agent.pairing import PinFile
     out = subprocess.run([sys.executable, "-m", "agent.main", "--state-dir", str(tmp_path), "pin"],
                          capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.strip() == load_state(tmp_path).pin
+    assert out.stdout.strip() == PinFile(tmp_path).current()
+    assert "5 minutes" in out.stderr
 
 
 def test_cli_config_writes_what_it_shows(tmp_path):

@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from conftest import ProcessJar, free_port
 
 _READY = re.compile(r"herd-agent ready api=(\S+) rpc=(\d+) echo=(\d+) id=(\S+) name=(.*)")
@@ -83,19 +82,52 @@ def start_agent(popen, tmp: Path, name: str, bind: str = "127.0.0.1", *, mdns: b
 
 @contextlib.contextmanager
 def paired_agent(tmp: Path, name: str = "paired"):
-    """A real herd-agent on loopback (no mDNS, its own RPC cache), paired over plain HTTP.
+    """A real herd-agent on loopback (no mDNS, its own RPC cache), paired by PAKE.
 
-    Yields ``(agent, token)`` and stops the agent afterwards; for module-scoped fixtures, where
-    the function-scoped ``procs`` fixture cannot be used.
+    Yields ``(agent, keys)`` and stops the agent afterwards, ``keys`` being a
+    :class:`PairedKeys` (the master's identity and the agent's pinned certificate); for
+    module-scoped fixtures, where the function-scoped ``procs`` fixture cannot be used.
     """
     jar = ProcessJar()
     env = dict(os.environ, LLAMA_CACHE=str(tmp / "cache"))
     try:
         agent = start_agent(lambda argv, **kw: jar.popen(argv, env=env, **kw), tmp, name, mdns=False)
-        resp = httpx.post(agent.api_url + "/api/v1/pair", json={"pin": agent.pin()}, timeout=10)
-        yield agent, resp.json()["token"]
+        yield agent, pair_keys(agent, tmp / "master")
     finally:
         jar.close()
+
+
+@dataclass
+class PairedKeys:
+    """What a master holds after pairing: its identity and the agent's pinned certificate."""
+
+    identity: object
+    pinned: str
+
+    def client_context(self):
+        """An ``ssl`` context for raw HTTPS calls with these keys (mutual TLS, pinned)."""
+        from agent.identity import client_context
+        return client_context(self.identity, self.pinned)
+
+    def cert_files(self) -> tuple[str, str]:
+        """(certificate file, key file) of the master, for clients that take files."""
+        return str(self.identity.cert_path), str(self.identity.key_path)
+
+
+def pair_keys(agent: RunningAgent, folder: Path, wrap=None) -> PairedKeys:
+    """Pair with ``agent`` by PAKE (the PIN from ``herd-agent pin``) from a fresh master identity
+    in ``folder``; returns the keys."""
+    import asyncio
+
+    from agent.client import AgentClient
+    from agent.identity import load_or_create
+
+    me = load_or_create(folder, "master", "test master")
+
+    async def go() -> str:
+        async with AgentClient(agent.api_url, identity=me, timeout=10) as c:
+            return await c.pair(agent.pin(wrap), "test-master")
+    return PairedKeys(me, asyncio.run(go()))
 
 
 async def pair_all(disc, agents: list[RunningAgent]) -> tuple[dict, list]:

@@ -40,19 +40,34 @@ def test_parse_address_rejects_with_the_input_named(bad):
         parse_address(bad)
 
 
-def test_token_store_is_private_atomic_and_refuses_a_corrupt_file(tmp_path):
-    store = TokenStore(tmp_path / "cfg" / "tokens.json")
+def test_pairing_store_is_private_atomic_and_refuses_a_corrupt_file(tmp_path):
+    from agent.identity import fingerprint_of_pem, load_or_create
+    c1 = load_or_create(tmp_path / "k", "a1", "a1").cert_pem.decode()
+    c2 = load_or_create(tmp_path / "k", "a2", "a2").cert_pem.decode()
+    store = TokenStore(tmp_path / "cfg" / "pairings.json")
     assert store.get("n1") is None
-    store.put("n1", "secret-1", fingerprint="fp1", name="alpha")
-    store.put("n2", "secret-2")
-    assert store.all() == {"n1": "secret-1", "n2": "secret-2"}
+    store.put("n1", c1, name="alpha")
+    store.put("n2", c2)
+    assert store.all() == {"n1": c1, "n2": c2}
+    assert store.fingerprint("n1") == fingerprint_of_pem(c1)
     assert stat.S_IMODE(os.stat(store.path).st_mode) == 0o600
-    assert [p.name for p in store.path.parent.iterdir()] == ["tokens.json"]  # no temp files left
+    assert [p.name for p in store.path.parent.iterdir()] == ["pairings.json"]  # no temp files left
     store.forget("n1")
-    assert store.all() == {"n2": "secret-2"}
+    assert store.all() == {"n2": c2}
     store.path.write_text("{not json")
-    with pytest.raises(ValueError, match="tokens.json: not a llama-herd token file"):
+    with pytest.raises(ValueError, match="pairings.json: not a llama-herd pairing file"):
         store.get("n2")
+
+
+def test_an_old_token_file_loads_and_its_nodes_must_pair_again(tmp_path, monkeypatch):
+    """Version 1 held bearer tokens: they are not used, and the nodes are listed as "pair again"."""
+    import json
+    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path))
+    (tmp_path / "tokens.json").write_text(json.dumps({"version": 1, "tokens": {
+        "n1": {"token": "t" * 43, "fingerprint": "", "name": "alpha", "paired_at": 1.0}}}))
+    store = TokenStore()
+    assert store.get("n1") is None and store.all() == {}
+    assert store.legacy() == {"n1": "alpha"}
 
 
 async def _events(disc: Discovery) -> list:
@@ -110,7 +125,7 @@ async def test_manual_node_marked_unreachable_within_10s_without_goodbye(procs, 
 async def test_add_address_with_nothing_there_is_a_clear_error(tmp_path):
     async with Discovery(browse=False, tokens=TokenStore(tmp_path / "t.json")) as disc:
         port = free_port()
-        with pytest.raises(AgentError, match=f"cannot reach agent at http://127.0.0.1:{port}"):
+        with pytest.raises(AgentError, match=f"cannot reach agent at https://127.0.0.1:{port}"):
             await disc.add_address(f"127.0.0.1:{port}", timeout=2)
         assert disc.nodes == {}
 
@@ -125,9 +140,14 @@ async def test_wrong_pin_stores_nothing(procs, tmp_path):
         with pytest.raises(AgentError, match="403"):
             await disc.pair(node, wrong)
         assert not tokens.path.exists() and not disc.nodes[node.id].paired
+        # this address now backs off; the wait is one second after one failure
+        with pytest.raises(AgentError, match="429"):
+            await disc.pair(node, right)
+        await asyncio.sleep(1.1)  # the back-off itself is what is tested: wait it out
+        right = agent.pin()
         await disc.pair(node, right)
         saved = json.loads(tokens.path.read_text())
-        assert list(saved["tokens"]) == [agent.node_id]
+        assert list(saved["nodes"]) == [agent.node_id]
 
 
 async def test_garbage_txt_is_ignored_and_browsing_goes_on(procs, tmp_path, caplog):

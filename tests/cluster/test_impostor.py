@@ -1,13 +1,14 @@
-"""A host that copies a paired node's id never gets that node's token: real herd-agent processes,
-real zeroconf and real HTTP on loopback. The impostors listen on 127.0.0.2 (another loopback
-address) and record every ``Authorization`` header they receive — they must see none."""
+"""A host that copies a paired node's id gets nothing from the master: real herd-agent processes,
+real zeroconf and real HTTPS on loopback. The impostors listen on 127.0.0.2 (another loopback
+address) with a key of their own, relay the public calls to the real agent, and record every
+request that reaches them: no protected call may, since the master pins the node's key and the
+TLS handshake with any other key fails before a request is sent."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import secrets
 import socket
 
 import httpx
@@ -19,48 +20,43 @@ from e2e.herd_cli import herd
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from agent import protocol as P
-from agent.client import AgentClient, IdentityNotProven
+from agent.client import AgentClient, KeyMismatch
+from agent.identity import client_context, load_or_create, server_context
 from gui.cluster.discovery import Discovery
 from gui.cluster.nodes import TokenStore
 
 LOOPBACK = ["127.0.0.1"]
 ROGUE_IP = "127.0.0.2"
+PUBLIC = {P.PATH_INFO, P.PATH_PING}
 
 
 class RogueApi:
-    """An impostor of a herd agent's API: answers ``info``/``ping`` as the copied node and either
-    relays ``/prove`` challenges to the real agent (``relay=True``) or forges an answer."""
+    """An impostor of a herd agent's API over TLS with its own key: answers ``info``/``ping`` as
+    the copied node (relayed to the real agent, or by itself when ``node_id`` is set) and takes
+    every other request it gets."""
 
-    def __init__(self, real_url: str, relay: bool, ip: str = ROGUE_IP, port: int | None = None,
+    def __init__(self, real_url: str, folder, ip: str = ROGUE_IP, port: int | None = None,
                  node_id: str = "") -> None:
         self.real_url = real_url
-        self.relay = relay
         self.ip = ip
-        self.node_id = node_id  # when set, info/ping are answered here (the real agent may be gone)
-        self.authorizations: list[str] = []
+        self.node_id = node_id
         self.paths: list[str] = []
         self.port = port or free_port()
+        self.identity = load_or_create(folder, "rogue", "rogue")
         self._runner: web.AppRunner | None = None
 
     @web.middleware
     async def _record(self, request: web.Request, handler):
         self.paths.append(request.path)
-        if "Authorization" in request.headers:
-            self.authorizations.append(request.headers["Authorization"])
         return await handler(request)
 
     async def _copy(self, request: web.Request) -> web.Response:
         if self.node_id:
             return web.json_response({"ok": True, "id": self.node_id, "name": "alpha", "paired": True})
-        async with httpx.AsyncClient(base_url=self.real_url) as h:
+        async with httpx.AsyncClient(base_url=self.real_url, verify=client_context()) as h:
             r = await h.request(request.method, request.path, content=await request.read(),
                                 headers={"Content-Type": "application/json"})
         return web.json_response(r.json(), status=r.status_code)
-
-    async def _prove(self, request: web.Request) -> web.Response:
-        if self.relay:
-            return await self._copy(request)
-        return web.json_response({"mac": secrets.token_hex(32), "address": self.ip, "id": "forged"})
 
     async def _anything(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
@@ -69,16 +65,19 @@ class RogueApi:
         app = web.Application(middlewares=[self._record])
         app.router.add_get(P.PATH_INFO, self._copy)
         app.router.add_get(P.PATH_PING, self._copy)
-        app.router.add_post(P.PATH_PROVE, self._prove)
-        app.router.add_route("*", "/{tail:.*}", self._anything)  # would take the token if sent
+        app.router.add_route("*", "/{tail:.*}", self._anything)  # would take any call sent here
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.ip, self.port).start()
+        await web.TCPSite(self._runner, self.ip, self.port, ssl_context=server_context(self.identity)).start()
         return self
 
     @property
     def url(self) -> str:
-        return f"http://{self.ip}:{self.port}"
+        return f"https://{self.ip}:{self.port}"
+
+    @property
+    def protected_calls(self) -> list[str]:
+        return [p for p in self.paths if p not in PUBLIC]
 
     async def close(self) -> None:
         if self._runner is not None:
@@ -108,16 +107,16 @@ async def _advertise_copy(zc: AsyncZeroconf, agent, rogue_port: int) -> AsyncSer
     return info
 
 
-async def test_discovery_keeps_the_real_node_and_never_sends_the_token_to_an_impostor(procs, tmp_path):
+async def test_discovery_keeps_the_real_node_and_never_calls_an_impostor(procs, tmp_path):
     tokens = TokenStore(tmp_path / "tokens.json")
     agent = await _paired_agent(procs, tmp_path, tokens)
-    rogue = await RogueApi(agent.api_url, relay=True).start()
+    rogue = await RogueApi(agent.api_url, tmp_path / "rogue").start()
     zc = AsyncZeroconf(interfaces=LOOPBACK)
     try:
-        # A new session (as after a restart): nothing proven yet.
+        # A new session (as after a restart).
         async with Discovery(LOOPBACK, tokens=tokens) as disc:
             assert await disc.wait_until(lambda n: agent.node_id in n, 10)
-            # The real agent proves who it is, so its token is used there.
+            # The real agent has the pinned key, so calls go there.
             async with disc.client(agent.node_id) as c:
                 assert (await c.status())["id"] == agent.node_id
 
@@ -127,10 +126,9 @@ async def test_discovery_keeps_the_real_node_and_never_sends_the_token_to_an_imp
             node = disc.nodes[agent.node_id]
             assert node.host == "127.0.0.1" and node.api_url == agent.api_url  # not moved
             assert f"{rogue.url} claims to be node {agent.node_id}" in node.impostor
-            assert "relayed or forwarded" in node.impostor  # the relayed proof is for 127.0.0.1
+            assert "not the one pinned at pairing" in node.impostor
             assert node.to_json()["impostor"] == node.impostor
-            assert P.PATH_PROVE in rogue.paths  # it was challenged ...
-            async with disc.client(node) as c:  # ... and the real node still works
+            async with disc.client(node) as c:  # the real node still works
                 assert (await c.status())["id"] == agent.node_id
 
             # The impostor leaves: the report goes, the real node stays.
@@ -140,42 +138,43 @@ async def test_discovery_keeps_the_real_node_and_never_sends_the_token_to_an_imp
     finally:
         await zc.async_close()
         await rogue.close()
-    assert rogue.authorizations == []
+    assert rogue.protected_calls == []
 
 
-@pytest.mark.parametrize("relay", [True, False], ids=["relayed-proof", "forged-proof"])
-async def test_a_client_refuses_to_send_the_token_to_an_address_that_fails_the_proof(procs, tmp_path, relay):
+async def test_a_pinned_client_sends_nothing_to_an_address_with_another_key(procs, tmp_path):
     tokens = TokenStore(tmp_path / "tokens.json")
     agent = await _paired_agent(procs, tmp_path, tokens)
-    rogue = await RogueApi(agent.api_url, relay=relay).start()
+    rogue = await RogueApi(agent.api_url, tmp_path / "rogue").start()
+    me = load_or_create(tmp_path, "master", "x")  # the identity Discovery made beside the store
     try:
-        async with AgentClient(rogue.url, token=tokens.get(agent.node_id), node_id=agent.node_id) as c:
-            assert (await c.info())["id"] == agent.node_id  # public calls: it looks like the node
-            for call in (c.status, c.rpc_start, c.rpc_stop, c.rpc_log, c.bandwidth):
-                with pytest.raises(IdentityNotProven, match=f"agent at {rogue.url} claims to be node "
-                                                            f"{agent.node_id}.*token was not sent there"):
+        async with AgentClient(rogue.url) as c:  # unpinned, public: it looks like the node
+            assert (await c.info())["id"] == agent.node_id
+        async with AgentClient(rogue.url, identity=me, pinned=tokens.get(agent.node_id),
+                               node_id=agent.node_id) as c:
+            for call in (c.info, c.status, c.rpc_start, c.rpc_stop, c.rpc_log, c.bandwidth, c.unpair):
+                with pytest.raises(KeyMismatch, match=f"{rogue.url}: the key of whoever answers there "
+                                                      "is not the key pinned"):
                     await call()
     finally:
         await rogue.close()
-    assert rogue.paths.count(P.PATH_PROVE) == 5
-    assert rogue.authorizations == []
+    assert rogue.paths == [P.PATH_INFO]  # only the unpinned public call reached it
 
 
-async def test_a_second_real_agent_with_a_copied_id_fails_the_proof(procs, tmp_path):
+async def test_a_second_real_agent_with_a_copied_id_and_pairings_fails_the_key_check(procs, tmp_path):
     tokens = TokenStore(tmp_path / "tokens.json")
     agent = await _paired_agent(procs, tmp_path, tokens)
-    # Copy the paired node's id (but not its pairings: those hashes are the real node's secret).
+    # Copy the paired node's id and its pairings (but not its private key).
     state_dir = tmp_path / "agent-copy"
     state_dir.mkdir()
     real_state = json.loads((agent.state_dir / "agent-state.json").read_text())
-    (state_dir / "agent-state.json").write_text(json.dumps({**real_state, "masters": []}))
+    (state_dir / "agent-state.json").write_text(json.dumps(real_state))
     copy = start_agent(procs.popen, tmp_path, "copy", bind=ROGUE_IP, mdns=False)
     assert copy.node_id == agent.node_id
     async with Discovery(browse=False, tokens=tokens) as disc:
         node = await disc.add_address(copy.api_url)
         assert node.id == agent.node_id and node.host == ROGUE_IP
         async with disc.client(node) as c:
-            with pytest.raises(IdentityNotProven, match=f"{copy.api_url} claims.*could not prove the pairing"):
+            with pytest.raises(KeyMismatch, match=f"{copy.api_url}: the key .* is not the key pinned"):
                 await c.rpc_start()
     async with AgentClient(copy.api_url) as c:
         assert (await c.info())["rpc_state"] == P.STATE_STOPPED
@@ -196,7 +195,7 @@ async def test_an_impostor_seen_first_is_flagged_then_the_real_node_takes_over(p
     async with Discovery(browse=False, tokens=tokens) as disc:
         await disc.pair(await disc.add_address(agent.api_url), agent.pin())
     api_port = int(agent.api_url.rsplit(":", 1)[1])
-    rogue = await RogueApi(agent.api_url, relay=False).start()
+    rogue = await RogueApi(agent.api_url, tmp_path / "rogue").start()
     zc = AsyncZeroconf(interfaces=LOOPBACK)
     try:
         async with Discovery(LOOPBACK, tokens=tokens) as disc:
@@ -206,7 +205,7 @@ async def test_an_impostor_seen_first_is_flagged_then_the_real_node_takes_over(p
             node = disc.nodes[agent.node_id]
             assert node.host == ROGUE_IP and rogue.url in node.impostor  # listed, flagged
             async with disc.client(node) as c:
-                with pytest.raises(IdentityNotProven, match=rogue.url):
+                with pytest.raises(KeyMismatch, match=rogue.url):
                     await c.status()
 
             await zc.async_register_service(_record("alpha", agent.node_id, "127.0.0.1", api_port))
@@ -222,10 +221,10 @@ async def test_an_impostor_seen_first_is_flagged_then_the_real_node_takes_over(p
     finally:
         await zc.async_close()
         await rogue.close()
-    assert rogue.authorizations == []
+    assert rogue.protected_calls == []
 
 
-async def test_an_address_proves_itself_again_after_its_node_went_silent(procs, tmp_path):
+async def test_an_address_is_checked_again_after_its_node_went_silent(procs, tmp_path):
     agent = start_agent(procs.popen, tmp_path, "alpha", mdns=False)
     tokens = TokenStore(tmp_path / "tokens.json")
     api_port = int(agent.api_url.rsplit(":", 1)[1])
@@ -238,16 +237,16 @@ async def test_an_address_proves_itself_again_after_its_node_went_silent(procs, 
         agent.proc.wait(timeout=5)
         assert await disc.wait_until(lambda n: not n[agent.node_id].reachable, 10)
         # Someone else takes over the very address and answers as the node.
-        rogue = await RogueApi(agent.api_url, relay=False, ip="127.0.0.1", port=api_port,
+        rogue = await RogueApi(agent.api_url, tmp_path / "rogue", ip="127.0.0.1", port=api_port,
                                node_id=agent.node_id).start()
         try:
             assert await disc.wait_until(lambda n: n[agent.node_id].reachable, 10)
             async with disc.client(agent.node_id) as c:
-                with pytest.raises(IdentityNotProven, match=rogue.url):
+                with pytest.raises(KeyMismatch, match=rogue.url):
                     await c.status()
         finally:
             await rogue.close()
-    assert P.PATH_PROVE in rogue.paths and rogue.authorizations == []
+    assert rogue.protected_calls == []
 
 
 async def test_herd_nodes_warns_about_an_impostor(procs, tmp_path):
@@ -255,7 +254,7 @@ async def test_herd_nodes_warns_about_an_impostor(procs, tmp_path):
     agent = start_agent(procs.popen, tmp_path, "alpha")
     r = await asyncio.to_thread(herd, ["pair", agent.api_url, "--pin", agent.pin()], env)
     assert r.returncode == 0, r.stderr
-    rogue = await RogueApi(agent.api_url, relay=False).start()
+    rogue = await RogueApi(agent.api_url, tmp_path / "rogue").start()
     zc = AsyncZeroconf(interfaces=LOOPBACK)
     try:
         await zc.async_register_service(_record("impostor", agent.node_id, ROGUE_IP, rogue.port))
@@ -265,7 +264,7 @@ async def test_herd_nodes_warns_about_an_impostor(procs, tmp_path):
         await zc.async_close()
         await rogue.close()
     assert r.returncode == 0, r.stderr
-    assert f"warning: alpha: identity not proven: the agent at {rogue.url} claims to be node " \
+    assert f"warning: alpha: wrong key: the agent at {rogue.url} claims to be node " \
            f"{agent.node_id}" in r.stdout, r.stdout
-    assert agent.api_url.removeprefix("http://") in r.stdout  # the real node is listed where it is
-    assert rogue.authorizations == []
+    assert agent.api_url.removeprefix("https://") in r.stdout  # the real node is listed where it is
+    assert rogue.protected_calls == []

@@ -23,7 +23,7 @@ from agent.client import AgentClient
 from gui.cluster import launcher as L
 from gui.cluster.chat import chat
 from gui.cluster.discovery import Discovery
-from gui.cluster.nodes import TokenStore
+from gui.cluster.nodes import TokenStore, master_identity
 
 pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow]
 
@@ -55,7 +55,7 @@ async def test_lan_cluster_flow(engine, demo_model, tmp_path, lan):
     for name, agent in agents.items():
         r = herd(["pair", f"{lan[name].ip}:{API}", "--pin", agent.pin()], env, wrap=m.cmd)
         assert r.returncode == 0, r.stderr
-    tokens = TokenStore(tmp_path / "master-config" / "tokens.json")
+    tokens = TokenStore(tmp_path / "master-config" / "pairings.json")
     assert set(tokens.all()) == {a.node_id for a in agents.values()}
 
     # The endpoint listens on the master's LAN address so this test process can reach it.
@@ -84,7 +84,7 @@ async def test_lan_cluster_flow(engine, demo_model, tmp_path, lan):
     assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
     assert gone(servers) and gone(workers), "a process herd started is still running"
     for name, agent in agents.items():
-        async with AgentClient(agent.api_url, token=tokens.get(agent.node_id)) as c:
+        async with AgentClient(agent.api_url, identity=master_identity(tokens.path.parent), pinned=tokens.get(agent.node_id)) as c:
             assert (await c.status())["rpc"]["state"] == "stopped"
 
 
@@ -120,7 +120,7 @@ async def test_llama_server_from_an_unpaired_address_is_refused_and_explained(en
     a = start_agent(a_host.popen, tmp_path, "a", bind=a_host.ip, api_port=API, rpc_port=RPC, echo_port=ECHO)
     r = herd(["pair", f"{a_host.ip}:{API}", "--pin", a.pin()], env, wrap=m.cmd)
     assert r.returncode == 0, r.stderr
-    token = TokenStore(tmp_path / "master-config" / "tokens.json").get(a.node_id)
+    token = TokenStore(tmp_path / "master-config" / "pairings.json").get(a.node_id)
     # The paired master (in its namespace) starts the worker.
     start = ("import asyncio, sys; from agent.client import AgentClient\n"
              "async def go():\n"

@@ -18,7 +18,7 @@ from e2e.herd_cli import HERD, HerdUp, gone, herd, rpc_children
 
 from agent.client import AgentClient
 from gui.cluster.chat import chat
-from gui.cluster.nodes import TokenStore
+from gui.cluster.nodes import TokenStore, master_identity
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -44,7 +44,7 @@ async def test_loopback_cluster_flow(engine, demo_model, procs, tmp_path, herd_e
         r = herd(["pair", agent.api_url.removeprefix("http://"), "--pin", agent.pin()], herd_env)
         assert r.returncode == 0, r.stderr
         assert f"paired with {agent.name} ({agent.node_id})" in r.stdout
-    tokens = TokenStore(tmp_path / "master-config" / "tokens.json")
+    tokens = TokenStore(tmp_path / "master-config" / "pairings.json")
     assert set(tokens.all()) == {alpha.node_id, beta.node_id}
 
     # Not the default (by free memory, which would put nearly everything on the workers evenly):
@@ -94,7 +94,7 @@ async def test_loopback_cluster_flow(engine, demo_model, procs, tmp_path, herd_e
 
     await _stop(up, servers, workers)
     for agent in (alpha, beta):
-        async with AgentClient(agent.api_url, token=tokens.get(agent.node_id)) as c:
+        async with AgentClient(agent.api_url, identity=master_identity(tokens.path.parent), pinned=tokens.get(agent.node_id)) as c:
             assert (await c.status())["rpc"]["state"] == "stopped"
     r = herd(["export", "-o", tmp_path / "again.json"], herd_env)
     assert r.returncode == 1 and "no cluster is running" in r.stderr

@@ -27,7 +27,7 @@ from gui.cluster.profile import ProfileError, load_profile, make_profile, profil
 
 # --- raw requests ------------------------------------------------------------------------------
 
-PATHS = [P.PATH_INFO, P.PATH_PING, P.PATH_PAIR, P.PATH_STATUS, P.PATH_RPC_START, P.PATH_RPC_STOP,
+PATHS = [P.PATH_INFO, P.PATH_PING, P.PATH_PAIR, P.PATH_PAIR_START, P.PATH_PAIR_FINISH, P.PATH_STATUS, P.PATH_RPC_START, P.PATH_RPC_STOP,
          P.PATH_RPC_LOG, P.PATH_BANDWIDTH, P.PATH_OPENAPI, "/", "/api", "/api/v1/", "/api/v1/../info",
          "/%00", "/api/v1/status%20", "/" + "a" * 5000]
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
@@ -49,13 +49,21 @@ queries = st.dictionaries(st.sampled_from(["tail", "bytes", "x", ""]),
 
 @pytest.fixture(scope="module")
 def raw_agent(tmp_path_factory):
-    """A real herd-agent process on loopback, paired: (url, token, process, state dir)."""
-    with paired_agent(tmp_path_factory.mktemp("raw-agent"), "raw") as (agent, token):
-        yield agent.api_url, token, agent.proc, agent.state_dir
+    """A real herd-agent process on loopback, paired: (url, keys, process, state dir)."""
+    with paired_agent(tmp_path_factory.mktemp("raw-agent"), "raw") as (agent, keys):
+        yield agent.api_url, keys, agent.proc, agent.state_dir
 
 
 SENT = []
-CLIENT = httpx.Client(timeout=10)  # one keep-alive connection for the whole sweep
+CLIENTS: dict = {}  # one keep-alive connection per way of presenting oneself, for the whole sweep
+
+
+def _client(keys, paired: bool) -> httpx.Client:
+    """The paired master's keys (mutual TLS), or a stranger's TLS with no certificate."""
+    from agent.identity import client_context
+    if paired not in CLIENTS:
+        CLIENTS[paired] = httpx.Client(timeout=10, verify=keys.client_context() if paired else client_context())
+    return CLIENTS[paired]
 
 
 @settings(max_examples=2500, deadline=None, derandomize=True, database=None,
@@ -64,19 +72,21 @@ CLIENT = httpx.Client(timeout=10)  # one keep-alive connection for the whole swe
        auth=st.sampled_from(["good", "none", "bad", "garbage"]),
        ctype=st.sampled_from([None, "application/json", "text/plain", "multipart/form-data", "\x00"]))
 def _one_raw_request(raw_agent, method, path, body, query, auth, ctype):
-    url, token, proc, _ = raw_agent
-    headers = {"good": {"Authorization": f"Bearer {token}"}, "none": {},
+    url, keys, proc, _ = raw_agent
+    # "good" is the paired master's certificate; the others come without one, with headers that
+    # once meant something (bearer tokens) or garbage.
+    headers = {"good": {}, "none": {},
                "bad": {"Authorization": "Bearer " + "0" * 43},
                "garbage": {"Authorization": "Basic \u00ff\u00fe"}}[auth].copy()
     if ctype is not None:
         headers["Content-Type"] = ctype
     # Never start a worker from here (it would need the engine and time); everything else goes.
-    if path == P.PATH_RPC_START and auth == "good":
-        headers.pop("Authorization")
+    if path in (P.PATH_RPC_START, P.PATH_UNPAIR) and auth == "good":
+        auth = "none"
     if path == P.PATH_BANDWIDTH:
         query = {k: v for k, v in query.items() if k != "bytes"}
     try:
-        r = CLIENT.request(method, url + path, params=query, content=body if method != "GET" else None,
+        r = _client(keys, auth == "good").request(method, url + path, params=query, content=body if method != "GET" else None,
                            headers={k: v.encode("utf-8") for k, v in headers.items()})
     except httpx.LocalProtocolError:
         SENT.append(0)  # httpx itself refused to send it (e.g. a control character in a header)
@@ -86,7 +96,7 @@ def _one_raw_request(raw_agent, method, path, body, query, auth, ctype):
         # (seen rarely, for request lines it cannot parse): fine, as long as it lives on.
         SENT.append(400)
         assert proc.poll() is None, "the agent died"
-        assert httpx.get(url + P.PATH_PING, timeout=5).status_code == 200
+        assert _client(keys, False).get(url + P.PATH_PING, timeout=5).status_code == 200
         return
     SENT.append(r.status_code)
     assert r.status_code < 500, (method, path, body[:80], query, r.text[:200])
@@ -97,11 +107,11 @@ def _one_raw_request(raw_agent, method, path, body, query, auth, ctype):
 
 def test_raw_garbage_requests_break_nothing_and_lose_nothing(raw_agent):
     _one_raw_request(raw_agent)  # hypothesis runs it for every generated request
-    url, token, proc, state = raw_agent
+    url, keys, proc, state = raw_agent
     assert sum(1 for s in SENT if s) >= 2000, f"only {len(SENT)} requests were sent"
     assert proc.poll() is None
-    # The pairing and identity survived: same token works, the state file is whole, nothing set aside.
-    r = httpx.get(url + P.PATH_STATUS, headers={"Authorization": f"Bearer {token}"})
+    # The pairing and identity survived: the same keys work, the state file is whole, nothing set aside.
+    r = httpx.get(url + P.PATH_STATUS, verify=keys.client_context())
     assert r.status_code == 200
     saved = json.loads((state / STATE_NAME).read_text())
     assert saved["node_id"] == r.json()["id"] and len(saved["masters"]) >= 1
