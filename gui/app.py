@@ -419,6 +419,7 @@ class MainWindow(QMainWindow):
         self.editor.set_fastest_available(False)
         self.editor.summary.setText(self.tr("Measuring the nodes to find the fastest split…"))
         devices = self.planned_devices()
+        self.session.fastest_for = self.editor.fastest_for.currentData()  # chat or documents (#16)
         call = self.session.fastest(self.engine, self.model, devices, self.editor.ctx.value(),
                                     psutil.virtual_memory().available)
         call.finished.connect(lambda plan, devices=devices: self._show_fastest(plan, devices))
@@ -447,6 +448,7 @@ class MainWindow(QMainWindow):
         if note and local:
             note += " " + self.tr("(%1 run on this computer too, so they add no computing power.)").replace(
                 "%1", ", ".join(local))
+        note = " ".join(t for t in (self.editor.predicted_text(self.session.last_fastest), note) if t)
         self.editor.set_note(note)
 
     def _update_fastest_button(self) -> None:

@@ -84,6 +84,9 @@ class ClusterSession(QObject):
         #: How a lost worker is handled (auto-recover, countdown…); the settings dialog sets it.
         self.failover_policy = FailoverPolicy()
         self.failover_nodes: list[str] = []
+        #: what Fastest optimises ("chat" or "documents", #16) and its last result
+        self.fastest_for = "chat"
+        self.last_fastest = None
         self._node_samplers: dict[str, list] = {}
         self._server_samplers: list = []
         self._log_task: asyncio.Task | None = None
@@ -391,7 +394,7 @@ class ClusterSession(QObject):
 
     async def _fastest(self, engine, model, devices, ctx, host_free_bytes):
         from gui.cluster import measure as M
-        from gui.cluster.optimize import fastest_plan
+        from gui.cluster.optimize import fastest
 
         cache = M.MeasurementCache()
         node_ids = list(dict.fromkeys(d.node_id for d in devices))
@@ -421,7 +424,10 @@ class ClusterSession(QObject):
                             await client.rpc_stop()
         host = await M.measure_node(engine, model.path, "master", None, cache=cache)
         measurements = M.cost_inputs(measured, host)
-        return fastest_plan(model, devices, measurements, ctx, host_free_bytes)
+        # (#16) what the app asked to optimise; the result keeps both predicted figures
+        self.last_fastest = fastest(model, devices, measurements, ctx, host_free_bytes,
+                                    objective=self.fastest_for)
+        return self.last_fastest.plan
 
     # ------------------------------------------------------------ chat
 

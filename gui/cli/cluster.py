@@ -22,8 +22,8 @@ from pathlib import Path
 
 from agent.client import AgentError, measure_echo_rtt
 from agent.engine import EngineError, find_engine
-from agent.identity import display_fingerprint
 from agent.files import CorruptFile
+from gui.cli.progress import TransferPrinter
 from gui.cli.progress import TransferPrinter
 from gui.cluster import doctor as doc
 from gui.cluster.discovery import Discovery, parse_address
@@ -77,6 +77,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fastest", action="store_true",
                    help="the fastest split that fits, from measured node speeds and links "
                         "(measured once per node and model, then cached; see herd bench)")
+    p.add_argument("--for", dest="fastest_for", choices=("chat", "documents"), default="chat",
+                   help="what --fastest optimises: decode speed (chat, the default) or the time to "
+                        "first token of a long prompt (documents)")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--json", action="store_true", help="print JSON")
     finding(p, 2.0)
@@ -233,19 +236,14 @@ async def cmd_nodes(args: argparse.Namespace) -> int:
     if not nodes:
         print("No nodes found. Start herd-agent on the workers, or add one with --add HOST[:PORT].")
         return 0
-    print(f"{'NAME':<16} {'ADDRESS':<22} {'RPC':<8} {'STATE':<9} {'ENGINE':<7} {'PAIRED':<6} {'SEEN':<6} "
-          f"{'KEY':<19} ID")
+    print(f"{'NAME':<16} {'ADDRESS':<22} {'RPC':<8} {'STATE':<9} {'ENGINE':<7} {'PAIRED':<6} {'SEEN':<6} ID")
     for n in nodes:
         seen = ("mdns" if n.via_mdns else "manual") if n.reachable else "LOST"
         print(f"{n.name[:16]:<16} {n.host + ':' + str(n.api_port):<22} {n.rpc_port or '-':<8} "
-              f"{n.state or '?':<9} {n.engine or '?':<7} {'yes' if n.paired else 'no':<6} {seen:<6} "
-              f"{display_fingerprint(n.key, 4) if n.key else '-':<19} {n.id}")
+              f"{n.state or '?':<9} {n.engine or '?':<7} {'yes' if n.paired else 'no':<6} {seen:<6} {n.id}")
     for n in nodes:
         if n.impostor:
             print(f"warning: {n.name}: {n.impostor}")
-        if n.repair:
-            print(f"note: {n.name} was paired by an older llama-herd (bearer token): pair it again "
-                  f"(`herd-agent pin` there, then `herd pair {n.host}:{n.api_port} --pin PIN`)")
     return 0
 
 
@@ -342,12 +340,21 @@ async def _fastest(args, disc: Discovery, model, nodes: list[Node], devices: lis
     try:
         best = await measured_fastest(find_engine(), args.model, model, nodes, devices, disc.client,
                                       args.ctx, host_free_bytes=_host_free(), cache=MeasurementCache(),
-                                      threads=args.threads)
+                                      threads=args.threads, objective=getattr(args, "fastest_for", "chat"))
     except (MeasureError, EngineError) as exc:
         raise CommandError(f"cannot measure the nodes: {exc}") from None
     if not args.json:
-        print(f"Fastest: predicted {best.cost.tokens_per_s:.1f} tokens/s")
+        print(_predicted(best))
     return best.plan
+
+
+def _predicted(best) -> str:
+    """Both predicted figures of a Fastest plan: decode speed and a long prompt's first token."""
+    line = f"Fastest: predicted {best.cost.tokens_per_s:.1f} tokens/s decode (for {best.objective})"
+    if best.prompt is not None:
+        line += (f"; {best.prompt.n_prompt}-token prompt: first token after {best.prompt.total_s:.2f} s "
+                 f"({best.prompt.tokens_per_s:.0f} tokens/s)")
+    return line
 
 
 def _worker_commands(plan, nodes: list[Node]) -> list[str]:
@@ -551,6 +558,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
                                      host_free_bytes=_host_free,
                                      probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout),
                                      verify_layers=args.verify_layers)
+        launcher.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
         launcher.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
         print("Starting " + " ".join(launcher.spec.argv(llama_server)), flush=True)
         stop = asyncio.Event()

@@ -48,7 +48,8 @@ from agent import rpc_protocol
 from agent.engine import Engine
 
 #: Bump when the meaning of a cached field changes; older files are then ignored.
-CACHE_FORMAT = 1
+#: 2: prompt speed measured too (#16).
+CACHE_FORMAT = 2
 
 _FINGERPRINT_SPAN = 1 << 20
 #: Smallest share of a calibration step counted as compute (see :func:`measure_compute`).
@@ -123,6 +124,12 @@ class ComputeMeasurement:
         threads: worker threads, if known (``ggml-rpc-server -t`` or llama-server ``-t``).
         bytes_per_param: average bytes of one weight of the model measured (0: not recorded), so
             a model of another quant type can be predicted per weight rather than per byte (#14).
+        prompt_n: tokens of the prompt timed for the prompt speed (one micro-batch; 0: none).
+        prompt_step_s: seconds llama-server took for that prompt (best run).
+        prompt_link_s: the link's share subtracted from it (one round trip plus the
+            micro-batch's hidden states both ways over the link's throughput).
+        prompt_seconds_per_byte: prompt compute seconds per token per byte of weights.
+        prompt_slot_s: prompt compute seconds per token of each slot.
     """
 
     endpoint: str | None
@@ -134,6 +141,11 @@ class ComputeMeasurement:
     tokens: int
     threads: int | None = None
     bytes_per_param: float = 0.0
+    prompt_n: int = 0
+    prompt_step_s: float = 0.0
+    prompt_link_s: float = 0.0
+    prompt_seconds_per_byte: float = 0.0
+    prompt_slot_s: tuple[float, ...] = ()
 
     @property
     def seconds_per_layer(self) -> float:
@@ -150,6 +162,7 @@ class ComputeMeasurement:
         d = asdict(self)
         d["step_samples"] = list(self.step_samples)
         d["slot_s"] = list(self.slot_s)
+        d["prompt_slot_s"] = list(self.prompt_slot_s)
         d["seconds_per_layer"] = self.seconds_per_layer
         return d
 
@@ -160,7 +173,11 @@ class ComputeMeasurement:
                    link_s=float(d["link_s"]), seconds_per_byte=float(d["seconds_per_byte"]),
                    slot_s=tuple(float(x) for x in d["slot_s"]), tokens=int(d["tokens"]),
                    threads=None if d.get("threads") is None else int(d["threads"]),
-                   bytes_per_param=float(d.get("bytes_per_param") or 0.0))
+                   bytes_per_param=float(d.get("bytes_per_param") or 0.0),
+                   prompt_n=int(d.get("prompt_n") or 0), prompt_step_s=float(d.get("prompt_step_s") or 0.0),
+                   prompt_link_s=float(d.get("prompt_link_s") or 0.0),
+                   prompt_seconds_per_byte=float(d.get("prompt_seconds_per_byte") or 0.0),
+                   prompt_slot_s=tuple(float(x) for x in d.get("prompt_slot_s") or ()))
 
 
 @dataclass(frozen=True)
@@ -289,10 +306,11 @@ class DecodeTiming:
 
 async def timed_completion(client: httpx.AsyncClient, base_url: str, tokens: int,
                            prompt: str = "measure the decode speed of this cluster",
-                           timeout: float = 300.0) -> DecodeTiming:
-    """Ask llama-server for ``tokens`` tokens and return its own timings of the request."""
+                           timeout: float = 300.0, cache_prompt: bool = True) -> DecodeTiming:
+    """Ask llama-server for ``tokens`` tokens and return its own timings of the request
+    (``cache_prompt=False``: the whole prompt is processed again, none is reused)."""
     body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": tokens,
-            "temperature": 0.0, "stream": False}
+            "temperature": 0.0, "stream": False, "cache_prompt": cache_prompt}
     try:
         r = await client.post(base_url + "/v1/chat/completions", json=body, timeout=timeout)
     except httpx.HTTPError as exc:
@@ -314,6 +332,38 @@ async def decode_step_times(server_url: str, runs: int, tokens: int, warmup: int
         return [(await timed_completion(client, server_url, tokens)).step_s for _ in range(runs)]
 
 
+#: Words of the prompt the prompt speed is timed with: with the chat template, a few hundred
+#: tokens — one micro-batch (≤ 512), so what is timed is one pass of a micro-batch.
+PROMPT_WORDS = 160
+
+
+def measurement_prompt(words: int = PROMPT_WORDS) -> str:
+    """A prompt of ``words`` plain words (no cache can reuse it across runs: the runs turn
+    prompt caching off)."""
+    base = ("the quick brown fox jumps over a lazy dog while seven wise owls count the stars "
+            "above an old stone bridge near the quiet river").split()
+    return " ".join(base[i % len(base)] for i in range(words))
+
+
+async def prompt_times(server_url: str, runs: int, words: int = PROMPT_WORDS) -> list[DecodeTiming]:
+    """``runs`` completions of one token after a prompt of ``words`` words, prompt caching off:
+    llama-server's timing of each prompt."""
+    async with httpx.AsyncClient() as client:
+        return [await timed_completion(client, server_url, 1, prompt=measurement_prompt(words),
+                                       cache_prompt=False) for _ in range(runs)]
+
+
+def prompt_link_cost_s(link: LinkMeasurement | None, model, tokens: int) -> float:
+    """The link's share of a calibration prompt of ``tokens`` (one micro-batch, every slot on
+    the worker): one round trip, the hidden states in and the logits out."""
+    from gui.cluster.costmodel import prompt_hop_bytes
+
+    if link is None:
+        return 0.0
+    xfer = prompt_hop_bytes(model, tokens, True) / link.throughput_bps if link.throughput_bps else 0.0
+    return link.rtt_min_s + xfer
+
+
 def slot_seconds(slot_bytes: Sequence[int], compute_s: float) -> tuple[float, ...]:
     """``compute_s`` spread over the slots in proportion to their bytes."""
     total = sum(slot_bytes)
@@ -326,7 +376,8 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
                           link_s: float = 0.0, tokens: int = 24, runs: int = 3, ctx: int = 512,
                           host_threads: int | None = None, threads: int | None = None,
                           ready_timeout: float = 300.0, device: int = 0, n_devices: int = 1,
-                          server_args: Sequence[str] = ()) -> ComputeMeasurement:
+                          server_args: Sequence[str] = (), link: LinkMeasurement | None = None,
+                          prompt_runs: int = 2) -> ComputeMeasurement:
     """Decode speed of the model with every slot on the worker at ``endpoint`` (None: on the
     master's own CPU), from ``runs`` real completions of ``tokens`` tokens.
 
@@ -338,6 +389,10 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     the best run's step (at least :data:`MIN_COMPUTE_SHARE` of it) is spread over the slots by
     their bytes.
     ``host_threads`` is llama-server's ``-t``; ``threads`` is only recorded.
+
+    The prompt speed comes from ``prompt_runs`` prompts of one micro-batch each
+    (:func:`prompt_times`, prompt caching off), best run, minus the link's share
+    (:func:`prompt_link_cost_s` with ``link``), per token and spread over the slots by bytes.
     """
     from gui.cluster.launcher import LaunchError, ServerProcess, ServerSpec
     from gui.cluster.model import inspect_model
@@ -357,6 +412,7 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
         await server.start()
         await server.wait_ready(ready_timeout)
         steps = await decode_step_times(server.url, runs, tokens)
+        prompts = await prompt_times(server.url, prompt_runs) if prompt_runs > 0 else []
     except LaunchError as exc:
         raise MeasureError(f"calibration run on {endpoint or 'the host CPU'} failed: {exc}") from None
     finally:
@@ -366,10 +422,19 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     # the difference near zero or below. The device is then fast, not free: keep a floor.
     compute = max(step - link_s, MIN_COMPUTE_SHARE * step)
     slots = slot_seconds(info.slot_bytes, compute)
+    prompt: dict = {}
+    if prompts:
+        best = min(prompts, key=lambda t: t.prompt_ms / max(1, t.prompt_n))
+        p_step = best.prompt_ms / 1000.0
+        p_link = prompt_link_cost_s(link, info, best.prompt_n)
+        per_token = max(p_step - p_link, MIN_COMPUTE_SHARE * p_step) / max(1, best.prompt_n)
+        prompt = {"prompt_n": best.prompt_n, "prompt_step_s": p_step, "prompt_link_s": p_link,
+                  "prompt_seconds_per_byte": per_token / sum(info.slot_bytes),
+                  "prompt_slot_s": slot_seconds(info.slot_bytes, per_token)}
     return ComputeMeasurement(endpoint=endpoint, step_s=step, step_samples=tuple(steps), link_s=link_s,
                               seconds_per_byte=compute / sum(info.slot_bytes), slot_s=slots,
                               tokens=tokens, threads=threads if endpoint else host_threads,
-                              bytes_per_param=info.bytes_per_param)
+                              bytes_per_param=info.bytes_per_param, **prompt)
 
 
 def link_cost_s(link: LinkMeasurement, model_path: str | os.PathLike) -> float:
@@ -519,7 +584,7 @@ async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: s
     compute = await measure_compute(engine, model_path, endpoint, link_s=link_s,
                                     tokens=tokens, runs=runs, host_threads=host_threads,
                                     threads=threads, device=device, n_devices=n_devices,
-                                    server_args=server_args)
+                                    server_args=server_args, link=link)
     m = NodeMeasurement(node_id=node_id, model_fingerprint=fp, compute=compute, link=link,
                         measured_at=time.time(), settings=settings)
     if cache is not None:
@@ -591,9 +656,10 @@ async def measured_fastest(engine: Engine, model_path: str | os.PathLike, model,
                            devices: Sequence, client_for, ctx: int, *, host_free_bytes: int | None,
                            cache: MeasurementCache | None = None, threads: int | None = None,
                            refresh: bool = False, server_args: Sequence[str] = (), tokens: int = 24,
-                           runs: int = 3):
+                           runs: int = 3, objective: str = "chat"):
     """The Fastest plan for ``nodes``: measure them (and the master's CPU, which may keep
-    layers), then search (:func:`gui.cluster.optimize.fastest`). Returns its ``FastestResult``.
+    layers), then search (:func:`gui.cluster.optimize.fastest`, for ``objective`` ``"chat"`` or
+    ``"documents"``). Returns its ``FastestResult``.
 
     Raises :class:`MeasureError` when a node cannot be measured, ``PlanError`` when no plan fits.
     """
@@ -604,7 +670,8 @@ async def measured_fastest(engine: Engine, model_path: str | os.PathLike, model,
                                    tokens=tokens, runs=runs)
     host = await measure_node(engine, model_path, "master", None, cache=cache, refresh=refresh,
                               server_args=server_args, tokens=tokens, runs=runs)
-    return fastest(model, devices, cost_inputs(measured, host), ctx, host_free_bytes=host_free_bytes)
+    return fastest(model, devices, cost_inputs(measured, host), ctx, host_free_bytes=host_free_bytes,
+                   objective=objective)
 
 
 def cost_inputs(nodes: Sequence[NodeMeasurement], host: NodeMeasurement | None = None,
@@ -625,11 +692,12 @@ def cost_inputs(nodes: Sequence[NodeMeasurement], host: NodeMeasurement | None =
 
     def speed_of(m: NodeMeasurement) -> DeviceSpeed:
         if model is None:
-            return DeviceSpeed(m.compute.slot_s)
-        spb = m.compute.seconds_per_byte
+            return DeviceSpeed(m.compute.slot_s, m.compute.prompt_slot_s)
+        scale = 1.0
         if m.compute.bytes_per_param and model.bytes_per_param:
-            spb *= m.compute.bytes_per_param / model.bytes_per_param
-        return DeviceSpeed.from_bytes(model, spb)
+            scale = m.compute.bytes_per_param / model.bytes_per_param
+        pspb = m.compute.prompt_seconds_per_byte * scale if m.compute.prompt_slot_s else None
+        return DeviceSpeed.from_bytes(model, m.compute.seconds_per_byte * scale, pspb)
 
     compute: dict = {}
     links: dict = {}

@@ -30,6 +30,15 @@ copies on each) exactly when the host keeps no slot and more than one device is 
 search is split along that line so it stays exact (see :func:`fastest`).
 
 Ties go to the first plan found (fewer workers, lower host count), so results are deterministic.
+
+**What is fastest** depends on the use (``objective``): ``"chat"`` minimises the decode step
+(tokens/s while a reply streams); ``"documents"`` minimises the time to first token of a long
+prompt (:func:`gui.cluster.costmodel.prompt_cost`, ``n_prompt`` tokens), where the devices'
+matrix-matrix speed and the hidden states of whole micro-batches over each link count instead.
+Both sums are additive over devices, so the same exact search serves both. The one term that is
+not additive — the overlap of micro-batches when llama.cpp runs a pipeline, for prompts longer
+than one micro-batch — is left out of the search (it only makes pipelined plans faster than
+searched) and is in the figure reported for the plan found.
 """
 
 from __future__ import annotations
@@ -40,7 +49,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gui.cluster.costmodel import Measurements, StepCost, hop_bytes, step_cost
+from gui.cluster.costmodel import (DEFAULT_PROMPT, N_BATCH, N_UBATCH, Measurements, PromptCost, StepCost,
+                                   _micro_batches, hop_bytes, prompt_cost, prompt_hop_bytes, step_cost)
 from gui.cluster.plan import (
     DEFAULT_UBATCH,
     Assignment,
@@ -59,6 +69,9 @@ if TYPE_CHECKING:
 INF = float("inf")
 #: Above this many workers the subset search (2^W states) would be slow; no home LAN gets there.
 MAX_WORKERS = 12
+#: What Fastest can optimise: the decode speed (a chat) or the time to first token of a long
+#: prompt (documents).
+OBJECTIVES = ("chat", "documents")
 
 
 @dataclass(frozen=True)
@@ -68,10 +81,15 @@ class FastestResult:
     Attributes:
         plan: the fastest plan that fits.
         cost: its predicted decode step, broken down.
+        prompt: its predicted prompt processing of ``prompt.n_prompt`` tokens (None when the
+            prompt speeds were not measured).
+        objective: what was optimised (:data:`OBJECTIVES`).
     """
 
     plan: Plan
     cost: StepCost
+    prompt: PromptCost | None = None
+    objective: str = "chat"
 
 
 class _Slots:
@@ -80,6 +98,7 @@ class _Slots:
     def __init__(self, model: ModelInfo, ctx: int, n_ubatch: int) -> None:
         n = model.n_layer + 1
         self.n = n
+        self.model = model
         self.weights = np.concatenate([[0], np.cumsum(model.slot_bytes, dtype=np.int64)])
         kv = [model.kv_bytes_per_layer(ctx, s) if s < model.n_layer else 0 for s in range(n)]
         self.kv = np.concatenate([[0], np.cumsum(kv, dtype=np.int64)])
@@ -116,15 +135,23 @@ class _Slots:
 
 
 def _device_matrix(sl: _Slots, slot_s: Sequence[float], rtt: float, bps: float | None, free: int,
-                   pipeline: bool) -> np.ndarray:
-    """``C[s][t]``: seconds the device adds for slots ``s … t-1`` (∞ if it does not fit)."""
+                   pipeline: bool, ubatches: Sequence[int] = ()) -> np.ndarray:
+    """``C[s][t]``: seconds the device adds for slots ``s … t-1`` (∞ if it does not fit): to a
+    decode step, or — with ``ubatches`` (tokens per micro-batch) and ``slot_s`` the prompt
+    seconds per token — to the whole prompt."""
     n = sl.n
     if len(slot_s) != n:
         raise PlanError(f"a device speed covers {len(slot_s)} slots, the model has {n}")
     p = np.concatenate([[0.0], np.cumsum(np.asarray(slot_s, dtype=np.float64))])
     holds_out = sl.t == n
-    xfer = np.where(holds_out, sl.hop_out, sl.hop_mid) / bps if bps else 0.0
-    cost = p[sl.t] - p[sl.s] + rtt + xfer
+    if ubatches:
+        cost = np.zeros_like(p[sl.t] - p[sl.s])
+        for u in ubatches:
+            hop = np.where(holds_out, prompt_hop_bytes(sl.model, u, True), prompt_hop_bytes(sl.model, u, False))
+            cost = cost + u * (p[sl.t] - p[sl.s]) + rtt + (hop / bps if bps else 0.0)
+    else:
+        xfer = np.where(holds_out, sl.hop_out, sl.hop_mid) / bps if bps else 0.0
+        cost = p[sl.t] - p[sl.s] + rtt + xfer
     need = (sl.weights[sl.t] - sl.weights[sl.s]) + (sl.kv[sl.t] - sl.kv[sl.s]) + sl.margin(sl.s < sl.n_layer, holds_out, pipeline)
     c = np.where(sl.valid & (need <= free), cost, INF)
     np.fill_diagonal(c, 0.0)  # an empty device costs nothing and needs nothing
@@ -223,8 +250,12 @@ def _subset_dp(groups: list[_Group], gpu_group: _Group | None, start: np.ndarray
 
 def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measurements, ctx: int,
             host_free_bytes: int | None = None, n_ubatch: int = DEFAULT_UBATCH,
-            skip_unmeasured: bool = False) -> FastestResult:
-    """The plan with the lowest predicted decode step among all plans that fit (see module doc).
+            skip_unmeasured: bool = False, objective: str = "chat",
+            n_prompt: int = DEFAULT_PROMPT) -> FastestResult:
+    """The plan with the lowest predicted decode step (``objective="chat"``) or time to first
+    token of an ``n_prompt``-token prompt (``"documents"``) among all plans that fit (see the
+    module doc). A device without a prompt measurement holds nothing for ``"documents"`` when
+    ``skip_unmeasured``, else it is a :class:`PlanError`.
 
     Every device needs a compute measurement and every RPC worker a link measurement
     (:class:`PlanError` names the first one missing) — unless ``skip_unmeasured``, which gives
@@ -239,6 +270,10 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
     """
     if ctx < 1:
         raise PlanError(f"context length must be positive, got {ctx}")
+    if objective not in OBJECTIVES:
+        raise PlanError(f"Fastest optimises {' or '.join(OBJECTIVES)}, not {objective!r}")
+    docs = objective == "documents"
+    ubatches = _micro_batches(n_prompt, N_UBATCH, N_BATCH)[0] if docs else ()
     devs = model_order(devices)
     keys = [d.key for d in devs]
     if len(set(keys)) != len(keys):
@@ -253,6 +288,9 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
     for d in devs:
         try:
             speeds[d.key] = (measurements.speed_of(d), measurements.link_of(d))
+            if docs and len(speeds[d.key][0].prompt_slot_s) != n:
+                del speeds[d.key]
+                raise PlanError(f"no prompt-speed measurement for {d.label} (measure it again)")
         except PlanError:
             if not skip_unmeasured:
                 raise
@@ -266,8 +304,8 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
             if d.key not in speeds:  # unmeasured: may only hold nothing
                 return np.where(np.eye(n + 1, dtype=bool), 0.0, INF)
             speed, link = speeds[d.key]
-            return _device_matrix(sl, speed.slot_s, link.rtt_s, link.bytes_per_s,
-                                  d.free_bytes - headroom_bytes(d), pipeline)
+            return _device_matrix(sl, speed.prompt_slot_s if docs else speed.slot_s, link.rtt_s,
+                                  link.bytes_per_s, d.free_bytes - headroom_bytes(d), pipeline, ubatches)
         return ([_Group(mine, [mat(d) for d in mine]) for mine in by_worker],
                 _Group(gpus, [mat(d) for d in gpus]) if gpus else None)
 
@@ -275,7 +313,12 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
     host = measurements.host_speed(n)
     if len(host.slot_s) != n:
         raise PlanError(f"the host speed covers {len(host.slot_s)} slots, the model has {n}")
-    host_cost = measurements.host_fixed_s + np.concatenate([[0.0], np.cumsum(host.slot_s)])
+    if docs:
+        host_prompt = host.prompt_slot_s if len(host.prompt_slot_s) == n else (INF,) * n
+        host_cost = n_prompt * np.concatenate([[0.0], np.cumsum(host_prompt)])
+        host_cost[0] = 0.0  # (∞ × 0: a host that keeps nothing costs nothing)
+    else:
+        host_cost = measurements.host_fixed_s + np.concatenate([[0.0], np.cumsum(host.slot_s)])
     if host_free_bytes is not None:
         h = np.arange(n + 1)
         need = model.input_bytes + sl.weights + sl.kv + sl.host_margin(h)
@@ -308,10 +351,23 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
     fits = estimate(plan, model, ctx, host_free_bytes, n_ubatch)
     if not all(f.fits for f in fits):  # the search and estimate() must agree; say so loudly if not
         raise AssertionError(f"fastest plan does not fit: {[f.describe() for f in fits if not f.fits]}")
-    return FastestResult(plan, step_cost(plan, model, measurements))
+    return FastestResult(plan, step_cost(plan, model, measurements),
+                         predicted_prompt(plan, model, measurements, n_prompt), objective)
+
+
+def predicted_prompt(plan: Plan, model: ModelInfo, measurements: Measurements,
+                     n_prompt: int = DEFAULT_PROMPT) -> PromptCost | None:
+    """:func:`~gui.cluster.costmodel.prompt_cost` of ``plan``, or None when a device it uses
+    (or the host) has no prompt measurement."""
+    try:
+        return prompt_cost(plan, model, measurements, n_prompt)
+    except PlanError:
+        return None
 
 
 def fastest_plan(model: ModelInfo, devices: Sequence[Device], measurements: Measurements, ctx: int,
-                 host_free_bytes: int | None = None, skip_unmeasured: bool = False) -> Plan:
+                 host_free_bytes: int | None = None, skip_unmeasured: bool = False,
+                 objective: str = "chat") -> Plan:
     """Just the plan of :func:`fastest`."""
-    return fastest(model, devices, measurements, ctx, host_free_bytes, skip_unmeasured=skip_unmeasured).plan
+    return fastest(model, devices, measurements, ctx, host_free_bytes, skip_unmeasured=skip_unmeasured,
+                   objective=objective).plan

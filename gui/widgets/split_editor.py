@@ -18,7 +18,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit, QPushButton,
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit, QPushButton,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from gui.cluster.launcher import ServerSpec, spec_from_plan
@@ -131,6 +131,12 @@ class SplitEditor(QWidget):
         self.fastest_button = QPushButton(self.tr("Fastest"))
         self.fastest_button.setToolTip(self.tr("Ask the planner for the quickest split"))
         self.fastest_button.setEnabled(False)
+        # what Fastest optimises (#16): the decode speed of a chat, or a long prompt's first token
+        self.fastest_for = QComboBox()
+        self.fastest_for.addItem(self.tr("for chat"), "chat")
+        self.fastest_for.addItem(self.tr("for documents"), "documents")
+        self.fastest_for.setToolTip(self.tr("Chat: the fastest replies. Documents: the shortest wait for the "
+                                            "first token after a long prompt (512 tokens)."))
         self.undo_button = QPushButton(self.tr("Undo"))
         self.redo_button = QPushButton(self.tr("Redo"))
         self.summary = QLabel()
@@ -173,8 +179,14 @@ class SplitEditor(QWidget):
         cmd_row.addWidget(QLabel(self.tr("Command line")))
         cmd_row.addStretch(1)
         cmd_row.addWidget(self.copy_command_button)
+        # under Fastest, on a row of its own: the tool row must fit an 800 px screen (#17)
+        fastest_row = QHBoxLayout()
+        fastest_row.addStretch(1)
+        fastest_row.addWidget(QLabel(self.tr("Fastest optimises")))
+        fastest_row.addWidget(self.fastest_for)
         lay = QVBoxLayout(self)
         lay.addLayout(tools)
+        lay.addLayout(fastest_row)
         lay.addWidget(self.bar)
         lay.addWidget(self.summary)
         lay.addWidget(self.note)
@@ -225,6 +237,17 @@ class SplitEditor(QWidget):
     def set_differs_from_running(self, differs: bool) -> None:
         """Say (or stop saying) that the split shown is not the one the cluster runs."""
         self.differs.setVisible(differs)
+
+    def predicted_text(self, result) -> str:
+        """Both predicted figures of a Fastest result (``gui.cluster.optimize.FastestResult``):
+        decode speed and a long prompt's first token; "" for None."""
+        if result is None:
+            return ""
+        text = self.tr("Predicted: %1 tokens/s decode.").replace("%1", f"{result.cost.tokens_per_s:.1f}")
+        if result.prompt is not None:
+            text += " " + self.tr("A %1-token prompt: first token after %2 s.").replace(
+                "%1", str(result.prompt.n_prompt)).replace("%2", f"{result.prompt.total_s:.2f}")
+        return text
 
     def set_note(self, text: str) -> None:
         """A sentence under the summary on why the split is what it is ("" hides it); the next

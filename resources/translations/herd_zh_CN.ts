@@ -1114,6 +1114,36 @@
 <context>
     <name>SplitEditor</name>
     <message>
+        <location filename="../../gui/widgets/split_editor.py" line="1" />
+        <source>Fastest optimises</source>
+        <translation>最快方案优化的是</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="1" />
+        <source>for chat</source>
+        <translation>用于聊天</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="1" />
+        <source>for documents</source>
+        <translation>用于文档</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="1" />
+        <source>Chat: the fastest replies. Documents: the shortest wait for the first token after a long prompt (512 tokens).</source>
+        <translation>聊天：回复最快。文档：长提示词（512 个 token）之后等待首个 token 的时间最短。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="1" />
+        <source>Predicted: %1 tokens/s decode.</source>
+        <translation>预计：解码 %1 token/秒。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/widgets/split_editor.py" line="1" />
+        <source>A %1-token prompt: first token after %2 s.</source>
+        <translation>%1 个 token 的提示词：%2 秒后出现首个 token。</translation>
+    </message>
+    <message>
         <location filename="../../gui/widgets/split_editor.py" line="82" />
         <source>Context size (-c): the KV cache grows with it</source>
         <translation>上下文长度（-c）：KV 缓存随之增大</translation>

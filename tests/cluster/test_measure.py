@@ -409,6 +409,13 @@ def test_herd_plan_fastest_measures_once_then_plans_from_the_cache(procs, tmp_pa
     assert r.returncode == 0, r.stderr
     assert "Fastest: predicted" in r.stdout and "tokens/s" in r.stdout
     assert [p.stat().st_mtime_ns for p in cached] == stamps
+    # Fastest for documents: from the same cache (prompt speeds were measured with the rest),
+    # both predicted figures printed (#16)
+    r = herd(["plan", "--model", demo_model, "--fastest", "--for", "documents", "--ctx", "512", "--no-mdns"], env)
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("Fastest: predicted"))
+    assert "(for documents); 512-token prompt: first token after " in line, line
+    assert [p.stat().st_mtime_ns for p in cached] == stamps
 
     r = herd(["plan", "--model", demo_model, "--fastest", "--split", "alpha=9", "--no-mdns"], env)
     assert r.returncode == 2 and "give one" in r.stderr

@@ -213,6 +213,7 @@ def test_fastest_measures_the_nodes_and_applies_a_plan(qtbot, window, agents, de
     assert win.open_model(str(demo_model))
     qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
     assert win.editor.fastest_button.isEnabled()
+    win.editor.fastest_for.setCurrentIndex(win.editor.fastest_for.findData("documents"))  # (#16)
     qtbot.mouseClick(win.editor.fastest_button, Qt.MouseButton.LeftButton)
     assert not win.editor.fastest_button.isEnabled()  # one measurement at a time
     with qtbot.waitSignal(win.fastest_call.done, timeout=240000):
@@ -221,6 +222,10 @@ def test_fastest_measures_the_nodes_and_applies_a_plan(qtbot, window, agents, de
     plan = win.fastest_call.future.result()
     assert plan is not None and plan.n_slots == win.model.n_layer + 1
     assert win.editor.plan() == plan and win.editor.problems() == []
+    # optimised for documents, and both predicted figures are shown with the plan
+    assert win.session.last_fastest.objective == "documents"
+    assert win.editor.note.text().startswith("Predicted: ") and "-token prompt: first token after" in \
+        win.editor.note.text(), win.editor.note.text()
     qtbot.waitUntil(win.editor.fastest_button.isEnabled, timeout=5000)
     assert win.editor.can_undo()  # the fastest plan is one undoable step
     # the workers started for measuring were stopped again
