@@ -22,8 +22,8 @@ from pathlib import Path
 
 from agent.client import AgentError, measure_echo_rtt
 from agent.engine import EngineError, find_engine
+from agent.identity import display_fingerprint
 from agent.files import CorruptFile
-from gui.cli.progress import TransferPrinter
 from gui.cli.progress import TransferPrinter
 from gui.cluster import doctor as doc
 from gui.cluster.discovery import Discovery, parse_address
@@ -236,14 +236,19 @@ async def cmd_nodes(args: argparse.Namespace) -> int:
     if not nodes:
         print("No nodes found. Start herd-agent on the workers, or add one with --add HOST[:PORT].")
         return 0
-    print(f"{'NAME':<16} {'ADDRESS':<22} {'RPC':<8} {'STATE':<9} {'ENGINE':<7} {'PAIRED':<6} {'SEEN':<6} ID")
+    print(f"{'NAME':<16} {'ADDRESS':<22} {'RPC':<8} {'STATE':<9} {'ENGINE':<7} {'PAIRED':<6} {'SEEN':<6} "
+          f"{'KEY':<19} ID")
     for n in nodes:
         seen = ("mdns" if n.via_mdns else "manual") if n.reachable else "LOST"
         print(f"{n.name[:16]:<16} {n.host + ':' + str(n.api_port):<22} {n.rpc_port or '-':<8} "
-              f"{n.state or '?':<9} {n.engine or '?':<7} {'yes' if n.paired else 'no':<6} {seen:<6} {n.id}")
+              f"{n.state or '?':<9} {n.engine or '?':<7} {'yes' if n.paired else 'no':<6} {seen:<6} "
+              f"{display_fingerprint(n.key, 4) if n.key else '-':<19} {n.id}")
     for n in nodes:
         if n.impostor:
             print(f"warning: {n.name}: {n.impostor}")
+        if n.repair:
+            print(f"note: {n.name} was paired by an older llama-herd (bearer token): pair it again "
+                  f"(`herd-agent pin` there, then `herd pair {n.host}:{n.api_port} --pin PIN`)")
     return 0
 
 
@@ -558,7 +563,6 @@ async def cmd_up(args: argparse.Namespace) -> int:
                                      host_free_bytes=_host_free,
                                      probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout),
                                      verify_layers=args.verify_layers)
-        launcher.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
         launcher.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
         print("Starting " + " ".join(launcher.spec.argv(llama_server)), flush=True)
         stop = asyncio.Event()
