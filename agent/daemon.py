@@ -31,6 +31,8 @@ from agent.ratelog import RateLimitedLog
 from agent.process_memory import release_free_heap
 from agent.relay import RpcRelay
 from agent.rpc_server import RpcOptions, RpcSupervisor
+from agent.weight_cache import WeightCache
+from agent.weight_cache import default_root as default_cache_root
 from agent.settings import AgentState, Settings, default_state_dir
 
 log = logging.getLogger("herd.agent")
@@ -83,8 +85,11 @@ class Agent:
         # TLS for the API: every paired master's certificate is a trust anchor (see agent.identity)
         self.api_tls = server_context(self.identity, [m.cert_pem for m in state.masters])
         self.load = LoadMeter()
+        # the worker's -c cache: a folder that outlives restarts and upgrades, capped (#16)
+        self.weight_cache = WeightCache(default_cache_root(settings.cache_dir, env),
+                                        settings.cache_max_gib * (1 << 30))
         self.supervisor = RpcSupervisor(self._rpc_program, log_lines=settings.log_lines,
-                                        on_change=self._changed, env=env,
+                                        on_change=self._changed, env=self.weight_cache.env(env),
                                         port_for_restart=self._restart_port)
         self.relay: RpcRelay | None = None
         self.echo = EchoServer(settings.bind, settings.echo_port)
@@ -219,7 +224,7 @@ class Agent:
         await self.stop_rpc()
         if s.exposure == "relay":
             relay = RpcRelay(s.bind, rpc_port, is_allowed=self._is_paired_address,
-                             target=self._worker_target, on_client=self.supervisor.set_client)
+                             target=self._worker_target, on_client=self._rpc_client)
             try:
                 await relay.start()
             except OSError as exc:
@@ -233,9 +238,17 @@ class Agent:
         else:
             opts.host, opts.port = s.bind, rpc_port
             self.rpc_port = rpc_port
+        if opts.cache:
+            await asyncio.to_thread(self.weight_cache.prune)  # room for what this load adds
         await self.supervisor.start(opts)
         self._running_request = wanted
         self._changed()
+
+    def _rpc_client(self, address: str | None) -> None:
+        """The relay's client came or went; once a load is over, keep the cache within its cap."""
+        self.supervisor.set_client(address)
+        if address is None and self._loop is not None:
+            self._loop.run_in_executor(None, self.weight_cache.prune)
 
     async def stop_rpc(self) -> None:
         """Stop the worker and close the relay."""
@@ -306,6 +319,8 @@ class Agent:
             "refused": self.relay.refused if self.relay else 0,
             # start-up progress by the byte (#16): what the relay saw of the current load
             "transfer": self.relay.load.snapshot() if self.relay else None,
+            # the -c cache's folder, size and cap (#16)
+            "weight_cache": self.weight_cache.status(),
         })
         return snap
 

@@ -56,6 +56,11 @@ _RPC = {
                                           "worker's -c cache supplied (SET_TENSOR_HASH hits)"},
                          "hash_hits": {"type": "integer"}, "hash_misses": {"type": "integer"},
                          "graph_computes": {"type": "integer"}}},
+        "weight_cache": {"type": "object", "description": "the worker's -c cache: its folder, what "
+                         "it holds and its cap (the setting, and the disk's free space less 2 GiB)",
+                         "properties": {"dir": {"type": "string"}, "bytes": {"type": "integer"},
+                                        "files": {"type": "integer"}, "max_bytes": {"type": "integer"},
+                                        "limit_bytes": {"type": "integer"}}},
         "last_crash": {"type": ["object", "null"], "description": "the worker's last crash, kept after "
                        "it was restarted", "properties": {
                            "error": {"type": "string"}, "lines": {"type": "array", "items": {"type": "string"}},

@@ -75,6 +75,11 @@ class Settings:
         threads: RPC worker CPU threads (0 = the worker's default).
         devices: devices the RPC worker exposes (empty = the worker's default).
         cache: pass ``-c`` to the worker (local tensor cache, faster re-loads).
+        cache_dir: the folder given to the worker as ``LLAMA_CACHE`` (its files go into ``rpc/``
+            below); empty = ``LLAMA_CACHE`` if the agent was started with one, else ``weights``
+            in the agent's data folder (kept across restarts and upgrades).
+        cache_max_gib: the cache's cap in GiB (0 = only the disk's free space limits it; it
+            never leaves less than 2 GiB of the disk free).
         exposure: ``relay`` (worker on loopback, relay admits paired masters only) or ``open``
             (worker listens on ``bind`` itself — anyone on the LAN can use it).
         mdns: advertise over mDNS at all.
@@ -93,6 +98,8 @@ class Settings:
     threads: int = 0
     devices: list[str] = field(default_factory=list)
     cache: bool = True
+    cache_dir: str = ""
+    cache_max_gib: int = 20
     exposure: str = "relay"
     mdns: bool = True
     mdns_interfaces: list[str] = field(default_factory=list)
@@ -120,6 +127,8 @@ class Settings:
                 raise SettingsError(f"mdns_interfaces: {ip!r} is not an IP address", "mdns_interfaces") from None
         if self.backend not in ("auto", "cpu", "vulkan", "cuda"):
             raise SettingsError(f"backend: {self.backend!r} is not one of auto, cpu, vulkan, cuda", "backend")
+        if not 0 <= self.cache_max_gib <= 1_000_000:
+            raise SettingsError(f"cache_max_gib: {self.cache_max_gib} is out of range (0-1000000)", "cache_max_gib")
         if not 1 <= self.log_lines <= 100_000:
             raise SettingsError(f"log_lines: {self.log_lines} is out of range (1-100000)", "log_lines")
 
