@@ -73,7 +73,6 @@ async def _require_master(request: web.Request, handler):
         raise _json_error(web.HTTPUnauthorized, "not paired: no client certificate, or not a paired "
                                                 "master's (pair with the PIN this node shows)")
     request[MASTER_KEY] = master
-    agent.note_master_address(_remote(request))
     return await handler(request)
 
 

@@ -81,9 +81,10 @@ class Agent:
         self.pairing = AgentPairing(self.pins, self.identity.cert_der)
         self.pending_names: dict[str, str] = {}  # pairing session -> the master's name
         self._ratelog = RateLimitedLog(log)
-        self._master_addresses: set[str] = set()  # where paired masters called from (this run)
-        # TLS for the API: every paired master's certificate is a trust anchor (see agent.identity)
+        # TLS for the API and the RPC relay: every paired master's certificate is a trust anchor
+        # (see agent.identity); the relay refuses a client without one in the handshake.
         self.api_tls = server_context(self.identity, [m.cert_pem for m in state.masters])
+        self.rpc_tls = server_context(self.identity, [m.cert_pem for m in state.masters], require=True)
         self.load = LoadMeter()
         # the worker's -c cache: a folder that outlives restarts and upgrades, capped (#16)
         self.weight_cache = WeightCache(default_cache_root(settings.cache_dir, env),
@@ -198,8 +199,10 @@ class Agent:
             return sup.options.host, sup.options.port
         return None
 
-    def _is_paired_address(self, ip: str) -> bool:
-        return ip in self._master_addresses
+    def _is_paired_key(self, ip: str, fingerprint: str | None) -> bool:
+        """The relay's admission rule: a paired master's key, from whatever address."""
+        self.state.refresh()
+        return self.state.master_for_fingerprint(fingerprint) is not None
 
     async def start_rpc(self, *, port: int | None = None, threads: int | None = None,
                         devices: list[str] | None = None, cache: bool | None = None) -> None:
@@ -223,8 +226,9 @@ class Agent:
             return  # already running as asked: a restart would cut off a connected master
         await self.stop_rpc()
         if s.exposure == "relay":
-            relay = RpcRelay(s.bind, rpc_port, is_allowed=self._is_paired_address,
-                             target=self._worker_target, on_client=self._rpc_client)
+            relay = RpcRelay(s.bind, rpc_port, is_allowed=self._is_paired_key,
+                             target=self._worker_target, on_client=self._rpc_client,
+                             ssl=self.rpc_tls)
             try:
                 await relay.start()
             except OSError as exc:
@@ -269,17 +273,13 @@ class Agent:
         """A PAKE exchange succeeded: pin the master's certificate (API and relay admit it)."""
         self.state.add_master(name, cert_pem, fingerprint)
         trust(self.api_tls, cert_pem)
-        self._master_addresses.add(address)
+        trust(self.rpc_tls, cert_pem)
         log.info("paired with master %r (key %s) at %s", name, fingerprint[:16], address)
 
     def unpair(self, fingerprint: str) -> None:
         """Forget the master with this certificate fingerprint."""
         for m in self.state.remove_masters(fingerprint):
             log.info("unpaired master %r (key %s)", m.name, m.fingerprint[:16])
-
-    def note_master_address(self, address: str) -> None:
-        """A paired master called from ``address``."""
-        self._master_addresses.add(address)
 
     def log_limited(self, key: str, level: int, msg: str, *args) -> None:
         """Log a message a remote peer can trigger, at most a few per minute per ``key``."""
@@ -408,6 +408,12 @@ async def run_agent(settings: Settings, state: AgentState) -> int:
         log.info("not paired yet: run `herd-agent pin` on this computer to show a pairing PIN "
                  "(accepted for 5 minutes)")
     log.info("this node's key fingerprint: %s", agent.identity.fingerprint)
+    if settings.exposure == "open":
+        log.warning("exposure 'open': the RPC worker will listen on %s:%d itself, with no "
+                    "authentication and no encryption: anyone on this network can use it and read the "
+                    "model's weights. Use it only for a cluster started by hand on a network you trust; "
+                    "the default, 'relay', admits only paired masters' keys over TLS", settings.bind,
+                    settings.rpc_port)
     if agent.backend_note:
         log.warning("%s", agent.backend_note)
     log.info("llama.cpp engine: %s build (%s)", agent.backend, agent.engine.folder or "not found")

@@ -1,8 +1,11 @@
 """The RPC relay: the only door to the RPC worker from the LAN.
 
-``ggml-rpc-server`` has no authentication at all, so the agent binds it to 127.0.0.1 and listens
-on the advertised RPC port itself. A connection from an address of a paired master is spliced
-to the worker byte for byte; any other connection is closed at once, before a byte is read.
+``ggml-rpc-server`` has no authentication and no encryption at all, so the agent binds it to
+127.0.0.1 and listens on the advertised RPC port itself, speaking TLS 1.3 (``ssl``). Only a
+client whose certificate is a paired master's — checked at each connection against the pairings
+now — is spliced to the worker; the address it comes from admits nothing. Any other connection
+is closed at once, before a byte of RPC is read. The master's side of the link is
+:mod:`gui.cluster.tunnel`, which uses this same class with a TLS leg towards the relay.
 
 Decode speed is dominated by small request/reply round trips (one GET_TENSOR per token and
 device), so both legs set ``TCP_NODELAY`` and the splice is a pair of asyncio protocols that
@@ -12,6 +15,7 @@ write each chunk straight through (no reader/writer tasks, no extra copies).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import ipaddress
 import logging
 import socket
@@ -104,8 +108,11 @@ class RpcRelay:
     """Listens on ``host:port`` and splices admitted clients to the worker.
 
     Args:
-        host, port: where masters connect (the advertised RPC port).
-        is_allowed: ``is_allowed(ip)`` — is this a paired master's address?
+        host, port: where clients connect (the advertised RPC port).
+        is_allowed: ``is_allowed(ip, fingerprint)`` — is the client whose TLS certificate has
+            this fingerprint (None without TLS or without a certificate) to be admitted?
+        ssl: TLS context of the listening side (None: plain TCP, the master's local side).
+        target_ssl: TLS context for the leg to ``target`` (None: plain TCP, to the worker).
         target: ``target()`` — ``(host, port)`` of the worker when it is ready, else None
             (clients are then closed at once, as if nothing listened).
         on_client: called with the connected client's address, or None when the last one left.
@@ -115,11 +122,14 @@ class RpcRelay:
         client: the address of the connected client, if any.
     """
 
-    def __init__(self, host: str, port: int, *, is_allowed: Callable[[str], bool],
+    def __init__(self, host: str, port: int, *, is_allowed: Callable[[str, str | None], bool],
                  target: Callable[[], tuple[str, int] | None],
-                 on_client: Callable[[str | None], None] | None = None) -> None:
+                 on_client: Callable[[str | None], None] | None = None, ssl=None,
+                 target_ssl=None) -> None:
         self.host = host
         self.port = port
+        self._ssl = ssl
+        self._target_ssl = target_ssl
         self._is_allowed = is_allowed
         self._target = target
         self._on_client = on_client or (lambda _addr: None)
@@ -142,7 +152,8 @@ class RpcRelay:
         """Bind and listen; :class:`OSError` (e.g. EADDRINUSE) if the port is taken."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._accept_factory, self.host, self.port,
-                                                reuse_address=True, backlog=16)
+                                                reuse_address=True, backlog=16, ssl=self._ssl,
+                                                ssl_handshake_timeout=10.0 if self._ssl else None)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
@@ -164,10 +175,14 @@ class RpcRelay:
     def _admit(self, front: "_Front", transport: asyncio.Transport) -> None:
         peer = transport.get_extra_info("peername")
         addr = normalise_ip(peer[0]) if peer else "?"
+        ssl_object = transport.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        fingerprint = hashlib.sha256(der).hexdigest() if der else None
         target = self._target()
-        if not self._is_allowed(addr) or target is None:
+        allowed = self._is_allowed(addr, fingerprint)
+        if not allowed or target is None:
             self.refused += 1
-            why = "not a paired master" if not self._is_allowed(addr) else "worker not ready"
+            why = "not a paired master's key" if not allowed else "worker not ready"
             # once per address at warning level: a port scan must not flood the log
             level = logging.DEBUG if addr in self._warned else logging.WARNING
             if len(self._warned) < 1000:
@@ -194,7 +209,12 @@ class RpcRelay:
     async def _connect(self, key: int, front: "_Front", back: _Leg, target: tuple[str, int]) -> None:
         loop = asyncio.get_running_loop()
         try:
-            await loop.create_connection(lambda: back, target[0], target[1])
+            if self._target_ssl is not None:
+                # the master's forwarder: TLS to the agent's relay, the key checked by the context
+                await loop.create_connection(lambda: back, target[0], target[1], ssl=self._target_ssl,
+                                             server_hostname="", ssl_handshake_timeout=10.0)
+            else:
+                await loop.create_connection(lambda: back, target[0], target[1])
         except OSError as exc:
             log.warning("RPC relay: worker at %s:%d unreachable: %s", target[0], target[1], exc)
             if front.transport is not None:

@@ -80,8 +80,9 @@ class Settings:
             in the agent's data folder (kept across restarts and upgrades).
         cache_max_gib: the cache's cap in GiB (0 = only the disk's free space limits it; it
             never leaves less than 2 GiB of the disk free).
-        exposure: ``relay`` (worker on loopback, relay admits paired masters only) or ``open``
-            (worker listens on ``bind`` itself — anyone on the LAN can use it).
+        exposure: ``relay`` (worker on loopback; the TLS relay admits paired masters' keys
+            only) or ``open`` (worker listens on ``bind`` itself, unencrypted — anyone on the LAN
+            can use it and read what it is sent; the agent warns at start).
         mdns: advertise over mDNS at all.
         mdns_interfaces: IPs to advertise on (empty = every interface).
         engine_dir: folder of the llama.cpp programs (empty = the usual lookup).

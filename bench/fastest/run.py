@@ -173,11 +173,16 @@ class Cluster:
         state.mkdir(parents=True, exist_ok=True)
         base = [sys.executable, "-m", "agent.main", "--config", str(state / "agent.toml"),
                 "--state-dir", str(state), "--name", w.name, "--bind", host.ip, "--no-mdns",
-                "--api-port", str(API_PORT), "--rpc-port", str(RPC_PORT + 10), "--echo-port", str(RPC_PORT + 11)]
+                "--api-port", str(API_PORT), "--rpc-port", str(RPC_PORT + 10), "--echo-port", str(RPC_PORT + 11),
+                # The workers are reached through the delay proxies as plain RPC (this benchmark
+                # compares splits, not link security), so they run without the TLS relay.
+                "--exposure", "open"]
         host.popen([*base, "run"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(REPO))
         wait_port(host.ip, API_PORT, timeout=30)
         pin = host.run([*base, "pin"], cwd=str(REPO), check=True).stdout.strip()
-        client = AgentClient(f"http://{host.ip}:{API_PORT}", timeout=60.0)
+        from agent.identity import load_or_create
+        client = AgentClient(f"https://{host.ip}:{API_PORT}", timeout=60.0,
+                             identity=load_or_create(self.work / "master", "master", "herd-bench"))
         await client.pair(pin, "herd-bench")
         return client
 

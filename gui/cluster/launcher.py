@@ -35,7 +35,7 @@ from pathlib import Path
 import httpx
 
 from agent.i18n import QT_TRANSLATE_NOOP, translate
-from gui.cluster import transfer
+from gui.cluster import transfer, tunnel
 from gui.cluster.placement import (BUFFER_LINES_LEVEL, HOST_LOADED, HOST_MAPPED, LAYER_LINES_LEVEL, Placement,
                                    PlacementCheck,
                                    check_placement, parse_placement)
@@ -651,6 +651,7 @@ class ClusterLauncher:
         watch = transfer.watch_launch(self)
         try:
             await self.start_workers()
+            self.spec = await tunnel.route(self)  # --rpc through the local TLS forwarders (#13)
             self.server = ServerProcess(self.llama_server, self.spec)
             await self.server.start()
             try:
@@ -672,7 +673,7 @@ class ClusterLauncher:
                 self.server = ServerProcess(self.llama_server, self.spec)
                 await self.server.start()
                 await self.server.wait_ready(timeout)
-            self.check = check_placement(self.plan, self.server.placement(), self._model_info())
+            self.check = check_placement(self.plan, tunnel.unmap(self, self.server.placement()), self._model_info())
             await transfer.stop_watch(watch, final=True)
             return self.check
         except BaseException:
@@ -715,6 +716,7 @@ class ClusterLauncher:
         """Stop llama-server, then the workers this launcher started; close the clients."""
         if self.server is not None:
             await self.server.stop()
+        await tunnel.close(self)
         for h in reversed(self.workers):
             try:
                 if h.started:

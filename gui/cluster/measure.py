@@ -39,7 +39,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -579,12 +579,16 @@ async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: s
         hit = cache.get(node_id, fp, settings)
         if hit is not None:
             return hit
-    link = await measure_link(endpoint, agent) if endpoint else None
-    link_s = link_cost_s(link, model_path) if link else 0.0
-    compute = await measure_compute(engine, model_path, endpoint, link_s=link_s,
-                                    tokens=tokens, runs=runs, host_threads=host_threads,
-                                    threads=threads, device=device, n_devices=n_devices,
-                                    server_args=server_args, link=link)
+    from gui.cluster import tunnel
+    async with tunnel.forwarded(endpoint, agent) as local:  # the RPC link goes over TLS (#13)
+        link = await measure_link(local, agent) if local else None
+        if link is not None:
+            link = replace(link, endpoint=endpoint)
+        link_s = link_cost_s(link, model_path) if link else 0.0
+        compute = await measure_compute(engine, model_path, local, link_s=link_s,
+                                        tokens=tokens, runs=runs, host_threads=host_threads,
+                                        threads=threads, device=device, n_devices=n_devices,
+                                        server_args=server_args, link=link)
     m = NodeMeasurement(node_id=node_id, model_fingerprint=fp, compute=compute, link=link,
                         measured_at=time.time(), settings=settings)
     if cache is not None:

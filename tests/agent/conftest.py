@@ -137,3 +137,23 @@ def agent_process():
     command line, ``agent_process.start(popen, argv, state_dir)`` starts it and reads its output."""
     return SimpleNamespace(argv=agent_argv, start=start)
 
+
+
+@pytest.fixture
+async def forwarder(paired):
+    """``await forwarder()`` → the ``host, port`` of a master-side TLS forwarder
+    (:class:`gui.cluster.tunnel.Forwarder`) to the paired agent's RPC relay, with the paired
+    client's keys: what llama-server connects to on a real master."""
+    from gui.cluster.tunnel import Forwarder
+    agent, client = paired
+    made = []
+
+    async def _make():
+        f = await Forwarder("127.0.0.1", agent.rpc_port, client.identity, client.pinned).start()
+        made.append(f)
+        host, port = f.endpoint.rsplit(":", 1)
+        return host, int(port)
+
+    yield _make
+    for f in made:
+        await f.close()

@@ -1,11 +1,18 @@
 """A stand-in master, run inside a simulated-LAN namespace by the LAN tests (not a test module).
 
     python master_script.py browse IP COUNT TIMEOUT   → JSON list of adverts found via mDNS on IP
-    python master_script.py pair URL PIN              → pairs, starts the RPC worker, prints the token
-    python master_script.py probe HOST PORT           → "ok <proto>", "refused <how>" (the
+    python master_script.py pair URL PIN DIR          → pairs by PAKE with the master identity in
+                                                        DIR (made if missing), pins the agent's
+                                                        certificate there (DIR/agent.pem), starts
+                                                        the RPC worker, prints the agent's key
+                                                        fingerprint
+    python master_script.py probe HOST PORT [DIR]     → "ok <proto>", "refused <how>" (the
                                                         connection was accepted, then closed
                                                         before an answer), "unreachable <error>"
-                                                        or "timeout"; anything else is a crash
+                                                        or "timeout"; anything else is a crash.
+                                                        With DIR: through a TLS forwarder with
+                                                        the keys in DIR, as a real master does;
+                                                        without: plain TCP, as llama-server would
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import json
 import sys
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 from zeroconf import IPVersion, ServiceStateChange
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
@@ -48,21 +56,32 @@ async def browse(ip: str, count: int, timeout: float) -> None:
     print(json.dumps({"elapsed": time.monotonic() - start, "adverts": found}))
 
 
-async def pair(url: str, pin: str) -> None:
-    async with AgentClient(url) as c:
-        token = await c.pair(pin, "lan-master")
+def _identity(folder: str):
+    from agent.identity import load_or_create
+    return load_or_create(Path(folder), "master", "lan master")
+
+
+async def pair(url: str, pin: str, folder: str) -> None:
+    async with AgentClient(url, identity=_identity(folder)) as c:
+        cert = await c.pair(pin, "lan-master")
+        (Path(folder) / "agent.pem").write_text(cert)
         await c.rpc_start()
         deadline = time.monotonic() + 15
         while (await c.status())["rpc"]["state"] != P.STATE_READY:
             if time.monotonic() > deadline:
                 raise SystemExit("worker not ready")
             await asyncio.sleep(0.05)
-    print(token)
+    print(c.fingerprint)
 
 
-async def probe(host: str, port: int) -> None:
+async def probe(host: str, port: int, folder: str | None = None) -> None:
     # The relay refuses by closing a connection it accepted; a port where nothing listens, a
     # silent one and a bug in the probe are other outcomes, and must not read as a refusal.
+    forwarder = None
+    if folder:
+        from gui.cluster.tunnel import Forwarder
+        forwarder = await Forwarder(host, port, _identity(folder), (Path(folder) / "agent.pem").read_text()).start()
+        host, port = "127.0.0.1", int(forwarder.endpoint.rsplit(":", 1)[1])
     try:
         proto, _ = await probe_rpc(host, port, timeout=3.0)
         print(f"ok {proto}")
@@ -76,6 +95,8 @@ async def probe(host: str, port: int) -> None:
         print("timeout")
     except OSError as exc:
         print(f"unreachable {type(exc).__name__}: {exc}")
+    if forwarder is not None:
+        await forwarder.close()
 
 
 def main() -> None:
@@ -83,9 +104,9 @@ def main() -> None:
     if cmd == "browse":
         asyncio.run(browse(args[0], int(args[1]), float(args[2])))
     elif cmd == "pair":
-        asyncio.run(pair(args[0], args[1]))
+        asyncio.run(pair(args[0], args[1], args[2]))
     elif cmd == "probe":
-        asyncio.run(probe(args[0], int(args[1])))
+        asyncio.run(probe(args[0], int(args[1]), args[2] if len(args) > 2 else None))
     else:
         raise SystemExit(f"unknown command {cmd}")
 

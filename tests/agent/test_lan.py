@@ -1,9 +1,12 @@
 """herd-agent on a simulated LAN (network namespaces, real multicast): discovery from a master
-namespace, and the RPC relay admitting the paired master while refusing another host."""
+namespace, and the RPC relay admitting the paired master's key while refusing another host —
+also when that host takes over the master's address."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,7 +35,9 @@ def start_worker(lan, host, tmp_path, agent_process, mdns_ip=None):
 
 
 def master(host, *args: str, timeout: float = 60) -> str:
-    out = host.run([sys.executable, MASTER_SCRIPT, *args], timeout=timeout)
+    # the script runs by path: the project's root goes on its path whatever is installed
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = host.run([sys.executable, MASTER_SCRIPT, *args], timeout=timeout, env=env)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -53,11 +58,31 @@ def test_master_discovers_two_workers(lan, tmp_path, engine, agent_process):
 def test_relay_admits_the_paired_master_only(lan, tmp_path, engine, agent_process):
     a = start_worker(lan, lan["a"], tmp_path, agent_process)
     pin = lan["a"].run([sys.executable, "-m", "agent.main", "--state-dir", str(a.state_dir), "pin"]).stdout.strip()
-    token = master(lan["m"], "pair", f"http://{lan['a'].ip}:{API}", pin)
-    assert len(token) > 30
-    assert master(lan["m"], "probe", lan["a"].ip, str(RPC)) == "ok 7.0.0"
-    verdict = master(lan["b"], "probe", lan["a"].ip, str(RPC))
-    assert verdict.startswith("refused"), verdict
-    assert any("refused" in ln and lan["b"].ip in ln for ln in a.lines)
+    keys = str(tmp_path / "master-keys")
+    fp = master(lan["m"], "pair", f"https://{lan['a'].ip}:{API}", pin, keys)
+    assert len(fp) == 64
+    assert master(lan["m"], "probe", lan["a"].ip, str(RPC), keys) == "ok 7.0.0"
+    # plain TCP from another host, and from the master's own host without its key
+    for host in (lan["b"], lan["m"]):
+        verdict = master(host, "probe", lan["a"].ip, str(RPC))
+        assert verdict.startswith("refused"), verdict
     # and the paired master still gets in afterwards
-    assert master(lan["m"], "probe", lan["a"].ip, str(RPC)) == "ok 7.0.0"
+    assert master(lan["m"], "probe", lan["a"].ip, str(RPC), keys) == "ok 7.0.0"
+
+
+def test_a_device_that_takes_over_the_masters_address_gets_no_rpc_answer(lan, tmp_path, engine,
+                                                                          agent_process):
+    """The master leaves and the router gives its address to another device: that device is
+    refused (the relay admits keys, not addresses)."""
+    a = start_worker(lan, lan["a"], tmp_path, agent_process)
+    pin = lan["a"].run([sys.executable, "-m", "agent.main", "--state-dir", str(a.state_dir), "pin"]).stdout.strip()
+    keys = str(tmp_path / "master-keys")
+    master(lan["m"], "pair", f"https://{lan['a'].ip}:{API}", pin, keys)
+    assert master(lan["m"], "probe", lan["a"].ip, str(RPC), keys) == "ok 7.0.0"
+    m, b = lan["m"], lan["b"]
+    m.link(False)
+    subprocess.run(["ip", "-n", b.ns, "addr", "del", f"{b.ip}/24", "dev", b.dev], check=True)
+    subprocess.run(["ip", "-n", b.ns, "addr", "add", f"{m.ip}/24", "dev", b.dev], check=True)
+    assert b.run(["ip", "-4", "addr", "show", b.dev]).stdout.count(m.ip) == 1
+    verdict = master(b, "probe", lan["a"].ip, str(RPC))
+    assert verdict.startswith("refused"), verdict

@@ -69,8 +69,10 @@ async def test_agent_is_browsed_updates_txt_and_says_goodbye(tmp_path, procs, en
         assert "127.0.0.1" in adv.addresses and len(adv.fingerprint) == 16
 
         # TXT follows the worker's state
-        pin = open(tmp_path / "agent-state.json").read().split('"pin": "')[1][:6]
-        async with AgentClient(ap.api_url) as c:
+        from agent.identity import load_or_create
+        from agent.pairing import PinFile
+        pin = PinFile(tmp_path).show()  # what `herd-agent pin` does on the node
+        async with AgentClient(ap.api_url, identity=load_or_create(tmp_path / "master", "master", "m")) as c:
             await c.pair(pin)
             await c.rpc_start()
         deadline = time.monotonic() + 10

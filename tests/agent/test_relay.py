@@ -26,7 +26,7 @@ async def echo_server():
 
 async def make_relay(target_port, allowed=("127.0.0.1",), ready=True):
     clients: list = []
-    relay = RpcRelay("127.0.0.1", 0, is_allowed=lambda ip: ip in allowed,
+    relay = RpcRelay("127.0.0.1", 0, is_allowed=lambda ip, _fp: ip in allowed,
                      target=lambda: ("127.0.0.1", target_port) if ready else None,
                      on_client=clients.append)
     await relay.start()

@@ -88,7 +88,7 @@ async def test_start_reports_devices_and_banner(engine, paired):
     assert agent.txt()[P.TXT_STATE] == P.STATE_READY
 
 
-async def test_killed_worker_is_back_within_3_s_and_counted(engine, paired):
+async def test_killed_worker_is_back_within_3_s_and_counted(engine, paired, forwarder):
     agent, client = paired
     await client.rpc_start()
     st = await wait_status(client, ready, 15)
@@ -99,7 +99,7 @@ async def test_killed_worker_is_back_within_3_s_and_counted(engine, paired):
     assert time.monotonic() - killed < 3.0
     assert st["rpc"]["restarts"] == 1
     # and the worker answers through the relay again
-    proto, devices = await probe_rpc("127.0.0.1", agent.rpc_port)
+    proto, devices = await probe_rpc(*await forwarder())
     assert proto == "7.0.0" and devices
 
 
@@ -124,8 +124,8 @@ async def test_second_agent_on_a_taken_rpc_port_reports_the_conflict(engine, pai
     await wait_status(first_client, ready, 15)
     second = await make_agent()
     from agent.client import AgentClient
-    async with AgentClient(second.api_url) as c2:
-        await c2.pair(second.state.pin)
+    async with AgentClient(second.api_url, identity=first_client.identity) as c2:
+        await c2.pair(second.show_pin())
         with pytest.raises(AgentError, match="port conflict") as info:
             await c2.rpc_start(port=first.rpc_port)
         assert info.value.status == 409
@@ -150,33 +150,47 @@ async def test_worker_that_cannot_bind_is_a_conflict_not_ready(engine, make_agen
         assert any("Failed to create server socket" in ln for ln in agent.supervisor.lines)
 
 
-async def test_relay_refuses_an_address_that_is_not_paired(engine, paired):
-    """Loopback variant of the LAN test: 127.0.0.1 paired, 127.0.0.2 is a stranger."""
+async def test_relay_admits_only_a_paired_masters_key(engine, paired, forwarder, tmp_path):
+    """Plain TCP (the paired master's own address, but no TLS) and TLS with a key that never
+    paired both get nothing; the paired master's key through the forwarder gets the worker."""
+    from agent.identity import client_context, load_or_create
     agent, client = paired
     await client.rpc_start()
     await wait_status(client, ready, 15)
     loop = asyncio.get_running_loop()
+    hello = bytes([14]) + (24).to_bytes(8, "little") + bytes(24)
 
-    def stranger_reads() -> bytes:
+    def plain_reads() -> bytes:
         with socket.socket() as s:
             s.settimeout(3)
-            s.bind(("127.0.0.2", 0))
             s.connect(("127.0.0.1", agent.rpc_port))
-            s.sendall(bytes([14]) + (24).to_bytes(8, "little") + bytes(24))
+            s.sendall(hello)
             return read_reply(s, 8 + 28)
 
+    def stranger_reads() -> bytes:
+        import ssl
+        ctx = client_context(load_or_create(tmp_path / "stranger", "master", "stranger"), client.pinned)
+        with socket.create_connection(("127.0.0.1", agent.rpc_port), timeout=3) as raw:
+            try:
+                with ctx.wrap_socket(raw) as s:
+                    s.sendall(hello)
+                    return read_reply(s, 8 + 28)
+            except (ssl.SSLError, OSError):
+                return b""
+
+    assert await loop.run_in_executor(None, plain_reads) == b""
     assert await loop.run_in_executor(None, stranger_reads) == b""
-    assert (await client.status())["rpc"]["refused"] == 1
-    proto, _ = await probe_rpc("127.0.0.1", agent.rpc_port)  # the paired address gets through
+    proto, _ = await probe_rpc(*await forwarder())  # the paired master's key gets through
     assert proto == "7.0.0"
 
 
-async def test_llama_server_generates_through_the_relay(engine, demo_model, paired, procs):
+async def test_llama_server_generates_through_the_tunnel(engine, demo_model, paired, procs, forwarder):
     agent, client = paired
     await client.rpc_start()
     await wait_status(client, ready, 15)
     port = free_port()
-    srv = procs.popen([engine.llama_server, "--rpc", f"127.0.0.1:{agent.rpc_port}", "--fit", "off",
+    fhost, fport = await forwarder()
+    srv = procs.popen([engine.llama_server, "--rpc", f"{fhost}:{fport}", "--fit", "off",
                        "-ngl", "99", "-m", demo_model, "-c", "256", "--host", "127.0.0.1",
                        "--port", port], stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
     base = f"http://127.0.0.1:{port}"
@@ -215,8 +229,10 @@ async def test_worker_does_not_outlive_a_killed_agent(engine, tmp_path, procs, a
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, ap.wait_ready)
     from agent.client import AgentClient
-    pin = (tmp_path / "agent-state.json").read_text().split('"pin": "')[1][:6]
-    async with AgentClient(ap.api_url) as c:
+    from agent.identity import load_or_create
+    from agent.pairing import PinFile
+    pin = PinFile(tmp_path).show()  # what `herd-agent pin` does on the node
+    async with AgentClient(ap.api_url, identity=load_or_create(tmp_path / "master", "master", "m")) as c:
         await c.pair(pin)
         await c.rpc_start()
         st = await wait_status(c, ready, 15)
@@ -269,26 +285,24 @@ async def test_status_refreshes_device_memory_while_idle(engine, paired):
         assert all(d.name == "" for d in agent.supervisor.devices)
 
 
-async def test_relay_admits_a_paired_master_from_its_new_address(engine, paired):
-    """A master whose address changed (new DHCP lease) is admitted once it calls the API."""
+async def test_relay_admits_a_paired_master_by_key_from_any_address(engine, paired):
+    """A master whose address changed (new DHCP lease) is admitted at once, by its key: the
+    address plays no part (no API call from the new address is needed first)."""
+    from agent.identity import client_context
     agent, client = paired
     await client.rpc_start()
     await wait_status(client, ready, 15)
     loop = asyncio.get_running_loop()
+    ctx = client_context(client.identity, client.pinned)
 
     def hello_from(source: str) -> bytes:
-        with socket.socket() as s:
-            s.settimeout(3)
-            s.bind((source, 0))
-            s.connect(("127.0.0.1", agent.rpc_port))
-            s.sendall(bytes([14]) + (24).to_bytes(8, "little") + bytes(24))
-            return read_reply(s, 8 + 28)
+        with socket.socket() as raw:
+            raw.settimeout(3)
+            raw.bind((source, 0))
+            raw.connect(("127.0.0.1", agent.rpc_port))
+            with ctx.wrap_socket(raw) as s:
+                s.sendall(bytes([14]) + (24).to_bytes(8, "little") + bytes(24))
+                return read_reply(s, 8 + 28)
 
-    assert await loop.run_in_executor(None, hello_from, "127.0.0.3") == b""
-    from agent.identity import client_context
-    transport = httpx.AsyncHTTPTransport(local_address="127.0.0.3",
-                                         verify=client_context(client.identity, client.pinned))
-    async with httpx.AsyncClient(transport=transport, base_url=agent.api_url) as h:
-        assert (await h.get(P.PATH_STATUS)).status_code == 200
     reply = await loop.run_in_executor(None, hello_from, "127.0.0.3")
     assert len(reply) == 8 + 28 and reply[8:11] == bytes([7, 0, 0])

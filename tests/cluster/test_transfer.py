@@ -12,6 +12,7 @@ from conftest import free_port
 from agent.rpc_stream import HASH_THRESHOLD
 from gui.cluster import plan as P
 from gui.cluster import transfer as T
+from gui.cluster import tunnel
 from gui.cluster.demo_model import DemoShape, write_demo_model
 from gui.cluster.discovery import Discovery, TokenStore
 from gui.cluster.launcher import ClusterLauncher
@@ -31,7 +32,7 @@ async def _load(engine, model, nodes, plan, disc, events):
                                port=free_port())
     launcher.on_transfer = events.append
     await launcher.start(120)
-    placement = launcher.server.placement()
+    placement = tunnel.unmap(launcher, launcher.server.placement())  # the workers' endpoints
     await launcher.stop()
     return placement
 
