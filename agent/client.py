@@ -278,7 +278,9 @@ class _EchoProtocol(asyncio.DatagramProtocol):
         self.waiters: dict[bytes, asyncio.Future] = {}
 
     def datagram_received(self, data: bytes, addr) -> None:
-        fut = self.waiters.get(data)
+        if not data.startswith(P.ECHO_REPLY):
+            return  # only the agent's replies count (a request here is never answered)
+        fut = self.waiters.get(P.ECHO_REQUEST + data[len(P.ECHO_REPLY):])
         if fut is not None and not fut.done():
             fut.set_result(time.perf_counter())
 
@@ -305,7 +307,7 @@ async def measure_echo_rtt(host: str, port: int, count: int = 5, timeout: float 
     nonce = os.urandom(8)
     try:
         for seq in range(count):
-            payload = b"herd" + nonce + struct.pack("<I", seq)
+            payload = P.ECHO_REQUEST + nonce + struct.pack("<I", seq)
             fut = loop.create_future()
             proto.waiters[payload] = fut
             sent = time.perf_counter()

@@ -22,6 +22,7 @@ from aiohttp import web
 from agent import __version__
 from agent import protocol as P
 from agent.api import build_app
+from agent.api_guard import KEEPALIVE_TIMEOUT, ConnectionGuard, GuardedSite, raise_fd_limit
 from agent.engine import EngineError, choose_backend, find_engine, list_devices
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
@@ -85,6 +86,7 @@ class Agent:
         # (see agent.identity); the relay refuses a client without one in the handshake.
         self.api_tls = server_context(self.identity, [m.cert_pem for m in state.masters])
         self.rpc_tls = server_context(self.identity, [m.cert_pem for m in state.masters], require=True)
+        self.api_guard = ConnectionGuard()
         self.load = LoadMeter()
         # the worker's -c cache: a folder that outlives restarts and upgrades, capped (#16)
         self.weight_cache = WeightCache(default_cache_root(settings.cache_dir, env),
@@ -118,9 +120,11 @@ class Agent:
             raise PortConflict(f"echo port {bind}:{self.settings.echo_port}/udp is not available: "
                                f"{exc.strerror or exc}") from exc
         self.echo_port = self.echo.port
-        self._runner = web.AppRunner(build_app(self), access_log=None, shutdown_timeout=0.5)
+        raise_fd_limit()  # the connection caps, not the OS's 1024 files, decide who is refused
+        self._runner = web.AppRunner(build_app(self), access_log=None, shutdown_timeout=0.5,
+                                     keepalive_timeout=KEEPALIVE_TIMEOUT)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, bind, self.settings.api_port, reuse_address=True,
+        site = GuardedSite(self._runner, bind, self.settings.api_port, guard=self.api_guard,
                            ssl_context=self.api_tls)
         try:
             await site.start()

@@ -1,29 +1,59 @@
 """The UDP echo the master times link round trips with (TXT ``echo``).
 
 An HTTP request costs more than a LAN round trip, so for the latency graph the agent answers
-bare datagrams: whatever arrives (up to :data:`agent.protocol.ECHO_MAX_BYTES`) is sent back
-unchanged. The reply is never larger than the request, so the echo can't amplify traffic.
+bare datagrams. Only a *request* is answered: a datagram that starts with
+:data:`agent.protocol.ECHO_REQUEST` (up to :data:`agent.protocol.ECHO_MAX_BYTES` bytes) gets the
+same bytes back with the tag changed to :data:`agent.protocol.ECHO_REPLY`, and a reply is never
+answered. So one spoofed datagram between two agents' echo ports causes at most one reply (an
+untagged echo bounced such a datagram between them for ever). The reply is never larger than
+the request (no amplification), and each source address is answered at most
+:data:`RATE` times a second (burst :data:`BURST`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import OrderedDict
 
 from agent import protocol as P
+
+#: Answers per second and burst per source address.
+RATE = 50.0
+BURST = 20.0
+#: Source addresses whose budget is remembered (the least recent are forgotten first).
+MAX_SOURCES = 1024
 
 
 class _Echo(asyncio.DatagramProtocol):
     def __init__(self) -> None:
         self.transport: asyncio.DatagramTransport | None = None
         self.answered = 0
+        self.dropped = 0
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # ip -> (tokens, at)
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
+    def _allow(self, ip: str) -> bool:
+        now = time.monotonic()
+        tokens, at = self._buckets.pop(ip, (BURST, now))
+        tokens = min(BURST, tokens + (now - at) * RATE)
+        ok = tokens >= 1.0
+        self._buckets[ip] = (tokens - 1.0 if ok else tokens, now)
+        while len(self._buckets) > MAX_SOURCES:
+            self._buckets.popitem(last=False)
+        return ok
+
     def datagram_received(self, data: bytes, addr) -> None:
-        if 0 < len(data) <= P.ECHO_MAX_BYTES and self.transport is not None:
-            self.transport.sendto(data, addr)
-            self.answered += 1
+        if not (len(P.ECHO_REQUEST) <= len(data) <= P.ECHO_MAX_BYTES and data.startswith(P.ECHO_REQUEST)):
+            self.dropped += 1  # replies, untagged datagrams, oversized ones: never answered
+            return
+        if self.transport is None or not self._allow(addr[0]):
+            self.dropped += 1
+            return
+        self.transport.sendto(P.ECHO_REPLY + data[len(P.ECHO_REQUEST):], addr)
+        self.answered += 1
 
     def error_received(self, exc: Exception) -> None:  # e.g. ICMP from a vanished sender
         pass
@@ -42,6 +72,11 @@ class EchoServer:
     def answered(self) -> int:
         """Datagrams answered so far."""
         return self._proto.answered if self._proto else 0
+
+    @property
+    def dropped(self) -> int:
+        """Datagrams not answered (not a request, or over the source's rate)."""
+        return self._proto.dropped if self._proto else 0
 
     async def start(self) -> None:
         """Bind; :class:`OSError` if the port is taken."""

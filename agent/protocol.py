@@ -74,6 +74,10 @@ BANDWIDTH_MAX_BYTES = 256 * 1024 * 1024
 LOG_TAIL_MAX = 2000
 #: Largest datagram the echo server answers (larger ones are dropped).
 ECHO_MAX_BYTES = 512
+#: The echo answers only datagrams that start with the request tag, with the reply tag in its
+#: place; a reply is never answered (see agent.echo).
+ECHO_REQUEST = b"herd-echo?"
+ECHO_REPLY = b"herd-echo!"
 
 
 @dataclass(frozen=True)

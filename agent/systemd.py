@@ -85,6 +85,9 @@ RestartSec=5
 # The agent stops its RPC worker itself on SIGTERM; only stragglers get SIGKILL afterwards.
 KillMode=mixed
 TimeoutStopSec=15
+# Many connections at once (a flood from the LAN) must meet the agent's own per-address and
+# total caps, not the default limit of 1024 open files (see agent/api_guard.py).
+LimitNOFILE=65536
 StandardOutput=journal
 StandardError=journal
 SyslogIdentifier=herd-agent

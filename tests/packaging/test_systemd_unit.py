@@ -52,6 +52,9 @@ def test_unit_runs_unprivileged_restarts_and_logs_to_journal(tmp_path, user):
                                 f'"{tmp_path}/cfg dir/agent.toml"')
     assert unit["Install"]["WantedBy"] == "multi-user.target"
     assert "network-online.target" in unit["Unit"]["After"]
+    # a flood of connections meets the agent's own caps, not the default 1024 open files
+    from agent.api_guard import FD_LIMIT
+    assert svc["LimitNOFILE"] == str(FD_LIMIT)
 
 
 def test_default_config_is_in_the_users_home(user):
