@@ -445,7 +445,17 @@ class Discovery:
         host, port = parse_address(address)
         async with AgentClient(f"https://{_bracket(host)}:{port}", timeout=timeout) as c:
             info = await c.info()
-        return self._upsert(_node_from_info(info, host, port))
+        node = _node_from_info(info, host, port)
+        # /info is public: anyone can answer with a paired node's id. A paired node is taken to
+        # be at this address only if the address has the pinned key (as for mDNS records).
+        failed = await self._prove(node.id, host, port)
+        if failed:
+            log.warning("%s", failed)
+            self._impostors[f"{host}:{port}"] = (node.id, failed)
+            known = self._nodes.get(node.id)
+            if known is not None:
+                return self._upsert(known)
+        return self._upsert(node)
 
     def forget(self, node_id: str) -> None:
         """Drop a node from the list (it comes back if mDNS sees it again)."""

@@ -150,8 +150,8 @@ _FAILURES: list[tuple[re.Pattern, str]] = [
 _DROPPED_AT_START = QT_TRANSLATE_NOOP(
     "Launcher",
     "an RPC worker closed the connection as soon as llama-server connected: its agent lets "
-    "only the paired master's address through (pair again from this machine), or the worker "
-    "crashed")
+    "only a paired master's key through, over herd's encrypted link (start the cluster with herd "
+    "on a paired machine), or the worker crashed")
 
 
 #: How far llama-server's start-up got, read off its log (``-lv 4``): the last step whose

@@ -1559,8 +1559,8 @@
     </message>
     <message>
         <location filename="../../gui/cluster/launcher.py" line="139" />
-        <source>an RPC worker closed the connection as soon as llama-server connected: its agent lets only the paired master's address through (pair again from this machine), or the worker crashed</source>
-        <translation>llama-server 一连接，RPC 工作进程就关闭了连接：该节点的代理只放行已配对主控的地址（请从本机重新配对），或工作进程已崩溃</translation>
+        <source>an RPC worker closed the connection as soon as llama-server connected: its agent lets only a paired master's key through, over herd's encrypted link (start the cluster with herd on a paired machine), or the worker crashed</source>
+        <translation>llama-server 一连接，RPC 工作进程就关闭了连接：该节点的代理只放行已配对主控的密钥，且须经由 herd 的加密链路（请在已配对的计算机上用 herd 启动集群），或工作进程已崩溃</translation>
     </message>
     <message>
         <location filename="../../gui/cluster/launcher.py" line="165" />

@@ -109,30 +109,31 @@ async def test_lan_discovery_pulled_cable(tmp_path, lan):
         assert await disc.wait_until(lambda n: n[b.id].reachable, 15)
 
 
-async def test_llama_server_from_an_unpaired_address_is_refused_and_explained(engine, demo_model,
-                                                                                tmp_path, lan):
-    """The agent's relay lets only the paired master's address reach the RPC worker. A
-    llama-server started from another address (this test process, on the bridge) is cut off at
-    once, and the launcher says why in words."""
+async def test_llama_server_connecting_without_the_masters_link_is_refused_and_explained(
+        engine, demo_model, tmp_path, lan):
+    """The agent's relay admits only a paired master's key over TLS. A llama-server pointed at
+    the worker directly (plain RPC, as before the encrypted link) — here even from the paired
+    master's own namespace — is cut off at once, and the launcher says why in words."""
     env = dict(os.environ)
     env["HERD_CONFIG_DIR"] = str(tmp_path / "master-config")
     m, a_host = lan["m"], lan["a"]
     a = start_agent(a_host.popen, tmp_path, "a", bind=a_host.ip, api_port=API, rpc_port=RPC, echo_port=ECHO)
     r = herd(["pair", f"{a_host.ip}:{API}", "--pin", a.pin()], env, wrap=m.cmd)
     assert r.returncode == 0, r.stderr
-    token = TokenStore(tmp_path / "master-config" / "pairings.json").get(a.node_id)
     # The paired master (in its namespace) starts the worker.
     start = ("import asyncio, sys; from agent.client import AgentClient\n"
+             "from gui.cluster.nodes import PairingStore, master_identity\n"
              "async def go():\n"
-             "    async with AgentClient(sys.argv[1], token=sys.argv[2]) as c:\n"
+             "    store = PairingStore()\n"
+             "    async with AgentClient(sys.argv[1], identity=master_identity(), pinned=store.get(sys.argv[2])) as c:\n"
              "        await c.rpc_start(threads=1)\n"
              "asyncio.run(go())\n")
-    r = m.run([sys.executable, "-c", start, a.api_url, token], env=env)
+    r = m.run([sys.executable, "-c", start, a.api_url, a.node_id], env=env)
     assert r.returncode == 0, r.stderr
     srv = L.ServerProcess(engine.llama_server, L.ServerSpec(
         model=demo_model, rpc=[f"{a_host.ip}:{RPC}"], ngl=9, ctx=256, host="127.0.0.1",
         port=free_port()))
     await srv.start()
-    with pytest.raises(L.LaunchError, match="only the paired master's address"):
+    with pytest.raises(L.LaunchError, match="only a paired master's key through"):
         await srv.wait_ready(60)
     await srv.stop()
