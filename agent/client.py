@@ -21,6 +21,8 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import ssl
 import struct
@@ -32,6 +34,8 @@ from agent import protocol as P
 from agent.i18n import translate
 from agent.identity import Identity, IdentityError, client_context, der_of_pem, fingerprint_of_pem
 from agent.pairing import BadExchange, MasterExchange
+
+log = logging.getLogger(__name__)
 
 
 class AgentError(RuntimeError):
@@ -149,8 +153,12 @@ class AgentClient:
 
     # --- calls that need a pairing ------------------------------------------------------------
 
-    async def status(self) -> dict:
-        """``GET /status``: hardware, live load and the RPC worker (see ``/openapi.json``)."""
+    async def status(self) -> P.AgentStatus:
+        """``GET /status``: hardware, live load and the RPC worker, typed (:class:`AgentStatus`)."""
+        return P.AgentStatus.from_json(await self.status_json())
+
+    async def status_json(self) -> dict:
+        """``GET /status`` as the agent sent it (see ``/openapi.json``)."""
         return await self._call("GET", P.PATH_STATUS, auth=True)
 
     async def unpair(self) -> dict:
@@ -325,3 +333,103 @@ async def measure_echo_rtt(host: str, port: int, count: int = 5, timeout: float 
         raise AgentError(translate("AgentClient", "no echo from {address} ({count} probes, {timeout} s "
                                    "each)").format(address=f"{host}:{port}", count=count, timeout=timeout))
     return rtts
+
+
+# --- using a node's RPC worker --------------------------------------------------------------
+
+
+class WorkerUnavailable(AgentError):
+    """A node's RPC worker cannot be used now.
+
+    Attributes:
+        code: ``worker-busy`` (another llama-server holds it), ``worker-crashed`` (it could not
+            start) or ``worker-timeout`` (not ready in time).
+        agent_status: the agent's last :class:`~agent.protocol.AgentStatus`.
+    """
+
+    def __init__(self, message: str, code: str, agent_status: P.AgentStatus) -> None:
+        super().__init__(message)
+        self.code = code
+        self.agent_status = agent_status
+
+
+class ReadyWorker:
+    """A node's RPC worker, ready for a llama-server: the one way herd starts a worker and
+    waits for it (launches and measurements alike).
+
+    ``await start()`` starts the worker if it is not running — or runs with other devices than
+    ``devices`` (a plan numbers a node's devices by their place in its ``-d`` list; ``devices``
+    may also be a function of the agent's status that returns them, or None for the worker's
+    default) — waits
+    until it is ready, and raises :class:`WorkerUnavailable` if it is busy, crashed or not ready
+    within ``timeout``. ``await stop()`` stops it again if, and only if, this started it. As an
+    async context manager it does both::
+
+        async with ReadyWorker(client, threads=2) as worker:
+            ...  # worker.status.rpc.state is READY
+
+    Attributes:
+        client: the paired :class:`AgentClient`.
+        started: whether this started the worker (and so stops it).
+        status: the agent's :class:`~agent.protocol.AgentStatus` once the worker was ready.
+    """
+
+    def __init__(self, client: "AgentClient", *, threads: int | None = None,
+                 devices=None, timeout: float = 30.0, poll_interval: float = 0.2) -> None:
+        self.client = client
+        self.threads = threads
+        self.devices = devices
+        self.timeout = timeout
+        self.poll_interval = poll_interval
+        self.started = False
+        self.status: P.AgentStatus | None = None
+
+    async def start(self) -> P.AgentStatus:
+        """Have the worker ready (see the class docstring); returns the agent's status then."""
+        status = await self.client.status()
+        rpc = status.rpc
+        if rpc.state == P.WorkerState.BUSY:
+            raise WorkerUnavailable(translate("AgentClient", "its RPC worker is in use by another llama-server "
+                                              "({client})").format(client=rpc.client or "?"), "worker-busy", status)
+        devices = self.devices(status) if callable(self.devices) else self.devices
+        devices = list(devices) if devices is not None else None
+        other_devices = devices is not None and list(rpc.requested_devices) != devices
+        if rpc.state != P.WorkerState.READY or other_devices:
+            await self.client.rpc_start(threads=self.threads, devices=devices)
+            self.started = True
+        deadline = time.monotonic() + self.timeout
+        while True:
+            status = await self.client.status()
+            state = status.rpc.state
+            if state == P.WorkerState.READY:
+                self.status = status
+                return status
+            if state == P.WorkerState.CRASHED:
+                raise WorkerUnavailable(translate("AgentClient", "the RPC worker could not start: {why}").format(
+                    why=status.rpc.error or translate("AgentClient", "no reason given")), "worker-crashed", status)
+            if time.monotonic() > deadline:
+                raise WorkerUnavailable(translate("AgentClient", "the RPC worker was not ready after {seconds} s "
+                                                  "(state {state})").format(seconds=f"{self.timeout:.0f}", state=state),
+                                        "worker-timeout", status)
+            await asyncio.sleep(self.poll_interval)
+
+    async def stop(self) -> None:
+        """Stop the worker if this started it (once)."""
+        if self.started:
+            self.started = False
+            await self.client.rpc_stop()
+
+    async def __aenter__(self) -> "ReadyWorker":
+        try:
+            await self.start()
+        except BaseException:
+            with contextlib.suppress(Exception):  # a half-started worker is not left behind
+                await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        try:
+            await self.stop()
+        except AgentError as e:  # the node may be gone; what the block raised matters more
+            log.warning("could not stop the RPC worker: %s", e)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 
 #: DNS-SD service type every agent registers.
 SERVICE_TYPE = "_llama-herd._tcp.local."
@@ -194,3 +196,181 @@ def instance_name(friendly: str) -> str:
     cleaned = "".join(ch if ch.isprintable() and ch != "." else "-" for ch in friendly).strip() or "herd-node"
     raw = cleaned.encode("utf-8")[:INSTANCE_NAME_MAX]
     return raw.decode("utf-8", "ignore")
+
+
+# --- the agent's /status, typed ------------------------------------------------------------
+
+
+class WorkerState(str, Enum):
+    """The RPC worker's state as an agent reports it (:data:`STATES`); ``UNKNOWN`` for anything
+    else an agent of another version might send."""
+
+    STOPPED = STATE_STOPPED
+    STARTING = STATE_STARTING
+    READY = STATE_READY
+    BUSY = STATE_BUSY
+    CRASHED = STATE_CRASHED
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def of(cls, value: object) -> "WorkerState":
+        """The state named ``value``, or :attr:`UNKNOWN`."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNKNOWN
+
+    def __str__(self) -> str:  # "ready", as in the wire format and the user's messages
+        return self.value
+
+
+def _int(value: object, default: int = 0) -> int:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else default
+    except (TypeError, ValueError):
+        return default
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _dicts(value: object) -> list[dict]:
+    return [d for d in value if isinstance(d, dict)] if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
+class DeviceStatus:
+    """One device an agent reports: a worker's (``rpc.devices``) or one its engine offers
+    (``engine.devices``).
+
+    Attributes:
+        name: the ``-d`` name (``CPU``, ``Vulkan0``).
+        kind: ``cpu`` or ``gpu`` (``""`` when the agent did not say).
+        index: its position in the worker's device list.
+        total_bytes, free_bytes: memory.
+        description: what the device is (``AMD Radeon RX 6700 XT``).
+    """
+
+    name: str
+    kind: str = ""
+    index: int = 0
+    total_bytes: int = 0
+    free_bytes: int = 0
+    description: str = ""
+
+    @classmethod
+    def from_json(cls, d: dict, index: int = 0) -> "DeviceStatus":
+        return cls(name=str(d.get("name") or "CPU"), kind=str(d.get("kind") or ""),
+                   index=_int(d.get("index"), index), total_bytes=_int(d.get("total_bytes")),
+                   free_bytes=_int(d.get("free_bytes")), description=str(d.get("description") or ""))
+
+
+@dataclass(frozen=True)
+class WorkerCrash:
+    """The RPC worker's last crash: why, and the last lines it printed."""
+
+    error: str | None = None
+    lines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """The RPC worker's part of ``/status`` (``rpc``).
+
+    Attributes:
+        state: a :class:`WorkerState`.
+        error: why it is stopped or crashed, in words (None otherwise).
+        pid: its process id while it runs.
+        restarts: how often the agent restarted it after a crash.
+        client: the address of the llama-server connected to it (``busy``), or None.
+        devices: the devices it exposes while it runs.
+        requested_devices: the ``-d`` list it was started with.
+        last_crash: its last crash, or None.
+        threads: its thread count (None: the agent's default).
+    """
+
+    state: WorkerState = WorkerState.UNKNOWN
+    error: str | None = None
+    pid: int | None = None
+    restarts: int = 0
+    client: str | None = None
+    devices: tuple[DeviceStatus, ...] = ()
+    requested_devices: tuple[str, ...] = ()
+    last_crash: WorkerCrash | None = None
+    threads: int | None = None
+
+    @classmethod
+    def from_json(cls, d: object) -> "WorkerStatus":
+        d = d if isinstance(d, dict) else {}
+        crash = d.get("last_crash") if isinstance(d.get("last_crash"), dict) else None
+        lines = crash.get("lines") if crash and isinstance(crash.get("lines"), list) else []
+        requested = d.get("requested_devices") if isinstance(d.get("requested_devices"), list) else []
+        return cls(state=WorkerState.of(d.get("state")), error=_opt_str(d.get("error")),
+                   pid=_int(d.get("pid")) or None, restarts=_int(d.get("restarts")),
+                   client=_opt_str(d.get("client")),
+                   devices=tuple(DeviceStatus.from_json(x, i) for i, x in enumerate(_dicts(d.get("devices")))),
+                   requested_devices=tuple(str(x) for x in requested),
+                   last_crash=WorkerCrash(_opt_str(crash.get("error")), tuple(str(x) for x in lines)) if crash else None,
+                   threads=_int(d.get("threads")) or None)
+
+
+@dataclass(frozen=True)
+class AgentStatus(Mapping):
+    """An agent's ``/status``, typed.
+
+    The master reads the attributes. The document as the agent sent it stays readable by key
+    (a read-only mapping over :attr:`raw`), for what shows or stores it as it is (the dashboard's
+    samples, ``herd nodes --json``) and for sections a newer agent adds.
+
+    Attributes:
+        node_id, name, version: who the agent is.
+        rpc: the :class:`WorkerStatus`.
+        engine_devices: every device its engine offers (GPUs, then the CPU), in ``-d`` names,
+            whether or not the worker runs.
+        ram_total_bytes, ram_free_bytes: the node's memory now.
+        raw: the JSON document.
+    """
+
+    node_id: str = ""
+    name: str = ""
+    version: str = ""
+    rpc: WorkerStatus = field(default_factory=WorkerStatus)
+    engine_devices: tuple[DeviceStatus, ...] = ()
+    ram_total_bytes: int = 0
+    ram_free_bytes: int = 0
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: object) -> "AgentStatus":
+        """The status in ``doc`` (a decoded ``/status`` body); never raises on odd fields."""
+        doc = doc if isinstance(doc, dict) else {}
+        engine = doc.get("engine") if isinstance(doc.get("engine"), dict) else {}
+        hw = doc.get("hardware") if isinstance(doc.get("hardware"), dict) else {}
+        load = doc.get("load") if isinstance(doc.get("load"), dict) else {}
+        return cls(node_id=str(doc.get("id") or ""), name=str(doc.get("name") or ""),
+                   version=str(doc.get("version") or ""), rpc=WorkerStatus.from_json(doc.get("rpc")),
+                   engine_devices=tuple(DeviceStatus.from_json(x, i) for i, x in enumerate(_dicts(engine.get("devices")))),
+                   ram_total_bytes=_int(hw.get("ram_total_bytes")),
+                   ram_free_bytes=_int(load.get("ram_free_bytes"), _int(hw.get("ram_free_bytes"))),
+                   raw=doc)
+
+    @classmethod
+    def of(cls, status: "AgentStatus | dict") -> "AgentStatus":
+        """``status`` itself, or the status in a decoded document."""
+        return status if isinstance(status, AgentStatus) else cls.from_json(status)
+
+    @property
+    def offers_gpu(self) -> bool:
+        """Whether the node's engine offers a GPU (a Vulkan or CUDA build that found one)."""
+        return any(d.kind == "gpu" for d in self.engine_devices)
+
+    # read-only mapping over the document
+    def __getitem__(self, key: str):
+        return self.raw[key]
+
+    def __iter__(self):
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 import platform
 import socket
 import sys
@@ -26,6 +27,8 @@ from agent.engine import PINNED_BUILD, find_engine
 from gui import __version__
 from gui.bridge import AsyncBridge
 from gui.cluster.network_errors import explain
+from gui.cluster.server_command import ServerOptions
+from gui.cluster.workspace import MODEL, NODES, OPTIONS, STATUS, Workspace
 from gui.session import ClusterSession
 from gui.settings import COUNTDOWN_CHOICES, OPTIONS, REJOIN_CHOICES, Settings
 from gui.translations import install_translator
@@ -53,11 +56,15 @@ def app_icon() -> QIcon:
 class MainWindow(QMainWindow):
     """The one window of ``herd``.
 
+    The window is a view of a :class:`~gui.cluster.workspace.Workspace` (nodes, their status,
+    the open model, the server options, the launch that runs): intentions from the widgets
+    change the workspace or go to the session, and the widgets render what the workspace says.
+
     Attributes:
         bridge, session: the asyncio bridge and the cluster session the views talk through.
+        workspace: the Qt-free state behind the window.
         nodes, model_panel, editor, launch, chat, dashboard: the views.
         settings: the typed :class:`gui.settings.Settings`.
-        model: the open :class:`~gui.cluster.model.ModelInfo`, or None.
     """
 
     def __init__(self, settings: Settings | None = None, *, bridge: AsyncBridge | None = None,
@@ -70,9 +77,9 @@ class MainWindow(QMainWindow):
         self._own_bridge = bridge is None
         self.session = session or ClusterSession(self.bridge)
         self.engine = engine if engine is not None else find_engine(probe=True)
-        self.model = None
-        self.node_map: dict = {}
-        self.node_status: dict[str, dict] = {}
+        self.workspace = Workspace(ServerOptions(ctx=self.settings.get("server/ctx"),
+                                                 host=self.settings.get("server/host"),
+                                                 port=self.settings.get("server/port")))
         self._device_sig = None
         self._closing = False
 
@@ -111,8 +118,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(self.tr("Looking for nodes…"))
 
         self.editor.set_engine(self.engine.llama_server)
-        self.editor.set_endpoint(self.settings.get("server/host"), self.settings.get("server/port"))
-        self.editor.ctx.setValue(self.settings.get("server/ctx"))
+        self._show_options()
         self.chat.system_edit.setText(self.settings.get("chat/system"))
         self.chat.temperature.setValue(self.settings.get("chat/temperature"))
         self.chat.max_tokens.setValue(self.settings.get("chat/max_tokens"))
@@ -132,6 +138,8 @@ class MainWindow(QMainWindow):
         self.editor.fastestRequested.connect(self.find_fastest)
         self.editor.relaunchRequested.connect(self.relaunch_with_shown_split)
         self.editor.planChanged.connect(lambda _p: self._show_split_differs())
+        self.editor.ctx.valueChanged.connect(lambda v: self.workspace.set_options(ctx=int(v)))
+        self.workspace.subscribe(self._on_workspace)
         self._relaunch_pending = False
         self.failover_banner.cancelRequested.connect(self.session.cancel_failover)
         self.failover_banner.optionChosen.connect(self.choose_failover)
@@ -150,8 +158,39 @@ class MainWindow(QMainWindow):
         self._host_timer.timeout.connect(self._show_host)
         self._host_timer.start()
         self._demo = None
+        #: the demo agents' addresses until they hold the demo's layers (see _split_for_demo)
+        self._demo_addresses: set[str] = set()
         self.fastest_call = None
         self._restore_layout()
+
+    # ------------------------------------------------------------ the workspace
+
+    @property
+    def model(self):
+        """The open :class:`~gui.cluster.model.ModelInfo`, or None (the workspace's)."""
+        return self.workspace.model
+
+    @property
+    def node_map(self) -> dict:
+        """{node id: node} as discovery reports them (the workspace's)."""
+        return self.workspace.nodes
+
+    @property
+    def node_status(self) -> dict:
+        """{node id: its agent's last status} (the workspace's)."""
+        return self.workspace.statuses
+
+    def _on_workspace(self, event: str) -> None:
+        if event == OPTIONS:
+            self._show_options()
+        elif event in (NODES, STATUS, MODEL):
+            self._update_devices(force=event == MODEL)
+
+    def _show_options(self) -> None:
+        opts = self.workspace.options
+        if self.editor.ctx.value() != opts.ctx:
+            self.editor.ctx.setValue(opts.ctx)
+        self.editor.set_endpoint(opts.host, opts.port, list(opts.extra_args), opts.alias)
 
     # ------------------------------------------------------------ setup
 
@@ -288,43 +327,28 @@ class MainWindow(QMainWindow):
     def on_node_event(self, kind: str, node) -> None:
         """A node appeared, changed or left."""
         self.nodes.on_node_event(kind, node)
-        if kind == "removed":
-            self.node_map.pop(node.id, None)
-            self.node_status.pop(node.id, None)
-        else:
-            old = self.node_map.get(node.id)
-            self.node_map[node.id] = node
-            if old is not None and old.reachable and not node.reachable:
-                self.statusBar().showMessage(self.tr("Lost contact with %1.").replace("%1", node.name), 10000)
-                if self.session.launcher is not None and node.rpc_endpoint in (self.editor.plan().rpc_endpoints()
-                                                                              if self.editor.plan() else []):
-                    self.launch.set_status(self.tr("%1 stopped answering; the running model may fail.")
-                                           .replace("%1", node.name), "#d62728")
+        if self.workspace.node_event(kind, node):
+            self.statusBar().showMessage(self.tr("Lost contact with %1.").replace("%1", node.name), 10000)
+            # (asked of the launch that runs, not of the split being edited)
+            if self.workspace.running_uses(node):
+                self.launch.set_status(self.tr("%1 stopped answering; the running model may fail.")
+                                       .replace("%1", node.name), "#d62728")
         n = len(self.node_map)
         self.statusBar().showMessage(self.tr("%1 node(s) found.").replace("%1", str(n)))
         # "Try a local demo" is for a first start with nobody around
         self.nodes.demo_button.setVisible(n == 0 and self._demo is None)
         self.dashboard.set_node_names({nid: nd.name for nid, nd in self.node_map.items()})
-        self._update_devices()
 
     def on_sample(self, sample) -> None:
         """A telemetry sample: cards, dashboard, and device memory for the planner."""
         self.nodes.on_sample(sample)
         self.dashboard.add_sample(sample)
-        if sample.kind == "node" and isinstance(sample.values.get("status"), dict):
-            self.node_status[sample.source] = sample.values["status"]
-            self._update_devices()
+        if sample.kind == "node" and isinstance(sample.values.get("status"), Mapping):
+            self.workspace.set_status(sample.source, sample.values["status"])
 
     def planned_devices(self) -> list:
         """Plan devices of the nodes a launch can use: reachable, paired, with a known status."""
-        from gui.cluster.launcher import devices_from_status
-
-        out = []
-        for nid, node in sorted(self.node_map.items(), key=lambda kv: (kv[1].name, kv[0])):
-            st = self.node_status.get(nid)
-            if node.reachable and node.paired and st is not None:
-                out += devices_from_status(node, st)
-        return out
+        return self.workspace.planned_devices()
 
     def _update_devices(self, force: bool = False) -> None:
         devices = self.planned_devices()
@@ -335,6 +359,29 @@ class MainWindow(QMainWindow):
             return
         self._device_sig = sig
         self.editor.set_cluster(self.model, devices, psutil.virtual_memory().available)
+        self._split_for_demo(devices)
+
+    def _split_for_demo(self, devices: list) -> None:
+        """Once the demo's agents are paired and known, give them all the layers: the demo shows
+        a cluster at work, and its workers run on this computer anyway (the host would only add
+        a third share of the same RAM)."""
+        wanted = self._demo_addresses
+        if not wanted or self.model is None:
+            return
+        ours = {n.id for n in self.node_map.values() if f"{n.host}:{n.api_port}" in wanted}
+        mine = [d for d in devices if d.node_id in ours]
+        if len(ours) < len(wanted) or {d.node_id for d in mine} != ours:
+            return
+        from gui.cluster.plan import PlanError, plan_from_split
+        n = self.model.n_slots
+        counts = [n // len(mine) + (1 if i < n % len(mine) else 0) for i in range(len(mine))]
+        try:
+            plan = plan_from_split(self.model, devices, {"host": 0, **{d.key: c for d, c in zip(mine, counts)}})
+        except PlanError as exc:
+            log.warning("demo split: %s", exc)
+            return
+        self._demo_addresses = set()
+        self.editor.apply_plan(plan)
 
     def add_node(self, address: str) -> None:
         """Add a node by address (remembered when it answers)."""
@@ -380,14 +427,10 @@ class MainWindow(QMainWindow):
         except (ModelError, OSError) as exc:
             self.model_panel.show_error(path, str(exc))
             return False
-        self.model = info
         self.model_panel.show_model(info)
         self.settings.set("model/last", str(info.path))
         self.model_panel.set_recent(self.settings.add_recent("model/recent", str(info.path)))
-        ctx = self.editor.ctx.value()
-        if info.context_length and ctx > info.context_length:
-            self.editor.ctx.setValue(info.context_length)
-        self._update_devices(force=True)
+        self.workspace.open_model(info)  # (lowers a context beyond the model's own; re-plans)
         self._update_fastest_button()
         return True
 
@@ -396,7 +439,7 @@ class MainWindow(QMainWindow):
         from gui.hub_session import open_hub_dialog
 
         self.hub_dialog = open_hub_dialog(self, self.bridge, self.settings, self.planned_devices,
-                                          self.editor.ctx.value(), self.open_model)
+                                          self.workspace.options.ctx, self.open_model)
         return self.hub_dialog
 
     def make_demo_model(self) -> None:
@@ -420,7 +463,7 @@ class MainWindow(QMainWindow):
         self.editor.summary.setText(self.tr("Measuring the nodes to find the fastest split…"))
         devices = self.planned_devices()
         self.session.fastest_for = self.editor.fastest_for.currentData()  # chat or documents (#16)
-        call = self.session.fastest(self.engine, self.model, devices, self.editor.ctx.value(),
+        call = self.session.fastest(self.engine, self.model, devices, self.workspace.options.ctx,
                                     psutil.virtual_memory().available)
         call.finished.connect(lambda plan, devices=devices: self._show_fastest(plan, devices))
         call.failed.connect(lambda exc: self.editor.summary.setText(
@@ -464,32 +507,36 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------ launch
 
     def start_cluster(self) -> None:
-        """Check the plan, run the doctor, then launch; refuse with the reason otherwise."""
-        plan = self.editor.plan()
-        if self.model is None or plan is None:
+        """Make the launch request now (plan, model, server options), check it, run the doctor,
+        then launch that same request; refuse with the reason otherwise."""
+        from gui.cluster.launch import check_request
+
+        request = self.workspace.launch_request(self.editor.plan())
+        if request is None:
             self.launch.refuse([self.tr("Open a model first.")])
             return
-        problems = self.editor.problems()
-        if problems:
-            self.launch.refuse([self.tr("The plan does not fit.")] + problems + [self.editor.fit_hint()])
+        errors = check_request(request, self.node_map.values(), self.engine,
+                               host_free_bytes=psutil.virtual_memory().available)
+        if any(f.code == "does-not-fit" for f in errors):
+            # (the editor shows the same estimate, per device and in the user's language)
+            self.launch.refuse([self.tr("The plan does not fit.")] + self.editor.problems() + [self.editor.fit_hint()])
             self.tabs.setCurrentWidget(self.launch)
             return
-        if not self.engine.complete:
+        if any(f.code == "engine-missing" for f in errors):
             self.launch.refuse([self.tr("The llama.cpp engine is missing; run herd engine install.")])
             return
-        eps = set(plan.rpc_endpoints())
-        used = [n for n in self.node_map.values() if n.rpc_endpoint in eps]
-        lost = [n.name for n in used if not n.reachable or not n.paired]
+        lost = [f.subject for f in errors if f.code in ("unreachable", "not-paired", "unknown-endpoint")]
         if lost:
             self.launch.refuse([self.tr("Not reachable or not paired: %1.").replace("%1", ", ".join(lost))])
             return
+        self.settings.set("server/ctx", request.options.ctx)
         self.tabs.setCurrentWidget(self.launch)
-        self.launch.begin(plan.n_slots)
-        call = self.session.doctor([n.id for n in used], self.engine)
-        call.finished.connect(lambda findings: self._after_doctor(findings, plan))
+        self.launch.begin(request.plan.n_slots)
+        call = self.session.preflight(request, self.engine)
+        call.finished.connect(lambda findings: self._after_preflight(findings, request))
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
 
-    def _after_doctor(self, findings, plan) -> None:
+    def _after_preflight(self, findings, request) -> None:
         from gui.cluster.doctor import ERROR
 
         self.launch.show_findings(findings)
@@ -499,10 +546,7 @@ class MainWindow(QMainWindow):
             self.launch.refuse(errors)
             return
         self.launch.set_state("starting")
-        spec = self.editor.server_spec()
-        self.settings.set("server/ctx", self.editor.ctx.value())
-        call = self.session.launch(self.engine.llama_server, plan, self.model.path, ctx=spec.ctx,
-                                   host=spec.host, port=spec.port, extra_args=spec.extra_args)
+        call = self.session.launch(self.engine.llama_server, request)
         call.finished.connect(self._launched)
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
 
@@ -553,6 +597,7 @@ class MainWindow(QMainWindow):
         if self.tray is not None:
             self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", "ready"))
         launcher = self.session.launcher
+        self.workspace.set_running(launcher.launcher.request if launcher is not None else None)
         self.launch.show_placement(check, launcher.notes if launcher is not None else ())
         self.launch.set_endpoint(self.session.server_url)
         self.chat.set_send(self.session.chat_sender())
@@ -567,6 +612,8 @@ class MainWindow(QMainWindow):
             return  # _launched announces ready, together with the placement check
         self.launch.set_state(state, error)
         if state in ("failed", "stopped"):
+            if self.session.launcher is None:
+                self.workspace.set_running(None)
             self.chat.set_send(None)
             QTimer.singleShot(0, self._update_fastest_button)
             QTimer.singleShot(0, self._show_split_differs)
@@ -603,6 +650,8 @@ class MainWindow(QMainWindow):
             self.launch.append_log(["[herd] " + ev.message, *ev.lines])
         self.statusBar().showMessage(ev.message, 15000)
         if ev.kind == F.RECOVERED:
+            sup = self.session.launcher
+            self.workspace.set_running(sup.launcher.request if sup is not None else None)
             self.launch.set_state("ready")
             self._show_split_differs()
             self.launch.set_endpoint(self.session.server_url)
@@ -637,15 +686,13 @@ class MainWindow(QMainWindow):
         The model is hashed off the GUI thread; returns the bridge call."""
         from gui.cluster.profile import export_profile
 
-        spec = self.editor.server_spec()
-        plan, model = self.editor.plan(), self.model
+        plan, model, options = self.editor.plan(), self.model, self.workspace.options
         nodes = list(self.node_map.values())
 
         async def go():
             import asyncio
             return await asyncio.to_thread(export_profile, path, plan=plan, model=model, nodes=nodes,
-                                           engine=self.engine, ctx=spec.ctx, host=spec.host, port=spec.port,
-                                           extra_args=spec.extra_args)
+                                           engine=self.engine, server=options)
 
         call = self.bridge.submit(go(), "export profile")
         call.finished.connect(lambda p: self.statusBar().showMessage(self.tr("Saved %1").replace("%1", str(p)), 10000))
@@ -701,8 +748,8 @@ class MainWindow(QMainWindow):
             return False
         if not self.open_model(profile.model.path):
             return False
-        self.editor.ctx.setValue(profile.server.ctx)
-        self.editor.set_endpoint(profile.server.host, profile.server.port, list(profile.server.extra_args))
+        self.workspace.set_options(ctx=profile.server.ctx, host=profile.server.host, port=profile.server.port,
+                                   alias=profile.server.alias, extra_args=profile.server.extra_args)
         self.editor.apply_plan(bind_to_devices(rebind_plan(profile, list(self.node_map.values())),
                                                self.planned_devices()))
         self.tabs.setCurrentWidget(self.editor)
@@ -733,6 +780,7 @@ class MainWindow(QMainWindow):
     def attach_demo(self, cluster, model_path) -> None:
         """Add and pair the demo's agents, open the demo model (ready to press Start)."""
         self._demo = cluster
+        self._demo_addresses = {a.address for a in cluster.agents}
         self.nodes.show_message("")
         for a in cluster.agents:
             call = self.session.add_address(a.address)

@@ -25,12 +25,11 @@ from PySide6.QtCore import QObject, Qt, Signal
 
 from agent.client import AgentError, measure_echo_rtt
 from gui.bridge import AsyncBridge, Call
-from gui.cluster import doctor as doc
 from gui.cluster.chat import stream_chat
 from gui.cluster.discovery import Discovery, NodeEvent
 from gui.cluster.failover import RECOVERED, ClusterSupervisor, FailoverPolicy
+from gui.cluster.launch import preflight, supervise
 from gui.cluster.launcher import LaunchError, devices_from_status
-from gui.cluster.model import inspect_model
 from gui.cluster.network_errors import explain
 from gui.cluster.telemetry import (recording_replies, LinkSampler, MetricsSampler, NodeStatusSampler, Sample, ServerSampler,
                                    Telemetry)
@@ -87,6 +86,8 @@ class ClusterSession(QObject):
         #: what Fastest optimises ("chat" or "documents", #16) and its last result
         self.fastest_for = "chat"
         self.last_fastest = None
+        #: The chat transcript a launch marks interrupted when a worker is lost (the chat pane's).
+        self.conversation = None
         self._node_samplers: dict[str, list] = {}
         self._server_samplers: list = []
         self._log_task: asyncio.Task | None = None
@@ -239,32 +240,30 @@ class ClusterSession(QObject):
 
     # ------------------------------------------------------------ launch
 
-    def doctor(self, node_ids: list[str], engine) -> Call:
-        """The doctor's findings for these nodes (result: list of Finding)."""
+    def preflight(self, request, engine) -> Call:
+        """What stands in the way of launching ``request`` (a
+        :class:`~gui.cluster.launch.LaunchRequest`): its fit, its nodes and the doctor's findings
+        (result: list of :class:`~gui.cluster.doctor.Finding`)."""
         async def go():
-            nodes = [self.discovery.nodes[n] for n in node_ids if n in self.discovery.nodes]
-            return await doc.check_cluster(nodes, self.discovery.client, engine)
+            return await preflight(request, self.discovery.nodes.values(), self.discovery.client, engine,
+                                   host_free_bytes=int(psutil.virtual_memory().available))
         return self.bridge.submit(go(), "doctor", timeout=60)
 
-    def launch(self, llama_server, plan, model_path: Path, *, ctx: int, host: str, port: int,
-               extra_args: list[str] | None = None, timeout: float = 300.0) -> Call:
-        """Start workers and llama-server for ``plan`` (result: the placement check)."""
-        return self.bridge.submit(self._launch(llama_server, plan, model_path, ctx, host, port,
-                                               extra_args, timeout), "launch")
+    def launch(self, llama_server, request, *, timeout: float = 300.0) -> Call:
+        """Start workers and llama-server for ``request`` (result: the placement check)."""
+        return self.bridge.submit(self._launch(llama_server, request, timeout), "launch")
 
-    async def _launch(self, llama_server, plan, model_path, ctx, host, port, extra_args, timeout):
+    async def _launch(self, llama_server, request, timeout):
         if self.launcher is not None:
             raise LaunchError(self.tr("a cluster is already running; stop it first"))
-        eps = set(plan.rpc_endpoints())
-        nodes = {n.id: n for n in self.discovery.nodes.values() if n.rpc_endpoint in eps}
         policy = self.failover_policy
         # A supervised launch: a lost worker is detected, explained and the model relaunched on
         # the survivors at the same endpoint (see gui.cluster.failover).
-        self.launcher = ClusterSupervisor(
-            llama_server, plan, model_path, nodes, self.discovery.client, ctx=ctx, host=host,
-            port=port, extra_args=extra_args, model_info=inspect_model(model_path), policy=policy,
+        self.launcher = supervise(
+            request, self.discovery.nodes.values(), self.discovery.client, llama_server, policy=policy,
             host_free_bytes=lambda: int(psutil.virtual_memory().available),
-            probe_client_for=lambda n: self.discovery.client(n, timeout=policy.poll_timeout))
+            probe_client_for=lambda n: self.discovery.client(n, timeout=policy.poll_timeout),
+            conversation=self.conversation)
         self._relay.emit("state", ("starting", ""))
         launcher = self.launcher
         launcher.on_transfer = lambda ev: self._relay.emit("transfer", ev)
@@ -394,39 +393,13 @@ class ClusterSession(QObject):
 
     async def _fastest(self, engine, model, devices, ctx, host_free_bytes):
         from gui.cluster import measure as M
-        from gui.cluster.optimize import fastest
 
-        cache = M.MeasurementCache()
-        node_ids = list(dict.fromkeys(d.node_id for d in devices))
-        measured = []
-        for nid in node_ids:
-            node = self.discovery.nodes[nid]
-            async with self.discovery.client(node) as client:
-                started = False
-                rpc = (await client.status()).get("rpc") or {}
-                if rpc.get("state") != "ready":
-                    await client.rpc_start()
-                    started = True
-                    for _ in range(150):
-                        rpc = (await client.status()).get("rpc") or {}
-                        if rpc.get("state") in ("ready", "crashed"):
-                            break
-                        await asyncio.sleep(0.2)
-                    if rpc.get("state") != "ready":
-                        raise LaunchError(self.tr("%1: the RPC worker did not start (%2)")
-                                          .replace("%1", node.name).replace("%2", str(rpc.get("state"))))
-                try:
-                    measured.append(await M.measure_node(engine, model.path, nid, node.rpc_endpoint,
-                                                         cache=cache, agent=client))
-                finally:
-                    if started:
-                        with contextlib.suppress(Exception):
-                            await client.rpc_stop()
-        host = await M.measure_node(engine, model.path, "master", None, cache=cache)
-        measurements = M.cost_inputs(measured, host)
-        # (#16) what the app asked to optimise; the result keeps both predicted figures
-        self.last_fastest = fastest(model, devices, measurements, ctx, host_free_bytes,
-                                    objective=self.fastest_for)
+        nodes = [self.discovery.nodes[nid] for nid in dict.fromkeys(d.node_id for d in devices)]
+        # the measurements and the search of `herd plan --fastest` (measured once per node and
+        # model, then cached); the result keeps both predicted figures (#16)
+        self.last_fastest = await M.measured_fastest(
+            engine, model.path, model, nodes, devices, self.discovery.client, ctx,
+            host_free_bytes=host_free_bytes, cache=M.MeasurementCache(), objective=self.fastest_for)
         return self.last_fastest.plan
 
     # ------------------------------------------------------------ chat

@@ -86,8 +86,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_runner(cmd_plan))
 
     p = sub.add_parser("up", help="launch the cluster and serve until Ctrl-C")
-    p.add_argument("target", help="a model (.gguf) or a profile (.json)")
+    p.add_argument("target", help="a model (.gguf), a profile (.json, herd export) or a saved plan "
+                                  "(.json, herd plan --json)")
     planning(p, ctx_default=None)
+    p.add_argument("--fastest", action="store_true",
+                   help="launch the fastest split that fits, as herd plan --fastest finds it")
+    p.add_argument("--for", dest="fastest_for", choices=("chat", "documents"), default="chat",
+                   help="what --fastest optimises (as for herd plan)")
+    p.add_argument("--alias", default=None, metavar="NAME",
+                   help="the model id the endpoint shows (default: the model file's name)")
     p.add_argument("--host", default=None, help="address the endpoint listens on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="endpoint port (default 8080)")
     p.add_argument("--load-timeout", type=float, default=600.0, metavar="S")
@@ -343,12 +350,12 @@ async def _fastest(args, disc: Discovery, model, nodes: list[Node], devices: lis
     if args.split:
         raise CommandError("--fastest and --split choose the split in two ways; give one", 2)
     try:
-        best = await measured_fastest(find_engine(), args.model, model, nodes, devices, disc.client,
+        best = await measured_fastest(find_engine(), model.path, model, nodes, devices, disc.client,
                                       args.ctx, host_free_bytes=_host_free(), cache=MeasurementCache(),
                                       threads=args.threads, objective=getattr(args, "fastest_for", "chat"))
     except (MeasureError, EngineError) as exc:
         raise CommandError(f"cannot measure the nodes: {exc}") from None
-    if not args.json:
+    if not getattr(args, "json", False):
         print(_predicted(best))
     return best.plan
 
@@ -396,7 +403,8 @@ async def cmd_plan(args: argparse.Namespace) -> int:
     server_cmd = spec.argv(eng.llama_server or "llama-server")
     bad = P.misfits(fits)
     if args.json:
-        print(json.dumps({"plan": plan.to_json(), "fits": [
+        print(json.dumps({"model": str(Path(model.path).resolve()), "server": spec.options.to_json(),
+                          "plan": plan.to_json(), "fits": [
             {"device": f.label, "slots": list(f.slots), "need_bytes": f.need_bytes,
              "free_bytes": f.free_bytes, "fits": f.fits} for f in fits],
             "fits_all": not bad, "server_command": server_cmd,
@@ -456,7 +464,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
         model, nodes, plan, _ = await _plan_for_model(args)
         spec = spec_from_plan(plan, args.model, ctx=args.ctx, port=args.port or 8080)
         profile = prof.make_profile(plan, model, nodes, engine=find_engine(probe=True),
-                                    server_args=spec.args(), sha256=file_sha256(model.path))
+                                    server=spec.options, sha256=file_sha256(model.path))
     try:
         path = prof.save_profile(args.output, profile)
         written = prof.write_start_scripts(args.scripts, profile) if args.scripts else []
@@ -496,80 +504,122 @@ async def _target_from_profile(args, disc: Discovery, eng) -> tuple:
     return prof.rebind_plan(profile, disc.nodes.values()), Path(profile.model.path), info, profile
 
 
+def _plan_document(path: Path) -> dict | None:
+    """The output of ``herd plan --json`` saved in ``path``, or None when the file is something
+    else (a profile, or not JSON: :func:`gui.cluster.profile.load_profile` says what is wrong)."""
+    try:
+        doc_ = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if isinstance(doc_, dict) and "format" not in doc_ and isinstance(doc_.get("plan"), dict) \
+            and "server_command" in doc_:
+        return doc_
+    return None
+
+
+async def _target_from_plan_document(args, disc: Discovery, document: dict) -> tuple:
+    """(plan, model info, server options) from a saved ``herd plan --json``."""
+    from gui.cluster.plan import Plan, PlanError
+    from gui.cluster.server_command import ServerOptions
+    model_path = document.get("model")
+    if not isinstance(model_path, str):
+        raise CommandError(f"{args.target} is the output of an older `herd plan --json` that does not "
+                           "name its model; run `herd export --model MODEL -o profile.json` and "
+                           "`herd up profile.json`, or `herd up MODEL`", 2)
+    try:
+        plan = Plan.from_json(document["plan"])
+    except (PlanError, KeyError, TypeError, ValueError) as exc:
+        raise CommandError(f"{args.target}: the plan in it cannot be read: {exc}", 2) from None
+    server = document.get("server") if isinstance(document.get("server"), dict) else {}
+    try:
+        options = ServerOptions(ctx=int(server.get("ctx", 4096)), port=int(server.get("port", 8080)))
+    except (TypeError, ValueError) as exc:
+        raise CommandError(f"{args.target}: server: {exc}", 2) from None
+    # The plan names its workers by endpoint: look there too (mDNS may be blocked). The agents'
+    # control ports are not in a plan; the default one is tried.
+    from agent.protocol import DEFAULT_API_PORT
+    hosts = dict.fromkeys(d.endpoint.rsplit(":", 1)[0] for d in plan.devices() if d.kind == "rpc" and d.endpoint)
+    await asyncio.gather(*(disc.add_address(f"{h}:{DEFAULT_API_PORT}", timeout=3.0) for h in hosts
+                           if not any(n.host == h.strip("[]") for n in disc.nodes.values())),
+                         return_exceptions=True)
+    return plan, _inspect(Path(model_path)), options
+
+
 async def cmd_up(args: argparse.Namespace) -> int:
-    from gui.cluster import plan as P
     from gui.cluster import profile as prof
+    from gui.cluster.launch import LaunchRequest, nodes_for_plan, preflight, supervise
+    from gui.cluster.server_command import ServerOptions
     eng = find_engine(probe=True)
     try:
         llama_server = eng.require_llama_server()
     except EngineError as exc:
         raise CommandError(str(exc)) from None
     target = Path(args.target)
-    from_profile = target.suffix.lower() == ".json"
-    if from_profile and args.split:
-        raise CommandError("--split does not go with a profile: the profile holds the split", 2)
-    model = None if from_profile else _inspect(target)
+    from_file = target.suffix.lower() == ".json"
+    if from_file and (args.split or args.fastest):
+        raise CommandError(f"--{'split' if args.split else 'fastest'} does not go with a profile or a saved "
+                           "plan: the file holds the split", 2)
+    plan_document = _plan_document(target) if from_file else None
+    model = None if from_file else _inspect(target)
 
     # Only the nodes the plan uses must answer (#11). A plan by free memory is a plan over all
     # of the user's nodes, so there every remembered node must; a split or a profile names its
     # nodes, and a remembered one it leaves out may be off.
     unanswered: dict[str, str] = {}
-    disc = await _discover(args, strict=not (from_profile or args.split), unanswered=unanswered)
-    launcher: ClusterSupervisor | None = None
+    disc = await _discover(args, strict=not (from_file or args.split or args.fastest), unanswered=unanswered)
+    supervisor: ClusterSupervisor | None = None
     try:
-        if from_profile:
-            plan, model_path, model, profile = await _target_from_profile(args, disc, eng)
-            ctx = args.ctx or profile.server.ctx
-            host = args.host or profile.server.host
-            port = args.port or profile.server.port
-            extra = list(profile.server.extra_args) + shlex.split(args.server_args)
+        if plan_document is not None:
+            plan, model, saved = await _target_from_plan_document(args, disc, plan_document)
+        elif from_file:
+            plan, _, model, profile = await _target_from_profile(args, disc, eng)
+            if model is None:
+                raise CommandError(f"the profile's model {profile.model.path} cannot be read")
+            saved = profile.server
         else:
-            model_path, ctx = target, args.ctx or 4096
-            host, port = args.host or "127.0.0.1", args.port or 8080
-            extra = shlex.split(args.server_args)
+            saved = ServerOptions()
             for n in disc.nodes.values():
                 if n.reachable and not n.paired:
                     print(f"note: {n.name} ({n.host}) is not paired; `herd pair {n.host}:{n.api_port} "
                           "--pin PIN` to use it", file=sys.stderr)
-            args.ctx = ctx
+            args.ctx = args.ctx or saved.ctx
             plan, _ = await _make_plan(args, disc, model, _cluster_nodes(disc), unanswered)
-        bad = P.misfits(P.estimate(plan, model, ctx, host_free_bytes=_host_free()))
-        if bad:
-            raise CommandError("the plan does not fit: " + "; ".join(bad))
-        used = [n for n in _cluster_nodes(disc) if n.rpc_endpoint in plan.rpc_endpoints()]
-        missing = set(plan.rpc_endpoints()) - {n.rpc_endpoint for n in used}
-        if missing:
-            raise CommandError("no paired, reachable node serves " + ", ".join(sorted(missing)))
+        try:
+            options = ServerOptions(ctx=args.ctx or saved.ctx, host=args.host or saved.host,
+                                    port=args.port or saved.port, alias=args.alias or saved.alias,
+                                    extra_args=saved.extra_args + tuple(shlex.split(args.server_args)))
+        except ValueError as exc:
+            raise CommandError(str(exc), 2) from None
+        request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers)
+        findings = await preflight(request, disc.nodes.values(), disc.client, eng, host_free_bytes=_host_free(),
+                                   doctor=not args.no_doctor)
+        for f in findings:
+            if f.severity != doc.OK:
+                print(f"{f.severity}: {f.subject}: {f.message}", file=sys.stderr)
+        errors = [f for f in findings if f.severity == doc.ERROR]
+        if any(f.code == "does-not-fit" for f in errors):
+            raise CommandError("the plan does not fit: " + "; ".join(f.message for f in errors if f.code == "does-not-fit"))
+        if errors:
+            raise CommandError("not launching: " + " ".join(f"{f.subject}: {f.message}" for f in errors))
+        used = nodes_for_plan(plan, disc.nodes.values())
         for a in unanswered:
             print(f"warning: the remembered node at {a} does not answer; the plan does not use it",
                   file=sys.stderr)
-        if not args.no_doctor:
-            findings = await doc.check_cluster(used, disc.client, eng)
-            errors = [f for f in findings if f.severity == doc.ERROR]
-            for f in findings:
-                if f.severity != doc.OK:
-                    print(f"{f.severity}: {f.subject}: {f.message}", file=sys.stderr)
-            if errors:
-                raise CommandError("not launching: " + " ".join(f.message for f in errors))
         print("Plan:")
         for line in plan.describe():
             print("  " + line)
         # The supervisor runs the launcher and relaunches on the survivors if a worker is lost.
         policy = FailoverPolicy(auto_recover=args.auto_recover, countdown=max(0.0, args.countdown),
                                 rejoin=args.rejoin, load_timeout=args.load_timeout)
-        launcher = ClusterSupervisor(llama_server, plan, model_path, {n.id: n for n in used},
-                                     disc.client, model_info=model, ctx=ctx, host=host, port=port,
-                                     extra_args=extra, threads=args.threads, policy=policy,
-                                     host_free_bytes=_host_free,
-                                     probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout),
-                                     verify_layers=args.verify_layers)
-        launcher.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
-        print("Starting " + " ".join(launcher.spec.argv(llama_server)), flush=True)
+        supervisor = supervise(request, used, disc.client, llama_server, policy=policy, host_free_bytes=_host_free,
+                               probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout))
+        supervisor.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
+        print("Starting " + " ".join(request.argv(llama_server)), flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        start = asyncio.create_task(launcher.start(args.load_timeout))
+        start = asyncio.create_task(supervisor.start(args.load_timeout))
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if not start.done():  # Ctrl-C while loading: the launcher's start undoes itself
@@ -583,9 +633,11 @@ async def cmd_up(args: argparse.Namespace) -> int:
             check = start.result()
         except (LaunchError, AgentError) as exc:
             raise CommandError(f"launch failed: {exc}") from None
-        for note in launcher.notes:
+        for note in supervisor.notes:
             print(f"note: {note}", flush=True)
-        print(f"Endpoint: {launcher.spec.url}/v1  (OpenAI-compatible; chat at {launcher.spec.url}/v1/chat/completions)")
+        url = supervisor.spec.url
+        print(f"Endpoint: {url}/v1  (OpenAI-compatible; model {supervisor.spec.alias!r}; chat at "
+              f"{url}/v1/chat/completions)")
         print("Placement reported by llama-server:")
         for where, slots in check.actual.items():
             print(f"  {where:<24} slots {_span(slots)}")
@@ -600,11 +652,11 @@ async def cmd_up(args: argparse.Namespace) -> int:
         # What is running now, for `herd export` (and the app) to pick up.
         with contextlib.suppress(OSError, ValueError):
             prof.save_profile(running_profile_path(), prof.make_profile(
-                plan, model, used, engine=eng, server_args=launcher.spec.args()))
+                plan, model, used, engine=eng, server=supervisor.spec.options))
         print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
         gave_up: list[str] = []
-        launcher.subscribe(lambda ev: _print_failover(ev, args, stop, gave_up))
-        stats = _StatsPrinter(launcher.spec.url, used, args.stats) if args.stats > 0 else None
+        supervisor.subscribe(lambda ev: _print_failover(ev, args, stop, gave_up))
+        stats = _StatsPrinter(url, used, args.stats) if args.stats > 0 else None
         if stats:
             stats.start()
         try:
@@ -617,11 +669,11 @@ async def cmd_up(args: argparse.Namespace) -> int:
         print("Stopping…", flush=True)
         return 0
     finally:
-        if launcher is not None:
+        if supervisor is not None:
             running_profile_path().unlink(missing_ok=True)
-            await launcher.stop()
+            await supervisor.stop()
         await disc.stop()
-        if launcher is not None:
+        if supervisor is not None:
             print("Stopped: llama-server and the workers herd started.", flush=True)
 
 

@@ -27,6 +27,7 @@ from agent.client import AgentClient, AgentError, measure_echo_rtt
 from agent.engine import PINNED_BUILD, Engine
 from agent.hardware import nics
 from agent.i18n import translate
+from agent.protocol import AgentStatus, WorkerState
 
 ERROR, WARNING, OK = "error", "warning", "ok"
 
@@ -170,13 +171,12 @@ async def check_node(node, client: AgentClient, engine: Engine, *, timeout: floa
                 "graphs will be empty).").format(port=node.echo_port), "echo"))
 
     if status is not None:
-        rpc = status.get("rpc") or {}
-        state = rpc.get("state")
-        if state == "busy":
+        rpc = AgentStatus.of(status).rpc
+        if rpc.state == WorkerState.BUSY:
             out.append(Finding(ERROR, name, translate("Doctor", "Its RPC worker is in use by another "
                                                       "client ({client}).")
-                               .format(client=rpc.get("client") or _unknown()), "busy"))
-        elif state == "ready" and node.rpc_port:
+                               .format(client=rpc.client or _unknown()), "busy"))
+        elif rpc.state == WorkerState.READY and node.rpc_port:
             why = await _tcp_open(node.host, node.rpc_port, timeout)
             if why:
                 out.append(Finding(ERROR, name, translate(
@@ -185,10 +185,10 @@ async def check_node(node, client: AgentClient, engine: Engine, *, timeout: floa
             else:
                 out.append(Finding(OK, name, translate("Doctor", "RPC port {endpoint} is open.")
                                    .format(endpoint=node.rpc_endpoint), "rpc-port"))
-        elif state == "crashed":
+        elif rpc.state == WorkerState.CRASHED:
             out.append(Finding(WARNING, name, translate(
                 "Doctor", "Its RPC worker crashed: {error}; it will be restarted on launch.")
-                .format(error=rpc.get("error") or "?"), "crashed"))
+                .format(error=rpc.error or "?"), "crashed"))
         node_nic = _wifi_nic((status.get("hardware") or {}).get("nics") or [], node.host)
         if node_nic:
             out.append(Finding(WARNING, name, translate(

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent.client import AgentError
+from agent.protocol import AgentStatus, WorkerState
 from agent.i18n import translate
 from gui.cluster.launcher import FAILED, NO_REPACK_FLAG, ClusterLauncher, LaunchError, devices_from_status
 
@@ -137,21 +138,22 @@ class ClusterSupervisor:
     """A :class:`ClusterLauncher` that survives a lost worker (see the module docstring).
 
     Args:
-        llama_server, plan, model, nodes, client_for, ctx, host, port, extra_args, threads:
-            as for :class:`ClusterLauncher` (``nodes`` maps id → node for every node that may be
-            used, at least those of ``plan``).
-        model_info: the model's :class:`~gui.cluster.model.ModelInfo` (for re-planning).
+        llama_server: path of the master's ``llama-server``.
+        request: the :class:`~gui.cluster.launch.LaunchRequest` of the first launch; relaunches
+            use it with another plan (:meth:`~gui.cluster.launch.LaunchRequest.with_plan`).
+        nodes: {node id: node} for every node that may be used, at least those of the plan.
+        client_for: ``client_for(node)`` → a paired :class:`agent.client.AgentClient`.
         policy: a :class:`FailoverPolicy`.
         probe_client_for: ``probe_client_for(node)`` → an agent client with a short timeout for
             the status polls (default: ``client_for``).
         host_free_bytes: ``host_free_bytes()`` → RAM free on this computer (None: unknown).
         conversation: a chat transcript whose reply in flight is marked interrupted on a loss.
-        verify_layers: run llama-server at ``-lv 5`` and check each layer's device from its own
-            lines (slower decoding; for debugging).
 
     Attributes:
         state: ``starting``, ``serving``, ``recovering``, ``countdown``, ``relaunching``,
             ``waiting`` or ``stopped``.
+        request: the request the next relaunch starts from (the first plan's, plus what a launch
+            had to change, such as ``--no-repack``).
         launcher: the current :class:`ClusterLauncher`.
         notes: what the launches had to do differently, for the user (:attr:`ClusterLauncher.notes`).
         lost: {node id: node} lost and not back yet.
@@ -164,28 +166,22 @@ class ClusterSupervisor:
     #: ``on_transfer(event)``: what each launch's :attr:`ClusterLauncher.on_transfer` gets (#16)
     on_transfer: Callable | None = None
 
-    def __init__(self, llama_server, plan, model, nodes: dict, client_for: Callable, *, model_info,
-                 ctx: int = 4096, host: str = "127.0.0.1", port: int = 8080,
-                 extra_args: list[str] | None = None, threads: int | None = None,
+    def __init__(self, llama_server, request, nodes: dict, client_for: Callable, *,
                  policy: FailoverPolicy | None = None, probe_client_for: Callable | None = None,
                  host_free_bytes: Callable[[], int | None] | None = None,
-                 conversation=None, verify_layers: bool = False) -> None:
+                 conversation=None) -> None:
         self.llama_server = llama_server
-        self.first_plan = plan
-        self.model = model
-        self.model_info = model_info
+        self.request = request
+        self.first_plan = request.plan
+        self.model_info = request.model
         self.nodes = dict(nodes)
         self.client_for = client_for
         self.probe_client_for = probe_client_for or client_for
-        self.ctx, self.host, self.port = ctx, host, port
-        self.extra_args = list(extra_args or [])
         self.notes: list[str] = []
-        self.threads = threads
         self.policy = policy or FailoverPolicy()
         self.host_free_bytes = host_free_bytes or (lambda: None)
         self.conversation = conversation
-        self.verify_layers = verify_layers
-        self.launcher = self._make_launcher(plan)
+        self.launcher = self._make_launcher(request.plan)
         self.state = STARTING
         self.lost: dict[str, object] = {}
         self.options: tuple[str, ...] = ()
@@ -238,14 +234,17 @@ class ClusterSupervisor:
         """The current :class:`~gui.cluster.launcher.ServerProcess` (a new one after a relaunch)."""
         return self.launcher.server
 
+    @property
+    def check(self):
+        """The current launch's :class:`~gui.cluster.placement.PlacementCheck` (None until it serves)."""
+        return self.launcher.check
+
     # --- lifecycle ----------------------------------------------------------------------------
 
     def _make_launcher(self, plan) -> ClusterLauncher:
         nodes = {nid: n for nid, n in self.nodes.items() if n.rpc_endpoint in plan.rpc_endpoints()}
-        launcher = ClusterLauncher(self.llama_server, plan, self.model, nodes, self.client_for,
-                               ctx=self.ctx, host=self.host, port=self.port,
-                               extra_args=self.extra_args, threads=self.threads, worker_timeout=20.0,
-                               model_info=self.model_info, verify_layers=self.verify_layers)
+        launcher = ClusterLauncher(self.llama_server, self.request.with_plan(plan), nodes, self.client_for,
+                               worker_timeout=20.0)
         launcher.on_transfer = lambda ev: self.on_transfer and self.on_transfer(ev)
         return launcher
 
@@ -341,9 +340,9 @@ class ClusterSupervisor:
         """A launch succeeded: remember what it started and what each worker looks like now."""
         self.launcher = launcher
         self.notes.extend(n for n in launcher.notes if n not in self.notes)
-        if NO_REPACK_FLAG in launcher.spec.extra_args and NO_REPACK_FLAG not in self.extra_args:
+        if NO_REPACK_FLAG in launcher.spec.extra_args:
             # This CPU crashed in llama.cpp's repacking once: relaunches go without it (#11).
-            self.extra_args.append(NO_REPACK_FLAG)
+            self.request = self.request.with_options(self.request.options.with_extra(NO_REPACK_FLAG))
         for h in launcher.workers:
             if h.started:
                 self._started_ids.add(h.node.id)
@@ -353,8 +352,8 @@ class ClusterSupervisor:
         self._misses.clear()
         for h in launcher.workers:
             try:
-                rpc = (await self._probe(h.node).status()).get("rpc") or {}
-                self._baseline[h.node.id] = (rpc.get("pid"), int(rpc.get("restarts") or 0))
+                rpc = (await self._probe(h.node).status()).rpc
+                self._baseline[h.node.id] = (rpc.pid, rpc.restarts)
             except AgentError as exc:
                 log.info("no baseline status from %s: %s", h.node.name, exc)
         server = launcher.server
@@ -383,20 +382,20 @@ class ClusterSupervisor:
                     why=_agent_problem(exc, self.policy.poll_timeout))
             return None
         self._misses[node.id] = 0
-        rpc = status.get("rpc") or {}
-        state = rpc.get("state")
+        rpc = status.rpc
         base = self._baseline.get(node.id)
-        if base is not None and (rpc.get("pid") != base[0] or int(rpc.get("restarts") or 0) > base[1]):
-            if rpc.get("error"):
+        if base is not None and (rpc.pid != base[0] or rpc.restarts > base[1]):
+            if rpc.error:
                 return translate("Failover", "its RPC worker was lost ({why}); llama-server's connection to "
-                                             "it is gone").format(why=rpc["error"])
+                                             "it is gone").format(why=rpc.error)
             return translate("Failover", "its RPC worker crashed and its agent restarted it; llama-server's "
                                          "connection to it is gone")
-        if state in ("stopped", "crashed"):
-            return (translate("Failover", "its RPC worker is {state} ({why})") if rpc.get("error")
+        if rpc.state in (WorkerState.STOPPED, WorkerState.CRASHED):
+            return (translate("Failover", "its RPC worker is {state} ({why})") if rpc.error
                     else translate("Failover", "its RPC worker is {state}")).format(
-                state=translate("Failover", "stopped") if state == "stopped" else translate("Failover", "crashed"),
-                why=rpc.get("error"))
+                state=translate("Failover", "stopped") if rpc.state == WorkerState.STOPPED
+                else translate("Failover", "crashed"),
+                why=rpc.error)
         return None
 
     async def _watch(self) -> None:
@@ -443,7 +442,7 @@ class ClusterSupervisor:
                 status = await self._probe(node).status()
             except AgentError:
                 continue
-            if (status.get("rpc") or {}).get("state") == "crashed" and nid not in self._started_ids:
+            if status.rpc.state == WorkerState.CRASHED and nid not in self._started_ids:
                 continue
             back.append(node)
         for node in back:
@@ -544,7 +543,7 @@ class ClusterSupervisor:
             self.lost.pop(node.id, None)
         return sorted(found, key=lambda f: (f[0].name, f[0].id))
 
-    async def _settle(self, node, status: dict) -> dict:
+    async def _settle(self, node, status: AgentStatus) -> AgentStatus:
         """Wait until ``node``'s worker is free for the relaunch.
 
         A worker lets go of the old server when that server exits. But a node that dropped off
@@ -556,10 +555,10 @@ class ClusterSupervisor:
         start = time.monotonic()
         deadline = start + self.policy.busy_wait
         restarted = False
-        while (status.get("rpc") or {}).get("state") in ("busy", "starting", "crashed"):
+        while status.rpc.state in (WorkerState.BUSY, WorkerState.STARTING, WorkerState.CRASHED):
             # (a live close reaches the node within a moment: give it one second first)
             if not restarted and time.monotonic() - start > 1.0 and self._held_by_us(node, status):
-                await self._probe(node).rpc_start(threads=self.threads)
+                await self._probe(node).rpc_start(threads=self.request.threads)
                 restarted, deadline = True, time.monotonic() + self.policy.busy_wait
             elif time.monotonic() > deadline:
                 break
@@ -567,10 +566,9 @@ class ClusterSupervisor:
             status = await self._probe(node).status()
         return status
 
-    def _held_by_us(self, node, status: dict) -> bool:
-        rpc = status.get("rpc") or {}
-        return rpc.get("state") == "busy" and bool(rpc.get("client")) and \
-            rpc.get("client") == _local_address_towards(node.host)
+    def _held_by_us(self, node, status: AgentStatus) -> bool:
+        rpc = status.rpc
+        return rpc.state == WorkerState.BUSY and bool(rpc.client) and rpc.client == _local_address_towards(node.host)
 
     async def _free_held(self, launcher: ClusterLauncher) -> bool:
         """Restart the planned workers that a dead connection from this computer holds again
@@ -580,7 +578,7 @@ class ClusterSupervisor:
             try:
                 status = await self._probe(node).status()
                 if self._held_by_us(node, status):
-                    await self._probe(node).rpc_start(threads=self.threads)
+                    await self._probe(node).rpc_start(threads=self.request.threads)
                     await self._settle(node, await self._probe(node).status())
                     freed = True
             except AgentError as exc:
@@ -607,9 +605,9 @@ class ClusterSupervisor:
                 devices = []
                 for node, status in survivors:
                     devices.extend(devices_from_status(node, status))
-                plan = P.plan_by_memory(self.model_info, devices, self.ctx,
+                plan = P.plan_by_memory(self.model_info, devices, self.request.options.ctx,
                                         host_free_bytes=self.host_free_bytes())
-            bad = P.misfits(P.estimate(plan, self.model_info, self.ctx,
+            bad = P.misfits(P.estimate(plan, self.model_info, self.request.options.ctx,
                                        host_free_bytes=self.host_free_bytes()))
             used = [n.name for n, _ in survivors if n.rpc_endpoint in plan.rpc_endpoints()]
             self._pending_plan = plan

@@ -34,11 +34,14 @@ from pathlib import Path
 
 import httpx
 
+from agent.client import ReadyWorker, WorkerUnavailable
 from agent.i18n import QT_TRANSLATE_NOOP, translate
+from agent.protocol import AgentStatus, WorkerState
 from gui.cluster import transfer, tunnel
-from gui.cluster.placement import (BUFFER_LINES_LEVEL, HOST_LOADED, HOST_MAPPED, LAYER_LINES_LEVEL, Placement,
-                                   PlacementCheck,
-                                   check_placement, parse_placement)
+from gui.cluster.placement import HOST_LOADED, HOST_MAPPED, Placement, PlacementCheck, check_placement, parse_placement
+from gui.cluster.server_command import NO_REPACK_FLAG, ServerOptions, ServerSpec
+
+__all__ = ["ServerSpec", "ServerOptions", "ServerProcess", "ClusterLauncher", "LaunchError", "NO_REPACK_FLAG"]
 
 log = logging.getLogger(__name__)
 
@@ -62,58 +65,6 @@ class LaunchError(RuntimeError):
     def __init__(self, message: str, code: str | None = None) -> None:
         super().__init__(message)
         self.code = code
-
-
-@dataclass
-class ServerSpec:
-    """Everything that goes on ``llama-server``'s command line.
-
-    Attributes:
-        model: the GGUF file.
-        rpc: worker endpoints ``host:port`` in the plan's device order (RPC0, RPC1, …).
-        ngl: layer slots offloaded to devices (``-ngl``); the rest stay on the host CPU.
-        tensor_split: whole-number layer counts per device in model order (``-ts``), or empty.
-        ctx: context size (``-c``).
-        host, port: where the OpenAI-compatible endpoint listens.
-        extra_args: further options, passed as they are (after ours, so they win).
-        verbosity: ``-lv`` level. 4 prints what the placement check needs (device order,
-            offload summary, weights per device); 5 adds one line per layer and ~20 debug lines
-            per generated token, which costs decode speed.
-    """
-
-    model: Path
-    rpc: list[str] = field(default_factory=list)
-    ngl: int | None = None
-    tensor_split: list[int] = field(default_factory=list)
-    ctx: int = 4096
-    host: str = "127.0.0.1"
-    port: int = 8080
-    extra_args: list[str] = field(default_factory=list)
-    verbosity: int = BUFFER_LINES_LEVEL
-
-    def args(self) -> list[str]:
-        """The arguments after the program name."""
-        a = ["-m", str(self.model)]
-        if self.rpc:
-            a += ["--rpc", ",".join(self.rpc)]
-        if self.ngl is not None:
-            # --fit (on by default) would re-plan layers and context behind our back.
-            a += ["--fit", "off", "-ngl", str(self.ngl)]
-            if self.tensor_split:
-                a += ["-ts", ",".join(str(int(c)) for c in self.tensor_split)]
-        a += ["-c", str(self.ctx), "--host", self.host, "--port", str(self.port), "--metrics",
-              "-lv", str(self.verbosity)]
-        return a + [str(x) for x in self.extra_args]
-
-    def argv(self, llama_server: str | os.PathLike) -> list[str]:
-        """The whole command line."""
-        return [str(llama_server), *self.args()]
-
-    @property
-    def url(self) -> str:
-        """Base URL of the endpoint (``/v1/chat/completions`` lives under it)."""
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"http://{host}:{self.port}"
 
 
 # --- reading llama-server's log ---------------------------------------------------------------
@@ -447,10 +398,6 @@ class ServerProcess:
 
 # --- a whole cluster: agents' workers + llama-server ------------------------------------------
 
-#: llama-server's switch that keeps host weights as they are in the file (no CPU repacking).
-NO_REPACK_FLAG = "--no-repack"
-
-
 def repack_crash(server: ServerProcess) -> list[str] | None:
     """The repacked host buffers (``["AMX"]``, ``["CPU_REPACK"]``) of a llama-server that
     crashed before it was ready while repacking was on; None when that is not what happened.
@@ -467,29 +414,17 @@ def repack_crash(server: ServerProcess) -> list[str] | None:
 
 
 def spec_from_plan(plan, model: str | os.PathLike, *, ctx: int, host: str = "127.0.0.1",
-                   port: int = 8080, extra_args: list[str] | None = None,
+                   port: int = 8080, extra_args: list[str] | None = None, alias: str | None = None,
                    verify_layers: bool = False) -> ServerSpec:
-    """The :class:`ServerSpec` that runs ``plan`` (a :class:`gui.cluster.plan.Plan`).
-
-    Uses the plan's own ``--rpc/--fit/-ngl/-ts`` (its exact inverse of the layer map), so the
-    command line and the planner can never disagree. ``verify_layers`` runs llama-server at
-    ``-lv 5`` so that the log names every layer's device (slower decoding; for debugging).
-    """
-    args = plan.llama_args()
-    opts: dict[str, str] = {}
-    for i in range(0, len(args) - 1):
-        if args[i] in ("--rpc", "-ngl", "-ts"):
-            opts[args[i]] = args[i + 1]
-    return ServerSpec(model=Path(model),
-                      rpc=[e for e in opts.get("--rpc", "").split(",") if e],
-                      ngl=int(opts["-ngl"]),
-                      tensor_split=[int(x) for x in opts["-ts"].split(",")] if "-ts" in opts else [],
-                      ctx=ctx, host=host, port=port, extra_args=list(extra_args or []),
-                      verbosity=LAYER_LINES_LEVEL if verify_layers else BUFFER_LINES_LEVEL)
+    """:meth:`ServerSpec.for_plan` with the server options as keywords."""
+    return ServerSpec.for_plan(plan, model, ServerOptions(ctx=ctx, host=host, port=port, alias=alias,
+                                                          extra_args=tuple(extra_args or ())),
+                               verify_layers=verify_layers)
 
 
-def devices_from_status(node, status: dict):
-    """The plan :class:`~gui.cluster.plan.Device` list of a node from its agent's ``status``.
+def devices_from_status(node, status: AgentStatus | dict):
+    """The plan :class:`~gui.cluster.plan.Device` list of a node from its agent's ``status``
+    (an :class:`~agent.protocol.AgentStatus`, or the decoded document).
 
     A node whose engine offers more than its CPU (a GPU build that finds a GPU) has a device per
     GPU and one for its CPU, in the order its worker is then started with (``-d Vulkan0,CPU``),
@@ -499,34 +434,27 @@ def devices_from_status(node, status: dict):
     """
     from gui.cluster.plan import Device  # the planner is optional for ServerProcess users
 
-    rpc = status.get("rpc") or {}
-    found = [d for d in rpc.get("devices") or [] if isinstance(d, dict)]
-    offered = [d for d in (status.get("engine") or {}).get("devices") or [] if isinstance(d, dict)]
-    if any(d.get("kind") == "gpu" for d in offered):
-        names = [str(d.get("name")) for d in offered]
-        if [str(d.get("name")) for d in found] == names:
-            offered = [{**o, "free_bytes": f.get("free_bytes", o.get("free_bytes"))} for o, f in zip(offered, found)]
+    status = AgentStatus.of(status)
+    found = status.rpc.devices
+    if status.offers_gpu:
+        offered = status.engine_devices
+        if [d.name for d in found] == [d.name for d in offered]:
+            free = [f.free_bytes for f in found]  # the running worker's own view, live
+        else:
+            free = [d.free_bytes for d in offered]
         return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=i,
-                       name=str(d.get("name")), free_bytes=int(d.get("free_bytes") or 0),
-                       total_bytes=int(d.get("total_bytes") or 0))
-                for i, d in enumerate(offered)]
+                       name=d.name, free_bytes=f, total_bytes=d.total_bytes)
+                for i, (d, f) in enumerate(zip(offered, free))]
     if found:
-        return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint,
-                       index=int(d.get("index", i)), name=str(d.get("name") or "CPU"),
-                       free_bytes=int(d.get("free_bytes") or 0),
-                       total_bytes=int(d.get("total_bytes") or 0))
-                for i, d in enumerate(found)]
-    hw = status.get("hardware") or {}
-    load = status.get("load") or {}
-    free = int(load.get("ram_free_bytes") or hw.get("ram_free_bytes") or 0)
+        return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=d.index,
+                       name=d.name, free_bytes=d.free_bytes, total_bytes=d.total_bytes) for d in found]
     return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=0,
-                   name="CPU", free_bytes=free, total_bytes=int(hw.get("ram_total_bytes") or 0))]
+                   name="CPU", free_bytes=status.ram_free_bytes, total_bytes=status.ram_total_bytes)]
 
 
-def offers_gpu(status: dict) -> bool:
+def offers_gpu(status: AgentStatus | dict) -> bool:
     """Whether a node's engine offers a GPU (its agent's ``status``)."""
-    return any(isinstance(d, dict) and d.get("kind") == "gpu"
-               for d in (status.get("engine") or {}).get("devices") or [])
+    return AgentStatus.of(status).offers_gpu
 
 
 def worker_devices(plan, endpoint: str, gpu_node: bool) -> list[str] | None:
@@ -540,33 +468,45 @@ def worker_devices(plan, endpoint: str, gpu_node: bool) -> list[str] | None:
 
 @dataclass
 class WorkerHandle:
-    """A node's RPC worker as the launcher uses it; ``started`` = this launcher started it."""
+    """A node's RPC worker as the launcher uses it.
+
+    Attributes:
+        node, client: the node and its agent's client.
+        worker: the :class:`~agent.client.ReadyWorker` that started it or found it running.
+        restarts: the worker's restart count once it was ready: a higher one later means it died.
+    """
 
     node: object
     client: object
-    started: bool = False
-    #: the worker's restart count once it was ready: a higher one later means it died.
+    worker: ReadyWorker | None = None
     restarts: int = 0
+
+    @property
+    def started(self) -> bool:
+        """Whether herd started this worker (and so stops it at the end)."""
+        return self.worker is not None and self.worker.started
+
+    @started.setter
+    def started(self, value: bool) -> None:
+        if self.worker is None:
+            self.worker = ReadyWorker(self.client)
+        self.worker.started = bool(value)
 
 
 class ClusterLauncher:
-    """Start a plan on the cluster, verify it, and undo exactly what was started.
+    """Start a launch request on the cluster, verify it, and undo exactly what was started.
 
     Args:
         llama_server: path of the master's ``llama-server``.
-        plan: a :class:`gui.cluster.plan.Plan` whose RPC devices carry the nodes' endpoints.
-        model: the GGUF file.
-        nodes: {node id: :class:`~gui.cluster.nodes.Node`} for every node the plan uses.
+        request: the :class:`~gui.cluster.launch.LaunchRequest` (plan, model, server options,
+            worker threads, verify flag).
+        nodes: {node id: :class:`~gui.cluster.nodes.Node`} holding every node the plan uses.
         client_for: ``client_for(node)`` → a paired :class:`agent.client.AgentClient`.
-        ctx, host, port, extra_args: llama-server options.
-        threads: RPC worker threads (None: the agent's setting).
-        model_info: the model's :class:`~gui.cluster.model.ModelInfo` (read from ``model`` when
-            not given): its per-slot bytes are what the placement check compares the weights
-            llama-server reports per device with.
-        verify_layers: run llama-server at ``-lv 5`` and check every layer's device from its
-            own lines (slower decoding; for debugging).
+        worker_timeout: seconds a worker may take to become ready.
 
     Attributes:
+        plan, model_info: the request's plan and model.
+        spec: the :class:`ServerSpec` llama-server runs with.
         server: the :class:`ServerProcess` once started.
         check: the :class:`PlacementCheck` after :meth:`start`.
         notes: what the launch had to do differently, for the user (translated): e.g. that
@@ -574,19 +514,16 @@ class ClusterLauncher:
             ``--no-repack`` (:func:`repack_crash`).
     """
 
-    def __init__(self, llama_server, plan, model, nodes: dict, client_for: Callable, *,
-                 ctx: int = 4096, host: str = "127.0.0.1", port: int = 8080,
-                 extra_args: list[str] | None = None, threads: int | None = None,
-                 worker_timeout: float = 30.0, model_info=None, verify_layers: bool = False) -> None:
+    def __init__(self, llama_server, request, nodes: dict, client_for: Callable, *,
+                 worker_timeout: float = 30.0) -> None:
         self.llama_server = llama_server
-        self.plan = plan
-        self.model = model
+        self.request = request
+        self.plan = request.plan
+        self.model_info = request.model
         self.nodes = nodes
         self.client_for = client_for
-        self.model_info = model_info
-        self.spec = spec_from_plan(plan, model, ctx=ctx, host=host, port=port, extra_args=extra_args,
-                                   verify_layers=verify_layers)
-        self.threads = threads
+        self.spec = request.spec()
+        self.threads = request.threads
         self.worker_timeout = worker_timeout
         self.workers: list[WorkerHandle] = []
         self.server: ServerProcess | None = None
@@ -598,52 +535,39 @@ class ClusterLauncher:
 
     def planned_nodes(self) -> list:
         """The nodes whose workers the plan uses, in ``--rpc`` order."""
-        by_ep = {n.rpc_endpoint: n for n in self.nodes.values()}
-        out = []
-        for ep in self.plan.rpc_endpoints():
-            if ep not in by_ep:
-                raise LaunchError(translate("Launcher", "the plan uses {endpoint}, which is not a known "
-                                            "node's RPC endpoint").format(endpoint=ep))
-            out.append(by_ep[ep])
-        return out
+        from gui.cluster.launch import nodes_for_plan
+        return nodes_for_plan(self.plan, self.nodes.values())
 
     async def start_workers(self) -> None:
-        """Ask each planned node's agent to run its RPC worker; wait until each is ready."""
+        """Have each planned node's RPC worker ready (started through its agent if needed)."""
         for node in self.planned_nodes():
             client = self.client_for(node)
             handle = WorkerHandle(node, client)
             self.workers.append(handle)
-            status = await client.status()
-            rpc = status.get("rpc") or {}
-            state = rpc.get("state")
-            if state == "busy":
-                raise LaunchError(translate("Launcher", "{node}: its RPC worker is in use by another "
-                                            "master ({client})").format(
-                    node=node.name, client=rpc.get("client")), code="worker-busy")
-            wanted = worker_devices(self.plan, node.rpc_endpoint, offers_gpu(status))
-            if state != "ready" or (wanted is not None and list(rpc.get("requested_devices") or []) != wanted):
-                # (a worker that runs with other devices is restarted with the plan's: device
-                # numbers in the plan are positions in its -d list)
-                await client.rpc_start(threads=self.threads, devices=wanted)
-                handle.started = True
-            await self._wait_worker(handle)
-            handle.restarts = int(((await client.status()).get("rpc") or {}).get("restarts") or 0)
+            # (a worker that runs with other devices is restarted with the plan's: device
+            # numbers in the plan are positions in its -d list)
+            handle.worker = ReadyWorker(client, threads=self.threads, timeout=self.worker_timeout,
+                                        devices=lambda st, ep=node.rpc_endpoint: worker_devices(self.plan, ep,
+                                                                                                st.offers_gpu))
+            try:
+                status = await handle.worker.start()
+            except WorkerUnavailable as exc:
+                raise self._worker_error(node, exc) from None
+            handle.restarts = status.rpc.restarts
 
-    async def _wait_worker(self, handle: WorkerHandle) -> None:
-        deadline = time.monotonic() + self.worker_timeout
-        while True:
-            rpc = (await handle.client.status()).get("rpc") or {}
-            if rpc.get("state") == "ready":
-                return
-            if rpc.get("state") == "crashed":
-                raise LaunchError(translate("Launcher", "{node}: the RPC worker could not start: {why}")
-                                  .format(node=handle.node.name,
-                                          why=rpc.get("error") or translate("Launcher", "no reason given")))
-            if time.monotonic() > deadline:
-                raise LaunchError(translate("Launcher", "{node}: the RPC worker was not ready after "
-                                            "{seconds} s (state {state})").format(
-                    node=handle.node.name, seconds=f"{self.worker_timeout:.0f}", state=rpc.get("state")))
-            await asyncio.sleep(0.2)
+    def _worker_error(self, node, exc: WorkerUnavailable) -> LaunchError:
+        """The launch's words for a worker that cannot be used (naming the node)."""
+        rpc = exc.agent_status.rpc
+        if exc.code == "worker-busy":
+            text = translate("Launcher", "{node}: its RPC worker is in use by another master ({client})").format(
+                node=node.name, client=rpc.client)
+        elif exc.code == "worker-crashed":
+            text = translate("Launcher", "{node}: the RPC worker could not start: {why}").format(
+                node=node.name, why=rpc.error or translate("Launcher", "no reason given"))
+        else:
+            text = translate("Launcher", "{node}: the RPC worker was not ready after {seconds} s (state {state})").format(
+                node=node.name, seconds=f"{self.worker_timeout:.0f}", state=rpc.state)
+        return LaunchError(text, code=exc.code)
 
     async def start(self, timeout: float = 300.0) -> PlacementCheck:
         """Workers, then llama-server; returns the placement check. On failure everything
@@ -673,7 +597,7 @@ class ClusterLauncher:
                 self.server = ServerProcess(self.llama_server, self.spec)
                 await self.server.start()
                 await self.server.wait_ready(timeout)
-            self.check = check_placement(self.plan, tunnel.unmap(self, self.server.placement()), self._model_info())
+            self.check = check_placement(self.plan, tunnel.unmap(self, self.server.placement()), self.model_info)
             await transfer.stop_watch(watch, final=True)
             return self.check
         except BaseException:
@@ -689,28 +613,19 @@ class ClusterLauncher:
         step = startup_step(self.server.startup_log)
         for h in self.workers:
             try:
-                rpc = (await h.client.status()).get("rpc") or {}
+                rpc = (await h.client.status()).rpc
             except Exception as exc:  # the node itself may be gone: say what llama-server said
                 log.info("could not ask %s about its worker: %s", getattr(h.node, "name", h.node), exc)
                 continue
-            if int(rpc.get("restarts") or 0) <= h.restarts and rpc.get("state") != "crashed":
+            if rpc.restarts <= h.restarts and rpc.state != WorkerState.CRASHED:
                 continue
-            crash = rpc.get("last_crash") or {}
-            why = crash.get("error") or rpc.get("error") or translate("Launcher", "no reason given")
+            crash = rpc.last_crash
+            why = (crash.error if crash else None) or rpc.error or translate("Launcher", "no reason given")
             raise LaunchError(translate(
                 "Launcher", "{node}: its RPC worker died while llama-server was {step} ({why}); it last "
                             "printed: {lines}").format(
-                node=h.node.name, step=step, why=why, lines=last_lines(list(crash.get("lines") or []))),
+                node=h.node.name, step=step, why=why, lines=last_lines(list(crash.lines if crash else ()))),
                 code="worker-died")
-
-    def _model_info(self):
-        if self.model_info is None:
-            from gui.cluster.model import ModelError, inspect_model
-            try:
-                self.model_info = inspect_model(self.model)
-            except ModelError as exc:  # llama-server loaded it; the check goes without sizes
-                log.warning("placement check without weight sizes: %s", exc)
-        return self.model_info
 
     async def stop(self) -> None:
         """Stop llama-server, then the workers this launcher started; close the clients."""
@@ -719,8 +634,8 @@ class ClusterLauncher:
         await tunnel.close(self)
         for h in reversed(self.workers):
             try:
-                if h.started:
-                    await h.client.rpc_stop()
+                if h.worker is not None:
+                    await h.worker.stop()
             except Exception as exc:  # the node may be gone; stopping the rest matters more
                 log.warning("could not stop the RPC worker of %s: %s", getattr(h.node, "name", h.node), exc)
             finally:

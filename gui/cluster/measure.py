@@ -45,7 +45,9 @@ from pathlib import Path
 import httpx
 
 from agent import rpc_protocol
+from agent.client import ReadyWorker, WorkerUnavailable
 from agent.engine import Engine
+from agent.protocol import WorkerState
 
 #: Bump when the meaning of a cached field changes; older files are then ignored.
 #: 2: prompt speed measured too (#16).
@@ -609,8 +611,6 @@ async def measure_nodes(engine: Engine, model_path: str | os.PathLike, nodes: Se
     A node whose engine offers a GPU runs its worker with every device it offers (``-d
     Vulkan0,CPU``, as a launch does) and each device is measured on its own, keyed ``node/k``.
     """
-    from gui.cluster.launcher import offers_gpu
-
     fp = model_fingerprint(model_path)
     settings = {"threads": threads}
     out = []
@@ -621,38 +621,25 @@ async def measure_nodes(engine: Engine, model_path: str | os.PathLike, nodes: Se
             continue
         async with client_for(node) as client:
             status = await client.status()
-            rpc = status.get("rpc") or {}
-            if rpc.get("state") == "busy":
+            if status.rpc.state == WorkerState.BUSY:
                 raise MeasureError(f"{node.name}: its RPC worker is in use by a llama-server; "
                                    "stop that cluster to measure the node")
-            names = ([str(d.get("name")) for d in (status.get("engine") or {}).get("devices") or []]
-                     if offers_gpu(status) else [])
+            names = [d.name for d in status.engine_devices] if status.offers_gpu else []
             keys = [f"{node.id}/{k}" for k in range(len(names))]
             if keys and cache is not None and not refresh:
                 hits = [cache.get(k, fp, settings) for k in keys]
                 if all(hits):
                     out.extend(hits)
                     continue
-            started = rpc.get("state") != "ready" or (names and list(rpc.get("requested_devices") or []) != names)
-            if started:
-                await client.rpc_start(threads=threads, devices=names or None)
-                rpc = {}
             try:
-                deadline = time.monotonic() + worker_timeout
-                while rpc.get("state") != "ready":
-                    if rpc.get("state") == "crashed" or time.monotonic() > deadline:
-                        raise MeasureError(f"{node.name}: the RPC worker did not start "
-                                           f"({rpc.get('error') or rpc.get('state')})")
-                    await asyncio.sleep(0.2)
-                    rpc = (await client.status()).get("rpc") or {}
-                for k, key in enumerate(keys or [node.id]):
-                    out.append(await measure_node(engine, model_path, key, node.rpc_endpoint, cache=cache,
-                                                  settings=settings, agent=client, refresh=True,
-                                                  tokens=tokens, runs=runs, threads=threads, device=k,
-                                                  n_devices=max(1, len(keys)), server_args=server_args))
-            finally:
-                if started:
-                    await client.rpc_stop()
+                async with ReadyWorker(client, threads=threads, devices=names or None, timeout=worker_timeout):
+                    for k, key in enumerate(keys or [node.id]):
+                        out.append(await measure_node(engine, model_path, key, node.rpc_endpoint, cache=cache,
+                                                      settings=settings, agent=client, refresh=True,
+                                                      tokens=tokens, runs=runs, threads=threads, device=k,
+                                                      n_devices=max(1, len(keys)), server_args=server_args))
+            except WorkerUnavailable as exc:
+                raise MeasureError(f"{node.name}: the RPC worker did not start ({exc})") from None
     return out
 
 

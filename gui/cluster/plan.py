@@ -339,23 +339,23 @@ class Plan:
         used = {d.endpoint for d, c in self.assignments if d.kind == "rpc" and c > 0}
         return list(dict.fromkeys(d.endpoint for d, _ in self.assignments if d.endpoint in used))
 
-    def llama_args(self) -> list[str]:
-        """llama-server arguments that reproduce this plan exactly.
+    def layout(self) -> tuple[list[str], int, list[int]]:
+        """The plan as llama-server takes it: ``(rpc endpoints, ngl, tensor split)``.
 
-        ``['--rpc', 'a,b', '--fit', 'off', '-ngl', N, '-ts', 'c0,c1,…']`` with one whole-number
-        count per device llama-server will see, in model order (zero for devices left out).
-        ``--fit off`` stops llama.cpp from re-planning. ``--rpc`` and ``-ts`` are omitted when
-        there is nothing to put there.
+        One whole-number count per device llama-server will see, in model order (zero for
+        devices left out); the split is empty when there is nothing to put there.
         """
-        args: list[str] = []
-        eps = self.rpc_endpoints()
-        if eps:
-            args += ["--rpc", ",".join(eps)]
-        args += ["--fit", "off", "-ngl", str(self.offloaded)]
         active = self.active_assignments()
-        if active and self.offloaded > 0:
-            args += ["-ts", ",".join(str(self.assignments[i].count) for i in active)]
-        return args
+        ts = [self.assignments[i].count for i in active] if active and self.offloaded > 0 else []
+        return self.rpc_endpoints(), self.offloaded, ts
+
+    def llama_args(self) -> list[str]:
+        """llama-server arguments that reproduce this plan exactly:
+        ``['--rpc', 'a,b', '--fit', 'off', '-ngl', N, '-ts', 'c0,c1,…']`` (built by
+        :func:`gui.cluster.server_command.layout_args`; ``--fit off`` stops llama.cpp from
+        re-planning)."""
+        from gui.cluster.server_command import layout_args
+        return layout_args(*self.layout())
 
     def device_names(self) -> list[str | None]:
         """The name llama-server gives each assignment's device in its log (``RPC0``, ``CUDA0``),

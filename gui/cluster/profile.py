@@ -35,18 +35,13 @@ from typing import TYPE_CHECKING, Any
 from agent.files import write_atomic
 from agent.i18n import translate
 from gui.cluster.plan import Assignment, Device, Plan, PlanError
+from gui.cluster.server_command import ServerOptions, ServerSpec
 
 if TYPE_CHECKING:
     from gui.cluster.model import ModelInfo
 
 FORMAT = "llama-herd-profile"
 VERSION = 1
-#: Options of llama-server that a profile's plan and server section own; extra args never repeat them.
-_OWNED_FLAGS = {"-m": 1, "--model": 1, "--rpc": 1, "--fit": 1, "-ngl": 1, "--gpu-layers": 1,
-                "--n-gpu-layers": 1, "-ts": 1, "--tensor-split": 1, "-c": 1, "--ctx-size": 1,
-                "--host": 1, "--port": 1, "-lv": 1, "--verbosity": 1, "--metrics": 0, "-v": 0}
-
-
 class ProfileError(ValueError):
     """A profile file that cannot be used. The message names the file or field at fault."""
 
@@ -96,22 +91,6 @@ class ProfileModel:
 
 
 @dataclass(frozen=True)
-class ServerOptions:
-    """llama-server's own options besides the plan.
-
-    Attributes:
-        ctx: context size (``-c``).
-        host, port: where the endpoint listens.
-        extra_args: further arguments, passed after ours.
-    """
-
-    ctx: int = 4096
-    host: str = "127.0.0.1"
-    port: int = 8080
-    extra_args: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class Profile:
     """A saved cluster: nodes, engine build, model, plan and server options."""
 
@@ -138,15 +117,13 @@ class Profile:
                       "name": self.model.name, "architecture": self.model.architecture,
                       "n_layer": self.model.n_layer},
             "plan": self.plan.to_json(),
-            "server": {"ctx": self.server.ctx, "host": self.server.host, "port": self.server.port,
-                       "extra_args": list(self.server.extra_args)},
+            "server": self.server.to_json(),
         }
 
     def llama_server_args(self, model_path: str | os.PathLike | None = None) -> list[str]:
-        """llama-server's arguments (after the program name) for this profile."""
-        return (["-m", str(model_path or self.model.path), *self.plan.llama_args(),
-                 "-c", str(self.server.ctx), "--host", self.server.host, "--port", str(self.server.port)]
-                + list(self.server.extra_args))
+        """llama-server's arguments (after the program name) for this profile: the launcher's
+        own command line (:class:`~gui.cluster.server_command.ServerSpec`)."""
+        return ServerSpec.for_plan(self.plan, model_path or self.model.path, self.server).args()
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,8 +256,9 @@ def profile_from_json(doc: Any, source: str = "profile") -> Profile:
     port = _field(s, "port", f"{p}.server", int)
     if not 0 < port < 65536:
         raise ProfileError(f"{p}.server.port: must be 1…65535, got {port}")
+    alias = _field(s, "alias", f"{p}.server", str, optional=True, default=None)
     server = ServerOptions(ctx=ctx, host=_field(s, "host", f"{p}.server", str), port=port,
-                           extra_args=tuple(extra))
+                           alias=alias or None, extra_args=tuple(extra))
     return Profile(nodes=nodes, model=model, plan=plan, server=server, engine_build=build,
                    rpc_proto=proto, created=created, version=version)
 
@@ -324,49 +302,25 @@ def _hardware(plan: Plan, node_id: str) -> str:
     return ", ".join(parts)
 
 
-def _split_server_args(args: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """Pick ``-c``, ``--host``, ``--port`` out of llama-server arguments; drop what the plan owns."""
-    opts: dict[str, str] = {}
-    extra: list[str] = []
-    i = 0
-    args = [str(a) for a in args]
-    while i < len(args):
-        a = args[i]
-        name = a.split("=", 1)[0]
-        if name in _OWNED_FLAGS:
-            takes = _OWNED_FLAGS[name] and "=" not in a
-            value = a.split("=", 1)[1] if "=" in a else (args[i + 1] if takes and i + 1 < len(args) else "")
-            if name in ("-c", "--ctx-size"):
-                opts["ctx"] = value
-            elif name in ("--host", "--port"):
-                opts[name[2:]] = value
-            i += 1 + (1 if takes else 0)
-            continue
-        extra.append(a)
-        i += 1
-    return opts, extra
-
-
 def make_profile(plan: Plan, model: ModelInfo, nodes: Iterable[Any], *, engine: Any = None,
-                 ctx: int | None = None, host: str | None = None, port: int | None = None,
-                 extra_args: Sequence[str] | None = None, server_args: Sequence[str] | None = None,
+                 server: ServerOptions | None = None, ctx: int | None = None, host: str | None = None,
+                 port: int | None = None, extra_args: Sequence[str] | None = None,
                  sha256: str | None = None) -> Profile:
     """A :class:`Profile` of a cluster about to run (or running) ``plan`` on ``model``.
 
     ``nodes`` are the live node records (``gui.cluster.nodes.Node`` or dicts with ``id``,
     ``name``, ``host``, ``api_port``, ``fingerprint``); only the nodes the plan uses are kept.
-    ``engine`` is an ``agent.engine.Engine`` (its ``build`` and ``rpc_proto``). Server options come
-    from the keywords or, failing those, from a llama-server argument list ``server_args``
-    (``-c``, ``--host``, ``--port``; the plan's own flags are dropped, the rest kept as extras).
+    ``engine`` is an ``agent.engine.Engine`` (its ``build`` and ``rpc_proto``). Server options are
+    ``server`` (the launch's own), with ``ctx``, ``host``, ``port`` and ``extra_args`` replacing
+    its fields when given.
     """
-    parsed, extras = _split_server_args(server_args or [])
+    base = server or ServerOptions()
     try:
-        ctx = int(ctx if ctx is not None else parsed.get("ctx", 4096))
-        port = int(port if port is not None else parsed.get("port", 8080))
-    except ValueError:
-        raise ProfileError(f"server arguments: -c and --port must be numbers, got {parsed}") from None
-    server = ServerOptions(ctx=ctx, host=host or parsed.get("host", "127.0.0.1"), port=port,
-                           extra_args=tuple(extra_args if extra_args is not None else extras))
+        server = replace(base, **{k: v for k, v in (("ctx", ctx), ("host", host), ("port", port),
+                                                     ("extra_args", tuple(extra_args) if extra_args is not None
+                                                      else None)) if v is not None})
+    except ValueError as exc:
+        raise ProfileError(f"server options: {exc}") from None
     by_id = {str(_attr(n, "id")): n for n in nodes}
     kept: dict[str, ProfileNode] = {}
     for dev in plan.devices():
@@ -391,16 +345,15 @@ def make_profile(plan: Plan, model: ModelInfo, nodes: Iterable[Any], *, engine: 
 
 
 def export_profile(path: str | os.PathLike, *, plan: Plan, model: ModelInfo, nodes: Iterable[Any],
-                   engine: Any = None, server_args: Sequence[str] | None = None, hash_model: bool = True,
-                   **options: Any) -> Path:
+                   engine: Any = None, hash_model: bool = True, **options: Any) -> Path:
     """:func:`make_profile` then :func:`save_profile`; hashes the model unless ``hash_model`` is False.
 
-    Further keywords (``ctx``, ``host``, ``port``, ``extra_args``) go to :func:`make_profile`.
+    Further keywords (``server``, ``ctx``, ``host``, ``port``, ``extra_args``) go to :func:`make_profile`.
     """
     from gui.cluster.model import file_sha256
 
     digest = file_sha256(model.path) if hash_model else None
-    prof = make_profile(plan, model, nodes, engine=engine, server_args=server_args, sha256=digest, **options)
+    prof = make_profile(plan, model, nodes, engine=engine, sha256=digest, **options)
     return save_profile(path, prof)
 
 

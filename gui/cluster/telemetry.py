@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from agent.protocol import AgentStatus
+
 log = logging.getLogger(__name__)
 
 
@@ -333,7 +335,7 @@ class NodeStatusSampler(Sampler):
             "ram_free_bytes": load.get("ram_free_bytes"),
             "net_rx_bytes_per_s": load.get("net_rx_bytes_per_s"),
             "net_tx_bytes_per_s": load.get("net_tx_bytes_per_s"),
-            "rpc_state": (status.get("rpc") or {}).get("state"),
+            "rpc_state": AgentStatus.of(status).rpc.state.value,
             "status": status,
         }
         return values

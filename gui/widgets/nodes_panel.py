@@ -8,6 +8,8 @@ its RPC worker. The panel's own button adds a node by address, for networks wher
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from collections import deque
 
 from PySide6.QtCore import QPointF, QRegularExpression, QSize, Qt, Signal
@@ -16,6 +18,7 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFrame, QGridLayout, Q
                                QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
 
 from agent.identity import display_fingerprint
+from agent.protocol import AgentStatus, WorkerState
 from gui.widgets.wrapping_label import WrappingLabel
 
 GiB = 1 << 30
@@ -162,9 +165,11 @@ class NodeCard(QFrame):
                  "crashed": self.tr("worker crashed"), "": self.tr("online")}
         return names.get(state, state)
 
-    def show_status(self, status: dict) -> None:
-        """Show an agent ``status`` (hardware, load, devices, NICs, worker state)."""
-        rpc_state = (status.get("rpc") or {}).get("state")
+    def show_status(self, status) -> None:
+        """Show an agent ``status`` (:class:`~agent.protocol.AgentStatus`: hardware, load,
+        devices, NICs, worker state)."""
+        status = AgentStatus.of(status)
+        rpc_state = status.rpc.state.value if status.rpc.state != WorkerState.UNKNOWN else None
         if rpc_state is not None and self.state.text() != self.tr("lost"):
             # fresher than the mDNS record, which may lag behind
             self.state.setText(self._state_text(rpc_state))
@@ -181,10 +186,10 @@ class NodeCard(QFrame):
         parts.append(line)
         parts.append(self.tr("RAM %1 free of %2").replace("%1", _gib(load.get("ram_free_bytes") or hw.get("ram_free_bytes")))
                      .replace("%2", _gib(hw.get("ram_total_bytes"))))
-        for d in (status.get("rpc") or {}).get("devices") or []:
-            if str(d.get("name", "")).upper() != "CPU":
-                parts.append(self.tr("GPU %1: %2 free of %3").replace("%1", str(d.get("name")))
-                             .replace("%2", _gib(d.get("free_bytes"))).replace("%3", _gib(d.get("total_bytes"))))
+        for d in status.rpc.devices:
+            if d.name.upper() != "CPU":
+                parts.append(self.tr("GPU %1: %2 free of %3").replace("%1", d.name)
+                             .replace("%2", _gib(d.free_bytes)).replace("%3", _gib(d.total_bytes)))
         self.hardware.setText("\n".join(parts))
         wifi = [n.get("name") for n in hw.get("nics") or [] if n.get("wifi") and not n.get("loopback")]
         self.set_warning(self.tr("Wi-Fi link (%1): expect slow, uneven decoding. Use a cable if you can.")
@@ -345,7 +350,7 @@ class NodesPanel(QWidget):
             return
         if sample.kind == "link" and sample.values.get("rtt_median_ms") is not None:
             c.add_rtt(sample.values["rtt_median_ms"])
-        elif sample.kind == "node" and isinstance(sample.values.get("status"), dict):
+        elif sample.kind == "node" and isinstance(sample.values.get("status"), Mapping):
             c.show_status(sample.values["status"])
 
     def show_message(self, text: str, error: bool = True) -> None:

@@ -21,7 +21,7 @@ from PySide6.QtGui import QBrush, QColor, QGuiApplication, QKeySequence, QShortc
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit, QPushButton,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from gui.cluster.launcher import ServerSpec, spec_from_plan
+from gui.cluster.server_command import ServerOptions, ServerSpec
 from gui.cluster.plan import Assignment, Device, DeviceFit, Plan, PlanError, estimate, model_order, plan_by_memory
 from gui.widgets.feedback import flash_copied
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar
@@ -31,9 +31,10 @@ BAD = QColor("#d62728")
 
 
 def server_spec_for(plan: Plan, model_path: Path, ctx: int, host: str = "127.0.0.1", port: int = 8080,
-                    extra_args: list[str] | None = None) -> ServerSpec:
+                    extra_args: list[str] | None = None, alias: str | None = None) -> ServerSpec:
     """The :class:`ServerSpec` that runs ``plan`` — the launcher's own, so they never disagree."""
-    return spec_from_plan(plan, model_path, ctx=ctx, host=host, port=port, extra_args=extra_args)
+    return ServerSpec.for_plan(plan, model_path, ServerOptions(ctx=ctx, host=host, port=port, alias=alias,
+                                                               extra_args=tuple(extra_args or ())))
 
 
 def _mib(n: int | None) -> str:
@@ -117,6 +118,7 @@ class SplitEditor(QWidget):
         self._port = 8080
         self._host = "127.0.0.1"
         self._extra: list[str] = []
+        self._alias: str | None = None
         self._custom = False  # the split shown was made by the user (kept when nodes change)
         self._row_order: list[str] = []  # device keys in the order their rows first appeared
 
@@ -222,9 +224,10 @@ class SplitEditor(QWidget):
         self._llama_server = str(llama_server) if llama_server else "llama-server"
         self._refresh()
 
-    def set_endpoint(self, host: str, port: int, extra_args: list[str] | None = None) -> None:
-        """Where the server will listen, and extra options for it."""
-        self._host, self._port, self._extra = host, port, list(extra_args or [])
+    def set_endpoint(self, host: str, port: int, extra_args: list[str] | None = None,
+                     alias: str | None = None) -> None:
+        """Where the server will listen, the model id it shows, and extra options for it."""
+        self._host, self._port, self._extra, self._alias = host, port, list(extra_args or []), alias
         self._refresh()
 
     def set_fastest_available(self, ok: bool, why_not: str = "") -> None:
@@ -310,7 +313,8 @@ class SplitEditor(QWidget):
         """The llama-server invocation for the shown plan."""
         if self._plan is None or self._model is None:
             return None
-        return server_spec_for(self._plan, self._model.path, self.ctx.value(), self._host, self._port, self._extra)
+        return server_spec_for(self._plan, self._model.path, self.ctx.value(), self._host, self._port, self._extra,
+                               self._alias)
 
     def command_line(self) -> str:
         """The exact command line, shell-quoted."""

@@ -1303,6 +1303,22 @@
 <context>
     <name>AgentClient</name>
     <message>
+        <source>the RPC worker was not ready after {seconds} s (state {state})</source>
+        <translation>RPC 工作进程在 {seconds} 秒后仍未就绪（状态 {state}）</translation>
+    </message>
+    <message>
+        <source>no reason given</source>
+        <translation>未给出原因</translation>
+    </message>
+    <message>
+        <source>the RPC worker could not start: {why}</source>
+        <translation>RPC 工作进程无法启动：{why}</translation>
+    </message>
+    <message>
+        <source>its RPC worker is in use by another llama-server ({client})</source>
+        <translation>它的 RPC 工作进程正被另一个 llama-server 使用（{client}）</translation>
+    </message>
+    <message>
         <source>{url}: too many failed pairing attempts from this computer (HTTP 429); try again in {seconds} s</source>
         <translation>{url}：本机配对失败次数过多（HTTP 429）；请在 {seconds} 秒后重试</translation>
     </message>
@@ -1477,6 +1493,18 @@
 </context>
 <context>
     <name>Launcher</name>
+    <message>
+        <source>the llama.cpp engine is missing; run herd engine install</source>
+        <translation>缺少 llama.cpp 引擎；请运行 herd engine install</translation>
+    </message>
+    <message>
+        <source>not paired (pair it with the PIN its agent shows)</source>
+        <translation>尚未配对（请用其 agent 显示的 PIN 配对）</translation>
+    </message>
+    <message>
+        <source>not reachable</source>
+        <translation>无法连接</translation>
+    </message>
     <message>
         <location filename="../../gui/cluster/launcher.py" line="1" />
         <source>{node}: its RPC worker died while llama-server was {step} ({why}); it last printed: {lines}</source>

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from cluster.agents import start_agent
 from conftest import free_port
-from e2e.herd_cli import HERD, HerdUp, herd, rpc_children
+from e2e.herd_cli import HERD, HerdUp, herd, rpc_children, same_but_forwarders
 
 from gui.cluster.model import inspect_model
 from gui.cluster.profile import load_profile
@@ -241,3 +241,61 @@ def test_profile_of_unknown_version_is_refused(tmp_path, env):
     prof.write_text("{broken")
     r = herd(["up", prof, "--no-mdns"], env)
     assert r.returncode == 2 and "not valid JSON" in r.stderr
+
+
+def _serving_command_line(up: HerdUp) -> list[str]:
+    [pid] = up.server_pids()
+    return psutil.Process(pid).cmdline()
+
+
+@pytest.mark.slow
+def test_up_runs_a_saved_plan_with_its_exact_command_line(paired, demo_model, env, procs, tmp_path):
+    """`herd up` takes what `herd plan --json` printed and runs exactly the command line it
+    showed; the endpoint names the model by its file name, not its path on this disk (#12)."""
+    port = str(free_port())
+    r = herd(["plan", "--model", demo_model, "--split", "beta=4,alpha=5", "--ctx", "512", "--no-mdns",
+              "--port", port, "--json"], env)
+    assert r.returncode == 0, r.stderr
+    saved = tmp_path / "plan.json"
+    saved.write_text(r.stdout)
+    planned = json.loads(r.stdout)["server_command"]
+    up = HerdUp(procs.popen(HERD + ["up", saved, "--no-mdns", "--threads", "1"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 120)
+    assert f"Starting {' '.join(planned)}" in up.lines
+    assert same_but_forwarders(_serving_command_line(up), planned), (_serving_command_line(up), planned)
+    models = httpx.get(up.endpoint() + "/v1/models", timeout=10).json()
+    assert [m["id"] for m in models["data"]] == [demo_model.stem], models
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
+
+    # a plan saved by an older herd does not name its model: say what to do instead
+    old = json.loads(saved.read_text())
+    del old["model"]
+    saved.write_text(json.dumps(old))
+    r = herd(["up", saved, "--no-mdns"], env)
+    assert r.returncode == 2 and "herd export --model" in r.stderr, r.stderr
+    assert _llama_servers_for(demo_model) == []
+
+
+@pytest.mark.slow
+def test_up_fastest_launches_what_plan_fastest_planned(paired, demo_model, env, procs, tmp_path):
+    """`herd up --fastest` plans for speed as `herd plan --fastest` does (same measurements,
+    cached per node and model) and runs that plan's command line (#12)."""
+    env = {**env, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    port = str(free_port())
+    r = herd(["plan", "--model", demo_model, "--fastest", "--ctx", "512", "--no-mdns", "--port", port,
+              "--threads", "1", "--json"], env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    planned = json.loads(r.stdout)["server_command"]
+    up = HerdUp(procs.popen(HERD + ["up", demo_model, "--fastest", "--ctx", "512", "--no-mdns", "--port", port,
+                                    "--threads", "1"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 300)
+    assert any(ln.startswith("Fastest: predicted") for ln in up.lines), "\n".join(up.lines)
+    assert f"Starting {' '.join(planned)}" in up.lines
+    assert same_but_forwarders(_serving_command_line(up), planned), (_serving_command_line(up), planned)
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
+    r = herd(["up", demo_model, "--fastest", "--split", "alpha=9", "--no-mdns"], env)
+    assert r.returncode == 2 and "give one" in r.stderr, r.stderr

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from gui.cluster.model import file_sha256, inspect_model
 from gui.cluster.nodes import Node
 from gui.cluster.placement import check_placement, parse_placement
 from gui.cluster.plan import Device, Plan
+from gui.cluster.server_command import ServerOptions, ServerSpec
 from gui.cluster.profile import (
     Profile,
     ProfileError,
@@ -79,18 +81,23 @@ def test_failed_save_leaves_the_old_file_and_no_temp(profile, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["cluster.json"] and target.is_dir()
 
 
-def test_export_profile_takes_launcher_style_server_args(demo_model, tmp_path):
+def test_exported_profile_runs_the_launchers_own_command_line(demo_model, tmp_path):
+    """The profile keeps the launch's typed server options, and its command line is the one the
+    launcher builds (with --metrics, -lv and the model id), not a second builder's."""
     nodes, plan = nodes_and_plan()
-    server_args = ["-m", str(demo_model), *plan.llama_args(), "-c", "1024", "--host", "0.0.0.0",
-                   "--port", "9000", "--metrics", "-lv", "5", "--temp", "0.7"]
+    options = ServerOptions(ctx=1024, host="0.0.0.0", port=9000, alias="demo", extra_args=("--temp", "0.7"))
     path = export_profile(tmp_path / "p.json", plan=plan, model=inspect_model(demo_model), nodes=nodes,
-                          engine=FakeEngine(), server_args=server_args)
+                          engine=FakeEngine(), server=options)
     prof = load_profile(path)
-    assert (prof.server.ctx, prof.server.host, prof.server.port) == (1024, "0.0.0.0", 9000)
-    assert prof.server.extra_args == ("--temp", "0.7")
+    assert prof.server == options
     assert prof.model.sha256 == file_sha256(demo_model) and prof.model.size == demo_model.stat().st_size
-    assert prof.llama_server_args() == ["-m", str(demo_model.resolve()), *plan.llama_args(), "-c", "1024",
-                                        "--host", "0.0.0.0", "--port", "9000", "--temp", "0.7"]
+    launched = ServerSpec.for_plan(plan, demo_model.resolve(), options).args()
+    assert prof.llama_server_args() == launched
+    assert launched == ["-m", str(demo_model.resolve()), *plan.llama_args(), "-c", "1024", "--host", "0.0.0.0",
+                        "--port", "9000", "--alias", "demo", "--metrics", "-lv", "4", "--temp", "0.7"]
+    # without an alias the endpoint shows the file's name, never its path on this disk
+    assert make_profile(plan, inspect_model(demo_model), nodes).llama_server_args()[-5:-3] == \
+        ["--alias", demo_model.stem]
 
 
 def _broken(profile: Profile, change) -> dict:
@@ -192,14 +199,16 @@ def test_start_scripts_carry_the_plan(profile):
     assert 'exec "$RPC_SERVER" -H 127.0.0.1 -p 50052 -d CPU ;;' in scripts["start-workers.sh"]
     assert "alpha|id-a)" in scripts["start-workers.sh"]
     ts = " ".join(profile.plan.llama_args())
-    assert f'-m "$MODEL" {ts} -c 2048 --host 127.0.0.1 --port 8181 --temp 0' in scripts["start-master.sh"]
+    alias = Path(profile.model.path).stem
+    assert (f'-m "$MODEL" {ts} -c 2048 --host 127.0.0.1 --port 8181 --alias {alias} '
+            '--metrics -lv 4 --temp 0') in scripts["start-master.sh"]
     bat = scripts["start-workers.bat"].split("\r\n")
     assert 'if /I "%~1"=="beta" goto worker1' in bat
     assert '"%RPC_SERVER%" -H 127.0.0.1 -p 50053 -d CPU' in bat
     mbat = scripts["start-master.bat"]
     # cmd.exe splits arguments at commas, so lists are quoted.
     assert ('"%LLAMA_SERVER%" -m "%MODEL%" --rpc "127.0.0.1:50052,127.0.0.1:50053" --fit off -ngl 8 '
-            '-ts "3,5" -c 2048 --host 127.0.0.1 --port 8181 --temp 0\r\n') in mbat
+            f'-ts "3,5" -c 2048 --host 127.0.0.1 --port 8181 --alias {alias} --metrics -lv 4 --temp 0\r\n') in mbat
 
 
 def test_batch_quoting_of_paths_with_spaces_and_percent(profile):

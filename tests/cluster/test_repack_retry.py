@@ -23,7 +23,10 @@ from conftest import free_port
 
 from gui.cluster import launcher as L
 from gui.cluster.demo_model import DemoShape, write_demo_model
+from gui.cluster.launch import LaunchRequest
+from gui.cluster.server_command import ServerOptions
 from gui.cluster.placement import HOST_LOADED, HOST_MAPPED
+from gui.cluster.model import inspect_model
 from gui.cluster.plan import Plan
 
 pytestmark = pytest.mark.engine
@@ -74,8 +77,8 @@ async def _repacked_buffers(engine, model) -> list[str]:
 async def test_crash_with_repacked_weights_is_retried_without_repacking(engine, tmp_path, quant):
     model = write_demo_model(tmp_path / f"{quant}.gguf", DemoShape(layers=4, embd=256, ff=512, quant=quant))
     repacked = await _repacked_buffers(engine, model)
-    launcher = L.ClusterLauncher(_wrapper(tmp_path, engine), Plan(4, 5), model, {}, None,
-                                 ctx=512, port=free_port())
+    request = LaunchRequest(Plan(4, 5), inspect_model(model), ServerOptions(ctx=512, port=free_port()))
+    launcher = L.ClusterLauncher(_wrapper(tmp_path, engine), request, {}, None)
     if repacked:
         check = await launcher.start(120)
         servers = psutil.Process(launcher.server.pid).children()

@@ -15,8 +15,10 @@ from gui.cluster import transfer as T
 from gui.cluster import tunnel
 from gui.cluster.demo_model import DemoShape, write_demo_model
 from gui.cluster.discovery import Discovery, TokenStore
+from gui.cluster.launch import LaunchRequest
 from gui.cluster.launcher import ClusterLauncher
 from gui.cluster.model import inspect_model
+from gui.cluster.server_command import ServerOptions
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 MiB = 1 << 20
@@ -28,8 +30,8 @@ def _reported_mib(placement, endpoint: str) -> float:
 
 
 async def _load(engine, model, nodes, plan, disc, events):
-    launcher = ClusterLauncher(engine.llama_server, plan, model, nodes, disc.client, ctx=512,
-                               port=free_port())
+    request = LaunchRequest(plan, inspect_model(model), ServerOptions(ctx=512, port=free_port()))
+    launcher = ClusterLauncher(engine.llama_server, request, nodes, disc.client)
     launcher.on_transfer = events.append
     await launcher.start(120)
     placement = tunnel.unmap(launcher, launcher.server.placement())  # the workers' endpoints

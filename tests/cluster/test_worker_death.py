@@ -19,6 +19,8 @@ from gui.cluster import plan as P
 from gui.cluster.demo_model import DemoShape, write_demo_model
 from gui.cluster.discovery import Discovery, TokenStore
 from gui.cluster.launcher import ClusterLauncher, LaunchError
+from gui.cluster.launch import LaunchRequest
+from gui.cluster.server_command import ServerOptions
 from gui.cluster.model import inspect_model
 from conftest import free_port
 
@@ -34,8 +36,9 @@ async def test_worker_killed_while_the_weights_travel_is_named(engine, procs, tm
     try:
         nodes, devices = await pair_all(disc, agents)
         plan = P.plan_from_split(inspect_model(model), devices, {"a": 4, "b": 5})
-        launcher = ClusterLauncher(engine.llama_server, plan, model, nodes, disc.client, ctx=512,
-                                   port=free_port())
+        launcher = ClusterLauncher(engine.llama_server,
+                                   LaunchRequest(plan, inspect_model(model), ServerOptions(ctx=512, port=free_port())),
+                                   nodes, disc.client)
         start = asyncio.ensure_future(launcher.start(120))
         deadline = time.monotonic() + 60
         while not (launcher.server and any("model buffer size" in ln for ln in launcher.server.startup_log)):

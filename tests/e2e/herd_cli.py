@@ -97,3 +97,17 @@ def gone(pids: list[int], timeout: float = 10.0) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
+
+
+def same_but_forwarders(real: list[str], planned: list[str]) -> bool:
+    """Whether llama-server's real command line is the planned one, but for ``--rpc``: there
+    llama-server reaches each worker through this computer's TLS forwarder (a loopback port of
+    the run), one per planned endpoint, in the same order."""
+    if len(real) != len(planned) or ("--rpc" in real) != ("--rpc" in planned):
+        return False
+    if "--rpc" not in real:
+        return real == planned
+    i = real.index("--rpc") + 1
+    ours, theirs = real[i].split(","), planned[i].split(",")
+    return (real[:i] + real[i + 1:] == planned[:i] + planned[i + 1:] and len(ours) == len(theirs)
+            and all(ep.startswith("127.0.0.1:") for ep in ours))

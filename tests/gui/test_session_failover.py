@@ -10,8 +10,10 @@ from conftest import free_port
 
 from gui.cluster import plan as P
 from gui.cluster.failover import LOST, RECOVERED, FailoverPolicy
+from gui.cluster.launch import LaunchRequest
 from gui.cluster.model import inspect_model
 from gui.cluster.nodes import TokenStore
+from gui.cluster.server_command import ServerOptions
 from gui.session import ClusterSession
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -37,8 +39,9 @@ def test_session_reports_a_lost_worker_and_serves_again(qtbot, bridge, procs, tm
         devices = result(qtbot, session.devices([a.node_id, b.node_id]))
         plan = P.plan_from_split(inspect_model(demo_model), devices, {"a": 4, "b": 5})
         port = free_port()
-        result(qtbot, session.launch(engine.llama_server, plan, demo_model, ctx=512, host="127.0.0.1",
-                                     port=port, extra_args=["--threads", "1"]), timeout=120000)
+        request = LaunchRequest(plan, inspect_model(demo_model),
+                                ServerOptions(ctx=512, port=port, extra_args=("--threads", "1")))
+        result(qtbot, session.launch(engine.llama_server, request), timeout=120000)
         url = session.server_url
         b.proc.kill()
         qtbot.waitUntil(lambda: any(e.kind == RECOVERED for e in events), timeout=60000)

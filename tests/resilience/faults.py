@@ -24,6 +24,8 @@ from gui.cluster.conversation import COMPLETE, INTERRUPTED, Conversation, ReplyI
 from gui.cluster.discovery import Discovery
 from gui.cluster.failover import LOST, RECOVERED, RETURNED, ClusterSupervisor, FailoverPolicy
 from gui.cluster.launcher import devices_from_status
+from gui.cluster.launch import LaunchRequest
+from gui.cluster.server_command import ServerOptions
 from gui.cluster.model import inspect_model
 from gui.cluster.nodes import TokenStore
 
@@ -120,9 +122,10 @@ async def run_fault(fault: str, engine, model: Path, tmp: Path, lan=None, *, rej
         info = inspect_model(model)
         plan = P.plan_from_split(info, devices, {"a": 4, "b": 5})
         conv = Conversation()
+        request = LaunchRequest(plan, info, ServerOptions(ctx=2048, port=free_port(),
+                                                          extra_args=("-np", "1", "--threads", "1")), threads=1)
         sup = ClusterSupervisor(
-            engine.llama_server, plan, model, nodes, disc.client, model_info=info, ctx=2048,
-            port=free_port(), extra_args=["-np", "1", "--threads", "1"], threads=1,
+            engine.llama_server, request, nodes, disc.client,
             policy=policy or FailoverPolicy(countdown=1.0, busy_wait=3.0),
             probe_client_for=lambda n: disc.client(n, timeout=1.0), conversation=conv)
         await sup.start(120)

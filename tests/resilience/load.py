@@ -20,6 +20,8 @@ from gui.cluster import plan as P
 from gui.cluster.chat import ChatDone, chat
 from gui.cluster.discovery import Discovery
 from gui.cluster.launcher import ClusterLauncher
+from gui.cluster.launch import LaunchRequest
+from gui.cluster.server_command import ServerOptions
 from gui.cluster.model import inspect_model
 from gui.cluster.nodes import TokenStore
 
@@ -133,8 +135,9 @@ async def loopback_cluster(llama_server, model: Path, popen, tmp: Path, *, paral
         nodes, devices = await pair_all(disc, agents)
         plan = P.plan_from_split(inspect_model(model), devices, {"a": 4, "b": 5})
         extra = ["-np", str(parallel)] + (["--threads", str(threads)] if threads else [])
-        launcher = ClusterLauncher(llama_server, plan, model, nodes, disc.client, ctx=ctx,
-                                   port=free_port(), threads=threads, extra_args=extra)
+        request = LaunchRequest(plan, inspect_model(model), ServerOptions(ctx=ctx, port=free_port(), extra_args=extra),
+                                threads=threads)
+        launcher = ClusterLauncher(llama_server, request, nodes, disc.client)
         check = await launcher.start(120)
         if not check.ok:
             raise AssertionError(f"placement not as planned: {check.problems}")

@@ -23,6 +23,8 @@ from gui.cluster import failover as F
 from gui.cluster import plan as P
 from gui.cluster.discovery import Discovery
 from gui.cluster.launcher import devices_from_status
+from gui.cluster.launch import LaunchRequest
+from gui.cluster.server_command import ServerOptions
 from gui.cluster.model import inspect_model
 from gui.cluster.nodes import TokenStore
 
@@ -68,9 +70,9 @@ async def supervised(engine, demo_model, procs, tmp_path, policy):
             async with disc.client(node) as c:
                 devices.extend(devices_from_status(node, await c.status()))
         info = inspect_model(demo_model)
-        sup = F.ClusterSupervisor(engine.llama_server, P.plan_from_split(info, devices, {"a": 4, "b": 5}),
-                                  demo_model, nodes, disc.client, model_info=info, ctx=512,
-                                  port=free_port(), threads=1, extra_args=["--threads", "1"],
+        request = LaunchRequest(P.plan_from_split(info, devices, {"a": 4, "b": 5}), info,
+                                ServerOptions(ctx=512, port=free_port(), extra_args=("--threads", "1")), threads=1)
+        sup = F.ClusterSupervisor(engine.llama_server, request, nodes, disc.client,
                                   policy=policy, probe_client_for=lambda n: disc.client(n, timeout=1.0))
         await sup.start(120)
         yield sup, agents

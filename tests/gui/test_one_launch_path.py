@@ -1,0 +1,61 @@
+"""The app and `herd up` drive the same launch pipeline (#12): for the same plan and options they
+run llama-server with the same command line; and the demo opens with its agents holding the
+layers. Real window, real demo agents, real llama-server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import psutil
+import pytest
+from e2e.herd_cli import HERD, HerdUp, same_but_forwarders
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+
+def test_app_start_and_herd_up_run_the_same_command_line(qtbot, make_window, agents, demo_model, launch_on_both,
+                                                          procs, tmp_path):
+    win = make_window(browse=False)
+    launch_on_both(win, agents, demo_model)
+    app_argv = psutil.Process(win.session.launcher.server.pid).cmdline()
+    app_planned = win.session.launcher.launcher.request.argv(win.engine.llama_server)
+    assert same_but_forwarders(app_argv, app_planned)
+    assert app_argv[app_argv.index("-c") + 1] == "512"
+    assert app_argv[app_argv.index("--alias") + 1] == demo_model.stem
+    # the same plan and options, saved from the window and served by `herd up`
+    profile = tmp_path / "cluster.json"
+    with qtbot.waitSignal(win.export_profile(str(profile)).finished, timeout=30000):
+        pass
+    with qtbot.waitSignal(win.stop_cluster().done, timeout=30000):
+        pass
+    qtbot.waitUntil(lambda: win.launch.state == "stopped", timeout=30000)
+
+    env = dict(os.environ)  # the window's config folder: its pairings
+    up = HerdUp(procs.popen(HERD + ["up", profile, "--no-mdns"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 120)
+    [pid] = up.server_pids()
+    assert f"Starting {' '.join(app_planned)}" in up.lines  # the same plan and options, built alike
+    cli_argv = psutil.Process(pid).cmdline()
+    assert same_but_forwarders(cli_argv, app_planned) and same_but_forwarders(app_argv, cli_argv)
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
+
+
+def test_the_demo_opens_with_its_agents_holding_the_layers(qtbot, make_window, agents, demo_model):
+    win = make_window(browse=False)
+    win.attach_demo(agents, demo_model)
+    ours = {a.address for a in agents.agents}
+
+    def on_agents():
+        plan = win.editor.plan()
+        if plan is None or plan.host_layers:
+            return False
+        held = {d.node_id for d, c in plan.assignments if c}
+        return held == {n.id for n in win.node_map.values() if f"{n.host}:{n.api_port}" in ours} and len(held) == 2
+    qtbot.waitUntil(on_agents, timeout=30000)
+    counts = sorted(c for _, c in win.editor.plan().assignments if c)
+    assert sum(counts) == win.model.n_slots and counts[-1] - counts[0] <= 1  # an even share each
+    win._demo = None  # the fixture stops the demo's agents
