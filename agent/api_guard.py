@@ -5,7 +5,9 @@ paired master of the agent's attention or its file descriptors.
 * a connection must have sent a complete request header within :data:`HEADER_TIMEOUT` seconds
   of its handshake (a slowloris that trickles a header byte by byte is closed);
 * an idle keep-alive connection is closed after :data:`KEEPALIVE_TIMEOUT` seconds (aiohttp);
-* one address holds at most :data:`PER_PEER` connections; a further one is closed at once;
+* one address holds at most :data:`PER_PEER` connections without a paired master's certificate;
+  a further one is closed at once (a paired master's own connections are not capped per
+  address: it is known, and its calls must not be refused);
 * all addresses together hold at most :data:`TOTAL`; at the cap the oldest connection that
   has not yet sent a complete header is closed to make room, so a flood of idle connections
   (from one or many addresses) cannot keep the master's call out;
@@ -59,7 +61,8 @@ class ConnectionGuard:
     """Counts connections per address and overall (see the module docstring)."""
 
     def __init__(self, per_peer: int = PER_PEER, total: int = TOTAL,
-                 header_timeout: float = HEADER_TIMEOUT) -> None:
+                 header_timeout: float = HEADER_TIMEOUT, is_trusted=lambda ssl_object: False) -> None:
+        self.is_trusted = is_trusted
         self.per_peer = per_peer
         self.total = total
         self.header_timeout = header_timeout
@@ -74,7 +77,7 @@ class ConnectionGuard:
         return len(self._conns)
 
     def admit(self, conn: "_Guarded") -> bool:
-        if self._by_peer.get(conn.peer, 0) >= self.per_peer:
+        if not conn.trusted and self._by_peer.get(conn.peer, 0) >= self.per_peer:
             self.refused += 1
             return False
         if len(self._conns) >= self.total:
@@ -85,11 +88,12 @@ class ConnectionGuard:
             self.evicted += 1
             victim.close()
         self._conns[id(conn)] = conn
-        self._by_peer[conn.peer] = self._by_peer.get(conn.peer, 0) + 1
+        if not conn.trusted:
+            self._by_peer[conn.peer] = self._by_peer.get(conn.peer, 0) + 1
         return True
 
     def release(self, conn: "_Guarded") -> None:
-        if self._conns.pop(id(conn), None) is not None:
+        if self._conns.pop(id(conn), None) is not None and not conn.trusted:
             n = self._by_peer.get(conn.peer, 1) - 1
             if n > 0:
                 self._by_peer[conn.peer] = n
@@ -110,11 +114,13 @@ class _Guarded(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._transport: asyncio.Transport | None = None
         self._admitted = False
+        self.trusted = False
 
     def connection_made(self, transport) -> None:
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = normalise_ip(str(peer[0])) if peer else "?"
+        self.trusted = bool(self.guard.is_trusted(transport.get_extra_info("ssl_object")))
         if not self.guard.admit(self):
             transport.abort()
             return

@@ -26,7 +26,7 @@ from agent.api_guard import KEEPALIVE_TIMEOUT, ConnectionGuard, GuardedSite, rai
 from agent.engine import EngineError, choose_backend, find_engine, list_devices
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
-from agent.identity import Identity, load_or_create, server_context, trust
+from agent.identity import Identity, load_or_create, peer_fingerprint, server_context, trust
 from agent.pairing import AgentPairing, PinFile
 from agent.ratelog import RateLimitedLog
 from agent.process_memory import release_free_heap
@@ -86,7 +86,8 @@ class Agent:
         # (see agent.identity); the relay refuses a client without one in the handshake.
         self.api_tls = server_context(self.identity, [m.cert_pem for m in state.masters])
         self.rpc_tls = server_context(self.identity, [m.cert_pem for m in state.masters], require=True)
-        self.api_guard = ConnectionGuard()
+        self.api_guard = ConnectionGuard(is_trusted=lambda ssl_object: self.state.master_for_fingerprint(
+            peer_fingerprint(ssl_object)) is not None)
         self.load = LoadMeter()
         # the worker's -c cache: a folder that outlives restarts and upgrades, capped (#16)
         self.weight_cache = WeightCache(default_cache_root(settings.cache_dir, env),

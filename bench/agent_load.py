@@ -47,9 +47,12 @@ class Procs(ProcessJar):
 
 async def api_load(tmp: Path, procs: Procs, rate: float, seconds: float) -> None:
     agent = start_agent(procs.popen, tmp, "loaded", mdns=False)
-    async with AgentClient(agent.api_url) as c:
-        token = await c.pair(agent.pin())
-    r = await load_agent(agent.api_url, token, rate, seconds)
+    from agent.identity import client_context, load_or_create
+    me = load_or_create(tmp, "master", "load master")
+    async with AgentClient(agent.api_url, identity=me) as c:
+        await c.pair(agent.pin())
+        keys = client_context(me, c.pinned)  # what every call of the load presents
+    r = await load_agent(agent.api_url, keys, rate, seconds)
     ms = lambda q: r.percentile(q) * 1000  # noqa: E731
     print(f"\nAgent API load: {rate:g} req/s for {seconds:g} s, mix {', '.join(p for _, p, _ in MIX)}\n")
     print(f"{'requests':>9} {'errors':>7} {'rate/s':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'max ms':>7}")

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.identity import client_context
+
 from conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +31,10 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(sys.platform == "win32", reason="build.sh is the Linux/macOS build"),
 ]
+
+
+# /info is public: any server key will do to see that the agent answers
+_ANY_SERVER = client_context()
 
 
 def freeze(target: str, tmp: Path) -> Path:
@@ -77,7 +83,8 @@ def _wait_info(proc, api: int) -> dict:
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"frozen agent exited early ({proc.returncode})"
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{api}/api/v1/info", timeout=2) as resp:
+            with urllib.request.urlopen(f"https://127.0.0.1:{api}/api/v1/info", timeout=2,
+                                        context=_ANY_SERVER) as resp:
                 return json.load(resp)
         except OSError:
             time.sleep(0.2)
@@ -112,10 +119,12 @@ async def test_frozen_agent_runs_the_rpc_worker_bundled_beside_it(frozen_agent, 
         proc, (api, rpc, _) = _start_frozen_agent(procs, frozen_agent, tmp_path, env)
         info = _wait_info(proc, api)
         assert info["engine"]["rpc_server"] is True
-        pin = json.loads((tmp_path / "state" / "agent-state.json").read_text())["pin"]
-        async with AgentClient(f"http://127.0.0.1:{api}") as anon:
-            token = await anon.pair(pin, "frozen-test")
-        async with AgentClient(f"http://127.0.0.1:{api}", token=token) as client:
+        from agent.identity import load_or_create
+        from agent.pairing import PinFile
+        pin = PinFile(tmp_path / "state").show()  # what the frozen `herd-agent pin` does
+        me = load_or_create(tmp_path / "master", "master", "frozen-test")
+        async with AgentClient(f"https://127.0.0.1:{api}", identity=me) as client:
+            await client.pair(pin, "frozen-test")
             await client.rpc_start()
             deadline = time.monotonic() + 30
             while (st := (await client.status())["rpc"])["state"] != "ready":
@@ -124,7 +133,14 @@ async def test_frozen_agent_runs_the_rpc_worker_bundled_beside_it(frozen_agent, 
                 await asyncio.sleep(0.2)
             worker_exe = Path(psutil.Process(st["pid"]).exe())
             assert worker_exe.parent == bundle.resolve()
-            assert await asyncio.to_thread(rpc_hello, "127.0.0.1", rpc) == PINNED_RPC_PROTO
+            # through the master's forwarder: the relay speaks TLS to paired keys only
+            from gui.cluster.tunnel import Forwarder
+            fwd = await Forwarder("127.0.0.1", rpc, me, client.pinned).start()
+            try:
+                host, port = fwd.endpoint.rsplit(":", 1)
+                assert await asyncio.to_thread(rpc_hello, host, int(port)) == PINNED_RPC_PROTO
+            finally:
+                await fwd.close()
             await client.rpc_stop()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0

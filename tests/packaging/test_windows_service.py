@@ -124,8 +124,10 @@ def _info(port: int) -> dict | None:
     import json
     import urllib.request
 
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/info", timeout=2) as resp:
+    from agent.identity import client_context
+    try:  # /info is public: any server key will do
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/api/v1/info", timeout=2,
+                                    context=client_context()) as resp:
             return json.load(resp)
     except OSError:
         return None

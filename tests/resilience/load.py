@@ -65,7 +65,7 @@ class LoadResult:
         return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
 
 
-async def load_agent(base_url: str, token: str, rate: float, seconds: float,
+async def load_agent(base_url: str, tls, rate: float, seconds: float,
                      timeout: float = 5.0) -> LoadResult:
     """Send ``rate`` requests/s for ``seconds`` (open loop: request *k* starts at ``k/rate``
     whatever happened to the earlier ones), cycling through :data:`MIX`.
@@ -77,14 +77,14 @@ async def load_agent(base_url: str, token: str, rate: float, seconds: float,
 
     result = LoadResult()
     total = int(rate * seconds)
-    headers = {"Authorization": f"Bearer {token}"}
-    connector = aiohttp.TCPConnector(limit=64)
+    # ``tls``: the paired master's keys (an ssl context, mutual TLS): every call carries them
+    connector = aiohttp.TCPConnector(limit=64, ssl=tls)
     async with aiohttp.ClientSession(base_url, connector=connector,
                                      timeout=aiohttp.ClientTimeout(total=timeout)) as session:
         async def one(k: int, due: float) -> None:
-            method, path, auth = MIX[k % len(MIX)]
+            method, path, _auth = MIX[k % len(MIX)]
             try:
-                async with session.request(method, path, headers=headers if auth else None) as r:
+                async with session.request(method, path) as r:
                     body = await r.read()
                     if r.status != 200:
                         key = f"HTTP {r.status} {path}"

@@ -15,10 +15,13 @@ from agent.client import AgentClient
 
 async def test_agent_api_keeps_serving_200_requests_a_second(procs, tmp_path):
     agent = start_agent(procs.popen, tmp_path, "loaded", mdns=False)
-    async with AgentClient(agent.api_url) as c:
-        token = await c.pair(agent.pin())
+    from agent.identity import client_context, load_or_create
+    me = load_or_create(tmp_path, "master", "load master")
+    async with AgentClient(agent.api_url, identity=me) as c:
+        await c.pair(agent.pin())
+        keys = client_context(me, c.pinned)  # what every call of the load presents
     logged = len(agent.lines)
-    result = await load_agent(agent.api_url, token, rate=200, seconds=5)
+    result = await load_agent(agent.api_url, keys, rate=200, seconds=5)
     assert result.error_count == 0, result.errors
     # every request of the mix answered, each with its kind of answer
     assert result.answered == {path: 1000 // len(MIX) for _, path, _ in MIX}, result.answered
