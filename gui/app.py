@@ -28,7 +28,7 @@ from gui import __version__
 from gui.bridge import AsyncBridge
 from gui.cluster.network_errors import explain
 from gui.cluster.server_command import ServerOptions
-from gui.cluster.workspace import MODEL, NODES, OPTIONS, STATUS, Workspace
+from gui.cluster import workspace as W
 from gui.session import ClusterSession
 from gui.settings import COUNTDOWN_CHOICES, OPTIONS, REJOIN_CHOICES, Settings
 from gui.translations import install_translator
@@ -77,7 +77,7 @@ class MainWindow(QMainWindow):
         self._own_bridge = bridge is None
         self.session = session or ClusterSession(self.bridge)
         self.engine = engine if engine is not None else find_engine(probe=True)
-        self.workspace = Workspace(ServerOptions(ctx=self.settings.get("server/ctx"),
+        self.workspace = W.Workspace(ServerOptions(ctx=self.settings.get("server/ctx"),
                                                  host=self.settings.get("server/host"),
                                                  port=self.settings.get("server/port")))
         self._device_sig = None
@@ -152,6 +152,7 @@ class MainWindow(QMainWindow):
         self.session.serverLog.connect(self.launch.append_log)
         self.session.transferProgress.connect(self.launch.show_transfer)
         self.session.failover.connect(self.on_failover)
+        self.session.replyInterrupted.connect(self.chat.interrupt_reply)
         self.bridge.error.connect(lambda label, msg: self.statusBar().showMessage(f"{label}: {msg}", 10000))
         self._host_timer = QTimer(self)
         self._host_timer.setInterval(5000)
@@ -181,10 +182,10 @@ class MainWindow(QMainWindow):
         return self.workspace.statuses
 
     def _on_workspace(self, event: str) -> None:
-        if event == OPTIONS:
+        if event == W.OPTIONS:
             self._show_options()
-        elif event in (NODES, STATUS, MODEL):
-            self._update_devices(force=event == MODEL)
+        elif event in (W.NODES, W.STATUS, W.MODEL):
+            self._update_devices(force=event == W.MODEL)
 
     def _show_options(self) -> None:
         opts = self.workspace.options
@@ -444,7 +445,7 @@ class MainWindow(QMainWindow):
 
     def make_demo_model(self) -> None:
         """Write the demo model off the GUI thread, then open it."""
-        from gui.cli.demo import ensure_demo_model
+        from gui.cluster.demo_cluster import ensure_demo_model
 
         async def make():
             import asyncio
@@ -759,7 +760,7 @@ class MainWindow(QMainWindow):
 
     def start_local_demo(self) -> None:
         """"Try a local demo": two agents on loopback, paired, and the demo model."""
-        from gui.cli.demo import DemoCluster, ensure_demo_model
+        from gui.cluster.demo_cluster import DemoCluster, ensure_demo_model
 
         if self._demo is not None:
             return

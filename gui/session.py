@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from pathlib import Path
 
 import httpx
 import psutil
@@ -48,6 +47,8 @@ class ClusterSession(QObject):
         failover(object): a :class:`~gui.cluster.failover.FailoverEvent` — a worker was lost,
             the countdown to the relaunch on the survivors, serving again, a node came back.
             :meth:`cancel_failover` and :meth:`choose_failover` answer it.
+        replyInterrupted(str): a worker was lost while a chat reply streamed: the reply is
+            interrupted, for this reason (the chat pane marks it so in its transcript).
 
     Attributes:
         bridge: the app's :class:`AsyncBridge`.
@@ -62,6 +63,8 @@ class ClusterSession(QObject):
     serverState = Signal(str, str)
     serverLog = Signal(list)
     failover = Signal(object)
+    #: a worker was lost: the chat's reply in flight is interrupted, for this reason
+    replyInterrupted = Signal(str)
     #: per-worker start-up progress by the byte (a gui.cluster.transfer.TransferEvent, #16)
     transferProgress = Signal(object)
     _relay = Signal(str, object)
@@ -86,8 +89,6 @@ class ClusterSession(QObject):
         #: what Fastest optimises ("chat" or "documents", #16) and its last result
         self.fastest_for = "chat"
         self.last_fastest = None
-        #: The chat transcript a launch marks interrupted when a worker is lost (the chat pane's).
-        self.conversation = None
         self._node_samplers: dict[str, list] = {}
         self._server_samplers: list = []
         self._log_task: asyncio.Task | None = None
@@ -108,6 +109,8 @@ class ClusterSession(QObject):
             self.serverLog.emit(payload)
         elif kind == "failover":
             self.failover.emit(payload)
+        elif kind == "interrupt":
+            self.replyInterrupted.emit(payload)
         elif kind == "transfer":
             self.transferProgress.emit(payload)
 
@@ -263,7 +266,7 @@ class ClusterSession(QObject):
             request, self.discovery.nodes.values(), self.discovery.client, llama_server, policy=policy,
             host_free_bytes=lambda: int(psutil.virtual_memory().available),
             probe_client_for=lambda n: self.discovery.client(n, timeout=policy.poll_timeout),
-            conversation=self.conversation)
+            conversation=_ReplyInterrupter(self._relay))
         self._relay.emit("state", ("starting", ""))
         launcher = self.launcher
         launcher.on_transfer = lambda ev: self._relay.emit("transfer", ev)
@@ -412,9 +415,11 @@ class ClusterSession(QObject):
 
         async def events():
             client = await self.http()
-            # (each finished reply marks its time to first token on the dashboard, #16)
-            async for ev in recording_replies(stream_chat(client, base, messages, **params),
-                                              self.telemetry, base):
+            stream = stream_chat(client, base, messages, **params)
+            if self.telemetry is not None:  # (a session not started has no dashboard to tell)
+                # each finished reply marks its time to first token on the dashboard (#16)
+                stream = recording_replies(stream, self.telemetry, base)
+            async for ev in stream:
                 yield ev
 
         # a few milliseconds of batching: far below a frame, far fewer hand-overs to the GUI
@@ -423,6 +428,18 @@ class ClusterSession(QObject):
     def chat_sender(self, url: str | None = None):
         """A ``send(messages, params)`` function for :class:`gui.widgets.chat_pane.ChatPane`."""
         return lambda messages, params: self.chat(messages, params, url)
+
+
+class _ReplyInterrupter:
+    """What the failover supervisor is given as the chat's transcript. The transcript (the chat
+    pane's :class:`~gui.cluster.conversation.Conversation`) belongs to the GUI thread, and the
+    supervisor runs on the loop's: marking the reply in flight interrupted is relayed there."""
+
+    def __init__(self, relay) -> None:
+        self._relay = relay
+
+    def interrupt(self, reason: str) -> None:
+        self._relay.emit("interrupt", reason)
 
 
 __all__ = ["ClusterSession", "Sample"]

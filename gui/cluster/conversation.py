@@ -164,6 +164,10 @@ class Conversation:
         self._changed(self.messages.index(msg))
         return msg
 
+    def clear(self) -> None:
+        """Forget every message (a new chat); subscribers stay."""
+        self.messages.clear()
+
     def _need_streaming(self) -> Message:
         msg = self.streaming
         if msg is None:
@@ -209,9 +213,10 @@ class Conversation:
     def to_json(self) -> dict:
         return {"version": FILE_VERSION, "messages": [m.to_json() for m in self.messages]}
 
-    def save(self, path: str | Path) -> Path:
-        """Write the transcript atomically (owner-only: chats are private)."""
-        return write_json_atomic(path, self.to_json(), 0o600)
+    def save(self, path: str | Path, extra: dict | None = None) -> Path:
+        """Write the transcript atomically (owner-only: chats are private). ``extra`` keys (the
+        chat pane's per-reply stats) are stored beside the messages; :meth:`load` ignores them."""
+        return write_json_atomic(path, {**(extra or {}), **self.to_json()}, 0o600)
 
     @classmethod
     def load(cls, path: str | Path) -> "Conversation":

@@ -1,6 +1,9 @@
 """The chat pane: talk to the cluster's llama-server, see how fast it answers.
 
-The pane never opens a connection itself. It is given a *send* function (the app binds it to
+The pane renders the core's :class:`~gui.cluster.conversation.Conversation` — the one transcript
+of the app: a reply cut off by a lost worker or by Stop is marked interrupted there, with why,
+and the whole conversation is what the next question sends (so it goes on after a relaunch on
+the surviving nodes). The pane never opens a connection itself. It is given a *send* function (the app binds it to
 the bridge and :func:`gui.cluster.chat.stream_chat`) that returns a :class:`gui.bridge.Call`
 whose ``item`` signal carries ``ChatDelta``/``ChatDone`` events.
 
@@ -15,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QTimer, Signal, Qt
@@ -23,9 +26,8 @@ from PySide6.QtGui import QColor, QFont, QGuiApplication, QTextBlockFormat, QTex
 from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit,
                                QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout, QWidget)
 
-from agent.files import write_json_atomic
 from gui.cluster.chat import ChatDelta, ChatDone
-from gui.cluster.conversation import COMPLETE, INTERRUPTED, Conversation, Message
+from gui.cluster.conversation import Conversation, Message
 from gui.cluster.network_errors import explain
 from gui.widgets.feedback import flash_copied
 
@@ -62,32 +64,6 @@ class ReplyStats:
         return (self.pieces - 1) / (self.last - self.first)
 
 
-@dataclass
-class ChatSession:
-    """The conversation so far: OpenAI-style messages plus the measured stats per reply."""
-
-    system: str = ""
-    messages: list[dict] = field(default_factory=list)
-    stats: list[dict] = field(default_factory=list)
-
-    def request_messages(self) -> list[dict]:
-        """What goes to the server: the system prompt (if any) then the conversation.
-
-        A reply marked ``"state": "interrupted"`` (stopped, or cut off by a lost worker) is sent
-        by the rules of :meth:`gui.cluster.conversation.Conversation.request_messages`.
-        """
-        head = [{"role": "system", "content": self.system}] if self.system.strip() else []
-        conv = Conversation([Message(m["role"], m["content"], m.get("state", COMPLETE), m.get("note", ""))
-                             for m in self.messages])
-        return head + conv.request_messages()
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the history as JSON, atomically."""
-        data = {"format": "llama-herd-chat", "version": 1, "system": self.system,
-                "messages": self.messages, "stats": self.stats}
-        return write_json_atomic(path, data)
-
-
 SendFn = Callable[[list[dict], dict], object]
 
 
@@ -99,7 +75,9 @@ class ChatPane(QWidget):
         busyChanged(bool): a reply started or ended.
 
     Attributes:
-        session: the :class:`ChatSession` shown.
+        conversation: the :class:`~gui.cluster.conversation.Conversation` shown.
+        stats: what was measured about each reply, in order (tokens, time to first token,
+            tokens/s as seen and as llama-server counted them, stopped, error).
         transcript: the ``QTextBrowser`` holding the conversation.
     """
 
@@ -109,7 +87,9 @@ class ChatPane(QWidget):
     def __init__(self, send: SendFn | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._send = send
-        self.session = ChatSession()
+        self.conversation = Conversation()
+        self.stats: list[dict] = []
+        self._failed_reply: Message | None = None  # the last reply, when its stream failed
         self._call = None
         self._stats: ReplyStats | None = None
         self._last_stats: ReplyStats | None = None
@@ -219,13 +199,13 @@ class ChatPane(QWidget):
         text = text.strip()
         if not text or self._send is None or self.busy():
             return False
-        self.session.system = self.system_edit.text()
-        self.session.messages.append({"role": "user", "content": text})
+        self.conversation.add_user(text)
         self._append_message("user", text)
         params = {"temperature": self.temperature.value(), "max_tokens": self.max_tokens.value()}
+        messages = self.request_messages()
         self._begin_reply()
         try:
-            call = self._send(self.session.request_messages(), params)
+            call = self._send(messages, params)
         except Exception as exc:  # noqa: BLE001 - shown in the pane
             self._end_reply(error=str(exc))
             return False
@@ -242,6 +222,32 @@ class ChatPane(QWidget):
         if self.send_text(self.input.toPlainText()):
             self.input.clear()
 
+    def request_messages(self) -> list[dict]:
+        """What the next request sends: the system prompt (if any), then the conversation by
+        the rules of :meth:`~gui.cluster.conversation.Conversation.request_messages`."""
+        system = self.system_edit.text()
+        head = [{"role": "system", "content": system}] if system.strip() else []
+        return head + self.conversation.request_messages()
+
+    def interrupt_reply(self, reason: str) -> None:
+        """Mark the reply in flight interrupted, with ``reason`` (a worker was lost): its text
+        is kept, and the stream ending after this does not overwrite the reason. When the stream
+        failed first (llama-server dies with the worker, before the loss is confirmed), the
+        failed reply is given the reason, with the stream's error after it."""
+        if self.conversation.streaming is not None:
+            self.conversation.interrupt(reason)
+            return
+        last = self.conversation.messages[-1] if self.conversation.messages else None
+        if last is not None and last is self._failed_reply and reason not in last.note:
+            last.note = f"{reason} ({last.note})" if last.note else reason
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the conversation (system prompt first) and the reply stats, atomically and
+        readable by the owner only (:meth:`~gui.cluster.conversation.Conversation.save`)."""
+        system = self.system_edit.text()
+        head = [Message("system", system)] if system.strip() else []
+        return Conversation(head + self.conversation.messages).save(path, extra={"stats": self.stats})
+
     def stop(self) -> None:
         """Stop the reply that is streaming (what arrived so far is kept)."""
         if self._call is not None:
@@ -250,15 +256,16 @@ class ChatPane(QWidget):
     def new_chat(self) -> None:
         """Forget the conversation (after stopping any reply)."""
         self.stop()
-        self.session = ChatSession(system=self.system_edit.text())
+        self.conversation.clear()
+        self.stats = []
         self.transcript.clear()
         self.status.clear()
 
     def copy_last_reply(self) -> None:
         """Put the last reply's Markdown text on the clipboard."""
-        for m in reversed(self.session.messages):
-            if m["role"] == "assistant":
-                QGuiApplication.clipboard().setText(m["content"])
+        for m in reversed(self.conversation.messages):
+            if m.role == "assistant" and m.content:
+                QGuiApplication.clipboard().setText(m.content)
                 flash_copied(self.copy_button)
                 return
 
@@ -312,6 +319,7 @@ class ChatPane(QWidget):
         self._reply_parts = []
         self._pending = []
         self._stats = ReplyStats(sent=time.perf_counter())
+        self.conversation.begin_reply()
         self.send_button.setEnabled(False)
         self.stop_button.setEnabled(True)
         self.status.setText(self.tr("Waiting for the first token…"))
@@ -330,6 +338,8 @@ class ChatPane(QWidget):
             st.pieces += 1
             self._pending.append(ev.text)
             self._reply_parts.append(ev.text)
+            if self.conversation.streaming is not None:  # (not after a lost worker interrupted it)
+                self.conversation.append(ev.text)
         elif isinstance(ev, ChatDone):
             st.server_tps = ev.predicted_per_second
             st.finish_reason = ev.finish_reason
@@ -359,15 +369,16 @@ class ChatPane(QWidget):
         self._stats = None
         self._call = None
         text = "".join(self._reply_parts)
-        if text:
-            reply = {"role": "assistant", "content": text}
+        self._failed_reply = None
+        if self.conversation.streaming is not None:
             if stopped or error:  # marked, not dropped: the user saw it and may go on from it
-                reply.update(state=INTERRUPTED, note=error or "stopped")
-            self.session.messages.append(reply)
+                reply = self.conversation.interrupt(error or "stopped")
+                self._failed_reply = reply if error else None
+            else:
+                self.conversation.finish(st.finish_reason)
         self._render_reply(text)
-        stat = {"tokens": st.pieces, "ttft_ms": st.ttft_ms(), "seen_tps": st.seen_tps(),
-                "server_tps": st.server_tps, "stopped": stopped, "error": error}
-        self.session.stats.append(stat)
+        self.stats.append({"tokens": st.pieces, "ttft_ms": st.ttft_ms(), "seen_tps": st.seen_tps(),
+                           "server_tps": st.server_tps, "stopped": stopped, "error": error})
         self._append_footer(st, stopped, error)
         self._last_stats = st
         self.send_button.setEnabled(self._send is not None)
@@ -433,7 +444,7 @@ class ChatPane(QWidget):
                                               self.tr("Chat history (*.json)"))
         if path:
             try:
-                self.session.save(path)
+                self.save(path)
             except OSError as exc:
                 QMessageBox.warning(self, self.tr("Save chat history"),
                                     self.tr("Could not save the history: %1").replace("%1", str(exc)))

@@ -269,7 +269,7 @@ def test_bad_profile_is_refused_with_the_field_named(qtbot, window, tmp_path, mo
 
 def test_try_a_local_demo_button(qtbot, make_window, monkeypatch, tmp_path):
     # the demo model goes to the user's data folder: point it at the test's
-    monkeypatch.setattr("gui.cli.demo.demo_model_path", lambda: tmp_path / "demo.gguf")
+    monkeypatch.setattr("gui.cluster.demo_cluster.demo_model_path", lambda: tmp_path / "demo.gguf")
     # Without mDNS nobody is around (agents of other tests on loopback cannot appear), so the
     # button must be offered.
     win = make_window(browse=False)

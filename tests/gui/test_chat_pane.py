@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import stat
 
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextFormat
 
+from gui.cluster.conversation import Conversation
 from gui.session import ClusterSession
 from gui.widgets.chat_pane import ChatPane
 
@@ -42,8 +44,8 @@ def test_reply_streams_in_with_stats(qtbot, pane):
     assert st.server_tps and st.server_tps > 0
     assert st.ttft_ms() is not None and st.ttft_ms() > 0
     text = pane.transcript.toPlainText()
-    reply = pane.session.messages[-1]
-    assert reply["role"] == "assistant" and reply["content"] and reply["content"].split()[0] in text
+    reply = pane.conversation.messages[-1]
+    assert reply.role == "assistant" and reply.state == "complete" and reply.content.split()[0] in text
     assert "40 tokens" in text and "tok/s" in text and "first token after" in text
     assert not pane.busy() and pane.send_button.isEnabled() and not pane.stop_button.isEnabled()
 
@@ -56,19 +58,21 @@ def test_stop_stops_the_stream(qtbot, pane):
         qtbot.mouseClick(pane.stop_button, Qt.MouseButton.LeftButton)
     st = sig.args[0]
     assert 5 <= st.pieces < 4000
-    assert pane.session.stats[-1]["stopped"] is True
+    assert pane.stats[-1]["stopped"] is True
     assert "stopped" in pane.transcript.toPlainText().splitlines()[-1]
     # What arrived is kept; nothing more arrives after Stop.
-    assert pane.session.messages[-1]["state"] == "interrupted"  # marked, not dropped
-    kept = len(pane.session.messages[-1]["content"])
+    assert pane.conversation.messages[-1].state == "interrupted"  # marked, not dropped
+    kept = len(pane.conversation.messages[-1].content)
     qtbot.wait(300)
-    assert len(pane.session.messages[-1]["content"]) == kept
+    assert len(pane.conversation.messages[-1].content) == kept
     # And the pane is usable again: a second question gets its own reply.
     pane.max_tokens.setValue(5)
     with qtbot.waitSignal(pane.replyFinished, timeout=30000) as sig2:
         assert pane.send_text("Short one")
     assert sig2.args[0].pieces == 5
-    assert [m["role"] for m in pane.session.messages] == ["user", "assistant", "user", "assistant"]
+    assert [m.role for m in pane.conversation.messages] == ["user", "assistant", "user", "assistant"]
+    # the stopped reply is sent with the text the user saw; the new one completed
+    assert pane.request_messages()[1]["role"] == "assistant" and pane.conversation.messages[-1].state == "complete"
 
 
 def test_server_error_is_shown_and_pane_keeps_working(qtbot, session, llama_server):
@@ -97,7 +101,7 @@ def test_markdown_rendered_and_history_saved(qtbot, tmp_path):
 
     pane = ChatPane(send=None)
     qtbot.addWidget(pane)
-    pane.session.messages.append({"role": "user", "content": "code?"})
+    pane.conversation.add_user("code?")
     pane._append_message("user", "code?")
     pane._begin_reply()
     for piece in ["Here **bold**:\n\n", "```python\n", "print('hi')\n", "```\n"]:
@@ -114,7 +118,14 @@ def test_markdown_rendered_and_history_saved(qtbot, tmp_path):
             fences.append(b.text())
         b = b.next()
     assert fences == ["print('hi')"]
-    saved = pane.session.save(tmp_path / "chat.json")
+    pane.system_edit.setText("Be brief.")
+    saved = pane.save(tmp_path / "chat.json")
     data = json.loads(saved.read_text())
     assert data["messages"][-1]["content"].startswith("Here **bold**")
     assert data["stats"][-1]["server_tps"] == 123.0
+    # the core's transcript format, private to its owner, and readable back by the core
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o600
+    back = Conversation.load(saved)
+    assert [(m.role, m.state) for m in back.messages] == [("system", "complete"), ("user", "complete"),
+                                                          ("assistant", "complete")]
+    assert back.messages[0].content == "Be brief."

@@ -59,3 +59,49 @@ def test_the_demo_opens_with_its_agents_holding_the_layers(qtbot, make_window, a
     counts = sorted(c for _, c in win.editor.plan().assignments if c)
     assert sum(counts) == win.model.n_slots and counts[-1] - counts[0] <= 1  # an even share each
     win._demo = None  # the fixture stops the demo's agents
+
+
+def test_a_lost_worker_interrupts_the_reply_in_the_chats_own_transcript(qtbot, make_window, agents, demo_model,
+                                                                         launch_on_both):
+    """The failover supervisor marks the reply in flight interrupted, with the lost node's
+    name, in the chat pane's Conversation — the one transcript, which the next question sends."""
+    from gui.cluster import failover as F
+
+    win = make_window(browse=False, **{"failover/countdown": 0})
+    events = []
+    win.session.failover.connect(events.append)
+    ids = launch_on_both(win, agents, demo_model)
+    win.chat.max_tokens.setValue(4000)
+    assert win.chat.send_text("Tell me a long story.")
+    qtbot.waitUntil(lambda: win.chat._stats is not None and win.chat._stats.pieces >= 5, timeout=30000)
+    call = win.session.node_status(ids["demo-b"])
+    with qtbot.waitSignal(call.done, timeout=10000):
+        pass
+    os.kill(call.future.result().rpc.pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: any(e.kind == F.RECOVERED for e in events), timeout=90000)
+    qtbot.waitUntil(lambda: not win.chat.busy(), timeout=30000)
+    reply = win.chat.conversation.messages[-1]
+    assert reply.role == "assistant" and reply.state == "interrupted" and reply.content
+    assert "demo-b" in reply.note, reply.note
+    # the next question carries on from what the user saw
+    qtbot.waitUntil(lambda: win.chat.send_button.isEnabled(), timeout=30000)
+    win.chat.max_tokens.setValue(3)
+    with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
+        assert win.chat.send_text("Go on.")
+    assert sig.args[0].pieces == 3
+    sent = win.chat.request_messages()
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant"]
+    assert sent[1]["content"] == reply.content
+
+
+def test_the_editor_shows_the_workspaces_server_options(qtbot, make_window, demo_model):
+    """The server options live in the workspace; the split editor's command line follows them."""
+    win = make_window(browse=False)
+    assert win.open_model(str(demo_model))
+    qtbot.waitUntil(lambda: win.editor.plan() is not None, timeout=10000)
+    win.workspace.set_options(ctx=1024, port=18999, alias="my-model")
+    assert win.editor.ctx.value() == 1024
+    line = win.editor.command_line()
+    assert "-c 1024" in line and "--port 18999" in line and "--alias my-model" in line, line
+    win.editor.ctx.setValue(768)  # and an edit in the editor is the workspace's
+    assert win.workspace.options.ctx == 768
