@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import shlex
 import zlib
-from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -21,8 +20,9 @@ from PySide6.QtGui import QBrush, QColor, QGuiApplication, QKeySequence, QShortc
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit, QPushButton,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
+from gui.cluster.plan import Device, DeviceFit, Plan
 from gui.cluster.server_command import ServerOptions, ServerSpec
-from gui.cluster.plan import Assignment, Device, DeviceFit, Plan, PlanError, estimate, model_order, plan_by_memory
+from gui.cluster.split_model import SplitModel
 from gui.widgets.feedback import flash_copied
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar
 
@@ -104,22 +104,14 @@ class SplitEditor(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._model = None
-        self._all_devices: list[Device] = []
-        self._excluded: set[str] = set()
-        self._endpoint_order: list[str] = []
+        #: the split being edited: plan, left-out devices, worker order, undo (Qt-free)
+        self.split = SplitModel()
         self._colors: dict[str, str] = {}
-        self._host_free: int | None = None
-        self._plan: Plan | None = None
-        self._fits: list[DeviceFit] = []
-        self._history: list[Plan] = []
-        self._pos = -1
         self._llama_server = "llama-server"
         self._port = 8080
         self._host = "127.0.0.1"
         self._extra: list[str] = []
         self._alias: str | None = None
-        self._custom = False  # the split shown was made by the user (kept when nodes change)
         self._row_order: list[str] = []  # device keys in the order their rows first appeared
 
         self.bar = SplitBar()
@@ -198,14 +190,15 @@ class SplitEditor(QWidget):
         lay.addWidget(self.command)
 
         self.bar.countsChanged.connect(self._on_bar_counts)
-        self.bar.editFinished.connect(self._record)
+        self.bar.editFinished.connect(self._on_bar_released)
         self.bar.reorderRequested.connect(self._on_reorder)
         self.by_memory_button.clicked.connect(self.reset_by_memory)
         self.fastest_button.clicked.connect(self.fastestRequested)
         self.relaunch_button.clicked.connect(self.relaunchRequested)
         self.undo_button.clicked.connect(self.undo)
         self.redo_button.clicked.connect(self.redo)
-        self.ctx.valueChanged.connect(lambda _v: self._refresh())
+        self.ctx.valueChanged.connect(lambda v: self.split.set_ctx(int(v)))
+        self.split.subscribe(self._on_split_changed)
         self.copy_command_button.clicked.connect(
             lambda: (QGuiApplication.clipboard().setText(self.command.toPlainText()),
                      flash_copied(self.copy_command_button)))
@@ -261,43 +254,27 @@ class SplitEditor(QWidget):
     def set_cluster(self, model, devices: list[Device], host_free_bytes: int | None = None,
                     keep_split: bool = True) -> None:
         """Show ``model`` over ``devices``; keeps the user's split when it still applies."""
-        old = self._plan
-        self._model = model
-        self._host_free = host_free_bytes
-        self._all_devices = list(devices)
         for d in devices:
             if d.node_id not in self._colors:
                 # by name, so a PC keeps its colour between runs (#17)
                 self._colors[d.node_id] = node_color(d.node_name, set(self._colors.values()))
-        known = {d.key for d in devices}
-        self._excluded &= {k for k in self._excluded if k in known}
-        plan = None
-        # Only a split the user made (an edit, Fastest, an import) is kept: a split computed by
-        # memory before the nodes were known (all slots on the host) is computed again, or
-        # `herd demo` opened with every handle stacked at the end of the bar (#17).
-        if keep_split and self._custom and old is not None and model is not None and old.n_layer == model.n_layer:
-            plan = self._plan_with_counts(old.host_layers, {d.key: c for d, c in old.assignments})
-        custom = plan is not None
-        if plan is None and model is not None:
-            plan = self._by_memory()
-        self._history, self._pos = [], -1
-        self._set_plan(plan, record=True)
-        self._custom = custom
+        self.set_note("")
+        self.split.set_cluster(model, devices, host_free_bytes, keep_split)
 
     # ------------------------------------------------------------ outputs
 
     def plan(self) -> Plan | None:
         """The plan shown, or None without a model."""
-        return self._plan
+        return self.split.plan
 
     def fits(self) -> list[DeviceFit]:
         """Memory fit of every device, then the host (empty without a plan)."""
-        return list(self._fits)
+        return list(self.split.fits)
 
     def problems(self) -> list[str]:
         """Why this plan cannot launch, one sentence each (empty: it can)."""
         out = []
-        for f in self._fits:
+        for f in self.split.fits:
             if not f.fits:
                 out.append(self.tr("%1 needs %2 but has %3 free: short by %4.")
                            .replace("%1", self._fit_label(f)).replace("%2", _mib(f.need_bytes))
@@ -311,9 +288,9 @@ class SplitEditor(QWidget):
 
     def server_spec(self) -> ServerSpec | None:
         """The llama-server invocation for the shown plan."""
-        if self._plan is None or self._model is None:
+        if self.split.plan is None or self.split.model is None:
             return None
-        return server_spec_for(self._plan, self._model.path, self.ctx.value(), self._host, self._port, self._extra,
+        return server_spec_for(self.split.plan, self.split.model.path, self.ctx.value(), self._host, self._port, self._extra,
                                self._alias)
 
     def command_line(self) -> str:
@@ -325,111 +302,44 @@ class SplitEditor(QWidget):
 
     def apply_plan(self, plan: Plan) -> None:
         """Show ``plan`` (from *Fastest*, an imported profile …) as one undoable step."""
-        if self._model is None or plan.n_layer != self._model.n_layer:
-            return
-        keys = {d.key for d in plan.devices()}
-        self._excluded = {d.key for d in self._all_devices if d.key not in keys}
-        self._endpoint_order = [d.endpoint for d in plan.devices() if d.endpoint]
-        self._set_plan(plan, record=True)
+        self.set_note("")
+        self.split.apply_plan(plan)
 
     def reset_by_memory(self) -> None:
         """llama.cpp's default: in proportion to free memory (one undoable step)."""
-        if self._model is not None:
-            self._set_plan(self._by_memory(), record=True)
-            self._custom = False
+        self.set_note("")
+        self.split.reset_by_memory()
 
     def set_counts(self, host: int, counts: list[int]) -> bool:
         """Set slot counts (host first, then each shown device); one undoable step."""
-        plan = self._plan_from_bar(host, counts)
-        if plan is None:
-            return False
-        self._set_plan(plan, record=True)
-        return True
+        self.set_note("")
+        return self.split.set_counts(host, counts)
 
     def undo(self) -> None:
         """Go back one step."""
-        if self._pos > 0:
-            self._pos -= 1
-            self._restore(self._history[self._pos])
+        self.split.undo()
 
     def redo(self) -> None:
         """Go forward one step."""
-        if self._pos + 1 < len(self._history):
-            self._pos += 1
-            self._restore(self._history[self._pos])
+        self.split.redo()
 
     def can_undo(self) -> bool:
         """Whether :meth:`undo` would change anything."""
-        return self._pos > 0
+        return self.split.can_undo()
 
     # ----------------------------------------------------------- internals
 
-    def _included(self) -> list[Device]:
-        # llama.cpp numbers a worker's devices together (its -d list), so a device left out of a
-        # worker whose other devices stay is kept in the plan with no free memory: the split
-        # by memory gives it no slot (a GPU worker's slow GPU, say).
-        kept = {d.endpoint for d in self._all_devices if d.key not in self._excluded and d.endpoint}
-        devs = [d if d.key not in self._excluded else replace(d, free_bytes=0)
-                for d in self._all_devices if d.key not in self._excluded or d.endpoint in kept]
-        return model_order(devs, self._endpoint_order)
-
-    def _by_memory(self) -> Plan:
-        return plan_by_memory(self._model, self._included(), self.ctx.value(), self._host_free)
-
-    def _plan_with_counts(self, host: int, counts: dict[str, int]) -> Plan | None:
-        devs = self._included()
-        try:
-            cs = [counts.get(d.key, 0) for d in devs]
-            host = self._model.n_layer + 1 - sum(cs)
-            return Plan(self._model.n_layer, host, tuple(Assignment(d, c) for d, c in zip(devs, cs)))
-        except PlanError:
-            return None
-
-    def _plan_from_bar(self, host: int, counts: list[int]) -> Plan | None:
-        devs = self._included()
-        if self._model is None or len(counts) != len(devs):
-            return None
-        try:
-            return Plan(self._model.n_layer, host, tuple(Assignment(d, c) for d, c in zip(devs, counts)))
-        except PlanError:
-            return None
-
     def _on_bar_counts(self, counts: list) -> None:
-        plan = self._plan_from_bar(counts[0], counts[1:])
-        if plan is not None:
-            self._set_plan(plan, record=False)
+        self.split.preview_counts(counts[0], counts[1:])
 
-    def _record(self) -> None:
-        self._custom = True
+    def _on_bar_released(self) -> None:
         self.set_note("")
-        if self._plan is not None and (self._pos < 0 or self._history[self._pos] != self._plan):
-            del self._history[self._pos + 1:]
-            self._history.append(self._plan)
-            self._pos = len(self._history) - 1
-        self._update_buttons()
-
-    def _restore(self, plan: Plan) -> None:
-        keys = {d.key for d in plan.devices()}
-        self._excluded = {d.key for d in self._all_devices if d.key not in keys}
-        self._endpoint_order = [d.endpoint for d in plan.devices() if d.endpoint]
-        self._set_plan(plan, record=False)
+        self.split.commit()
         self._update_buttons()
 
     def _on_reorder(self, src: int, dst: int) -> None:
-        devs = self._included()
-        if self._plan is None or not (0 <= src < len(devs) and 0 <= dst < len(devs)):
-            return
-        eps = list(dict.fromkeys(d.endpoint for d in devs if d.endpoint))
-        a, b = devs[src].endpoint, devs[dst].endpoint
-        if a is None or b is None or a == b:
-            return  # local GPUs always come after RPC devices in llama.cpp
-        ia, ib = eps.index(a), eps.index(b)
-        eps.insert(ib, eps.pop(ia))
-        counts = {d.key: c for d, c in self._plan.assignments}
-        self._endpoint_order = eps
-        plan = self._plan_with_counts(self._plan.host_layers, counts)
-        if plan is not None:
-            self._set_plan(plan, record=True)
+        self.set_note("")
+        self.split.move_worker(src, dst)
 
     def _on_use_toggled(self, item: QTableWidgetItem) -> None:
         if item.column() != 0 or self._refreshing:
@@ -437,16 +347,11 @@ class SplitEditor(QWidget):
         key = item.data(Qt.ItemDataRole.UserRole)
         if not key:
             return
-        if item.checkState() == Qt.CheckState.Checked:
-            self._excluded.discard(key)
-        else:
-            self._excluded.add(key)
-        if self._model is not None:
-            # Leaving a node out (or taking it back) re-splits by memory over the rest.
-            self._set_plan(self._by_memory(), record=True)
+        # Leaving a node out (or taking it back) re-splits by memory over the rest.
+        self.set_note("")
+        self.split.set_included(key, item.checkState() == Qt.CheckState.Checked)
 
-    def _set_plan(self, plan: Plan | None, *, record: bool) -> None:
-        self._plan = plan
+    def _on_split_changed(self, plan: Plan | None) -> None:
         if plan is not None:
             segs = [Segment(self.tr("host"), plan.host_layers, HOST_COLOR)]
             for d, c in plan.assignments:
@@ -454,15 +359,13 @@ class SplitEditor(QWidget):
             self.bar.set_segments(segs)
         else:
             self.bar.set_segments([])
-        if record:
-            self._record()
         self._refresh()
         self.planChanged.emit(plan)
 
     def _update_buttons(self) -> None:
-        self.undo_button.setEnabled(self._pos > 0)
-        self.redo_button.setEnabled(self._pos + 1 < len(self._history))
-        self.by_memory_button.setEnabled(self._model is not None)
+        self.undo_button.setEnabled(self.split.can_undo())
+        self.redo_button.setEnabled(self.split.can_redo())
+        self.by_memory_button.setEnabled(self.split.model is not None)
 
     def _fit_label(self, f: DeviceFit) -> str:
         return self.tr("host CPU") if f.device is None else f.device.label
@@ -478,20 +381,16 @@ class SplitEditor(QWidget):
         self._update_buttons()
 
     def _fill(self) -> None:
-        plan, model = self._plan, self._model
-        self._fits = []
-        if plan is not None and model is not None:
-            try:
-                self._fits = estimate(plan, model, self.ctx.value(), self._host_free)
-            except PlanError as exc:
-                self.summary.setText(str(exc))
+        plan, model, fits, excluded = self.split.plan, self.split.model, self.split.fits, self.split.excluded
+        if self.split.error:
+            self.summary.setText(self.split.error)
         rows: list[tuple] = []
-        if self._fits:
-            host = self._fits[-1]
+        if fits:
+            host = fits[-1]
             rows.append((None, host))
-        planned = {f.device.key for f in self._fits[:-1]} if self._fits else set()
-        devs = ([(f.device, f) for f in self._fits[:-1]] if self._fits else []) + \
-            [(d, None) for d in self._all_devices if d.key in self._excluded and d.key not in planned]
+        planned = {f.device.key for f in fits[:-1]} if fits else set()
+        devs = ([(f.device, f) for f in fits[:-1]] if fits else []) + \
+            [(d, None) for d in self.split.devices if d.key in excluded and d.key not in planned]
         # Each device keeps its row, ticked or not: unticking one moved its row (and the next
         # one under the mouse) to the end of the table (#17).
         for d, _ in devs:
@@ -503,7 +402,7 @@ class SplitEditor(QWidget):
             use = QTableWidgetItem()
             if dev is not None:
                 use.setFlags(Qt.ItemFlag.ItemIsUserCheckable | Qt.ItemFlag.ItemIsEnabled)
-                use.setCheckState(Qt.CheckState.Unchecked if dev.key in self._excluded else Qt.CheckState.Checked)
+                use.setCheckState(Qt.CheckState.Unchecked if dev.key in excluded else Qt.CheckState.Checked)
                 use.setData(Qt.ItemDataRole.UserRole, dev.key)
                 use.setToolTip(self.tr("Untick to leave this device out"))
             else:

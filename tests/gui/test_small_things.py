@@ -57,7 +57,7 @@ def test_a_huge_context_says_what_the_model_was_trained_for(qtbot, editor):
     qtbot.keyClicks(editor.ctx, "10000000")
     qtbot.keyClick(editor.ctx, Qt.Key.Key_Return)
     assert editor.ctx.value() == 10_000_000
-    trained = editor._model.context_length
+    trained = editor.split.model.context_length
     text = editor.summary.text()
     # it does not fit (the KV cache) and says what to do; and it says the model's own context
     assert "Lower the context (now 10,000,000" in text, text
@@ -110,7 +110,7 @@ def test_unticking_a_node_leaves_its_row_where_it_is(qtbot, editor):
     cell = t.visualItemRect(t.item(row, 0))
     # the check box sits at the left of the cell
     qtbot.mouseClick(t.viewport(), Qt.MouseButton.LeftButton, pos=cell.center() - QPoint(cell.width() // 2 - 10, 0))
-    assert "node-a/0" in editor._excluded, "the click did not untick alpha"
+    assert "node-a/0" in editor.split.excluded, "the click did not untick alpha"
     assert [t.item(r, 1).text().split()[0] for r in range(t.rowCount())] == [n.split()[0] for n in names]
     assert t.item(row, 0).checkState() == Qt.CheckState.Unchecked
 
