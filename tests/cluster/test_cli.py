@@ -131,7 +131,7 @@ def test_vanished_node_is_refused(paired, demo_model, env):
     beta.proc.wait(timeout=5)
     r = herd(["up", demo_model, "--no-mdns", "--port", str(free_port())], env)
     assert r.returncode == 1
-    assert f"no herd agent answers at {beta.api_url.removeprefix('http://')}" in r.stderr
+    assert f"no herd agent answers at {beta.api_url.removeprefix('https://')}" in r.stderr
     assert "vanished" in r.stderr
     assert _llama_servers_for(demo_model) == [] and rpc_children(alpha.proc.pid) == []
 
@@ -156,7 +156,7 @@ def test_a_dead_node_blocks_only_the_plans_that_use_it(paired, demo_model, env, 
     alpha, beta = paired
     beta.proc.kill()
     beta.proc.wait(timeout=5)
-    dead = beta.api_url.removeprefix("http://")
+    dead = beta.api_url.removeprefix("https://")
     n = inspect_model(demo_model).n_layer + 1
     a_ep = f"127.0.0.1:{alpha.rpc_port}"
 

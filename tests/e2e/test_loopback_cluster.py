@@ -41,7 +41,7 @@ async def test_loopback_cluster_flow(engine, demo_model, procs, tmp_path, herd_e
     assert listed[alpha.node_id]["name"] == "alpha" and not listed[alpha.node_id]["paired"]
 
     for agent in (alpha, beta):
-        r = herd(["pair", agent.api_url.removeprefix("http://"), "--pin", agent.pin()], herd_env)
+        r = herd(["pair", agent.api_url.removeprefix("https://"), "--pin", agent.pin()], herd_env)
         assert r.returncode == 0, r.stderr
         assert f"paired with {agent.name} ({agent.node_id})" in r.stdout
     tokens = TokenStore(tmp_path / "master-config" / "pairings.json")

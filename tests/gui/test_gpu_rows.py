@@ -26,7 +26,7 @@ def test_gpu_and_cpu_rows_and_a_verified_start(qtbot, make_window, procs, tmp_pa
     model = write_demo_model(tmp_path / "m.gguf", DemoShape(layers=8, embd=256, ff=704, kv_heads=2, quant="Q8_0"))
     win = make_window(browse=False)
     for a in (gaming, old):
-        win.add_node(a.api_url.removeprefix("http://"))
+        win.add_node(a.api_url.removeprefix("https://"))
     qtbot.waitUntil(lambda: {n.name for n in win.node_map.values()} >= {"gaming", "old"}, timeout=20000)
     ids = {n.name: n.id for n in win.node_map.values()}
     win.pair_node(ids["gaming"], gaming.pin())

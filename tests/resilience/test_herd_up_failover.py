@@ -24,7 +24,7 @@ async def test_herd_up_relaunches_on_the_survivor(engine, demo_model, procs, tmp
     alpha = start_agent(procs.popen, tmp_path, "alpha", mdns=False)
     beta = start_agent(procs.popen, tmp_path, "beta", mdns=False)
     for agent in (alpha, beta):
-        r = herd(["pair", agent.api_url.removeprefix("http://"), "--pin", agent.pin()], env)
+        r = herd(["pair", agent.api_url.removeprefix("https://"), "--pin", agent.pin()], env)
         assert r.returncode == 0, r.stderr
     port = free_port()
     up = HerdUp(procs.popen(HERD + ["up", demo_model, "--no-mdns", "--split", "alpha=4,beta=5",
