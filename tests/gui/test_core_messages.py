@@ -104,7 +104,7 @@ def test_herd_doctor_stays_english(tmp_path):
                           "--add", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=120,
                          env=_cli_env(tmp_path))
     assert out.returncode != 0
-    assert f"cannot reach agent at http://127.0.0.1:{port}" in out.stderr, out.stderr
+    assert f"cannot reach agent at https://127.0.0.1:{port}" in out.stderr, out.stderr
     assert not _has_chinese(out.stdout + out.stderr)
 
 
