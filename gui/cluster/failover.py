@@ -37,22 +37,47 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 
 from agent.client import AgentError
-from agent.protocol import AgentStatus, WorkerState
+from agent.protocol import WorkerState
+from gui.cluster.health import NodeHealth, describe_loss
 from agent.i18n import translate
 from gui.cluster.launcher import FAILED, NO_REPACK_FLAG, ClusterLauncher, LaunchError, devices_from_status
 
 log = logging.getLogger(__name__)
 
-# Supervisor states.
-STARTING = "starting"
-SERVING = "serving"
-RECOVERING = "recovering"    # a loss was detected; stopping the server, re-planning
-COUNTDOWN = "countdown"      # about to relaunch; cancel() stops it
-RELAUNCHING = "relaunching"
-WAITING = "waiting"          # needs a node to come back or the user to choose
-STOPPED = "stopped"
+class FailoverState(str, Enum):
+    """Where the supervisor is. The moves it makes (:data:`MOVES`)::
+
+        starting → serving → recovering → countdown → relaunching → serving
+                                        ↘ waiting ↗ (a node back, or the user's choice)
+        any → stopped (stop())
+    """
+
+    STARTING = "starting"
+    SERVING = "serving"
+    RECOVERING = "recovering"    # a loss was detected; stopping the server, re-planning
+    COUNTDOWN = "countdown"      # about to relaunch; cancel() stops it
+    RELAUNCHING = "relaunching"
+    WAITING = "waiting"          # needs a node to come back or the user to choose
+    STOPPED = "stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+STARTING, SERVING, RECOVERING, COUNTDOWN, RELAUNCHING, WAITING, STOPPED = FailoverState
+
+#: The moves the supervisor may make; any other is a bug (:meth:`ClusterSupervisor._enter` says so).
+MOVES: dict[FailoverState, frozenset[FailoverState]] = {
+    STARTING: frozenset({SERVING}),
+    SERVING: frozenset({RECOVERING}),
+    RECOVERING: frozenset({RECOVERING, COUNTDOWN, RELAUNCHING, WAITING}),
+    COUNTDOWN: frozenset({RELAUNCHING, WAITING, RECOVERING}),
+    RELAUNCHING: frozenset({SERVING, WAITING}),
+    WAITING: frozenset({RECOVERING, RELAUNCHING, WAITING}),
+}
 
 # Event kinds.
 LOST = "lost"                # a node was lost (``node``, ``message`` says why)
@@ -188,9 +213,8 @@ class ClusterSupervisor:
         self.events: list[FailoverEvent] = []
         self._subs: list[Callable[[FailoverEvent], None]] = []
         self._started_ids: set[str] = set()   # nodes whose worker herd started: stopped at the end
-        self._baseline: dict[str, tuple] = {}  # node id -> (worker pid, restarts) at launch
-        self._misses: dict[str, int] = {}
-        self._probes: dict[str, object] = {}
+        #: the nodes' health, polled with short-timeout clients (gui.cluster.health)
+        self.health = NodeHealth(self.probe_client_for, misses=self.policy.misses, timeout=self.policy.poll_timeout)
         self._pending_plan = None
         self._lost_at: float | None = None
         self._wake = asyncio.Event()
@@ -218,6 +242,13 @@ class ClusterSupervisor:
             except Exception:
                 log.exception("failover subscriber failed")
         return ev
+
+    def _enter(self, state: FailoverState) -> None:
+        """Move to ``state``; a move :data:`MOVES` does not allow is logged as the bug it is (the
+        move is made: stopping the watch over a wrong arrow would strand the user's cluster)."""
+        if state not in MOVES.get(self.state, frozenset()):
+            log.error("failover: unexpected move %s → %s", self.state, state)
+        self.state = state
 
     @property
     def url(self) -> str:
@@ -253,7 +284,7 @@ class ClusterSupervisor:
         Returns the placement check; raises what the launcher raises."""
         check = await self.launcher.start(timeout)
         await self._adopt(self.launcher)
-        self.state = SERVING
+        self._enter(SERVING)
         self._monitor = asyncio.get_running_loop().create_task(self._watch(), name="failover-watch")
         return check
 
@@ -284,11 +315,8 @@ class ClusterSupervisor:
             finally:
                 with contextlib.suppress(Exception):
                     await client.aclose()
-        for c in self._probes.values():
-            with contextlib.suppress(Exception):
-                await c.aclose()
-        self._probes.clear()
-        self.state = STOPPED
+        await self.health.close()
+        self.state = STOPPED  # (from any state: stop() always ends it)
 
     async def wait_until(self, states: set[str], timeout: float) -> str:
         """Wait (polling) until the state is one of ``states``; returns it. TimeoutError otherwise."""
@@ -348,14 +376,7 @@ class ClusterSupervisor:
                 self._started_ids.add(h.node.id)
             # Whoever started a worker first, herd stops it at the end if herd started it ever.
             h.started = h.node.id in self._started_ids
-        self._baseline.clear()
-        self._misses.clear()
-        for h in launcher.workers:
-            try:
-                rpc = (await self._probe(h.node).status()).rpc
-                self._baseline[h.node.id] = (rpc.pid, rpc.restarts)
-            except AgentError as exc:
-                log.info("no baseline status from %s: %s", h.node.name, exc)
+        await self.health.remember([h.node for h in launcher.workers])
         server = launcher.server
         self._serving_since = time.monotonic()
         if server is not None:
@@ -364,39 +385,6 @@ class ClusterSupervisor:
     def _on_server(self, server, state: str, error: str | None) -> None:
         if state == FAILED and server is self.launcher.server and self.state == SERVING:
             self._wake.set()
-
-    def _probe(self, node):
-        c = self._probes.get(node.id)
-        if c is None:
-            c = self._probes[node.id] = self.probe_client_for(node)
-        return c
-
-    async def _check(self, node) -> str | None:
-        """None when ``node`` and its worker are as llama-server left them, else why not."""
-        try:
-            status = await self._probe(node).status()
-        except AgentError as exc:
-            self._misses[node.id] = self._misses.get(node.id, 0) + 1
-            if self._misses[node.id] >= self.policy.misses:
-                return translate("Failover", "its agent does not answer: {why}").format(
-                    why=_agent_problem(exc, self.policy.poll_timeout))
-            return None
-        self._misses[node.id] = 0
-        rpc = status.rpc
-        base = self._baseline.get(node.id)
-        if base is not None and (rpc.pid != base[0] or rpc.restarts > base[1]):
-            if rpc.error:
-                return translate("Failover", "its RPC worker was lost ({why}); llama-server's connection to "
-                                             "it is gone").format(why=rpc.error)
-            return translate("Failover", "its RPC worker crashed and its agent restarted it; llama-server's "
-                                         "connection to it is gone")
-        if rpc.state in (WorkerState.STOPPED, WorkerState.CRASHED):
-            return (translate("Failover", "its RPC worker is {state} ({why})") if rpc.error
-                    else translate("Failover", "its RPC worker is {state}")).format(
-                state=translate("Failover", "stopped") if rpc.state == WorkerState.STOPPED
-                else translate("Failover", "crashed"),
-                why=rpc.error)
-        return None
 
     async def _watch(self) -> None:
         while not self._stopping:
@@ -423,15 +411,13 @@ class ClusterSupervisor:
         if failed:
             # The server is gone: find the node to blame now, without waiting for more misses.
             for attempt in range(3):
-                reasons = await asyncio.gather(*(self._check(n) for n in nodes))
-                lost = [(n, r) for n, r in zip(nodes, reasons) if r]
+                lost = await self.health.check_all(nodes)
                 if lost or attempt == 2:
                     break
                 await asyncio.sleep(0.3)
             self._loss(lost, server_error=server.error)
             return
-        reasons = await asyncio.gather(*(self._check(n) for n in nodes))
-        lost = [(n, r) for n, r in zip(nodes, reasons) if r]
+        lost = await self.health.check_all(nodes)
         if lost and self.state == SERVING:
             self._loss(lost, server_error=None)
 
@@ -439,7 +425,7 @@ class ClusterSupervisor:
         back = []
         for nid, node in list(self.lost.items()):
             try:
-                status = await self._probe(node).status()
+                status = await self.health.status(node)
             except AgentError:
                 continue
             if status.rpc.state == WorkerState.CRASHED and nid not in self._started_ids:
@@ -447,7 +433,7 @@ class ClusterSupervisor:
             back.append(node)
         for node in back:
             self.lost.pop(node.id, None)
-            self._misses.pop(node.id, None)
+            self.health.forget(node)
         if not back:
             return
         names = _names(back)
@@ -482,18 +468,19 @@ class ClusterSupervisor:
                 await task
 
     def _loss(self, lost: list, server_error: str | None) -> None:
-        self.state = RECOVERING
+        self._enter(RECOVERING)
         self._lost_at = time.monotonic()
         self.options = ()
-        for node, reason in lost:
+        for loss in lost:
+            node = loss.node
             self.lost[node.id] = node
             self._emit(LOST, translate("Failover", "{node} ({host}) was lost: {why}")
-                       .format(node=node.name, host=node.host, why=reason), node=node.name)
+                       .format(node=node.name, host=node.host, why=describe_loss(loss)), node=node.name)
         exited = server_error or translate("Failover", "it exited")
         if not lost:
             self._emit(SERVER_EXITED, translate("Failover", "llama-server stopped: {why}").format(why=exited))
         if self.conversation is not None:
-            why = ("; ".join(translate("Failover", "{node} was lost").format(node=n.name) for n, _ in lost)
+            why = ("; ".join(translate("Failover", "{node} was lost").format(node=loss.node.name) for loss in lost)
                    if lost else translate("Failover", "llama-server stopped ({why})").format(why=exited))
             self.conversation.interrupt(why)
         # A server that keeps dying soon after each relaunch with no node to blame (a bad
@@ -533,42 +520,10 @@ class ClusterSupervisor:
         A node lost only because its worker was restarted (its agent kept answering) survives:
         the agent has a fresh worker ready for the relaunch.
         """
-        async def one(node):
-            try:
-                return node, await self._probe(node).status()
-            except AgentError:
-                return None
-        found = [f for f in await asyncio.gather(*(one(n) for n in self.nodes.values())) if f]
+        found = await self.health.answering(self.nodes.values())
         for node, _ in found:
             self.lost.pop(node.id, None)
-        return sorted(found, key=lambda f: (f[0].name, f[0].id))
-
-    async def _settle(self, node, status: AgentStatus) -> AgentStatus:
-        """Wait until ``node``'s worker is free for the relaunch.
-
-        A worker lets go of the old server when that server exits. But a node that dropped off
-        the network and came back can still hold — or receive late from this computer's kernel —
-        the connection of a server stopped meanwhile, and a worker serves one client at a time.
-        A worker held by a connection from *this* computer, while herd runs no server, is held by
-        such a dead connection: it is restarted at once.
-        """
-        start = time.monotonic()
-        deadline = start + self.policy.busy_wait
-        restarted = False
-        while status.rpc.state in (WorkerState.BUSY, WorkerState.STARTING, WorkerState.CRASHED):
-            # (a live close reaches the node within a moment: give it one second first)
-            if not restarted and time.monotonic() - start > 1.0 and self._held_by_us(node, status):
-                await self._probe(node).rpc_start(threads=self.request.threads)
-                restarted, deadline = True, time.monotonic() + self.policy.busy_wait
-            elif time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.2)
-            status = await self._probe(node).status()
-        return status
-
-    def _held_by_us(self, node, status: AgentStatus) -> bool:
-        rpc = status.rpc
-        return rpc.state == WorkerState.BUSY and bool(rpc.client) and rpc.client == _local_address_towards(node.host)
+        return found
 
     async def _free_held(self, launcher: ClusterLauncher) -> bool:
         """Restart the planned workers that a dead connection from this computer holds again
@@ -576,10 +531,11 @@ class ClusterSupervisor:
         freed = False
         for node in launcher.planned_nodes():
             try:
-                status = await self._probe(node).status()
-                if self._held_by_us(node, status):
-                    await self._probe(node).rpc_start(threads=self.request.threads)
-                    await self._settle(node, await self._probe(node).status())
+                status = await self.health.status(node)
+                if self.health.held_by_this_computer(node, status):
+                    await self.health.client(node).rpc_start(threads=self.request.threads)
+                    await self.health.settle(node, await self.health.status(node), threads=self.request.threads,
+                                             wait=self.policy.busy_wait)
                     freed = True
             except AgentError as exc:
                 log.info("could not restart the worker of %s: %s", node.name, exc)
@@ -589,12 +545,13 @@ class ClusterSupervisor:
         from gui.cluster import plan as P
         try:
             if stop_first:
-                self.state = RECOVERING
+                self._enter(RECOVERING)
                 await self._release(self.launcher)
             survivors = []
             for node, status in await self._survivors():
                 try:
-                    survivors.append((node, await self._settle(node, status)))
+                    survivors.append((node, await self.health.settle(node, status, threads=self.request.threads,
+                                                                     wait=self.policy.busy_wait)))
                 except AgentError:
                     self.lost[node.id] = node
             alive = {n.id for n, _ in survivors}
@@ -642,7 +599,7 @@ class ClusterSupervisor:
                               (OPT_RECOVER,) if self._pending_plan else ())
 
     async def _countdown(self, where: str) -> bool:
-        self.state = COUNTDOWN
+        self._enter(COUNTDOWN)
         self.options = (OPT_RECOVER,)
         self._cancel.clear()
         end = time.monotonic() + self.policy.countdown
@@ -669,14 +626,14 @@ class ClusterSupervisor:
                 else translate("Failover", "waiting for a node to come back"))
 
     def _set_waiting(self, message: str, options: tuple[str, ...]) -> None:
-        self.state = WAITING
+        self._enter(WAITING)
         self.options = options + ((OPT_REJOIN,) if OPT_REJOIN in self.options else ())
         self._emit(WAITING_EV, message, options=self.options)
 
     async def _relaunch(self, plan, forced: bool = False) -> None:
         if plan is None:
             raise LaunchError(translate("Failover", "there is no plan to relaunch"))
-        self.state = RELAUNCHING
+        self._enter(RELAUNCHING)
         self.options = ()
         self._emit(RELAUNCHING_EV, (translate("Failover", "relaunching llama-server on {url} with more layers "
                                                           "on this computer") if forced
@@ -694,7 +651,7 @@ class ClusterSupervisor:
                 return
         await self._adopt(launcher)
         self._pending_plan = None
-        self.state = SERVING
+        self._enter(SERVING)
         took = time.monotonic() - self._lost_at if self._lost_at else None
         self._lost_at = None  # a later re-plan (a node's return) is not a recovery from this loss
         names = _names(launcher.planned_nodes()) or translate("Failover", "this computer alone")
@@ -707,29 +664,5 @@ class ClusterSupervisor:
         self._emit(RECOVERED, text, seconds=took)
 
 
-def _local_address_towards(host: str) -> str | None:
-    """The address of this computer that ``host`` sees connections come from (no packet is sent:
-    connecting a UDP socket only picks the route)."""
-    import socket
-    try:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_DGRAM) as s:
-            s.connect((host.strip("[]"), 9))
-            return s.getsockname()[0]
-    except OSError:
-        return None
-
-
 def _names(nodes) -> str:
     return ", ".join(n.name for n in nodes)
-
-
-def _agent_problem(exc: AgentError, timeout: float) -> str:
-    """Why an agent did not answer, in words a user can act on."""
-    text = str(exc)
-    if "Timeout" in text:
-        return translate("Failover", "no reply within {seconds} s (is the PC asleep, switched off or off "
-                                     "the network?)").format(seconds=f"{timeout:g}")
-    if "ConnectError" in text or "refused" in text.lower():
-        return translate("Failover", "connection refused (herd-agent is not running there any more)")
-    return text if len(text) <= 160 else text[:157] + "…"

@@ -202,9 +202,10 @@ def test_model_error_is_chinese_in_the_window(zh_cn, qtbot, tmp_path):
 async def test_failover_reason_is_chinese_in_the_app(zh_cn):
     """Why a node counts as lost, from a real refused connection, in the words the banner shows."""
     from agent.client import AgentClient, AgentError
-    from gui.cluster import failover
+    from gui.cluster.health import Loss, LossCause, describe_loss
 
     async with AgentClient(f"http://127.0.0.1:{free_port()}", timeout=2.0) as client:
         with pytest.raises(AgentError) as exc:
             await client.info()
-    assert failover._agent_problem(exc.value, 2.0) == "连接被拒绝（该电脑上的 herd-agent 已不在运行）"
+    said = describe_loss(Loss(None, LossCause.AGENT_SILENT, str(exc.value), 2.0))
+    assert said.endswith("连接被拒绝（该电脑上的 herd-agent 已不在运行）"), said

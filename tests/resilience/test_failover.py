@@ -19,6 +19,7 @@ from conftest import free_port
 from lan import Lan
 from resilience.faults import LINK_DOWN, RPC_KILL, run_fault
 
+from agent.protocol import AgentStatus
 from gui.cluster import failover as F
 from gui.cluster import plan as P
 from gui.cluster.discovery import Discovery
@@ -150,18 +151,18 @@ class ShrunkStatus:
     def __init__(self, client, free: int) -> None:
         self._client, self._free = client, free
 
-    async def status(self) -> dict:
-        st = await self._client.status()
+    async def status(self) -> AgentStatus:
+        st = await self._client.status_json()
         for d in (st.get("rpc") or {}).get("devices") or []:
             d["free_bytes"] = self._free
-        return st
+        return AgentStatus.from_json(st)
 
     def __getattr__(self, name):
         return getattr(self._client, name)
 
 
 async def test_no_fit_on_the_survivor_offers_waiting_or_more_host_layers(
-        engine, demo_model, procs, tmp_path):
+        engine, demo_model, procs, tmp_path, caplog):
     info = inspect_model(demo_model)
     policy = F.FailoverPolicy(countdown=0, busy_wait=2)
     async with supervised(engine, demo_model, procs, tmp_path, policy) as (sup, agents):
@@ -172,9 +173,9 @@ async def test_no_fit_on_the_survivor_offers_waiting_or_more_host_layers(
         with_host = P.estimate(P.Plan(info.n_layer, info.n_layer - 3, [(a_dev, 4)]), info, 512)
         alone = P.estimate(P.Plan(info.n_layer, 0, [(a_dev, info.n_layer + 1)]), info, 512)
         a_room = [with_host[0].need_bytes + 4096]
-        make_probe = sup.probe_client_for
-        sup.probe_client_for = lambda n: ShrunkStatus(make_probe(n), a_room[0]) if n.name == "a" else make_probe(n)
-        sup._probes.clear()
+        make_probe = sup.health.client_for
+        sup.health.client_for = lambda n: ShrunkStatus(make_probe(n), a_room[0]) if n.name == "a" else make_probe(n)
+        sup.health.reset_clients()
         sup.host_free_bytes = lambda: alone[-1].need_bytes + 4096
         b = agents["b"]
         b.proc.kill()
@@ -198,13 +199,15 @@ async def test_no_fit_on_the_survivor_offers_waiting_or_more_host_layers(
         # pipeline of two workers, which keeps more input copies on every device).
         first = P.estimate(sup.first_plan, info, 512)
         a_room[0] = next(f for f in first if f.device is not None and f.device.node_name == "a").need_bytes + 4096
-        sup._probes.clear()
+        sup.health.reset_clients()
         sup.host_free_bytes = lambda: first[-1].need_bytes + 4096
         start_agent(procs.popen, tmp_path, "b", mdns=False, api_port=port_of(b.api_url),
                     rpc_port=b.rpc_port, echo_port=b.echo_port)
         await until(sup, lambda: F.OPT_REJOIN in sup.options)
         await sup.rejoin()
         assert sup.state == F.SERVING and sup.launcher.plan is sup.first_plan
+    # every state the supervisor went through was a move its state machine allows (F.MOVES)
+    assert not [r.getMessage() for r in caplog.records if "unexpected move" in r.getMessage()]
 
 
 async def test_auto_recover_off_waits_and_offers_the_returned_node(engine, demo_model, procs, tmp_path):
