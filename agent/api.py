@@ -73,7 +73,19 @@ async def _require_master(request: web.Request, handler):
         raise _json_error(web.HTTPUnauthorized, "not paired: no client certificate, or not a paired "
                                                 "master's (pair with the PIN this node shows)")
     request[MASTER_KEY] = master
+    agent.leases.touch(master.fingerprint)  # the holder's calls keep its lease fresh
     return await handler(request)
+
+
+def _take_lease(request: web.Request) -> None:
+    """409 unless the calling master holds the worker's lease, or takes it now."""
+    agent: Agent = request.app[AGENT_KEY]
+    master = request[MASTER_KEY]
+    other = agent.leases.take(master.fingerprint, master.name)
+    if other is not None:
+        raise _json_error(web.HTTPConflict, f"the RPC worker is leased to master {other.name!r} "
+                                            f"(idle {agent.leases.idle_for():.0f} s; a lease ends after "
+                                            f"{agent.leases.idle:.0f} s unused)")
 
 
 def _remote(request: web.Request) -> str:
@@ -223,6 +235,7 @@ async def rpc_start(request: web.Request) -> web.Response:
     cache = body.get("cache", True)
     if not isinstance(cache, bool):
         raise BadRequest("cache must be true or false", "cache")
+    _take_lease(request)
     try:
         await agent.start_rpc(port=port, threads=threads, devices=devices, cache=cache)
     except agent.Refused as exc:
@@ -233,7 +246,9 @@ async def rpc_start(request: web.Request) -> web.Response:
 async def rpc_stop(request: web.Request) -> web.Response:
     agent: Agent = request.app[AGENT_KEY]
     await _json_object(request, set())
+    _take_lease(request)
     await agent.stop_rpc()
+    agent.leases.release(request[MASTER_KEY].fingerprint)  # the worker is free for any master
     return web.json_response(agent.rpc_status())
 
 

@@ -27,6 +27,7 @@ from agent.engine import EngineError, choose_backend, find_engine, list_devices
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
 from agent.identity import Identity, load_or_create, peer_fingerprint, server_context, trust
+from agent.lease import Leases
 from agent.pairing import AgentPairing, PinFile
 from agent.ratelog import RateLimitedLog
 from agent.process_memory import release_free_heap
@@ -86,6 +87,8 @@ class Agent:
         # (see agent.identity); the relay refuses a client without one in the handshake.
         self.api_tls = server_context(self.identity, [m.cert_pem for m in state.masters])
         self.rpc_tls = server_context(self.identity, [m.cert_pem for m in state.masters], require=True)
+        # one master at a time holds the worker (agent.lease); in use while an RPC client is on
+        self.leases = Leases(in_use=lambda: self.relay is not None and self.relay.client is not None)
         self.api_guard = ConnectionGuard(is_trusted=lambda ssl_object: self.state.master_for_fingerprint(
             peer_fingerprint(ssl_object)) is not None)
         self.load = LoadMeter()
@@ -205,9 +208,17 @@ class Agent:
         return None
 
     def _is_paired_key(self, ip: str, fingerprint: str | None) -> bool:
-        """The relay's admission rule: a paired master's key, from whatever address."""
+        """The relay's admission rule: a paired master's key, from whatever address, and only
+        the one that holds the worker's lease (or takes it now)."""
         self.state.refresh()
-        return self.state.master_for_fingerprint(fingerprint) is not None
+        master = self.state.master_for_fingerprint(fingerprint)
+        if master is None:
+            return False
+        other = self.leases.take(master.fingerprint, master.name)
+        if other is not None:
+            self.log_limited("lease", logging.WARNING, "RPC relay: refused master %r: the worker is "
+                             "leased to %r", master.name, other.name)
+        return other is None
 
     async def start_rpc(self, *, port: int | None = None, threads: int | None = None,
                         devices: list[str] | None = None, cache: bool | None = None) -> None:

@@ -150,11 +150,13 @@ def openapi_document() -> dict:
                         "cache": {"type": "boolean", "default": True}}}}}},
                 "responses": {"200": _json({"$ref": "#/components/schemas/Rpc"}, "start accepted"),
                               "400": _err("malformed request"),
-                              "409": _err("the RPC port is in use, or no RPC worker is installed"), **_AUTH_ERRORS}}},
+                              "409": _err("the RPC port is in use, no RPC worker is installed, or the "
+                                          "worker is leased to another master"), **_AUTH_ERRORS}}},
             P.PATH_RPC_STOP: {"post": {
                 "summary": "Stop the RPC worker", "security": [{"mtls": []}],
                 "responses": {"200": _json({"$ref": "#/components/schemas/Rpc"}, "stopped"),
-                              "400": _err("malformed request"), **_AUTH_ERRORS}}},
+                              "400": _err("malformed request"),
+                              "409": _err("the worker is leased to another master"), **_AUTH_ERRORS}}},
             P.PATH_RPC_LOG: {"get": {
                 "summary": "The RPC worker's last output lines", "security": [{"mtls": []}],
                 "parameters": [{"name": "tail", "in": "query", "required": False, "schema": {

@@ -1,0 +1,80 @@
+"""Leases on loopback with a real RPC worker: one master holds the worker at a time; another
+paired master can neither start, stop nor reach it; an unused lease goes stale by itself, and
+the master whose lease went stale and was taken over gets no RPC answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from agent import protocol as P
+from agent.client import AgentClient, AgentError
+from agent.identity import load_or_create
+from agent.rpc_server import probe_rpc
+from gui.cluster.tunnel import Forwarder
+
+pytestmark = pytest.mark.engine
+
+
+async def _reach(agent, client) -> str:
+    """"ok" when the RPC worker answers through a forwarder with ``client``'s keys, else why not."""
+    f = await Forwarder("127.0.0.1", agent.rpc_port, client.identity, client.pinned).start()
+    try:
+        host, port = f.endpoint.rsplit(":", 1)
+        await probe_rpc(host, int(port), timeout=3.0)
+        return "ok"
+    except Exception as exc:  # a refusal shows as a closed connection
+        return f"refused ({type(exc).__name__})"
+    finally:
+        await f.close()
+
+
+async def _ready(client, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while (await client.status())["rpc"]["state"] != P.STATE_READY:
+        assert time.monotonic() < deadline, "worker not ready"
+        await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+async def two_masters(paired, tmp_path):
+    agent, first = paired
+    second = AgentClient(agent.api_url, identity=load_or_create(tmp_path / "second", "master", "second"))
+    await second.pair(agent.show_pin(), "second")
+    yield agent, first, second
+    await second.aclose()
+
+
+async def test_one_master_holds_the_worker_at_a_time(engine, two_masters):
+    agent, first, second = two_masters
+    await first.rpc_start()
+    await _ready(first)
+    for call in (second.rpc_start, second.rpc_stop):
+        with pytest.raises(AgentError, match="leased to master 'test-master'") as info:
+            await call()
+        assert info.value.status == 409
+    assert await _reach(agent, second) != "ok"
+    assert await _reach(agent, first) == "ok"
+    # the holder gives it back: now the other master may take it
+    await first.rpc_stop()
+    await second.rpc_start()
+    await _ready(second)
+    assert await _reach(agent, second) == "ok"
+    assert await _reach(agent, first) != "ok"
+
+
+async def test_a_stale_lease_ends_and_its_master_gets_no_rpc_answer(engine, two_masters):
+    agent, first, second = two_masters
+    agent.leases.idle = 0.5  # instead of two minutes
+    await first.rpc_start()
+    await _ready(first)
+    deadline = time.monotonic() + 10
+    while agent.leases.current() is not None:  # nobody uses it: the lease goes stale
+        assert time.monotonic() < deadline, "the lease did not go stale"
+        await asyncio.sleep(0.05)
+    await second.rpc_start()  # the worker is free for the other master
+    await _ready(second)
+    assert await _reach(agent, first) != "ok"  # the stale holder gets no RPC answer
+    assert await _reach(agent, second) == "ok"
