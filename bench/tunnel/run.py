@@ -12,7 +12,9 @@ relay on the worker, the forwarder in herd on the master):
   llama-server's own timings (the best completion of each launch);
 * **upload**: ``--upload-mib`` MiB written as fast as possible through each path into a TCP
   sink standing in for the worker, with one core kept busy by a spinning process (the machine
-  has two), in Mbit/s.
+  has two), in Mbit/s;
+* **round trip**: the median time of a 64-byte message echoed back through each path (the
+  shape of one RPC request and reply), which is what decode speed depends on.
 
 Prints a Markdown table and writes it, with the machine and the raw samples, to results.md and
 results.json beside this file.
@@ -190,6 +192,35 @@ def upload_once(port: int, mib: int) -> float:
     return (mib << 20) * 8 / elapsed / 1e6
 
 
+ECHO = r"""
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(4)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while (d := c.recv(65536)):
+        c.sendall(d)
+"""
+
+
+def rtt_once(port: int, n: int = 2000) -> float:
+    """Median round trip of a 64-byte message, in microseconds (one RPC request/reply's shape)."""
+    msg = os.urandom(64)
+    rtts = []
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(n):
+            t = time.perf_counter()
+            s.sendall(msg)
+            got = 0
+            while got < 64:
+                got += len(s.recv(64 - got))
+            rtts.append(time.perf_counter() - t)
+    return statistics.median(rtts) * 1e6
+
+
 def machine() -> str:
     model = platform.processor() or ""
     try:
@@ -239,6 +270,18 @@ async def main_async(args) -> int:
             samples["plain_up"].append(upload_once(plain, args.upload_mib))
             samples["tunnel_up"].append(upload_once(fwd, args.upload_mib))
         burner.kill()
+        procs.close()
+        procs = Procs()
+        echo = free_port()
+        procs.start([sys.executable, "-c", ECHO, str(echo)])
+        plain, tls, fwd = free_port(), free_port(), free_port()
+        procs.relay("plain", plain, echo, work)
+        procs.relay("tls-relay", tls, echo, work)
+        procs.relay("forwarder", fwd, tls, work)
+        for _ in range(args.rounds):
+            samples.setdefault("direct_rtt", []).append(rtt_once(echo))
+            samples.setdefault("plain_rtt", []).append(rtt_once(plain))
+            samples.setdefault("tunnel_rtt", []).append(rtt_once(fwd))
     finally:
         procs.close()
 
@@ -251,6 +294,11 @@ async def main_async(args) -> int:
     rows += [
         ("upload, plain relay, one core busy", f"{med['plain_up']:.0f} Mbit/s", "1.00"),
         ("upload, tunnel, one core busy", f"{med['tunnel_up']:.0f} Mbit/s", f"{med['tunnel_up'] / med['plain_up']:.3f}"),
+    ]
+    rows += [
+        ("64-byte round trip, direct (no relay)", f"{med['direct_rtt']:.0f} µs", ""),
+        ("64-byte round trip, plain relay", f"{med['plain_rtt']:.0f} µs", "1.00"),
+        ("64-byte round trip, tunnel", f"{med['tunnel_rtt']:.0f} µs", f"{med['tunnel_rtt'] / med['plain_rtt']:.2f}"),
     ]
     table = ["| path | median | vs plain |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
     meta = {"machine": machine(), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
