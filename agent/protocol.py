@@ -288,6 +288,8 @@ class WorkerStatus:
         requested_devices: the ``-d`` list it was started with.
         last_crash: its last crash, or None.
         threads: its thread count (None: the agent's default).
+        exposure: how the agent lets masters reach it: ``paired`` (through its TLS relay, by
+            key) or ``open`` (the worker's port itself, unauthenticated).
     """
 
     state: WorkerState = WorkerState.UNKNOWN
@@ -299,6 +301,7 @@ class WorkerStatus:
     requested_devices: tuple[str, ...] = ()
     last_crash: WorkerCrash | None = None
     threads: int | None = None
+    exposure: str = ""
 
     @classmethod
     def from_json(cls, d: object) -> "WorkerStatus":
@@ -312,7 +315,7 @@ class WorkerStatus:
                    devices=tuple(DeviceStatus.from_json(x, i) for i, x in enumerate(_dicts(d.get("devices")))),
                    requested_devices=tuple(str(x) for x in requested),
                    last_crash=WorkerCrash(_opt_str(crash.get("error")), tuple(str(x) for x in lines)) if crash else None,
-                   threads=_int(d.get("threads")) or None)
+                   threads=_int(d.get("threads")) or None, exposure=str(d.get("exposure") or ""))
 
 
 @dataclass(frozen=True)

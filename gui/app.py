@@ -20,12 +20,14 @@ import psutil
 from PySide6 import __version__ as PYSIDE_VERSION
 from PySide6.QtCore import QLocale, Qt, QTimer, qVersion
 from PySide6.QtGui import QAction, QActionGroup, QIcon, QKeySequence
-from PySide6.QtWidgets import (QApplication, QFileDialog, QMainWindow, QMenu, QMessageBox, QSplitter,
+from PySide6.QtWidgets import (QApplication, QMainWindow, QMenu, QMessageBox, QSplitter,
                                QSystemTrayIcon, QTabWidget, QVBoxLayout, QWidget)
 
 from agent.engine import PINNED_BUILD, find_engine
 from gui import __version__
 from gui.bridge import AsyncBridge
+from gui.launch_flow import LaunchFlow
+from gui.profile_actions import ProfileActions
 from gui.cluster.network_errors import explain
 from gui.cluster.server_command import ServerOptions
 from gui.cluster import workspace as W
@@ -119,9 +121,8 @@ class MainWindow(QMainWindow):
 
         self.editor.set_engine(self.engine.llama_server)
         self._show_options()
-        self.chat.system_edit.setText(self.settings.get("chat/system"))
-        self.chat.temperature.setValue(self.settings.get("chat/temperature"))
-        self.chat.max_tokens.setValue(self.settings.get("chat/max_tokens"))
+        self.chat.apply_settings(self.settings.get("chat/system"), self.settings.get("chat/temperature"),
+                                 self.settings.get("chat/max_tokens"))
         self.model_panel.set_recent(self.settings.get("model/recent"))
         self._show_host()
 
@@ -133,14 +134,17 @@ class MainWindow(QMainWindow):
         self.model_panel.modelChosen.connect(self.open_model)
         self.model_panel.demoRequested.connect(self.make_demo_model)
         self.model_panel.hubRequested.connect(self.open_hub_dialog)
-        self.launch.startRequested.connect(self.start_cluster)
-        self.launch.stopRequested.connect(self.stop_cluster)
-        self.editor.fastestRequested.connect(self.find_fastest)
-        self.editor.relaunchRequested.connect(self.relaunch_with_shown_split)
-        self.editor.planChanged.connect(lambda _p: self._show_split_differs())
-        self.editor.ctx.valueChanged.connect(lambda v: self.workspace.set_options(ctx=int(v)))
+        #: File ▸ Export/Import cluster profile (gui.profile_actions)
+        self.profiles = ProfileActions(self)
+        #: Start, Stop, Relaunch and Fastest, and what the cluster says back (gui.launch_flow)
+        self.launch_flow = flow = LaunchFlow(self)
+        self.launch.startRequested.connect(flow.start)
+        self.launch.stopRequested.connect(flow.stop)
+        self.editor.fastestRequested.connect(flow.find_fastest)
+        self.editor.relaunchRequested.connect(flow.relaunch_with_shown_split)
+        self.editor.planChanged.connect(lambda _p: flow.show_split_differs())
+        self.editor.ctxChanged.connect(lambda v: self.workspace.set_options(ctx=v))
         self.workspace.subscribe(self._on_workspace)
-        self._relaunch_pending = False
         self.failover_banner.cancelRequested.connect(self.session.cancel_failover)
         self.failover_banner.optionChosen.connect(self.choose_failover)
         self.chat.set_send(None)
@@ -148,10 +152,10 @@ class MainWindow(QMainWindow):
         # session → views
         self.session.nodeEvent.connect(self.on_node_event)
         self.session.sample.connect(self.on_sample)
-        self.session.serverState.connect(self.on_server_state)
+        self.session.serverState.connect(flow.on_server_state)
         self.session.serverLog.connect(self.launch.append_log)
         self.session.transferProgress.connect(self.launch.show_transfer)
-        self.session.failover.connect(self.on_failover)
+        self.session.failover.connect(flow.on_failover)
         self.session.replyInterrupted.connect(self.chat.interrupt_reply)
         self.bridge.error.connect(lambda label, msg: self.statusBar().showMessage(f"{label}: {msg}", 10000))
         self._host_timer = QTimer(self)
@@ -161,7 +165,6 @@ class MainWindow(QMainWindow):
         self._demo = None
         #: the demo agents' addresses until they hold the demo's layers (see _split_for_demo)
         self._demo_addresses: set[str] = set()
-        self.fastest_call = None
         self._restore_layout()
 
     # ------------------------------------------------------------ the workspace
@@ -189,8 +192,7 @@ class MainWindow(QMainWindow):
 
     def _show_options(self) -> None:
         opts = self.workspace.options
-        if self.editor.ctx.value() != opts.ctx:
-            self.editor.ctx.setValue(opts.ctx)
+        self.editor.set_ctx(opts.ctx)
         self.editor.set_endpoint(opts.host, opts.port, list(opts.extra_args), opts.alias)
 
     # ------------------------------------------------------------ setup
@@ -202,10 +204,10 @@ class MainWindow(QMainWindow):
         a.triggered.connect(self.model_panel._open)
         m.addAction(a)
         self.export_action = QAction(self.tr("&Export cluster profile…"), self)
-        self.export_action.triggered.connect(self.export_profile_dialog)
+        self.export_action.triggered.connect(lambda: self.profiles.export_dialog())
         m.addAction(self.export_action)
         self.import_action = QAction(self.tr("&Import cluster profile…"), self)
-        self.import_action.triggered.connect(self.import_profile_dialog)
+        self.import_action.triggered.connect(lambda: self.profiles.import_dialog())
         m.addAction(self.import_action)
         m.addSeparator()
         q = QAction(self.tr("&Quit"), self)
@@ -432,7 +434,7 @@ class MainWindow(QMainWindow):
         self.settings.set("model/last", str(info.path))
         self.model_panel.set_recent(self.settings.add_recent("model/recent", str(info.path)))
         self.workspace.open_model(info)  # (lowers a context beyond the model's own; re-plans)
-        self._update_fastest_button()
+        self.launch_flow.update_fastest_button()
         return True
 
     def open_hub_dialog(self):
@@ -455,306 +457,6 @@ class MainWindow(QMainWindow):
         call = self.bridge.submit(make(), "demo model")
         call.finished.connect(lambda p: self.open_model(str(p)))
         call.failed.connect(lambda exc: self.model_panel.show_error("demo model", str(exc)))
-
-    def find_fastest(self):
-        """Ask the planner for the fastest split (measures the nodes first, once per model)."""
-        if self.model is None or not self.engine.complete or self.session.launcher is not None:
-            return None
-        self.editor.set_fastest_available(False)
-        self.editor.summary.setText(self.tr("Measuring the nodes to find the fastest split…"))
-        devices = self.planned_devices()
-        self.session.fastest_for = self.editor.fastest_for.currentData()  # chat or documents (#16)
-        call = self.session.fastest(self.engine, self.model, devices, self.workspace.options.ctx,
-                                    psutil.virtual_memory().available)
-        call.finished.connect(lambda plan, devices=devices: self._show_fastest(plan, devices))
-        call.failed.connect(lambda exc: self.editor.summary.setText(
-            self.tr("Could not find the fastest split: %1").replace("%1", str(exc))))
-        call.done.connect(self._update_fastest_button)
-        self.fastest_call = call
-        return call
-
-    def _show_fastest(self, plan, devices) -> None:
-        """Show the fastest plan, and say why when it leaves nodes out (or keeps all on the host)."""
-        self.editor.apply_plan(plan)
-        used = {d.node_id for d, c in plan.assignments if c}
-        names = {d.node_id: d.node_name for d in devices}
-        left_out = [names[nid] for nid in dict.fromkeys(d.node_id for d in devices) if nid not in used]
-        note = ""
-        if devices and not used:
-            note = self.tr("Fastest keeps all %1 layer slots on this computer: by the measurements, sending "
-                           "each token's activations to the nodes and back costs more time than their share "
-                           "of the work saves.").replace("%1", str(plan.n_slots))
-        elif left_out:
-            note = self.tr("Fastest leaves %1 out: by the measurements, using it would make each token "
-                           "slower.").replace("%1", ", ".join(left_out))
-        local = sorted({names[d.node_id] for d in devices if d.endpoint
-                        and d.endpoint.rsplit(":", 1)[0].strip("[]") in ("127.0.0.1", "::1", "localhost")})
-        if note and local:
-            note += " " + self.tr("(%1 run on this computer too, so they add no computing power.)").replace(
-                "%1", ", ".join(local))
-        note = " ".join(t for t in (self.editor.predicted_text(self.session.last_fastest), note) if t)
-        self.editor.set_note(note)
-
-    def _update_fastest_button(self) -> None:
-        why = ""
-        if self.model is None:
-            why = self.tr("Open a model first.")
-        elif not self.engine.complete:
-            why = self.tr("The llama.cpp engine is missing; run herd engine install.")
-        elif self.session.launcher is not None:
-            why = self.tr("Stop the cluster first: measuring needs the nodes' workers free.")
-        self.editor.set_fastest_available(not why, why)
-
-    # ------------------------------------------------------------ launch
-
-    def start_cluster(self) -> None:
-        """Make the launch request now (plan, model, server options), check it, run the doctor,
-        then launch that same request; refuse with the reason otherwise."""
-        from gui.cluster.launch import check_request
-
-        request = self.workspace.launch_request(self.editor.plan())
-        if request is None:
-            self.launch.refuse([self.tr("Open a model first.")])
-            return
-        errors = check_request(request, self.node_map.values(), self.engine,
-                               host_free_bytes=psutil.virtual_memory().available)
-        if any(f.code == "does-not-fit" for f in errors):
-            # (the editor shows the same estimate, per device and in the user's language)
-            self.launch.refuse([self.tr("The plan does not fit.")] + self.editor.problems() + [self.editor.fit_hint()])
-            self.tabs.setCurrentWidget(self.launch)
-            return
-        if any(f.code == "engine-missing" for f in errors):
-            self.launch.refuse([self.tr("The llama.cpp engine is missing; run herd engine install.")])
-            return
-        lost = [f.subject for f in errors if f.code in ("unreachable", "not-paired", "unknown-endpoint")]
-        if lost:
-            self.launch.refuse([self.tr("Not reachable or not paired: %1.").replace("%1", ", ".join(lost))])
-            return
-        self.settings.set("server/ctx", request.options.ctx)
-        self.tabs.setCurrentWidget(self.launch)
-        self.launch.begin(request.plan.n_slots)
-        call = self.session.preflight(request, self.engine)
-        call.finished.connect(lambda findings: self._after_preflight(findings, request))
-        call.failed.connect(lambda exc: self._launch_failed(str(exc)))
-
-    def _after_preflight(self, findings, request) -> None:
-        from gui.cluster.doctor import ERROR
-
-        self.launch.show_findings(findings)
-        errors = [f"{self.launch.subject_text(f)}: {f.message}" for f in findings if f.severity == ERROR]
-        if errors:
-            self.launch.set_state("stopped")
-            self.launch.refuse(errors)
-            return
-        self.launch.set_state("starting")
-        call = self.session.launch(self.engine.llama_server, request)
-        call.finished.connect(self._launched)
-        call.failed.connect(lambda exc: self._launch_failed(str(exc)))
-
-    @staticmethod
-    def _layout_of(plan):
-        # what llama.cpp will do with a plan; free memory in it changes all the time
-        return None if plan is None else (plan.host_layers, tuple((d.key, d.endpoint, c) for d, c in plan.assignments
-                                                                  if c))
-
-    def running_plan(self):
-        """The plan the cluster serves now (after a failover, the survivors' plan), or None."""
-        sup = self.session.launcher
-        launcher = getattr(sup, "launcher", None) if sup is not None else None
-        return getattr(launcher, "plan", None)
-
-    def _show_split_differs(self) -> None:
-        """While serving, say when the split shown is not the one running, with a way to use it."""
-        running = self.running_plan()
-        differs = (running is not None and self.launch.state == "ready"
-                   and self._layout_of(running) != self._layout_of(self.editor.plan()))
-        self.editor.set_differs_from_running(differs)
-        self.launch.start_button.setToolTip(
-            self.tr("The cluster is running. To use the split shown, press Relaunch with this split on "
-                    "the Split tab, or Stop first.") if running is not None else "")
-
-    def relaunch_with_shown_split(self) -> None:
-        """Stop the running cluster, then Start it again with the split shown."""
-        if self.session.launcher is None:
-            self.start_cluster()
-            return
-        self._relaunch_pending = True
-        self.editor.set_differs_from_running(False)
-        # Start again only once the stop has finished on the loop: a launch begun while the old
-        # one is still winding down would have its states and log taken by the old one's end.
-        call = self.stop_cluster()
-        call.finished.connect(lambda _=None: self._relaunch_after_stop())
-        call.failed.connect(lambda _=None: self._relaunch_after_stop())
-
-    def _relaunch_after_stop(self) -> None:
-        if self._relaunch_pending:
-            self._relaunch_pending = False
-            self.start_cluster()
-
-    def _launched(self, check) -> None:
-        self.launch.set_state("ready")
-        self._show_split_differs()
-        self._update_fastest_button()
-        if self.tray is not None:
-            self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", "ready"))
-        launcher = self.session.launcher
-        self.workspace.set_running(launcher.launcher.request if launcher is not None else None)
-        self.launch.show_placement(check, launcher.notes if launcher is not None else ())
-        self.launch.set_endpoint(self.session.server_url)
-        self.chat.set_send(self.session.chat_sender())
-        self.dashboard.clear()
-
-    def _launch_failed(self, message: str) -> None:
-        self.launch.set_state("failed", message)
-
-    def on_server_state(self, state: str, error: str) -> None:
-        """llama-server's state: launch panel, chat availability, tray."""
-        if state == "ready":
-            return  # _launched announces ready, together with the placement check
-        self.launch.set_state(state, error)
-        if state in ("failed", "stopped"):
-            if self.session.launcher is None:
-                self.workspace.set_running(None)
-            self.chat.set_send(None)
-            QTimer.singleShot(0, self._update_fastest_button)
-            QTimer.singleShot(0, self._show_split_differs)
-            if state == "failed":
-                self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
-                if self.session.launcher is not None:
-                    # The failover supervisor takes over from here (it relaunches, or waits for a
-                    # node or for the user); Stop stays the way out.
-                    self.launch.start_button.setEnabled(False)
-                    self.launch.stop_button.setEnabled(True)
-            elif self.session.launcher is not None:
-                # Stopped by the failover supervisor to relaunch (the user's Stop clears the
-                # launcher first): the chat waits for it, and Stop stays the way out.
-                self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
-                                                       "continues once it serves again."))
-                self.launch.start_button.setEnabled(False)
-                self.launch.stop_button.setEnabled(True)
-        if self.tray is not None:
-            self.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", state))
-
-    def on_failover(self, ev) -> None:
-        """What the failover supervisor says: a lost node, a countdown, serving again…"""
-        from gui.cluster import failover as F
-
-        self.failover_banner.show_event(ev, self.session.failover_nodes)
-        if ev.kind in (F.LOST, F.SERVER_EXITED):
-            # The reply in flight (if any) is marked interrupted by the chat pane; sending waits
-            # for the relaunch, after which the conversation so far is resent.
-            self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
-                                                   "continues once it serves again."))
-        bad = {F.LOST, F.NO_FIT, F.RECOVERY_FAILED, F.SERVER_EXITED}
-        color = "#2ca02c" if ev.kind == F.RECOVERED else ("#d62728" if ev.kind in bad else "#e6a700")
-        if ev.kind != F.COUNTDOWN_TICK:
-            self.launch.append_log(["[herd] " + ev.message, *ev.lines])
-        self.statusBar().showMessage(ev.message, 15000)
-        if ev.kind == F.RECOVERED:
-            sup = self.session.launcher
-            self.workspace.set_running(sup.launcher.request if sup is not None else None)
-            self.launch.set_state("ready")
-            self._show_split_differs()
-            self.launch.set_endpoint(self.session.server_url)
-            self.chat.set_send(self.session.chat_sender())
-        self.launch.set_status(ev.message, color)
-        if self.tray is not None:
-            self.tray.setToolTip("llama-herd: " + ev.message)
-
-    def stop_cluster(self):
-        """Stop llama-server and the workers the launch started; returns the bridge call."""
-        self.launch.set_state("stopping")
-        self.failover_banner.clear()
-        self.chat.stop()
-        self.chat.set_send(None)
-        return self.session.stop_launch()
-
-    # ------------------------------------------------------------ profiles
-
-    def export_profile_dialog(self) -> None:
-        """File → Export cluster profile…"""
-        if self.model is None or self.editor.plan() is None:
-            QMessageBox.information(self, self.tr("Export cluster profile"), self.tr("Open a model first."))
-            return
-        path, _ = QFileDialog.getSaveFileName(self, self.tr("Export cluster profile"), "cluster.json",
-                                              self.tr("Cluster profiles (*.json)"))
-        if path:
-            self.export_profile(path)
-
-    def export_profile(self, path: str):
-        """Write the current cluster (plan, model, nodes, engine, server options) to ``path``.
-
-        The model is hashed off the GUI thread; returns the bridge call."""
-        from gui.cluster.profile import export_profile
-
-        plan, model, options = self.editor.plan(), self.model, self.workspace.options
-        nodes = list(self.node_map.values())
-
-        async def go():
-            import asyncio
-            return await asyncio.to_thread(export_profile, path, plan=plan, model=model, nodes=nodes,
-                                           engine=self.engine, server=options)
-
-        call = self.bridge.submit(go(), "export profile")
-        call.finished.connect(lambda p: self.statusBar().showMessage(self.tr("Saved %1").replace("%1", str(p)), 10000))
-        call.failed.connect(lambda exc: QMessageBox.warning(self, self.tr("Export cluster profile"), str(exc)))
-        return call
-
-    def import_profile_dialog(self) -> None:
-        """File → Import cluster profile…: load, show the differences, apply on request."""
-        from gui.widgets.profile_dialog import ProfileDiffDialog
-
-        path, _ = QFileDialog.getOpenFileName(self, self.tr("Import cluster profile"), "",
-                                              self.tr("Cluster profiles (*.json);;All files (*)"))
-        if not path:
-            return
-        result = self.read_profile(path)
-        if result is None:
-            return
-        profile, findings = result
-        dlg = ProfileDiffDialog(path, profile, findings, self)
-        if dlg.exec() and dlg.apply_button.isEnabled():
-            self.apply_profile(profile)
-
-    def read_profile(self, path: str):
-        """``(profile, differences from the live cluster)``, or None after telling the user why not."""
-        from gui.cluster.model import ModelError, inspect_model
-        from gui.cluster.profile import ProfileError, diff_profile, load_profile
-
-        try:
-            profile = load_profile(path)
-        except (ProfileError, OSError) as exc:
-            QMessageBox.warning(self, self.tr("Import cluster profile"), str(exc))
-            return None
-        try:
-            info = inspect_model(profile.model.path)
-        except (ModelError, OSError):
-            info = None
-        return profile, diff_profile(profile, list(self.node_map.values()), self.engine.build, info)
-
-    def apply_profile(self, profile) -> bool:
-        """Open the profile's model and show its plan on the nodes as they are now (matched by
-        node id: their current addresses and free memory). A profile whose nodes are not all
-        here is refused: its plan would name endpoints nobody listens on (#17)."""
-        from gui.cluster.profile import bind_to_devices, rebind_plan
-
-        used = {d.node_id for d, c in profile.plan.assignments if c and d.kind == "rpc"}
-        live = {d.node_id for d in self.planned_devices()}
-        gone = sorted(profile.nodes[n].name if n in profile.nodes else n for n in used - live)
-        if gone:
-            QMessageBox.warning(self, self.tr("Import cluster profile"),
-                                self.tr("The profile uses %1, which this computer cannot reach or is not paired "
-                                        "with. Start their herd-agent and pair with them, then import again.")
-                                .replace("%1", ", ".join(gone)))
-            return False
-        if not self.open_model(profile.model.path):
-            return False
-        self.workspace.set_options(ctx=profile.server.ctx, host=profile.server.host, port=profile.server.port,
-                                   alias=profile.server.alias, extra_args=profile.server.extra_args)
-        self.editor.apply_plan(bind_to_devices(rebind_plan(profile, list(self.node_map.values())),
-                                               self.planned_devices()))
-        self.tabs.setCurrentWidget(self.editor)
-        return True
 
     # ------------------------------------------------------------ demo
 
@@ -862,10 +564,11 @@ class MainWindow(QMainWindow):
         s.set("window/geometry", self.saveGeometry())
         s.set("window/splitter", self.splitter.saveState())
         s.set("window/tab", self.tabs.currentIndex())
-        s.set("server/ctx", self.editor.ctx.value())
-        s.set("chat/system", self.chat.system_edit.text())
-        s.set("chat/temperature", self.chat.temperature.value())
-        s.set("chat/max_tokens", self.chat.max_tokens.value())
+        s.set("server/ctx", self.workspace.options.ctx)
+        chat = self.chat.chat_settings()
+        s.set("chat/system", chat["system"])
+        s.set("chat/temperature", chat["temperature"])
+        s.set("chat/max_tokens", chat["max_tokens"])
         s.sync()
         self.chat.stop()
         self._host_timer.stop()

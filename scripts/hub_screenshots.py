@@ -75,7 +75,7 @@ def render(lang: str, out: Path) -> Path:
             dlg.table.selectRow(row)
             dlg.download_button.click()
             _wait(app, lambda: win.model is not None, 60, "download")
-            call = win.find_fastest()
+            call = win.launch_flow.find_fastest()
             if call is None:
                 raise SystemExit("the Fastest measurement did not start")
             finished = []

@@ -166,7 +166,7 @@ def render(lang: str, out: Path) -> list[Path]:
         p = out / f"{lang}-chat-dashboard.png"
         win.grab().save(str(p))
         written.append(p)
-        win.stop_cluster()
+        win.launch_flow.stop()
         _wait(app, lambda: win.launch.state == "stopped", 30, "stop")
     finally:
         win.close()

@@ -20,6 +20,7 @@ import httpx
 
 from agent import protocol as P
 from agent.engine import EngineError, data_dir, find_engine
+from gui.cluster.launcher import die_with_parent
 
 LOOPBACK = "127.0.0.1"
 
@@ -124,7 +125,8 @@ class DemoCluster:
                     common + ["--name", name, "--bind", LOOPBACK, "--api-port", str(a.api_port),
                               "--rpc-port", str(a.rpc_port), "--echo-port", str(a.echo_port),
                               "--mdns-interfaces", LOOPBACK, "run"],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
                 log.close()
                 self.agents.append(a)
             for a in self.agents:

@@ -42,6 +42,7 @@ from enum import Enum
 from agent.client import AgentError
 from agent.protocol import WorkerState
 from gui.cluster.health import NodeHealth, describe_loss
+from gui.cluster.launch import nodes_for_plan
 from agent.i18n import translate
 from gui.cluster.launcher import FAILED, NO_REPACK_FLAG, ClusterLauncher, LaunchError, devices_from_status
 
@@ -273,7 +274,7 @@ class ClusterSupervisor:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def _make_launcher(self, plan) -> ClusterLauncher:
-        nodes = {nid: n for nid, n in self.nodes.items() if n.rpc_endpoint in plan.rpc_endpoints()}
+        nodes = {n.id: n for n in nodes_for_plan(plan, self.nodes.values())}
         launcher = ClusterLauncher(self.llama_server, self.request.with_plan(plan), nodes, self.client_for,
                                worker_timeout=20.0)
         launcher.on_transfer = lambda ev: self.on_transfer and self.on_transfer(ev)
@@ -566,7 +567,7 @@ class ClusterSupervisor:
                                         host_free_bytes=self.host_free_bytes())
             bad = P.misfits(P.estimate(plan, self.model_info, self.request.options.ctx,
                                        host_free_bytes=self.host_free_bytes()))
-            used = [n.name for n, _ in survivors if n.rpc_endpoint in plan.rpc_endpoints()]
+            used = [n.name for n in nodes_for_plan(plan, [n for n, _ in survivors], strict=False)]
             self._pending_plan = plan
             if bad:
                 self._emit(NO_FIT, translate(

@@ -66,12 +66,13 @@ class LaunchRequest:
         return replace(self, options=options)
 
 
-def nodes_for_plan(plan: "Plan", nodes: Iterable) -> list:
+def nodes_for_plan(plan: "Plan", nodes: Iterable, *, strict: bool = True) -> list:
     """The nodes whose workers ``plan`` uses, in ``--rpc`` order.
 
     ``nodes`` are :class:`~gui.cluster.nodes.Node` records (any order, more than the plan needs
-    is fine). Raises :class:`LaunchError` (code ``unknown-endpoint``) naming an endpoint that no
-    node serves. This is the one place that answers "which nodes does this plan use".
+    is fine). An endpoint that no node serves raises :class:`LaunchError` (code
+    ``unknown-endpoint``) naming it, or with ``strict`` false is left out. This is the one place
+    that answers "which nodes does this plan use".
     """
     by_endpoint = {}
     for n in nodes:
@@ -81,6 +82,8 @@ def nodes_for_plan(plan: "Plan", nodes: Iterable) -> list:
             by_endpoint[n.rpc_endpoint] = n
     out = []
     for ep in plan.rpc_endpoints():
+        if ep not in by_endpoint and not strict:
+            continue
         if ep not in by_endpoint:
             raise LaunchError(translate("Launcher", "the plan uses {endpoint}, which is not a known node's RPC "
                                         "endpoint").format(endpoint=ep), code="unknown-endpoint")
@@ -111,7 +114,7 @@ def check_request(request: LaunchRequest, nodes: Iterable, engine, *,
         used = nodes_for_plan(request.plan, nodes)
     except LaunchError as exc:
         findings.append(_error("plan", str(exc), exc.code or "unknown-endpoint"))
-        used = [n for n in nodes if n.rpc_endpoint in set(request.plan.rpc_endpoints())]
+        used = nodes_for_plan(request.plan, nodes, strict=False)
     for n in used:
         if not n.reachable:
             findings.append(_error(n.name, translate("Launcher", "not reachable"), "unreachable"))
@@ -130,8 +133,7 @@ async def preflight(request: LaunchRequest, nodes: Iterable, client_for: Callabl
     nodes = list(nodes)
     findings = check_request(request, nodes, engine, host_free_bytes=host_free_bytes)
     if doctor:
-        eps = set(request.plan.rpc_endpoints())
-        ready = [n for n in nodes if n.rpc_endpoint in eps and n.reachable and n.paired]
+        ready = [n for n in nodes_for_plan(request.plan, nodes, strict=False) if n.reachable and n.paired]
         findings += await doc.check_cluster(ready, client_for, engine)
     return findings
 

@@ -185,9 +185,10 @@ def explain_failure(lines: list[str], returncode: int | None, was_ready: bool = 
 
 # --- supervising llama-server -----------------------------------------------------------------
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    # Linux: if herd itself is killed (-9), the kernel sends the server SIGTERM, so a crash of
-    # the master never leaves a llama-server holding the workers.
+def die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """``preexec_fn`` of a child herd starts: on Linux, if herd itself is killed (-9), the kernel
+    sends the child SIGTERM, so a crash of the master never leaves a llama-server holding the
+    workers, nor the demo's agents announcing themselves."""
     try:
         import ctypes
         ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -265,7 +266,7 @@ class ServerProcess:
         log.info("starting %s", " ".join(argv))
         kw: dict = {}
         if sys.platform.startswith("linux"):
-            kw["preexec_fn"] = _die_with_parent
+            kw["preexec_fn"] = die_with_parent
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,

@@ -78,8 +78,7 @@ async def open_forwarders(pairs) -> dict[str, Forwarder]:
         for node, client in pairs:
             if node.rpc_endpoint in out:
                 continue
-            rpc = ((await client.status()).get("rpc") or {})
-            if rpc.get("exposure") == "open":
+            if (await client.status()).rpc.exposure == "open":
                 log.warning("%s runs its RPC worker with exposure 'open': the link to it is neither "
                             "encrypted nor authenticated", node.name)
                 continue
@@ -135,8 +134,7 @@ async def forwarded(endpoint: str | None, client):
     if not endpoint or client is None or getattr(client, "pinned", None) is None:
         yield endpoint
         return
-    rpc = (await client.status()).get("rpc") or {}
-    if rpc.get("exposure") == "open":
+    if (await client.status()).rpc.exposure == "open":
         yield endpoint
         return
     host, _, port = endpoint.rpartition(":")

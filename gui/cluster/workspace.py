@@ -141,7 +141,6 @@ class Workspace:
         """Whether the launch serving now has layers on ``node``."""
         if self.running is None:
             return False
-        try:
-            return any(n.id == node.id for n in nodes_for_plan(self.running.plan, self.nodes.values()))
-        except Exception:  # a node of the running plan is gone from the list: compare endpoints
-            return node.rpc_endpoint in self.running.plan.rpc_endpoints()
+        # (the node's own record counts even while discovery reports it gone)
+        known = {**self.nodes, node.id: node}.values()
+        return any(n.id == node.id for n in nodes_for_plan(self.running.plan, known, strict=False))

@@ -222,6 +222,17 @@ class ChatPane(QWidget):
         if self.send_text(self.input.toPlainText()):
             self.input.clear()
 
+    def apply_settings(self, system: str, temperature: float, max_tokens: int) -> None:
+        """Show the remembered system prompt, temperature and reply length."""
+        self.system_edit.setText(system)
+        self.temperature.setValue(temperature)
+        self.max_tokens.setValue(max_tokens)
+
+    def chat_settings(self) -> dict:
+        """``{"system", "temperature", "max_tokens"}`` as the user set them (to remember)."""
+        return {"system": self.system_edit.text(), "temperature": self.temperature.value(),
+                "max_tokens": self.max_tokens.value()}
+
     def request_messages(self) -> list[dict]:
         """What the next request sends: the system prompt (if any), then the conversation by
         the rules of :meth:`~gui.cluster.conversation.Conversation.request_messages`."""

@@ -233,6 +233,16 @@ class LaunchPanel(QWidget):
         self.log.setPlainText("\n".join(lines))
         self.log.verticalScrollBar().setValue(self.log.verticalScrollBar().maximum())
 
+    def hold_for_recovery(self) -> None:
+        """The failover supervisor has the cluster (it relaunches, or waits for a node or the
+        user): Start is off, Stop stays the way out."""
+        self.start_button.setEnabled(False)
+        self.stop_button.setEnabled(True)
+
+    def set_start_hint(self, text: str) -> None:
+        """What hovering Start says ("" for nothing)."""
+        self.start_button.setToolTip(text)
+
     def set_state(self, state: str, error: str = "") -> None:
         """llama-server's state, as the launcher reports it."""
         self.state = state

@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFrame, QGridLayout, Q
                                QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
 
 from agent.identity import display_fingerprint
-from agent.protocol import AgentStatus, WorkerState
 from gui.widgets.wrapping_label import WrappingLabel
 
 GiB = 1 << 30
@@ -166,10 +165,10 @@ class NodeCard(QFrame):
         return names.get(state, state)
 
     def show_status(self, status) -> None:
-        """Show an agent ``status`` (:class:`~agent.protocol.AgentStatus`: hardware, load,
-        devices, NICs, worker state)."""
-        status = AgentStatus.of(status)
-        rpc_state = status.rpc.state.value if status.rpc.state != WorkerState.UNKNOWN else None
+        """Show an agent's status (an :class:`~agent.protocol.AgentStatus`, as the telemetry
+        samples carry it: hardware, load, devices, NICs, worker state)."""
+        rpc_state = status.rpc.state.value
+        rpc_state = None if rpc_state == "unknown" else rpc_state
         if rpc_state is not None and self.state.text() != self.tr("lost"):
             # fresher than the mDNS record, which may lag behind
             self.state.setText(self._state_text(rpc_state))

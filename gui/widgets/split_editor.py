@@ -87,6 +87,7 @@ class SplitEditor(QWidget):
 
     Signals:
         planChanged(object): the current :class:`Plan` changed (or became None).
+        ctxChanged(int): the user changed the context size.
         fastestRequested(): the user asked for the fastest plan (the app computes it off-thread
             and calls :meth:`apply_plan`).
 
@@ -97,6 +98,7 @@ class SplitEditor(QWidget):
     """
 
     planChanged = Signal(object)
+    ctxChanged = Signal(int)
     fastestRequested = Signal()
     relaunchRequested = Signal()
 
@@ -198,6 +200,7 @@ class SplitEditor(QWidget):
         self.undo_button.clicked.connect(self.undo)
         self.redo_button.clicked.connect(self.redo)
         self.ctx.valueChanged.connect(lambda v: self.split.set_ctx(int(v)))
+        self.ctx.valueChanged.connect(lambda v: self.ctxChanged.emit(int(v)))
         self.split.subscribe(self._on_split_changed)
         self.copy_command_button.clicked.connect(
             lambda: (QGuiApplication.clipboard().setText(self.command.toPlainText()),
@@ -244,6 +247,19 @@ class SplitEditor(QWidget):
             text += " " + self.tr("A %1-token prompt: first token after %2 s.").replace(
                 "%1", str(result.prompt.n_prompt)).replace("%2", f"{result.prompt.total_s:.2f}")
         return text
+
+    def fastest_objective(self) -> str:
+        """What *Fastest* optimises, as the user chose: ``chat`` or ``documents``."""
+        return self.fastest_for.currentData()
+
+    def set_ctx(self, ctx: int) -> None:
+        """Show the context size (the workspace's); the editor's box emits ``ctxChanged`` on edits."""
+        if self.ctx.value() != ctx:
+            self.ctx.setValue(ctx)
+
+    def show_summary(self, text: str) -> None:
+        """Say ``text`` where the plan's summary goes (until the plan changes)."""
+        self.summary.setText(text)
 
     def set_note(self, text: str) -> None:
         """A sentence under the summary on why the split is what it is ("" hides it); the next

@@ -2482,4 +2482,94 @@
         <translation>{node} 已有 {seconds} 秒没有收到数据</translation>
     </message>
 </context>
+<context>
+    <name>LaunchFlow</name>
+    <message>
+        <source>Measuring the nodes to find the fastest split…</source>
+        <translation>正在测量各节点以寻找最快的分层方案…</translation>
+    </message>
+    <message>
+        <source>Could not find the fastest split: %1</source>
+        <translation>无法找到最快的分层方案：%1</translation>
+    </message>
+    <message>
+        <source>Fastest keeps all %1 layer slots on this computer: by the measurements, sending each token's activations to the nodes and back costs more time than their share of the work saves.</source>
+        <translation>“最快”把全部 %1 个层位留在本机：按测量结果，每个词元把激活值发到节点再取回所花的时间，比节点分担计算所省下的时间更多。</translation>
+    </message>
+    <message>
+        <source>Fastest leaves %1 out: by the measurements, using it would make each token slower.</source>
+        <translation>“最快”未使用 %1：按测量结果，用上它会让每个词元更慢。</translation>
+    </message>
+    <message>
+        <source>(%1 run on this computer too, so they add no computing power.)</source>
+        <translation>（%1 也运行在本机上，因此不会增加算力。）</translation>
+    </message>
+    <message>
+        <source>Open a model first.</source>
+        <translation>请先打开一个模型。</translation>
+    </message>
+    <message>
+        <source>The llama.cpp engine is missing; run herd engine install.</source>
+        <translation>缺少 llama.cpp 引擎，请运行 herd engine install。</translation>
+    </message>
+    <message>
+        <source>Stop the cluster first: measuring needs the nodes' workers free.</source>
+        <translation>请先停止集群：测量需要节点的工作进程空闲。</translation>
+    </message>
+    <message>
+        <source>The plan does not fit.</source>
+        <translation>该方案内存不足。</translation>
+    </message>
+    <message>
+        <source>Not reachable or not paired: %1.</source>
+        <translation>无法连接或未配对：%1。</translation>
+    </message>
+    <message>
+        <source>The cluster is running. To use the split shown, press Relaunch with this split on the Split tab, or Stop first.</source>
+        <translation>集群正在运行。要使用所示的分层，请在“分层”页按“用此分层重新启动”，或先停止。</translation>
+    </message>
+    <message>
+        <source>llama-herd: %1</source>
+        <translation>llama-herd：%1</translation>
+    </message>
+    <message>
+        <source>llama-server stopped: %1</source>
+        <translation>llama-server 已停止：%1</translation>
+    </message>
+    <message>
+        <source>The cluster is recovering; the conversation continues once it serves again.</source>
+        <translation>集群正在恢复；恢复服务后可继续对话。</translation>
+    </message>
+</context>
+<context>
+    <name>ProfileActions</name>
+    <message>
+        <source>Export cluster profile</source>
+        <translation>导出集群配置</translation>
+    </message>
+    <message>
+        <source>Open a model first.</source>
+        <translation>请先打开一个模型。</translation>
+    </message>
+    <message>
+        <source>Cluster profiles (*.json)</source>
+        <translation>集群配置 (*.json)</translation>
+    </message>
+    <message>
+        <source>Saved %1</source>
+        <translation>已保存 %1</translation>
+    </message>
+    <message>
+        <source>Import cluster profile</source>
+        <translation>导入集群配置</translation>
+    </message>
+    <message>
+        <source>Cluster profiles (*.json);;All files (*)</source>
+        <translation>集群配置 (*.json);;所有文件 (*)</translation>
+    </message>
+    <message>
+        <source>The profile uses %1, which this computer cannot reach or is not paired with. Start their herd-agent and pair with them, then import again.</source>
+        <translation>该配置使用了 %1，本机无法连接或尚未与其配对。请启动它们的 herd-agent 并完成配对，然后重新导入。</translation>
+    </message>
+</context>
 </TS>

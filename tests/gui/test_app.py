@@ -110,13 +110,13 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     # 6. export the running cluster; change the split; import shows no difference and restores it
     exported = win.editor.plan()
     profile_path = tmp_path / "cluster.json"
-    with qtbot.waitSignal(win.export_profile(str(profile_path)).finished, timeout=30000):
+    with qtbot.waitSignal(win.profiles.export(str(profile_path)).finished, timeout=30000):
         pass
     win.editor.reset_by_memory()
     assert win.editor.plan() != exported
-    profile, findings = win.read_profile(str(profile_path))
+    profile, findings = win.profiles.read(str(profile_path))
     assert findings == [], [str(f) for f in findings]
-    assert win.apply_profile(profile)
+    assert win.profiles.apply(profile)
     assert win.editor.plan().counts() == exported.counts() and win.editor.plan().host_layers == 2
     assert [d.endpoint for d in win.editor.plan().devices()] == [d.endpoint for d in exported.devices()]
     # a profile naming a node that is not here: the difference is named before launch
@@ -129,7 +129,7 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
             a["device"]["node_id"] = "gone-node"
     other = tmp_path / "other.json"
     other.write_text(json.dumps(doc))
-    _, findings = win.read_profile(str(other))
+    _, findings = win.profiles.read(str(other))
     assert any(f.severity == "error" and "missing" in f.message for f in findings)
 
     # 7. chat through the cluster; the dashboard gets server metrics
@@ -187,7 +187,7 @@ def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_mo
     with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
         assert win.chat.send_text("still there?")
     assert sig.args[0].pieces == 4, win.chat.status.text()
-    win.stop_cluster()
+    win.launch_flow.stop()
     qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
     qtbot.waitUntil(lambda: all((win.node_status[i].get("rpc") or {}).get("state") == "stopped"
                                 for i in ids.values()), timeout=15000)
@@ -216,10 +216,10 @@ def test_fastest_measures_the_nodes_and_applies_a_plan(qtbot, window, agents, de
     win.editor.fastest_for.setCurrentIndex(win.editor.fastest_for.findData("documents"))  # (#16)
     qtbot.mouseClick(win.editor.fastest_button, Qt.MouseButton.LeftButton)
     assert not win.editor.fastest_button.isEnabled()  # one measurement at a time
-    with qtbot.waitSignal(win.fastest_call.done, timeout=240000):
+    with qtbot.waitSignal(win.launch_flow.fastest_call.done, timeout=240000):
         pass
-    assert not win.fastest_call.future.exception(), win.editor.summary.text()
-    plan = win.fastest_call.future.result()
+    assert not win.launch_flow.fastest_call.future.exception(), win.editor.summary.text()
+    plan = win.launch_flow.fastest_call.future.result()
     assert plan is not None and plan.n_slots == win.model.n_layer + 1
     assert win.editor.plan() == plan and win.editor.problems() == []
     # optimised for documents, and both predicted figures are shown with the plan
@@ -259,11 +259,11 @@ def test_bad_profile_is_refused_with_the_field_named(qtbot, window, tmp_path, mo
     monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text, *a: shown.append(text))
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "llama-herd-profile", "version": 99}')
-    assert window.read_profile(str(bad)) is None
+    assert window.profiles.read(str(bad)) is None
     assert shown and "version" in shown[0]
     garbage = tmp_path / "garbage.json"
     garbage.write_text("not json at all")
-    assert window.read_profile(str(garbage)) is None
+    assert window.profiles.read(str(garbage)) is None
     assert len(shown) == 2
 
 

@@ -193,7 +193,7 @@ def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents,
     qtbot.waitUntil(lambda: any(e.kind == F.RECOVERED for e in events[seen:]), timeout=60000)
     assert _health(url) == 200
 
-    win.stop_cluster()
+    win.launch_flow.stop()
     qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
     assert banner.isHidden()
 
@@ -225,5 +225,5 @@ def test_a_node_that_returns_is_offered_and_used_again(qtbot, window, agents, de
     qtbot.waitUntil(lambda: sum(e.kind == F.RECOVERED for e in events) == 2, timeout=60000)
     assert sorted(n.name for n in win.session.launcher.launcher.planned_nodes()) == ["demo-a", "demo-b"]
     assert win.session.server_url == url and _health(url) == 200
-    win.stop_cluster()
+    win.launch_flow.stop()
     qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)

@@ -69,5 +69,5 @@ def test_killed_worker_restarted_by_its_agent(qtbot, window, agents, demo_model,
         assert banner.title.text() == "demo-b was lost"
         assert "demo-b" not in banner.countdown.text(), banner.countdown.text()
     assert banner.cancel_button.isVisible() and banner.recover_button.isVisible()
-    win.stop_cluster()
+    win.launch_flow.stop()
     qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)

@@ -29,5 +29,5 @@ def test_routine_lines_hidden_and_newest_in_view(qtbot, make_window, agents, dem
     assert sb.value() == sb.maximum()
     click(qtbot, panel.debug_box)
     assert IDLE not in panel.log.toPlainText()
-    win.stop_cluster()
+    win.launch_flow.stop()
     qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)

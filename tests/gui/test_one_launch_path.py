@@ -26,9 +26,9 @@ def test_app_start_and_herd_up_run_the_same_command_line(qtbot, make_window, age
     assert app_argv[app_argv.index("--alias") + 1] == demo_model.stem
     # the same plan and options, saved from the window and served by `herd up`
     profile = tmp_path / "cluster.json"
-    with qtbot.waitSignal(win.export_profile(str(profile)).finished, timeout=30000):
+    with qtbot.waitSignal(win.profiles.export(str(profile)).finished, timeout=30000):
         pass
-    with qtbot.waitSignal(win.stop_cluster().done, timeout=30000):
+    with qtbot.waitSignal(win.launch_flow.stop().done, timeout=30000):
         pass
     qtbot.waitUntil(lambda: win.launch.state == "stopped", timeout=30000)
 

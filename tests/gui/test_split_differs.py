@@ -25,7 +25,7 @@ def test_edit_while_serving_then_relaunch(qtbot, make_window, agents, demo_model
     assert ed.differs.isHidden()
     bar = win.tabs.tabBar()
     qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(0).center())
-    running = win.running_plan()
+    running = win.launch_flow.running_plan()
 
     # one slot more on the host: not what runs
     start = ed.bar.handle_pos(0).toPoint()
@@ -44,8 +44,8 @@ def test_edit_while_serving_then_relaunch(qtbot, make_window, agents, demo_model
     click(qtbot, ed.relaunch_button)
     qtbot.waitUntil(lambda: win.launch.state == "stopped" or win.session.launcher is None, timeout=30000)
     qtbot.waitUntil(lambda: win.launch.state == "ready", timeout=120000)
-    assert win.running_plan().host_layers == shown.host_layers
-    assert win._layout_of(win.running_plan()) == win._layout_of(ed.plan())
+    assert win.launch_flow.running_plan().host_layers == shown.host_layers
+    assert win.launch_flow.layout_of(win.launch_flow.running_plan()) == win.launch_flow.layout_of(ed.plan())
     assert ed.differs.isHidden()
-    win.stop_cluster()
+    win.launch_flow.stop()
     qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)

@@ -110,7 +110,7 @@ def test_fastest_says_why_it_leaves_nodes_out(qtbot, make_window, agents, demo_m
     qtbot.waitUntil(lambda: len(win.editor.plan().devices()) == 2, timeout=20000)
     qtbot.waitUntil(lambda: win.editor.fastest_button.isEnabled(), timeout=5000)
     click(qtbot, win.editor.fastest_button)
-    qtbot.waitUntil(lambda: win.fastest_call is not None and win.fastest_call.future.done(), timeout=240000)
+    qtbot.waitUntil(lambda: win.launch_flow.fastest_call is not None and win.launch_flow.fastest_call.future.done(), timeout=240000)
     qtbot.waitUntil(lambda: win.editor.fastest_button.isEnabled(), timeout=5000)
     plan = win.editor.plan()
     used = {d.node_name for d, c in plan.assignments if c}

@@ -1,0 +1,248 @@
+"""Start, Stop, Relaunch and Fastest in the window, and what the cluster says back.
+
+:class:`LaunchFlow` connects the views that take part in a launch — the split editor, the
+launch panel, the chat pane, the failover banner, the dashboard — with the
+:class:`~gui.cluster.workspace.Workspace` and the :class:`~gui.session.ClusterSession`. A click on
+Start makes a :class:`~gui.cluster.launch.LaunchRequest` from the workspace at that moment,
+checks it at once (:func:`~gui.cluster.launch.check_request`), runs the doctor
+(:meth:`~gui.session.ClusterSession.preflight`) and launches that same request; the session's
+signals then drive the views. The window builds it and wires the views' intentions to it.
+"""
+
+from __future__ import annotations
+
+import psutil
+from PySide6.QtCore import QObject, QTimer
+
+
+class LaunchFlow(QObject):
+    """The launch-related half of the main window (see the module docstring).
+
+    Attributes:
+        win: the :class:`~gui.app.MainWindow` (its tabs, status bar and tray).
+        session, workspace, engine, settings: what a launch uses.
+        editor, launch, chat, banner, dashboard: the views it drives.
+        fastest_call: the bridge call of the last *Fastest* search, or None.
+    """
+
+    def __init__(self, win) -> None:
+        super().__init__(win)
+        self.win = win
+        self.session, self.workspace = win.session, win.workspace
+        self.engine, self.settings = win.engine, win.settings
+        self.editor, self.launch, self.chat = win.editor, win.launch, win.chat
+        self.banner, self.dashboard = win.failover_banner, win.dashboard
+        self.fastest_call = None
+        self._relaunch_pending = False
+
+    def find_fastest(self):
+        """Ask the planner for the fastest split (measures the nodes first, once per model)."""
+        if self.workspace.model is None or not self.engine.complete or self.session.launcher is not None:
+            return None
+        self.editor.set_fastest_available(False)
+        self.editor.show_summary(self.tr("Measuring the nodes to find the fastest split…"))
+        devices = self.workspace.planned_devices()
+        self.session.fastest_for = self.editor.fastest_objective()  # chat or documents (#16)
+        call = self.session.fastest(self.engine, self.workspace.model, devices, self.workspace.options.ctx,
+                                    psutil.virtual_memory().available)
+        call.finished.connect(lambda plan, devices=devices: self._show_fastest(plan, devices))
+        call.failed.connect(lambda exc: self.editor.show_summary(
+            self.tr("Could not find the fastest split: %1").replace("%1", str(exc))))
+        call.done.connect(self.update_fastest_button)
+        self.fastest_call = call
+        return call
+
+    def _show_fastest(self, plan, devices) -> None:
+        """Show the fastest plan, and say why when it leaves nodes out (or keeps all on the host)."""
+        self.editor.apply_plan(plan)
+        used = {d.node_id for d, c in plan.assignments if c}
+        names = {d.node_id: d.node_name for d in devices}
+        left_out = [names[nid] for nid in dict.fromkeys(d.node_id for d in devices) if nid not in used]
+        note = ""
+        if devices and not used:
+            note = self.tr("Fastest keeps all %1 layer slots on this computer: by the measurements, sending "
+                           "each token's activations to the nodes and back costs more time than their share "
+                           "of the work saves.").replace("%1", str(plan.n_slots))
+        elif left_out:
+            note = self.tr("Fastest leaves %1 out: by the measurements, using it would make each token "
+                           "slower.").replace("%1", ", ".join(left_out))
+        local = sorted({names[d.node_id] for d in devices if d.endpoint
+                        and d.endpoint.rsplit(":", 1)[0].strip("[]") in ("127.0.0.1", "::1", "localhost")})
+        if note and local:
+            note += " " + self.tr("(%1 run on this computer too, so they add no computing power.)").replace(
+                "%1", ", ".join(local))
+        note = " ".join(t for t in (self.editor.predicted_text(self.session.last_fastest), note) if t)
+        self.editor.set_note(note)
+
+    def update_fastest_button(self) -> None:
+        why = ""
+        if self.workspace.model is None:
+            why = self.tr("Open a model first.")
+        elif not self.engine.complete:
+            why = self.tr("The llama.cpp engine is missing; run herd engine install.")
+        elif self.session.launcher is not None:
+            why = self.tr("Stop the cluster first: measuring needs the nodes' workers free.")
+        self.editor.set_fastest_available(not why, why)
+
+    # ------------------------------------------------------------ launch
+
+    def start(self) -> None:
+        """Make the launch request now (plan, model, server options), check it, run the doctor,
+        then launch that same request; refuse with the reason otherwise."""
+        from gui.cluster.launch import check_request
+
+        request = self.workspace.launch_request(self.editor.plan())
+        if request is None:
+            self.launch.refuse([self.tr("Open a model first.")])
+            return
+        errors = check_request(request, self.workspace.nodes.values(), self.engine,
+                               host_free_bytes=psutil.virtual_memory().available)
+        if any(f.code == "does-not-fit" for f in errors):
+            # (the editor shows the same estimate, per device and in the user's language)
+            self.launch.refuse([self.tr("The plan does not fit.")] + self.editor.problems() + [self.editor.fit_hint()])
+            self.win.tabs.setCurrentWidget(self.launch)
+            return
+        if any(f.code == "engine-missing" for f in errors):
+            self.launch.refuse([self.tr("The llama.cpp engine is missing; run herd engine install.")])
+            return
+        lost = [f.subject for f in errors if f.code in ("unreachable", "not-paired", "unknown-endpoint")]
+        if lost:
+            self.launch.refuse([self.tr("Not reachable or not paired: %1.").replace("%1", ", ".join(lost))])
+            return
+        self.settings.set("server/ctx", request.options.ctx)
+        self.win.tabs.setCurrentWidget(self.launch)
+        self.launch.begin(request.plan.n_slots)
+        call = self.session.preflight(request, self.engine)
+        call.finished.connect(lambda findings: self._after_preflight(findings, request))
+        call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+
+    def _after_preflight(self, findings, request) -> None:
+        from gui.cluster.doctor import ERROR
+
+        self.launch.show_findings(findings)
+        errors = [f"{self.launch.subject_text(f)}: {f.message}" for f in findings if f.severity == ERROR]
+        if errors:
+            self.launch.set_state("stopped")
+            self.launch.refuse(errors)
+            return
+        self.launch.set_state("starting")
+        call = self.session.launch(self.engine.llama_server, request)
+        call.finished.connect(self._launched)
+        call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+
+    @staticmethod
+    def layout_of(plan):
+        """What llama.cpp will do with ``plan`` (host slots, then each holding device and its
+        count), to compare two plans by: the free memory in them changes all the time."""
+        return None if plan is None else (plan.host_layers, tuple((d.key, d.endpoint, c) for d, c in plan.assignments
+                                                                  if c))
+
+    def running_plan(self):
+        """The plan the cluster serves now (after a failover, the survivors' plan), or None."""
+        sup = self.session.launcher
+        launcher = getattr(sup, "launcher", None) if sup is not None else None
+        return getattr(launcher, "plan", None)
+
+    def show_split_differs(self) -> None:
+        """While serving, say when the split shown is not the one running, with a way to use it."""
+        running = self.running_plan()
+        differs = (running is not None and self.launch.state == "ready"
+                   and self.layout_of(running) != self.layout_of(self.editor.plan()))
+        self.editor.set_differs_from_running(differs)
+        self.launch.set_start_hint(
+            self.tr("The cluster is running. To use the split shown, press Relaunch with this split on "
+                    "the Split tab, or Stop first.") if running is not None else "")
+
+    def relaunch_with_shown_split(self) -> None:
+        """Stop the running cluster, then Start it again with the split shown."""
+        if self.session.launcher is None:
+            self.start()
+            return
+        self._relaunch_pending = True
+        self.editor.set_differs_from_running(False)
+        # Start again only once the stop has finished on the loop: a launch begun while the old
+        # one is still winding down would have its states and log taken by the old one's end.
+        call = self.stop()
+        call.finished.connect(lambda _=None: self._relaunch_after_stop())
+        call.failed.connect(lambda _=None: self._relaunch_after_stop())
+
+    def _relaunch_after_stop(self) -> None:
+        if self._relaunch_pending:
+            self._relaunch_pending = False
+            self.start()
+
+    def _launched(self, check) -> None:
+        self.launch.set_state("ready")
+        self.show_split_differs()
+        self.update_fastest_button()
+        if self.win.tray is not None:
+            self.win.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", "ready"))
+        launcher = self.session.launcher
+        self.workspace.set_running(launcher.launcher.request if launcher is not None else None)
+        self.launch.show_placement(check, launcher.notes if launcher is not None else ())
+        self.launch.set_endpoint(self.session.server_url)
+        self.chat.set_send(self.session.chat_sender())
+        self.dashboard.clear()
+
+    def _launch_failed(self, message: str) -> None:
+        self.launch.set_state("failed", message)
+
+    def on_server_state(self, state: str, error: str) -> None:
+        """llama-server's state: launch panel, chat availability, tray."""
+        if state == "ready":
+            return  # _launched announces ready, together with the placement check
+        self.launch.set_state(state, error)
+        if state in ("failed", "stopped"):
+            if self.session.launcher is None:
+                self.workspace.set_running(None)
+            self.chat.set_send(None)
+            QTimer.singleShot(0, self.update_fastest_button)
+            QTimer.singleShot(0, self.show_split_differs)
+            if state == "failed":
+                self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
+                if self.session.launcher is not None:
+                    # The failover supervisor takes over from here (it relaunches, or waits for a
+                    # node or for the user); Stop stays the way out.
+                    self.launch.hold_for_recovery()
+            elif self.session.launcher is not None:
+                # Stopped by the failover supervisor to relaunch (the user's Stop clears the
+                # launcher first): the chat waits for it, and Stop stays the way out.
+                self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
+                                                       "continues once it serves again."))
+                self.launch.hold_for_recovery()
+        if self.win.tray is not None:
+            self.win.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", state))
+
+    def on_failover(self, ev) -> None:
+        """What the failover supervisor says: a lost node, a countdown, serving again…"""
+        from gui.cluster import failover as F
+
+        self.banner.show_event(ev, self.session.failover_nodes)
+        if ev.kind in (F.LOST, F.SERVER_EXITED):
+            # The reply in flight (if any) is marked interrupted by the chat pane; sending waits
+            # for the relaunch, after which the conversation so far is resent.
+            self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
+                                                   "continues once it serves again."))
+        bad = {F.LOST, F.NO_FIT, F.RECOVERY_FAILED, F.SERVER_EXITED}
+        color = "#2ca02c" if ev.kind == F.RECOVERED else ("#d62728" if ev.kind in bad else "#e6a700")
+        if ev.kind != F.COUNTDOWN_TICK:
+            self.launch.append_log(["[herd] " + ev.message, *ev.lines])
+        self.win.statusBar().showMessage(ev.message, 15000)
+        if ev.kind == F.RECOVERED:
+            sup = self.session.launcher
+            self.workspace.set_running(sup.launcher.request if sup is not None else None)
+            self.launch.set_state("ready")
+            self.show_split_differs()
+            self.launch.set_endpoint(self.session.server_url)
+            self.chat.set_send(self.session.chat_sender())
+        self.launch.set_status(ev.message, color)
+        if self.win.tray is not None:
+            self.win.tray.setToolTip("llama-herd: " + ev.message)
+
+    def stop(self):
+        """Stop llama-server and the workers the launch started; returns the bridge call."""
+        self.launch.set_state("stopping")
+        self.banner.clear()
+        self.chat.stop()
+        self.chat.set_send(None)
+        return self.session.stop_launch()
