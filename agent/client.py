@@ -38,8 +38,13 @@ from agent.pairing import BadExchange, MasterExchange
 log = logging.getLogger(__name__)
 
 
+#: A pairing refused for a back-off this short (the first after a wrong PIN) is tried again.
+PAIR_RETRY_MAX_S = 3.0
+
+
 class AgentError(RuntimeError):
-    """A call to an agent failed. ``status`` is the HTTP status when there was one."""
+    """A call to an agent failed. ``status`` is the HTTP status when there was one; a 429 also
+    has ``retry_after`` (seconds) when the agent said how long to wait."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -130,7 +135,16 @@ class AgentClient:
         body: dict = {"msg": ex.msg_a.hex()}
         if client_name:
             body["name"] = client_name[:100]
-        r1 = await self._call("POST", P.PATH_PAIR_START, json=body)
+        try:
+            r1 = await self._call("POST", P.PATH_PAIR_START, json=body)
+        except AgentError as exc:
+            # The first back-off after a mistyped PIN is a second or two: waited out here, as a
+            # person would before typing again. Longer ones (many wrong PINs) are the user's.
+            wait = getattr(exc, "retry_after", None)
+            if exc.status != 429 or wait is None or wait > PAIR_RETRY_MAX_S:
+                raise
+            await asyncio.sleep(wait)
+            r1 = await self._call("POST", P.PATH_PAIR_START, json=body)
         try:
             mac = ex.finish(bytes.fromhex(str(r1.get("msg", ""))))
         except (ValueError, BadExchange) as exc:
@@ -278,7 +292,13 @@ class AgentClient:
             msg = f"{self.base_url}{path}: HTTP {code}"
             if detail:
                 msg += f": {detail}"
-        return AgentError(msg, status=code)
+        err = AgentError(msg, status=code)
+        if code == 429:
+            try:
+                err.retry_after = float(resp.headers.get("Retry-After", ""))
+            except ValueError:
+                pass
+        return err
 
 
 class _EchoProtocol(asyncio.DatagramProtocol):

@@ -63,7 +63,7 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     for a in agents.agents:
         win.pair_node(ids[a.name], a.pin)
     qtbot.waitUntil(lambda: all(win.node_map[i].paired for i in ids.values()), timeout=10000)
-    assert card.paired_label.text() == "paired" and card.pair_button.isHidden()
+    assert card.paired_label.text().startswith("paired · key ") and card.pair_button.isHidden()
     # status arrives: RAM shown on the card; RTT sparkline fills
     qtbot.waitUntil(lambda: "RAM" in card.hardware.text() and len(card.sparkline.values) >= 2, timeout=10000)
 
