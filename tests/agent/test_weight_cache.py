@@ -14,8 +14,10 @@ from agent.weight_cache import DISK_RESERVE, WeightCache, default_root
 from gui.cluster import plan as P
 from gui.cluster.demo_model import DemoShape, write_demo_model
 from gui.cluster.discovery import Discovery, TokenStore
+from gui.cluster.launch import LaunchRequest
 from gui.cluster.launcher import ClusterLauncher
 from gui.cluster.model import inspect_model
+from gui.cluster.server_command import ServerOptions
 
 MiB = 1 << 20
 
@@ -76,8 +78,8 @@ async def test_a_restarted_agent_serves_the_next_load_from_its_cache(engine, pro
         try:
             nodes, devices = await pair_all(disc, [agent])
             plan = P.plan_from_split(info, devices, {"w": 5})
-            launcher = ClusterLauncher(engine.llama_server, plan, model, nodes, disc.client, ctx=512,
-                                       port=free_port())
+            request = LaunchRequest(plan, info, ServerOptions(ctx=512, port=free_port()))
+            launcher = ClusterLauncher(engine.llama_server, request, nodes, disc.client)
             events = []
             launcher.on_transfer = events.append
             await launcher.start(120)
