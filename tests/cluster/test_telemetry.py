@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.client import AgentClient, measure_echo_rtt
+from agent.identity import load_or_create
 from gui.cluster import launcher as L
 from gui.cluster import telemetry as T
 from gui.cluster.chat import ChatDelta, ChatDone, ChatError, chat, stream_chat
@@ -180,7 +181,8 @@ async def test_chat_reports_server_errors(split_server):
 
 async def test_link_and_node_samplers_against_a_real_agent(procs, tmp_path):
     agent = start_agent(procs.popen, tmp_path, "echoer", mdns=False)
-    async with AgentClient(agent.api_url) as client:
+    me = load_or_create(tmp_path / "master", "master", "test master")
+    async with AgentClient(agent.api_url, identity=me) as client:
         await client.pair(agent.pin())
         tele = T.Telemetry()
         tele.add(T.LinkSampler(agent.node_id,
