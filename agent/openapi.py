@@ -74,6 +74,17 @@ _AUTH_ERRORS = {"401": _err("no client certificate, or not a paired master's (pa
 
 def openapi_document() -> dict:
     """The full OpenAPI 3.0 document."""
+    doc = _document()
+    # Every request body is limited to 64 KiB (the API's client_max_size): a body the schema
+    # allows (8192 four-byte characters, JSON-escaped) can still be larger than that.
+    for ops in doc["paths"].values():
+        for op in ops.values():
+            if "requestBody" in op:
+                op["responses"].setdefault("413", _err("the request body is larger than 64 KiB"))
+    return doc
+
+
+def _document() -> dict:
     return {
         "openapi": "3.1.0",
         "info": {"title": "herd-agent control API", "version": __version__,
