@@ -37,7 +37,7 @@ def render(lang: str, out: Path) -> Path:
     from cluster.hub_server import HubServer, Repo, demo_repo_files
 
     from agent.engine import find_engine
-    from gui.cli.demo import DemoCluster
+    from gui.cluster.demo_cluster import DemoCluster
 
     app = qt_app(lang)
     engine = find_engine(probe=True)

@@ -107,14 +107,23 @@ def render(lang: str, out: Path) -> list[Path]:
     os.environ["HERD_CONFIG_DIR"] = str(tmp / "config")  # fresh pairings, not the user's
     sys.path.insert(0, str(ROOT))
     from agent.engine import find_engine
-    from gui.cli.demo import DemoCluster
+    from gui.cluster.demo_cluster import DemoCluster
     from gui.cluster.demo_model import DemoShape, write_demo_model
 
     app = qt_app(lang)
     engine = find_engine(probe=True)
     if not engine.complete:
         raise SystemExit("no llama.cpp engine; run `herd engine install`")
-    model = write_demo_model(tmp / "herd-demo-16L.gguf", DemoShape(layers=16))
+    # The demo's kind of model (Qwen2-style Q4_K_M, tied embeddings, GQA) with Qwen's real
+    # vocabulary, so the chat shows words; 16 blocks so that a three-way split reads well.
+    from gui.cluster import engine as engine_mgr
+    from gui.cluster.demo_model import vocab_tokenizer
+    engine_mgr.install_vocab()
+    vocab = engine_mgr.vocab_file("qwen2")
+    model = write_demo_model(tmp / "herd-demo-qwen2-Q4_K_M-16L.gguf",
+                             DemoShape(layers=16, embd=256, ff=768, kv_heads=1, arch="qwen2", quant="Q4_K_M",
+                                       tied=True),
+                             tokenizer=vocab_tokenizer(vocab) if vocab is not None else None)
     cluster = DemoCluster(2)
     cluster.start()
     win, bridge = open_window(tmp, engine)

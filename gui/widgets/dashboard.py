@@ -209,6 +209,10 @@ class Dashboard(QWidget):
         line = pg.InfiniteLine(pos=first - self._t0, angle=90, movable=False,
                                pen=pg.mkPen((200, 120, 0), width=1, style=Qt.PenStyle.DashLine),
                                label=label, labelOpts={"position": 0.9, "color": (200, 120, 0)})
+        # only the newest mark keeps its words: replies a few seconds apart wrote their labels
+        # over each other (the older marks stay as lines; hovering reads them)
+        for older in self._ttft_lines:
+            older.label.setVisible(False)
         self.plots["tps"].addItem(line, ignoreBounds=True)
         self._ttft_lines.append(line)
         while self.ttft_marks and self.ttft_marks[0][0] < sample.time - self.window_s:
