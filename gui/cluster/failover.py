@@ -11,7 +11,9 @@ and takes care of that:
    (``misses`` polls in a row: crashed, stopped, link down) or its RPC worker is no longer the
    process llama-server connected to (killed and restarted by the agent, stopped, crashed).
    llama-server exiting on its own is noticed at once, and the node to blame is looked up.
-2. **Explain**: a :class:`FailoverEvent` says which node and why, in words.
+2. **Explain**: a :class:`FailoverEvent` says which node and why, as facts; the words are made
+   at the edge (:mod:`gui.cluster.failover_text`), where the banner, the log and ``herd up`` read
+   them.
 3. **Re-plan** over the nodes that still answer (by free memory). When the model no longer
    fits, it says so and offers the options: wait for the node to come back (the default), or run
    with more layers on this computer (:meth:`ClusterSupervisor.choose`).
@@ -33,17 +35,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from agent.client import AgentError
-from agent.protocol import WorkerState
-from gui.cluster.health import NodeHealth, describe_loss
-from gui.cluster.launch import nodes_for_plan
 from agent.i18n import translate
+from agent.protocol import WorkerState
+from gui.cluster.failover_events import (OPT_HOST, OPT_RECOVER, OPT_REJOIN, OPT_WAIT, EventKind,
+                                         FailoverEvent, WaitReason)
+from gui.cluster.failover_text import describe_event, interruption_note
+from gui.cluster.health import NodeHealth
+from gui.cluster.launch import nodes_for_plan
 from gui.cluster.launcher import FAILED, NO_REPACK_FLAG, ClusterLauncher, LaunchError, devices_from_status
 
 log = logging.getLogger(__name__)
@@ -80,30 +84,23 @@ MOVES: dict[FailoverState, frozenset[FailoverState]] = {
     WAITING: frozenset({RECOVERING, RELAUNCHING, WAITING}),
 }
 
-# Event kinds.
-LOST = "lost"                # a node was lost (``node``, ``message`` says why)
-SERVER_EXITED = "server-exited"  # llama-server stopped and no node was to blame
-REPLANNED = "replanned"      # a new plan over the surviving nodes (``lines``)
-NO_FIT = "no-fit"            # the model does not fit the survivors (``options``)
-COUNTDOWN_TICK = "countdown"  # ``seconds`` left before the relaunch
-CANCELLED = "cancelled"      # the countdown was cancelled
-RELAUNCHING_EV = "relaunching"
-RECOVERED = "recovered"      # serving again (``seconds`` since the loss was detected)
-RECOVERY_FAILED = "recovery-failed"
-WAITING_EV = "waiting"       # waiting for a node or a choice (``options``)
-RETURNED = "returned"        # a lost node answers again (``options``: rejoin)
+# The event kinds, by their names of old (:class:`~gui.cluster.failover_events.EventKind`).
+LOST = EventKind.LOST
+SERVER_EXITED = EventKind.SERVER_EXITED
+REPLANNED = EventKind.REPLANNED
+NO_FIT = EventKind.NO_FIT
+COUNTDOWN_TICK = EventKind.COUNTDOWN_TICK
+CANCELLED = EventKind.CANCELLED
+RELAUNCHING_EV = EventKind.RELAUNCHING
+RECOVERED = EventKind.RECOVERED
+RECOVERY_FAILED = EventKind.RECOVERY_FAILED
+WAITING_EV = EventKind.WAITING
+RETURNED = EventKind.RETURNED
 
 #: llama-server stopping this soon after a relaunch, with no node to blame, counts as a quick
 #: failure; after this many in a row the supervisor stops relaunching and waits for the user.
 QUICK_FAILURE_S = 30.0
 MAX_QUICK_FAILURES = 3
-
-# Options offered with NO_FIT / WAITING / RETURNED.
-OPT_WAIT = "wait"            # keep waiting for the lost node(s)
-OPT_HOST = "host"            # run anyway, more layers on this computer
-OPT_RECOVER = "recover"      # relaunch on the survivors now
-OPT_REJOIN = "rejoin"        # re-plan with the node that came back
-
 
 @dataclass
 class FailoverPolicy:
@@ -134,32 +131,6 @@ class FailoverPolicy:
     busy_wait: float = 10.0
 
 
-@dataclass(frozen=True)
-class FailoverEvent:
-    """Something the user should see.
-
-    Attributes:
-        kind: one of the event kinds of this module (``lost``, ``countdown``, ``recovered``…).
-        message: one sentence for the user.
-        node: the node's name, for node events.
-        seconds: countdown left (``countdown``) or time since the loss (``recovered``).
-        options: choices the user has now (``wait``, ``host``, ``recover``, ``rejoin``).
-        lines: details (a new plan's lines).
-        nodes: the names of the nodes a new plan uses (``replanned``), which may
-            include a lost node that answers again (its agent restarted its worker).
-        at: ``time.monotonic()`` when it happened.
-    """
-
-    kind: str
-    message: str
-    node: str | None = None
-    seconds: float | None = None
-    options: tuple[str, ...] = ()
-    lines: tuple[str, ...] = ()
-    nodes: tuple[str, ...] = ()
-    at: float = field(default_factory=time.monotonic)
-
-
 class ClusterSupervisor:
     """A :class:`ClusterLauncher` that survives a lost worker (see the module docstring).
 
@@ -184,7 +155,8 @@ class ClusterSupervisor:
         notes: what the launches had to do differently, for the user (:attr:`ClusterLauncher.notes`).
         lost: {node id: node} lost and not back yet.
         options: what :meth:`choose` accepts now.
-        events: every event so far.
+        events: every :class:`~gui.cluster.failover_events.FailoverEvent` so far (facts; their
+            words are :attr:`~gui.cluster.failover_events.FailoverEvent.message`).
 
     ``subscribe(callback)`` registers ``callback(event)`` for every :class:`FailoverEvent`.
     """
@@ -225,6 +197,7 @@ class ClusterSupervisor:
         self._stopping = False
         self._serving_since: float | None = None
         self._quick_failures = 0
+        self._back: tuple[str, ...] = ()   # names of the nodes that came back, for the rejoin's re-plan
 
     # --- events -------------------------------------------------------------------------------
 
@@ -233,10 +206,10 @@ class ClusterSupervisor:
         self._subs.append(callback)
         return lambda: self._subs.remove(callback) if callback in self._subs else None
 
-    def _emit(self, kind: str, message: str, **kw) -> FailoverEvent:
-        ev = FailoverEvent(kind, message, **kw)
+    def _emit(self, kind: EventKind, **facts) -> FailoverEvent:
+        ev = FailoverEvent(kind, **facts)
         self.events.append(ev)
-        log.info("failover: %s", message)
+        log.info("failover: %s", describe_event(ev))
         for cb in list(self._subs):
             try:
                 cb(ev)
@@ -343,8 +316,7 @@ class ClusterSupervisor:
         if option not in self.options:
             raise ValueError(f"{option!r} is not possible now (possible: {', '.join(self.options) or 'none'})")
         if option == OPT_WAIT:
-            self._set_waiting(self._waiting_for_lost(),
-                              (OPT_WAIT, OPT_HOST) if self._pending_plan is not None else (OPT_WAIT,))
+            self._wait_for_lost((OPT_WAIT, OPT_HOST) if self._pending_plan is not None else (OPT_WAIT,))
             return
         if option == OPT_REJOIN:
             await self.rejoin()
@@ -359,8 +331,7 @@ class ClusterSupervisor:
         its nodes is back)."""
         self._cancel.set()
         await self._join_recovery()
-        self._run_recovery(self._replan_and_relaunch(reason="re-planning with the returned node(s)",
-                                                     stop_first=True, immediate=True))
+        self._run_recovery(self._replan_and_relaunch(back=self._back, stop_first=True, immediate=True))
         await self._join_recovery()
 
     # --- watching -----------------------------------------------------------------------------
@@ -437,25 +408,19 @@ class ClusterSupervisor:
             self.health.forget(node)
         if not back:
             return
-        names = _names(back)
+        names = tuple(n.name for n in back)
+        facts = dict(node=back[0].name, host=back[0].host, back=names)
         if self.state == WAITING and (self._pending_plan is None or self.policy.auto_recover):
             # The cluster was waiting for exactly this (or auto-recover is on): go.
-            self._emit(RETURNED, translate("Failover", "{names} is back; re-planning with it").format(names=names),
-                       node=back[0].name)
-            self._run_recovery(self._replan_and_relaunch(
-                reason=translate("Failover", "{names} is back").format(names=names), stop_first=True,
-                immediate=True))
+            self._emit(RETURNED, **facts)
+            self._run_recovery(self._replan_and_relaunch(back=names, stop_first=True, immediate=True))
         elif self.policy.rejoin == "auto":
-            self._emit(RETURNED, translate("Failover", "{names} is back; re-planning with it").format(names=names),
-                       node=back[0].name)
-            self._run_recovery(self._replan_and_relaunch(
-                reason=translate("Failover", "{names} is back").format(names=names), stop_first=True,
-                immediate=False))
+            self._emit(RETURNED, **facts)
+            self._run_recovery(self._replan_and_relaunch(back=names, stop_first=True, immediate=False))
         else:
             self.options = tuple(dict.fromkeys(self.options + (OPT_REJOIN,)))
-            self._emit(RETURNED, translate("Failover", "{names} is back; re-plan with it to use it again")
-                       .format(names=names),
-                       node=back[0].name, options=(OPT_REJOIN,))
+            self._back = tuple(dict.fromkeys(self._back + names))
+            self._emit(RETURNED, options=(OPT_REJOIN,), **facts)
 
     # --- recovering ---------------------------------------------------------------------------
 
@@ -475,15 +440,11 @@ class ClusterSupervisor:
         for loss in lost:
             node = loss.node
             self.lost[node.id] = node
-            self._emit(LOST, translate("Failover", "{node} ({host}) was lost: {why}")
-                       .format(node=node.name, host=node.host, why=describe_loss(loss)), node=node.name)
-        exited = server_error or translate("Failover", "it exited")
+            self._emit(LOST, node=node.name, host=node.host, loss=loss)
         if not lost:
-            self._emit(SERVER_EXITED, translate("Failover", "llama-server stopped: {why}").format(why=exited))
+            self._emit(SERVER_EXITED, error=server_error)
         if self.conversation is not None:
-            why = ("; ".join(translate("Failover", "{node} was lost").format(node=loss.node.name) for loss in lost)
-                   if lost else translate("Failover", "llama-server stopped ({why})").format(why=exited))
-            self.conversation.interrupt(why)
+            self.conversation.interrupt(interruption_note(lost, server_error))
         # A server that keeps dying soon after each relaunch with no node to blame (a bad
         # option, a broken build) would be relaunched forever: stop after a few and ask.
         quick = not lost and self._serving_since is not None and \
@@ -491,16 +452,14 @@ class ClusterSupervisor:
         self._quick_failures = self._quick_failures + 1 if quick else 0
         if self._quick_failures >= MAX_QUICK_FAILURES:
             self._pending_plan = self.launcher.plan
-            self._run_recovery(self._give_up(translate(
-                "Failover", "llama-server stopped {count} times within {seconds} s of a relaunch ({why}); "
-                "not relaunching again").format(count=self._quick_failures,
-                                                seconds=f"{QUICK_FAILURE_S:.0f}", why=exited)))
+            self._run_recovery(self._give_up(server_error))
             return
-        self._run_recovery(self._replan_and_relaunch(reason="", stop_first=True, immediate=False))
+        self._run_recovery(self._replan_and_relaunch(back=(), stop_first=True, immediate=False))
 
-    async def _give_up(self, message: str) -> None:
+    async def _give_up(self, server_error: str | None) -> None:
         await self._release(self.launcher)
-        self._set_waiting(message, (OPT_RECOVER,))
+        self._set_waiting(WaitReason.QUICK_FAILURES, (OPT_RECOVER,), count=self._quick_failures,
+                          seconds=QUICK_FAILURE_S, error=server_error)
 
     async def _stop_server(self, launcher: ClusterLauncher) -> None:
         server = launcher.server
@@ -542,7 +501,9 @@ class ClusterSupervisor:
                 log.info("could not restart the worker of %s: %s", node.name, exc)
         return freed
 
-    async def _replan_and_relaunch(self, *, reason: str, stop_first: bool, immediate: bool) -> None:
+    async def _replan_and_relaunch(self, *, back: tuple[str, ...], stop_first: bool, immediate: bool) -> None:
+        """Re-plan over the nodes that answer and relaunch; ``back``: the names of the nodes whose
+        return is the reason (none: a loss is)."""
         from gui.cluster import plan as P
         try:
             if stop_first:
@@ -567,39 +528,30 @@ class ClusterSupervisor:
                                         host_free_bytes=self.host_free_bytes())
             bad = P.misfits(P.estimate(plan, self.model_info, self.request.options.ctx,
                                        host_free_bytes=self.host_free_bytes()))
-            used = [n.name for n in nodes_for_plan(plan, [n for n, _ in survivors], strict=False)]
+            used = tuple(n.name for n in nodes_for_plan(plan, [n for n, _ in survivors], strict=False))
             self._pending_plan = plan
+            self._back = ()
             if bad:
-                self._emit(NO_FIT, translate(
-                    "Failover", "the model does not fit on what is left ({misfits}). Options: wait for "
-                    "{names} to come back, or run with more layers on this computer (slow, may swap)")
-                    .format(misfits="; ".join(bad),
-                            names=_names(self.lost.values()) or translate("Failover", "the lost node")),
+                self._emit(NO_FIT, misfits=tuple(bad), lost=self._lost_names(),
                            options=(OPT_WAIT, OPT_HOST), lines=tuple(plan.describe()))
-                self._set_waiting(self._waiting_for_lost(), (OPT_WAIT, OPT_HOST))
+                self._wait_for_lost((OPT_WAIT, OPT_HOST))
                 return
-            where = ", ".join(used) if used else translate("Failover", "this computer alone")
-            self._emit(REPLANNED, (translate("Failover", "new plan on {where} ({why})") if reason
-                                   else translate("Failover", "new plan on {where}")).format(where=where, why=reason),
-                       lines=tuple(plan.describe()), nodes=tuple(used))
+            self._emit(REPLANNED, back=back, lines=tuple(plan.describe()), nodes=used)
             if not immediate and not self.policy.auto_recover:
-                self._set_waiting(translate("Failover", "auto-recover is off: relaunch on {where} when you "
-                                                        "choose").format(where=where),
-                                  (OPT_RECOVER,))
+                self._set_waiting(WaitReason.FOR_CHOICE, (OPT_RECOVER,), nodes=used)
                 return
             if not immediate and self.policy.countdown > 0:
-                if not await self._countdown(where):
+                if not await self._countdown(used):
                     return
             await self._relaunch(plan)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("recovery failed")
-            self._emit(RECOVERY_FAILED, translate("Failover", "could not relaunch: {why}").format(why=exc))
-            self._set_waiting(translate("Failover", "waiting for a node to come back"),
-                              (OPT_RECOVER,) if self._pending_plan else ())
+            self._emit(RECOVERY_FAILED, error=str(exc))
+            self._set_waiting(WaitReason.FOR_NODES, (OPT_RECOVER,) if self._pending_plan else ())
 
-    async def _countdown(self, where: str) -> bool:
+    async def _countdown(self, where: tuple[str, ...]) -> bool:
         self._enter(COUNTDOWN)
         self.options = (OPT_RECOVER,)
         self._cancel.clear()
@@ -608,37 +560,33 @@ class ClusterSupervisor:
             left = end - time.monotonic()
             if left <= 0:
                 return True
-            self._emit(COUNTDOWN_TICK, translate("Failover", "relaunching on {where} in {seconds} s")
-                       .format(where=where, seconds=math.ceil(left)), seconds=left,
-                       options=(OPT_RECOVER,))
+            self._emit(COUNTDOWN_TICK, nodes=where, seconds=left, options=(OPT_RECOVER,))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._cancel.wait(), min(1.0, left))
             if self._cancel.is_set():
                 if self._stopping:
                     return False
-                self._emit(CANCELLED, translate("Failover", "automatic relaunch cancelled"))
-                self._set_waiting(translate("Failover", "waiting: relaunch on {where} when you choose")
-                                  .format(where=where), (OPT_RECOVER,))
+                self._emit(CANCELLED)
+                self._set_waiting(WaitReason.CANCELLED, (OPT_RECOVER,), nodes=where)
                 return False
 
-    def _waiting_for_lost(self) -> str:
-        names = _names(self.lost.values())
-        return (translate("Failover", "waiting for {names} to come back").format(names=names) if names
-                else translate("Failover", "waiting for a node to come back"))
+    def _lost_names(self) -> tuple[str, ...]:
+        return tuple(n.name for n in self.lost.values())
 
-    def _set_waiting(self, message: str, options: tuple[str, ...]) -> None:
+    def _wait_for_lost(self, options: tuple[str, ...]) -> None:
+        self._set_waiting(WaitReason.FOR_NODES, options, lost=self._lost_names())
+
+    def _set_waiting(self, why: WaitReason, options: tuple[str, ...], **facts) -> None:
         self._enter(WAITING)
         self.options = options + ((OPT_REJOIN,) if OPT_REJOIN in self.options else ())
-        self._emit(WAITING_EV, message, options=self.options)
+        self._emit(WAITING_EV, wait=why, options=self.options, **facts)
 
     async def _relaunch(self, plan, forced: bool = False) -> None:
         if plan is None:
             raise LaunchError(translate("Failover", "there is no plan to relaunch"))
         self._enter(RELAUNCHING)
         self.options = ()
-        self._emit(RELAUNCHING_EV, (translate("Failover", "relaunching llama-server on {url} with more layers "
-                                                          "on this computer") if forced
-                                    else translate("Failover", "relaunching llama-server on {url}")).format(url=self.url))
+        self._emit(RELAUNCHING_EV, url=self.url, forced=forced)
         for attempt in (1, 2):
             launcher = self._make_launcher(plan)
             try:
@@ -647,23 +595,13 @@ class ClusterSupervisor:
             except (LaunchError, AgentError) as exc:
                 if attempt == 1 and getattr(exc, "code", None) == "worker-busy" and await self._free_held(launcher):
                     continue
-                self._emit(RECOVERY_FAILED, translate("Failover", "relaunch failed: {why}").format(why=exc))
-                self._set_waiting(translate("Failover", "waiting for a node to come back"), (OPT_RECOVER,))
+                self._emit(RECOVERY_FAILED, error=str(exc), relaunched=True)
+                self._set_waiting(WaitReason.FOR_NODES, (OPT_RECOVER,))
                 return
         await self._adopt(launcher)
         self._pending_plan = None
         self._enter(SERVING)
         took = time.monotonic() - self._lost_at if self._lost_at else None
         self._lost_at = None  # a later re-plan (a node's return) is not a recovery from this loss
-        names = _names(launcher.planned_nodes()) or translate("Failover", "this computer alone")
-        text = (translate("Failover", "serving again at {url} on {names}, {seconds} s after the loss")
-                if took is not None else translate("Failover", "serving again at {url} on {names}"))
-        text = text.format(url=self.url, names=names, seconds=f"{took:.1f}" if took is not None else "")
-        if not check.ok:
-            text += translate("Failover", " (placement differs from the plan: {problems})").format(
-                problems="; ".join(check.problems))
-        self._emit(RECOVERED, text, seconds=took)
-
-
-def _names(nodes) -> str:
-    return ", ".join(n.name for n in nodes)
+        self._emit(RECOVERED, url=self.url, nodes=tuple(n.name for n in launcher.planned_nodes()), seconds=took,
+                   problems=() if check.ok else tuple(check.problems))

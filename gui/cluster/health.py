@@ -3,9 +3,10 @@ connected to?
 
 :class:`NodeHealth` asks each node's agent for its status (with a short timeout, one client per
 node kept open) and answers in :class:`Loss` records — which node, what happened
-(:class:`LossCause`), the detail its agent gave — without words: :func:`describe_loss` turns a
-loss into the sentence the user reads. The failover supervisor (:mod:`gui.cluster.failover`)
-decides what to do about a loss; this module only observes.
+(:class:`LossCause`), the detail its agent gave — without words:
+:func:`gui.cluster.failover_text.describe_loss` turns a loss into the sentence the user reads.
+The failover supervisor (:mod:`gui.cluster.failover`) decides what to do about a loss; this
+module only observes.
 
 A node is lost when its agent misses ``misses`` polls in a row (crashed, stopped, link down),
 or when its worker is no longer the process llama-server connected to (another pid, a higher
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 from agent.client import AgentError
-from agent.i18n import translate
 from agent.protocol import AgentStatus, WorkerState
 
 log = logging.getLogger(__name__)
@@ -48,23 +48,6 @@ class Loss:
     cause: LossCause
     detail: str | None = None
     timeout: float = 1.0
-
-
-def describe_loss(loss: Loss) -> str:
-    """Why ``loss.node`` counts as lost, in the user's words (translated)."""
-    if loss.cause == LossCause.AGENT_SILENT:
-        return translate("Failover", "its agent does not answer: {why}").format(
-            why=_agent_problem(loss.detail or "", loss.timeout))
-    if loss.cause == LossCause.WORKER_REPLACED:
-        if loss.detail:
-            return translate("Failover", "its RPC worker was lost ({why}); llama-server's connection to "
-                                         "it is gone").format(why=loss.detail)
-        return translate("Failover", "its RPC worker crashed and its agent restarted it; llama-server's "
-                                     "connection to it is gone")
-    state = translate("Failover", "stopped") if loss.cause == LossCause.WORKER_STOPPED \
-        else translate("Failover", "crashed")
-    return (translate("Failover", "its RPC worker is {state} ({why})") if loss.detail
-            else translate("Failover", "its RPC worker is {state}")).format(state=state, why=loss.detail)
 
 
 class NodeHealth:
@@ -197,13 +180,3 @@ def local_address_towards(host: str) -> str | None:
             return s.getsockname()[0]
     except OSError:
         return None
-
-
-def _agent_problem(text: str, timeout: float) -> str:
-    """Why an agent did not answer, in words a user can act on."""
-    if "Timeout" in text:
-        return translate("Failover", "no reply within {seconds} s (is the PC asleep, switched off or off "
-                                     "the network?)").format(seconds=f"{timeout:g}")
-    if "ConnectError" in text or "refused" in text.lower():
-        return translate("Failover", "connection refused (herd-agent is not running there any more)")
-    return text if len(text) <= 160 else text[:157] + "…"

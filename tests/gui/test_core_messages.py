@@ -202,10 +202,19 @@ def test_model_error_is_chinese_in_the_window(zh_cn, qtbot, tmp_path):
 async def test_failover_reason_is_chinese_in_the_app(zh_cn):
     """Why a node counts as lost, from a real refused connection, in the words the banner shows."""
     from agent.client import AgentClient, AgentError
-    from gui.cluster.health import Loss, LossCause, describe_loss
+    from gui.cluster.failover_text import describe_loss
+    from gui.cluster.health import Loss, LossCause
 
     async with AgentClient(f"http://127.0.0.1:{free_port()}", timeout=2.0) as client:
         with pytest.raises(AgentError) as exc:
             await client.info()
     said = describe_loss(Loss(None, LossCause.AGENT_SILENT, str(exc.value), 2.0))
     assert said.endswith("连接被拒绝（该电脑上的 herd-agent 已不在运行）"), said
+
+
+def test_failover_events_are_said_in_chinese_in_the_app(zh_cn):
+    """The supervisor's events carry facts; the sentence is made in the app's language."""
+    from gui.cluster.failover_events import EventKind, FailoverEvent
+
+    ev = FailoverEvent(EventKind.REPLANNED, nodes=("a", "b"), back=("b",))
+    assert ev.message == "新的分层方案：a, b（b 已恢复）", ev.message

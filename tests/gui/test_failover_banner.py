@@ -20,6 +20,7 @@ from PySide6.QtCore import Qt
 from gui.app import MainWindow
 from gui.bridge import AsyncBridge
 from gui.cluster import failover as F
+from gui.cluster.health import Loss, LossCause
 from gui.session import ClusterSession
 from gui.settings import Settings
 from gui.translations import load_translator
@@ -33,11 +34,15 @@ def test_banner_offers_what_the_supervisor_offers(qtbot):
     banner.optionChosen.connect(chosen.append)
     assert banner.isHidden()
 
-    banner.show_event(F.FailoverEvent(F.LOST, "b (10.0.0.2) was lost: its agent does not answer", node="b"))
+    banner.show_event(F.FailoverEvent(F.LOST, node="b", host="10.0.0.2",
+                                      loss=Loss(None, LossCause.AGENT_SILENT, "ConnectError: refused")))
     assert not banner.isHidden() and banner.title.text() == "b was lost"
-    assert "does not answer" in banner.detail.text()
-    banner.show_event(F.FailoverEvent(F.NO_FIT, "the model does not fit on what is left",
+    assert banner.detail.text() == ("b (10.0.0.2) was lost: its agent does not answer: connection refused "
+                                    "(herd-agent is not running there any more)"), banner.detail.text()
+    banner.show_event(F.FailoverEvent(F.NO_FIT, misfits=("a: needs 3.1 GiB, has 2.0 GiB",), lost=("b",),
                                       options=(F.OPT_WAIT, F.OPT_HOST)))
+    assert "does not fit on what is left (a: needs 3.1 GiB, has 2.0 GiB)" in banner.detail.text()
+    assert "wait for b to come back" in banner.detail.text()
     assert banner.wait_button.isVisibleTo(banner) and banner.wait_button.text() == "Wait for b"
     assert banner.host_button.isVisibleTo(banner)
     assert not banner.recover_button.isVisibleTo(banner) and not banner.cancel_button.isVisibleTo(banner)
@@ -46,8 +51,11 @@ def test_banner_offers_what_the_supervisor_offers(qtbot):
     assert not banner.host_button.isVisibleTo(banner)  # one click, one intention
 
     # waiting for the node; it comes back and is offered alongside
-    banner.show_event(F.FailoverEvent(F.WAITING_EV, "waiting for b to come back", options=(F.OPT_WAIT, F.OPT_HOST)))
-    banner.show_event(F.FailoverEvent(F.RETURNED, "b is back; re-plan with it", node="b", options=(F.OPT_REJOIN,)))
+    banner.show_event(F.FailoverEvent(F.WAITING_EV, wait=F.WaitReason.FOR_NODES, lost=("b",),
+                                      options=(F.OPT_WAIT, F.OPT_HOST)))
+    assert banner.countdown.text() == "Waiting: waiting for b to come back"
+    banner.show_event(F.FailoverEvent(F.RETURNED, node="b", back=("b",), options=(F.OPT_REJOIN,)))
+    assert banner.detail.text() == "b is back; re-plan with it to use it again"
     assert banner.rejoin_button.isVisibleTo(banner) and banner.rejoin_button.text() == "Use b again"
     assert banner.wait_button.isVisibleTo(banner)
     qtbot.mouseClick(banner.rejoin_button, Qt.MouseButton.LeftButton)
@@ -56,8 +64,9 @@ def test_banner_offers_what_the_supervisor_offers(qtbot):
     banner.choice_failed()  # refused (the supervisor moved on meanwhile): offered again
     assert banner.rejoin_button.isVisibleTo(banner) and banner.wait_button.isVisibleTo(banner)
 
-    banner.show_event(F.FailoverEvent(F.RECOVERED, "serving again", seconds=3.0))
+    banner.show_event(F.FailoverEvent(F.RECOVERED, url="http://127.0.0.1:8080", nodes=("a",), seconds=3.04))
     assert banner.title.text().startswith("Serving again")
+    assert banner.detail.text() == "serving again at http://127.0.0.1:8080 on a, 3.0 s after the loss"
     assert not any(b.isVisibleTo(banner) for b in (banner.rejoin_button, banner.wait_button, banner.host_button))
     banner.clear()
     assert banner.isHidden()
@@ -69,8 +78,9 @@ def test_banner_speaks_chinese(qtbot, qapp, tmp_path):
     try:
         banner = FailoverBanner()
         qtbot.addWidget(banner)
-        banner.show_event(F.FailoverEvent(F.LOST, "b was lost", node="b"))
-        banner.show_event(F.FailoverEvent(F.COUNTDOWN_TICK, "relaunching on a in 4 s", seconds=3.2,
+        banner.show_event(F.FailoverEvent(F.LOST, node="b", host="10.0.0.2",
+                                          loss=Loss(None, LossCause.WORKER_STOPPED)))
+        banner.show_event(F.FailoverEvent(F.COUNTDOWN_TICK, nodes=("a",), seconds=3.2,
                                           options=(F.OPT_RECOVER,)), ["a"])
         assert banner.title.text() == "b 已失联"
         assert banner.countdown.text() == "4 秒后在 a 上重新启动…"

@@ -14,29 +14,29 @@ import signal
 import pytest
 
 from gui.cluster import failover as F
+from gui.cluster.health import Loss, LossCause
 from gui.widgets.failover_banner import FailoverBanner
 
 
 def test_a_lost_node_in_the_new_plan_is_said_to_be_back(qtbot):
     banner = FailoverBanner()
     qtbot.addWidget(banner)
-    banner.show_event(F.FailoverEvent(F.LOST, "demo-b (127.0.0.1) was lost: its RPC worker crashed and its "
-                                              "agent restarted it", node="demo-b"))
-    banner.show_event(F.FailoverEvent(F.REPLANNED, "new plan on demo-a, demo-b", nodes=("demo-a", "demo-b")))
+    banner.show_event(F.FailoverEvent(F.LOST, node="demo-b", host="127.0.0.1",
+                                      loss=Loss(None, LossCause.WORKER_REPLACED)))
+    banner.show_event(F.FailoverEvent(F.REPLANNED, nodes=("demo-a", "demo-b")))
     assert banner.title.text() == "demo-b dropped out and answers again; relaunching with it"
     assert "its RPC worker crashed" in banner.detail.text() and "new plan on demo-a, demo-b" in banner.detail.text()
     # the survivors the session knows leave the lost node out; the plan does not
-    banner.show_event(F.FailoverEvent(F.COUNTDOWN_TICK, "relaunching", seconds=4.2, options=(F.OPT_RECOVER,)),
-                      ["demo-a"])
+    banner.show_event(F.FailoverEvent(F.COUNTDOWN_TICK, seconds=4.2, options=(F.OPT_RECOVER,)), ["demo-a"])
     assert banner.countdown.text() == "Relaunching on demo-a, demo-b in 5 s…"
 
 
 def test_a_lost_node_left_out_stays_lost(qtbot):
     banner = FailoverBanner()
     qtbot.addWidget(banner)
-    banner.show_event(F.FailoverEvent(F.LOST, "demo-b (127.0.0.1) was lost: its agent does not answer",
-                                      node="demo-b"))
-    banner.show_event(F.FailoverEvent(F.REPLANNED, "new plan on demo-a", nodes=("demo-a",)))
+    banner.show_event(F.FailoverEvent(F.LOST, node="demo-b", host="127.0.0.1",
+                                      loss=Loss(None, LossCause.AGENT_SILENT, "ReadTimeout")))
+    banner.show_event(F.FailoverEvent(F.REPLANNED, nodes=("demo-a",)))
     assert banner.title.text() == "demo-b was lost"
     assert "does not answer" in banner.detail.text() and "new plan on demo-a" in banner.detail.text()
 
