@@ -87,10 +87,21 @@ class Identity:
 
 
 def _new_cert(key: ec.EllipticCurvePrivateKey, common_name: str) -> x509.Certificate:
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64] or "llama-herd")])
+    # Every pinned certificate is its own trust anchor in one store, where OpenSSL finds a
+    # certificate's issuer by subject name: two masters of the same name (two PCs called alike,
+    # or a master whose key was made again) would shadow each other, and only the first would
+    # get through. The key's own digest in the subject, and the key identifiers, keep each
+    # certificate its own issuer.
+    public = key.public_key()
+    key_id = x509.SubjectKeyIdentifier.from_public_key(public)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64] or "llama-herd"),
+                      x509.NameAttribute(NameOID.SERIAL_NUMBER, key_id.digest.hex()[:32])])
     now = datetime.datetime.now(datetime.timezone.utc)
     return (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .public_key(public).serial_number(x509.random_serial_number())
+            .add_extension(key_id, critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(key_id),
+                           critical=False)
             # Pinned, never checked against a CA: the validity only has to outlast the pairing.
             .not_valid_before(now - datetime.timedelta(days=1))
             .not_valid_after(now + datetime.timedelta(days=365 * 100))

@@ -1,6 +1,7 @@
 """Leases on loopback with a real RPC worker: one master holds the worker at a time; another
 paired master can neither start, stop nor reach it; an unused lease goes stale by itself, and
-the master whose lease went stale and was taken over gets no RPC answer."""
+the master whose lease went stale and was taken over gets no RPC answer. Two masters of the
+same name (two PCs called alike, a master whose key was made again) are two masters."""
 
 from __future__ import annotations
 
@@ -78,3 +79,21 @@ async def test_a_stale_lease_ends_and_its_master_gets_no_rpc_answer(engine, two_
     await _ready(second)
     assert await _reach(agent, first) != "ok"  # the stale holder gets no RPC answer
     assert await _reach(agent, second) == "ok"
+
+
+async def test_two_masters_of_the_same_name_both_get_through(engine, paired, tmp_path):
+    """Each pinned certificate is a trust anchor of its own: one of the same subject name as
+    another must not shadow it in the agent's TLS store."""
+    agent, first = paired
+    twin = AgentClient(agent.api_url, identity=load_or_create(tmp_path / "twin", "master", "test master"))
+    try:
+        await twin.pair(agent.show_pin(), "test-master")
+        assert twin.identity.fingerprint != first.identity.fingerprint
+        for client in (first, twin):  # the API, over mutual TLS
+            assert (await client.status())["id"] == agent.state.node_id
+        await twin.rpc_start()
+        await _ready(twin)
+        assert await _reach(agent, twin) == "ok"  # and the RPC relay
+    finally:
+        await twin.rpc_stop()
+        await twin.aclose()
