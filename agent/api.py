@@ -237,7 +237,8 @@ async def rpc_start(request: web.Request) -> web.Response:
         raise BadRequest("cache must be true or false", "cache")
     _take_lease(request)
     try:
-        await agent.start_rpc(port=port, threads=threads, devices=devices, cache=cache)
+        await agent.start_rpc(port=port, threads=threads, devices=devices, cache=cache,
+                              master=request[MASTER_KEY].fingerprint)
     except agent.Refused as exc:
         raise _json_error(web.HTTPConflict, str(exc)) from None
     return web.json_response(agent.rpc_status())

@@ -380,8 +380,8 @@ class ReadyWorker:
     ``await start()`` starts the worker if it is not running — or runs with other devices than
     ``devices`` (a plan numbers a node's devices by their place in its ``-d`` list; ``devices``
     may also be a function of the agent's status that returns them, or None for the worker's
-    default) — waits
-    until it is ready, and raises :class:`WorkerUnavailable` if it is busy, crashed or not ready
+    default) — waits until it is ready (a worker ready for another master is restarted by its
+    agent, so that this master gets its own weight cache), and raises :class:`WorkerUnavailable` if it is busy, crashed or not ready
     within ``timeout``. ``await stop()`` stops it again if, and only if, this started it. As an
     async context manager it does both::
 
@@ -417,6 +417,13 @@ class ReadyWorker:
         if rpc.state != P.WorkerState.READY or other_devices:
             await self.client.rpc_start(threads=self.threads, devices=devices)
             self.started = True
+        else:
+            # Ready as asked; the agent still restarts it if it was started for another master
+            # (each master's weight cache is its own folder), and only then is it ours to stop.
+            cache = (status.get("rpc") or {}).get("cache")
+            again = await self.client.rpc_start(threads=rpc.threads, devices=list(rpc.requested_devices),
+                                                cache=cache is not False)
+            self.started = again.get("pid") != rpc.pid
         deadline = time.monotonic() + self.timeout
         while True:
             status = await self.client.status()

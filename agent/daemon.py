@@ -92,9 +92,10 @@ class Agent:
         self.api_guard = ConnectionGuard(is_trusted=lambda ssl_object: self.state.master_for_fingerprint(
             peer_fingerprint(ssl_object)) is not None)
         self.load = LoadMeter()
-        # the worker's -c cache: a folder that outlives restarts and upgrades, capped (#16)
+        # the worker's -c cache: a folder per master that outlives restarts and upgrades, capped
         self.weight_cache = WeightCache(default_cache_root(settings.cache_dir, env),
                                         settings.cache_max_gib * (1 << 30))
+        self._worker_env = env
         self.supervisor = RpcSupervisor(self._rpc_program, log_lines=settings.log_lines,
                                         on_change=self._changed, env=self.weight_cache.env(env),
                                         port_for_restart=self._restart_port)
@@ -214,6 +215,13 @@ class Agent:
         master = self.state.master_for_fingerprint(fingerprint)
         if master is None:
             return False
+        serving = self._worker_master()
+        if serving is not None and serving != master.fingerprint:
+            # The worker keeps another master's cache open: that master's tensors must not
+            # answer this one's hashes. herd's masters call rpc/start first, which restarts it.
+            self.log_limited("lease", logging.WARNING, "RPC relay: refused master %r: the worker was "
+                             "started for another master (call rpc/start first)", master.name)
+            return False
         other = self.leases.take(master.fingerprint, master.name)
         if other is not None:
             self.log_limited("lease", logging.WARNING, "RPC relay: refused master %r: the worker is "
@@ -221,8 +229,10 @@ class Agent:
         return other is None
 
     async def start_rpc(self, *, port: int | None = None, threads: int | None = None,
-                        devices: list[str] | None = None, cache: bool | None = None) -> None:
-        """(Re)start the worker; :class:`PortConflict` when the RPC port is taken,
+                        devices: list[str] | None = None, cache: bool | None = None,
+                        master: str | None = None) -> None:
+        """(Re)start the worker for ``master`` (its key fingerprint: the worker's weight cache
+        is that master's folder); :class:`PortConflict` when the RPC port is taken,
         :class:`StartRefused` when there is no worker program."""
         s = self.settings
         if self.engine.rpc_server is None:
@@ -236,7 +246,8 @@ class Agent:
         opts = RpcOptions(threads=threads if threads is not None else s.threads,
                           devices=list(devices) if devices is not None else list(s.devices),
                           cache=s.cache if cache is None else cache)
-        wanted = (rpc_port, opts.threads, opts.devices, opts.cache)
+        cache_master = master if opts.cache else None
+        wanted = (rpc_port, opts.threads, opts.devices, opts.cache, cache_master)
         if self._running_request == wanted and self.supervisor.state in (
                 P.STATE_STARTING, P.STATE_READY, P.STATE_BUSY):
             return  # already running as asked: a restart would cut off a connected master
@@ -258,11 +269,17 @@ class Agent:
         else:
             opts.host, opts.port = s.bind, rpc_port
             self.rpc_port = rpc_port
+        self.weight_cache.use_for(cache_master)
+        self.supervisor.env = self.weight_cache.env(self._worker_env, cache_master)
         if opts.cache:
             await asyncio.to_thread(self.weight_cache.prune)  # room for what this load adds
         await self.supervisor.start(opts)
         self._running_request = wanted
         self._changed()
+
+    def _worker_master(self) -> str | None:
+        """The key fingerprint of the master whose weight cache the running worker uses."""
+        return self._running_request[4] if self._running_request else None
 
     def _rpc_client(self, address: str | None) -> None:
         """The relay's client came or went; once a load is over, keep the cache within its cap."""
@@ -296,6 +313,8 @@ class Agent:
         """Forget the master with this certificate fingerprint."""
         for m in self.state.remove_masters(fingerprint):
             log.info("unpaired master %r (key %s)", m.name, m.fingerprint[:16])
+            if self._worker_master() != m.fingerprint:  # (a running worker keeps its files open)
+                self.weight_cache.forget(m.fingerprint)
 
     def log_limited(self, key: str, level: int, msg: str, *args) -> None:
         """Log a message a remote peer can trigger, at most a few per minute per ``key``."""

@@ -132,6 +132,7 @@ def cmd_unpair(args: argparse.Namespace) -> int:
     """Forget one paired master (by name or key fingerprint), or every one with --all."""
     from agent.identity import display_fingerprint  # noqa: PLC0415
     from agent.settings import load_state  # noqa: PLC0415
+    from agent.weight_cache import WeightCache, default_root as default_cache_root  # noqa: PLC0415
 
     state = load_state(args.state_dir)
     if not state.masters:
@@ -147,9 +148,12 @@ def cmd_unpair(args: argparse.Namespace) -> int:
     if not gone:
         print(f"herd-agent: no paired master is called {args.master!r} or has that key", file=sys.stderr)
         return 2
+    cache = WeightCache(default_cache_root(effective_settings(args).cache_dir), 0)
     for m in gone:
+        freed = cache.forget(m.fingerprint)  # its weight cache goes with it
         print(f"unpaired {m.name or '(no name)'} ({display_fingerprint(m.fingerprint)}); "
-              "a running agent refuses it from its next call")
+              "a running agent refuses it from its next call"
+              + (f"; removed {freed / (1 << 20):.0f} MiB of its cached weights" if freed else ""))
     return 0
 
 

@@ -56,10 +56,15 @@ _RPC = {
                                           "worker's -c cache supplied (SET_TENSOR_HASH hits)"},
                          "hash_hits": {"type": "integer"}, "hash_misses": {"type": "integer"},
                          "graph_computes": {"type": "integer"}}},
-        "weight_cache": {"type": "object", "description": "the worker's -c cache: its folder, what "
-                         "it holds and its cap (the setting, and the disk's free space less 2 GiB)",
-                         "properties": {"dir": {"type": "string"}, "bytes": {"type": "integer"},
-                                        "files": {"type": "integer"}, "max_bytes": {"type": "integer"},
+        "weight_cache": {"type": "object", "description": "the worker's -c cache: the folder of the "
+                         "master it serves (each master has its own), what all masters' folders hold "
+                         "together and its cap (the setting, and the disk's free space less 2 GiB)",
+                         "properties": {"dir": {"type": "string"},
+                                        "bytes": {"type": "integer", "description": "all masters together"},
+                                        "files": {"type": "integer"},
+                                        "master_bytes": {"type": "integer",
+                                                         "description": "in the folder of the master it serves"},
+                                        "max_bytes": {"type": "integer"},
                                         "limit_bytes": {"type": "integer"}}},
         "last_crash": {"type": ["object", "null"], "description": "the worker's last crash, kept after "
                        "it was restarted", "properties": {

@@ -149,7 +149,8 @@ class RpcSupervisor:
                  port_for_restart: Callable[[RpcOptions], int] | None = None) -> None:
         self._program = program
         self._on_change = on_change or (lambda: None)
-        self._env = env
+        #: the worker's environment at its next start (the agent sets its master's cache folder)
+        self.env = env
         self._port_for_restart = port_for_restart
         self.state = P.STATE_STOPPED
         self.error: str | None = None
@@ -353,7 +354,7 @@ class RpcSupervisor:
         argv = opts.argv(self._program())
         self.lines.append(f"$ {' '.join(argv)}")
         self._banner_devices = {}
-        kw: dict = {"stdin": subprocess.DEVNULL, "env": self._env}
+        kw: dict = {"stdin": subprocess.DEVNULL, "env": self.env}
         master = None
         if os.name == "posix":
             import pty  # noqa: PLC0415 - POSIX only

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ from agent import protocol as P
 from agent.client import AgentClient, AgentError, KeyMismatch, measure_echo_rtt
 from agent.identity import client_context, load_or_create
 from agent.pairing import MasterExchange
+from agent.weight_cache import WeightCache
 from tls_clients import anon_http, master_http
 
 MUTATING = [("POST", P.PATH_RPC_START, {}), ("POST", P.PATH_RPC_STOP, {})]
@@ -144,20 +146,36 @@ async def test_retired_endpoints_say_what_changed(make_agent):
         assert r.status_code == 410
 
 
+def _cached_file(cache: WeightCache, fingerprint: str) -> Path:
+    """A weight-cache entry of the master with this fingerprint (as the worker names them)."""
+    folder = cache.master_root(fingerprint) / "rpc"
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = folder / "0123456789abcdef"
+    entry.write_bytes(b"\0" * 4096)
+    return entry
+
+
 async def test_unpair_from_the_master_and_from_the_agent(paired, tmp_path):
     agent, client = paired
+    fingerprint = client.identity.fingerprint
+    cached = _cached_file(agent.weight_cache, fingerprint)
     await client.unpair()
     assert not agent.state.paired
+    assert not cached.exists()  # its cached weights went with the pairing
     with pytest.raises(AgentError, match="not paired"):
         await client.status()
     # pair again, then unpair on the node (another process edits the state file)
+    config = tmp_path / "agent.toml"
+    config.write_text(f'cache_dir = "{tmp_path / "cache"}"\n')
+    cached = _cached_file(WeightCache(tmp_path / "cache", 0), fingerprint)
     async with AgentClient(agent.api_url, identity=client.identity) as c:
         await c.pair(agent.show_pin(), "again")
         assert (await c.status())["masters"][0]["name"] == "again"
         from agent.main import main
-        assert main(["--state-dir", str(agent.state.folder), "unpair", "again"]) == 0
+        assert main(["--config", str(config), "--state-dir", str(agent.state.folder), "unpair", "again"]) == 0
         with pytest.raises(AgentError, match="not paired"):
             await c.status()
+    assert not cached.exists()
 
 
 async def test_a_pinned_client_refuses_another_key(paired, make_agent):

@@ -75,6 +75,9 @@ async def test_a_stale_lease_ends_and_its_master_gets_no_rpc_answer(engine, two_
     while agent.leases.current() is not None:  # nobody uses it: the lease goes stale
         assert time.monotonic() < deadline, "the lease did not go stale"
         await asyncio.sleep(0.05)
+    # the worker still has the first master's weight cache: the other master must start it for
+    # itself (which gives it its own cache) before it gets an RPC answer
+    assert await _reach(agent, second) != "ok"
     await second.rpc_start()  # the worker is free for the other master
     await _ready(second)
     assert await _reach(agent, first) != "ok"  # the stale holder gets no RPC answer
