@@ -275,6 +275,29 @@ class WorkerCrash:
 
 
 @dataclass(frozen=True)
+class CacheStatus:
+    """The worker's weight cache (``rpc.weight_cache``; see :mod:`agent.weight_cache`).
+
+    Attributes:
+        folder: the folder of the master the worker serves (each master has its own).
+        used_bytes, files: what every master's folder holds together (what the cap counts).
+        master_bytes: what the folder in use holds.
+        cap_bytes: the cap now — the setting, and the disk's free space less a reserve.
+    """
+
+    folder: str = ""
+    used_bytes: int = 0
+    files: int = 0
+    master_bytes: int = 0
+    cap_bytes: int = 0
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CacheStatus":
+        return cls(folder=str(d.get("dir") or ""), used_bytes=_int(d.get("bytes")), files=_int(d.get("files")),
+                   master_bytes=_int(d.get("master_bytes")), cap_bytes=_int(d.get("limit_bytes")))
+
+
+@dataclass(frozen=True)
 class WorkerStatus:
     """The RPC worker's part of ``/status`` (``rpc``).
 
@@ -290,6 +313,7 @@ class WorkerStatus:
         threads: its thread count (None: the agent's default).
         exposure: how the agent lets masters reach it: ``paired`` (through its TLS relay, by
             key) or ``open`` (the worker's port itself, unauthenticated).
+        weight_cache: its weight cache (None when the agent did not say).
     """
 
     state: WorkerState = WorkerState.UNKNOWN
@@ -302,6 +326,7 @@ class WorkerStatus:
     last_crash: WorkerCrash | None = None
     threads: int | None = None
     exposure: str = ""
+    weight_cache: CacheStatus | None = None
 
     @classmethod
     def from_json(cls, d: object) -> "WorkerStatus":
@@ -315,7 +340,9 @@ class WorkerStatus:
                    devices=tuple(DeviceStatus.from_json(x, i) for i, x in enumerate(_dicts(d.get("devices")))),
                    requested_devices=tuple(str(x) for x in requested),
                    last_crash=WorkerCrash(_opt_str(crash.get("error")), tuple(str(x) for x in lines)) if crash else None,
-                   threads=_int(d.get("threads")) or None, exposure=str(d.get("exposure") or ""))
+                   threads=_int(d.get("threads")) or None, exposure=str(d.get("exposure") or ""),
+                   weight_cache=CacheStatus.from_json(d["weight_cache"])
+                   if isinstance(d.get("weight_cache"), dict) else None)
 
 
 @dataclass(frozen=True)

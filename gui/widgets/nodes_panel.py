@@ -189,6 +189,11 @@ class NodeCard(QFrame):
             if d.name.upper() != "CPU":
                 parts.append(self.tr("GPU %1: %2 free of %3").replace("%1", d.name)
                              .replace("%2", _gib(d.free_bytes)).replace("%3", _gib(d.total_bytes)))
+        cache = status.rpc.weight_cache
+        if cache is not None:
+            # what makes a second start fast, and what it costs in disk (the cap: agent's cache_max_gib)
+            parts.append(self.tr("Weights cached %1 of at most %2").replace("%1", _gib(cache.used_bytes))
+                         .replace("%2", _gib(cache.cap_bytes)))
         self.hardware.setText("\n".join(parts))
         wifi = [n.get("name") for n in hw.get("nics") or [] if n.get("wifi") and not n.get("loopback")]
         self.set_warning(self.tr("Wi-Fi link (%1): expect slow, uneven decoding. Use a cable if you can.")

@@ -921,6 +921,10 @@
         <translation>内存 可用 %1 / 共 %2</translation>
     </message>
     <message>
+        <source>Weights cached %1 of at most %2</source>
+        <translation>已缓存权重 %1，上限 %2</translation>
+    </message>
+    <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="167" />
         <source>GPU %1: %2 free of %3</source>
         <translation>GPU %1：可用 %2 / 共 %3</translation>

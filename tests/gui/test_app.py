@@ -250,6 +250,11 @@ def test_fastest_measures_the_nodes_and_applies_a_plan(qtbot, window, agents, de
     nics.append({"name": "wlan0", "wifi": True, "loopback": False})
     card.show_status(status)
     assert not card.warning.isHidden() and "Wi-Fi" in card.warning.text() and "wlan0" in card.warning.text()
+    # and the card says how much its weight cache holds, against its cap
+    cache = win.node_status[nid].rpc.weight_cache
+    assert cache is not None and cache.cap_bytes > 0
+    assert f"Weights cached {cache.used_bytes / (1 << 30):.1f} GiB of at most {cache.cap_bytes / (1 << 30):.1f} GiB" \
+        in card.hardware.text(), card.hardware.text()
 
 
 def test_bad_profile_is_refused_with_the_field_named(qtbot, window, tmp_path, monkeypatch):
