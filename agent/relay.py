@@ -28,6 +28,18 @@ log = logging.getLogger("herd.agent.relay")
 #: Pause reading one side when the other side has this much unsent.
 HIGH_WATER = 4 * 1024 * 1024
 
+#: TCP keepalive on a master's connection: probe after this many idle seconds, then every
+#: KEEPALIVE_INTERVAL, and drop it after KEEPALIVE_PROBES unanswered. A master PC that lost
+#: power or its Wi-Fi sends no FIN; without this its connection, and so its lease on the
+#: worker (agent.lease), would stay open for good. A live master's kernel answers the probes,
+#: however long its llama-server sits idle between chats. Data the master stopped
+#: acknowledging ends the connection after the same time (``TCP_USER_TIMEOUT``): keepalive does
+#: not probe a connection with unacknowledged data, which the kernel would retransmit for
+#: a quarter of an hour.
+KEEPALIVE_IDLE = 20
+KEEPALIVE_INTERVAL = 5
+KEEPALIVE_PROBES = 4
+
 
 def normalise_ip(addr: str) -> str:
     """``::ffff:10.0.0.2`` → ``10.0.0.2``; other addresses unchanged (and canonical)."""
@@ -44,6 +56,26 @@ def _nodelay(transport: asyncio.BaseTransport) -> None:
     sock = transport.get_extra_info("socket")
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _keepalive(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if hasattr(socket, "TCP_KEEPIDLE"):  # Linux, recent Windows
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL)
+            if hasattr(socket, "TCP_KEEPCNT"):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
+            if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
+                                (KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_PROBES) * 1000)
+        elif hasattr(socket, "SIO_KEEPALIVE_VALS"):  # older Windows: 10 probes, fixed
+            sock.ioctl(socket.SIO_KEEPALIVE_VALS, (1, KEEPALIVE_IDLE * 1000, KEEPALIVE_INTERVAL * 1000))
+    except (OSError, AttributeError) as exc:  # a safety net: the connection works without it
+        log.debug("RPC relay: no TCP keepalive: %s", exc)
 
 
 class _Leg(asyncio.Protocol):
@@ -190,6 +222,7 @@ class RpcRelay:
             log.log(level, "RPC relay: refused %s (%s)", addr, why)
             transport.abort()
             return
+        _keepalive(transport)
         key = self._next
         self._next += 1
         front.key = key

@@ -13,6 +13,10 @@
                                                         With DIR: through a TLS forwarder with
                                                         the keys in DIR, as a real master does;
                                                         without: plain TCP, as llama-server would
+    python master_script.py hold HOST PORT DIR        → connects through a TLS forwarder with the
+                                                        keys in DIR, says hello, prints "holding"
+                                                        and keeps the connection open (as an idle
+                                                        llama-server does) until it is killed
 """
 
 from __future__ import annotations
@@ -99,12 +103,23 @@ async def probe(host: str, port: int, folder: str | None = None) -> None:
         await forwarder.close()
 
 
+async def hold(host: str, port: int, folder: str) -> None:
+    from agent.rpc_protocol import hello_async
+    from gui.cluster.tunnel import Forwarder
+    forwarder = await Forwarder(host, port, _identity(folder), (Path(folder) / "agent.pem").read_text()).start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", int(forwarder.endpoint.rsplit(":", 1)[1]))
+    print("holding", await hello_async(reader, writer, 5.0), flush=True)
+    await asyncio.Event().wait()
+
+
 def main() -> None:
     cmd, *args = sys.argv[1:]
     if cmd == "browse":
         asyncio.run(browse(args[0], int(args[1]), float(args[2])))
     elif cmd == "pair":
         asyncio.run(pair(args[0], args[1], args[2]))
+    elif cmd == "hold":
+        asyncio.run(hold(args[0], int(args[1]), args[2]))
     elif cmd == "probe":
         asyncio.run(probe(args[0], int(args[1]), args[2] if len(args) > 2 else None))
     else:

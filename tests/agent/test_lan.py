@@ -1,9 +1,11 @@
 """herd-agent on a simulated LAN (network namespaces, real multicast): discovery from a master
 namespace, and the RPC relay admitting the paired master's key while refusing another host —
-also when that host takes over the master's address."""
+also when that host takes over the master's address; and a master PC that vanishes without a
+word (power cut, Wi-Fi gone) letting go of the worker."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import free_port
 from lan import Lan
 
 MASTER_SCRIPT = str(Path(__file__).with_name("master_script.py"))
@@ -86,3 +89,37 @@ def test_a_device_that_takes_over_the_masters_address_gets_no_rpc_answer(lan, tm
     assert b.run(["ip", "-4", "addr", "show", b.dev]).stdout.count(m.ip) == 1
     verdict = master(b, "probe", lan["a"].ip, str(RPC))
     assert verdict.startswith("refused"), verdict
+
+
+async def test_a_master_that_vanishes_lets_go_of_the_worker(make_agent, tmp_path, engine, monkeypatch):
+    """A master whose PC loses power sends no FIN. TCP keepalive ends its RPC connection, and
+    its lease then goes stale, so the worker is free for another master (before, the dead
+    connection and the lease stayed for good)."""
+    from agent import relay
+    monkeypatch.setattr(relay, "KEEPALIVE_IDLE", 1)  # instead of 20 s, 5 s and 4 probes
+    monkeypatch.setattr(relay, "KEEPALIVE_INTERVAL", 1)
+    monkeypatch.setattr(relay, "KEEPALIVE_PROBES", 2)
+    with Lan(["m"]) as lan:
+        m = lan["m"]
+        # this process is the worker's PC, on the bridge's address; the master runs in m
+        agent = await make_agent(bind=lan.bridge_ip, rpc_port=free_port())
+        agent.leases.idle = 0.5
+        keys = str(tmp_path / "master-keys")
+        await asyncio.to_thread(master, m, "pair", agent.api_url, agent.show_pin(), keys)
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        holder = m.popen([sys.executable, MASTER_SCRIPT, "hold", lan.bridge_ip, str(agent.rpc_port), keys],
+                         stdout=subprocess.PIPE, text=True, env=env)
+        said = await asyncio.to_thread(holder.stdout.readline)
+        assert said.startswith("holding"), said
+        assert agent.relay.client == m.ip and agent.leases.current() is not None
+
+        async def until(condition, timeout: float) -> None:
+            deadline = asyncio.get_running_loop().time() + timeout
+            while not condition():
+                assert asyncio.get_running_loop().time() < deadline, "timed out"
+                await asyncio.sleep(0.1)
+
+        m.link(False)  # the master's PC is gone: no FIN, no RST, nothing
+        await until(lambda: agent.relay.client is None, 20)
+        await until(lambda: agent.leases.current() is None, 5)
+        holder.kill()
