@@ -55,7 +55,9 @@ from gui.cluster.costmodel import step_cost  # noqa: E402
 from gui.cluster.demo_model import (shape_for_size, vocab_tokenizer, with_vocab,  # noqa: E402
                                     write_demo_model)
 from gui.cluster.discovery import Discovery, TokenStore  # noqa: E402
+from gui.cluster.launch import LaunchRequest  # noqa: E402
 from gui.cluster.launcher import ClusterLauncher, ServerProcess, spec_from_plan  # noqa: E402
+from gui.cluster.server_command import ServerOptions  # noqa: E402
 from gui.cluster.model import inspect_model  # noqa: E402
 from gui.cluster.optimize import fastest, predicted_prompt  # noqa: E402
 from gui.cluster.transfer import slice_bytes  # noqa: E402
@@ -151,12 +153,39 @@ async def run_plan(engine, model: Path, plan, tokens: int, runs: int, nodes: lis
 
 
 async def startup(engine, model: Path, plan, nodes: dict, client_for, info) -> dict:
-    """One launch through the ClusterLauncher: seconds to serving and the last progress event."""
+    """One launch through the ClusterLauncher: seconds to serving, where they went, and the last
+    progress event.
+
+    The phases, from the progress events (polled about twice a second): ``before_bytes_s`` until
+    the first weight byte reaches a worker (workers ready, llama-server started and reading its
+    file), ``transfer_s`` from then until every worker has its slice (received or from its
+    cache), ``after_bytes_s`` from then until llama-server serves (the tensors under the
+    hash threshold, the host's own layers, the context, the warm-up).
+    """
     events = []
-    launcher = ClusterLauncher(engine.llama_server, plan, model, nodes, client_for, ctx=CTX,
-                               port=M._free_port(), extra_args=["-t", "1"])
-    launcher.on_transfer = events.append
+    request = LaunchRequest(plan, info, ServerOptions(ctx=CTX, port=M._free_port(), extra_args=("-t", "1")))
+    launcher = ClusterLauncher(engine.llama_server, request, nodes, client_for)
     t0 = time.monotonic()
+    marks: dict[str, float] = {}
+
+    per_worker: dict[str, dict] = {}
+
+    def on_transfer(ev) -> None:
+        events.append(ev)
+        now = time.monotonic() - t0
+        for w in ev.workers:  # when each worker's first and last byte came (to within a poll)
+            got = w.received_bytes + w.cached_bytes
+            mark = per_worker.setdefault(w.node, {})
+            if got and "first_byte_s" not in mark:
+                mark["first_byte_s"] = now
+            if got and got != mark.get("_got"):
+                mark["_got"], mark["last_byte_s"] = got, now
+        if "first_byte" not in marks and any(w.received_bytes or w.cached_bytes for w in ev.workers):
+            marks["first_byte"] = now
+        if "all_bytes" not in marks and ev.workers and all(
+                w.received_bytes + w.cached_bytes >= w.slice_bytes for w in ev.workers):
+            marks["all_bytes"] = now
+    launcher.on_transfer = on_transfer
     await launcher.start(1200)
     took = time.monotonic() - t0
     from gui.cluster import tunnel
@@ -164,12 +193,18 @@ async def startup(engine, model: Path, plan, nodes: dict, client_for, info) -> d
     placement = tunnel.unmap(launcher, launcher.server.placement())
     await launcher.stop()
     last = events[-1]
-    out = {"seconds": took, "events": len(events), "workers": {}}
+    first, done = marks.get("first_byte", took), marks.get("all_bytes", took)
+    out = {"seconds": took, "events": len(events), "workers": {},
+           "phases": {"before_bytes_s": first, "transfer_s": done - first, "after_bytes_s": took - done}}
     for w in last.workers:
+        mark = per_worker.get(w.node, {})
+        span = mark.get("last_byte_s", took) - mark.get("first_byte_s", 0.0)
         reported = sum(mib for name, mib in placement.buffers.items() if f"[{w.endpoint}]" in name) * (1 << 20)
         out["workers"][w.node] = {"received": w.received_bytes, "slice": w.slice_bytes, "cached": w.cached_bytes,
                                   "reported": reported,
-                                  "shown_over_reported": w.received_bytes / reported if reported else float("nan")}
+                                  "shown_over_reported": w.received_bytes / reported if reported else float("nan"),
+                                  "first_byte_s": mark.get("first_byte_s"), "last_byte_s": mark.get("last_byte_s"),
+                                  "mbit_s": w.received_bytes * 8 / span / 1e6 if span > 0 else None}
     return out
 
 
@@ -234,6 +269,10 @@ async def main_async(args) -> int:
             results["startup"] = json.loads(Path(args.speed_only or args.split_only).read_text())["startup"]
         else:
             await part_a(results, engine, big, info, devices, by_name, nodes, client_for)
+        if args.startup_only:
+            results["machine"] = machine_description()
+            Path(args.startup_only).write_text(json.dumps(results, indent=1))
+            return 0
         # once as it is (the model fits one node), once with each worker holding at most
         # --split-share of it (a model larger than any one node: a split is a must)
         if args.split_only:
@@ -264,9 +303,9 @@ async def part_a(results, engine, big, info, devices, by_name, nodes, client_for
     print(f"A: {big.name}: {info.file_bytes / 1e9:.2f} GB, split {plan.describe()}", flush=True)
     print(f"   transfer limit {limit:.1f} s", flush=True)
     first = await startup(engine, big, plan, nodes, client_for, info)
-    print(f"   first start {first['seconds']:.1f} s: {first['workers']}", flush=True)
+    print(f"   first start {first['seconds']:.1f} s {first['phases']}: {first['workers']}", flush=True)
     second = await startup(engine, big, plan, nodes, client_for, info)
-    print(f"   second start {second['seconds']:.1f} s: {second['workers']}", flush=True)
+    print(f"   second start {second['seconds']:.1f} s {second['phases']}: {second['workers']}", flush=True)
     results["startup"] = {"model": big.name, "file_bytes": info.file_bytes,
                           "split": {d.node_name: c for d, c in plan.assignments if c},
                           "slices": {n.name: slices.get(n.rpc_endpoint, 0) for n in by_name.values()},
@@ -460,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--split-only", metavar="RESULTS_JSON", help="take part A and the first speed part from an "
                    "earlier results.json and run the capped speed part only")
     p.add_argument("--report-only", metavar="RESULTS_JSON", help="write results.md/.png again from a results.json")
+    p.add_argument("--startup-only", metavar="JSON_OUT", help="run part A only and write its figures to JSON_OUT "
+                   "(results.md/.json are left as they are)")
     args = p.parse_args(argv)
     if args.report_only:
         write_report(Path(args.out), json.loads(Path(args.report_only).read_text()))
