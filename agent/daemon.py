@@ -284,6 +284,8 @@ class Agent:
     def _rpc_client(self, address: str | None) -> None:
         """The relay's client came or went; once a load is over, keep the cache within its cap."""
         self.supervisor.set_client(address)
+        if address is None:
+            self.weight_cache.changed()
         if address is None and self._loop is not None:
             self._loop.run_in_executor(None, self.weight_cache.prune)
 
@@ -291,6 +293,7 @@ class Agent:
         """Stop the worker and close the relay."""
         self._running_request = None
         await self.supervisor.stop()
+        self.weight_cache.changed()
         if self.relay is not None:
             await self.relay.close()
             self.relay = None

@@ -105,6 +105,10 @@ class WeightCache:
         self.master = master
         self._status = None
 
+    def changed(self) -> None:
+        """The worker may have written files (a load ended): the next status reads the disk."""
+        self._status = None
+
     def forget(self, fingerprint: str) -> int:
         """Remove the folder of the master with this fingerprint (it was unpaired); returns
         the bytes freed."""
