@@ -57,6 +57,12 @@ def _free_loopback_port() -> int:
         return s.getsockname()[1]
 
 
+#: RPC connections the relay keeps open at once, all from the lease's holder: its llama-server's
+#: one, and one more for the moment it reconnects (llama.cpp opens the next connection as it
+#: closes the last). The worker serves one connection at a time; more would only queue there.
+RPC_CONNECTIONS = 2
+
+
 class Agent:
     """A running herd-agent.
 
@@ -255,7 +261,7 @@ class Agent:
         if s.exposure == "relay":
             relay = RpcRelay(s.bind, rpc_port, is_allowed=self._is_paired_key,
                              target=self._worker_target, on_client=self._rpc_client,
-                             ssl=self.rpc_tls)
+                             ssl=self.rpc_tls, max_clients=RPC_CONNECTIONS)
             try:
                 await relay.start()
             except OSError as exc:

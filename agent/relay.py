@@ -148,6 +148,7 @@ class RpcRelay:
         target: ``target()`` — ``(host, port)`` of the worker when it is ready, else None
             (clients are then closed at once, as if nothing listened).
         on_client: called with the connected client's address, or None when the last one left.
+        max_clients: how many admitted connections may be open at once (None: any number).
 
     Attributes:
         refused: how many connections were refused.
@@ -157,8 +158,9 @@ class RpcRelay:
     def __init__(self, host: str, port: int, *, is_allowed: Callable[[str, str | None], bool],
                  target: Callable[[], tuple[str, int] | None],
                  on_client: Callable[[str | None], None] | None = None, ssl=None,
-                 target_ssl=None) -> None:
+                 target_ssl=None, max_clients: int | None = None) -> None:
         self.host = host
+        self.max_clients = max_clients
         self.port = port
         self._ssl = ssl
         self._target_ssl = target_ssl
@@ -175,6 +177,11 @@ class RpcRelay:
         self.bytes_from_worker = 0
         #: what the current (or last) llama-server sent, for start-up progress (``rpc.transfer``)
         self.load = LoadCounter()
+
+    @property
+    def connections(self) -> int:
+        """How many admitted connections are open."""
+        return len(self._active)
 
     @property
     def client(self) -> str | None:
@@ -212,9 +219,11 @@ class RpcRelay:
         fingerprint = hashlib.sha256(der).hexdigest() if der else None
         target = self._target()
         allowed = self._is_allowed(addr, fingerprint)
-        if not allowed or target is None:
+        full = self.max_clients is not None and len(self._active) >= self.max_clients
+        if not allowed or target is None or full:
             self.refused += 1
-            why = "not a paired master's key" if not allowed else "worker not ready"
+            why = ("not a paired master's key" if not allowed else "worker not ready" if target is None
+                   else f"{len(self._active)} connections open already")
             # once per address at warning level: a port scan must not flood the log
             level = logging.DEBUG if addr in self._warned else logging.WARNING
             if len(self._warned) < 1000:

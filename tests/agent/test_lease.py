@@ -1,6 +1,7 @@
 """Leases on loopback with a real RPC worker: one master holds the worker at a time; another
 paired master can neither start, stop nor reach it; an unused lease goes stale by itself, and
-the master whose lease went stale and was taken over gets no RPC answer. Two masters of the
+the master whose lease went stale and was taken over gets no RPC answer. The holder itself
+gets two RPC connections at a time (its llama-server's, and one to reconnect). Two masters of the
 same name (two PCs called alike, a master whose key was made again) are two masters."""
 
 from __future__ import annotations
@@ -100,3 +101,36 @@ async def test_two_masters_of_the_same_name_both_get_through(engine, paired, tmp
     finally:
         await twin.rpc_stop()
         await twin.aclose()
+
+
+async def test_the_holder_gets_two_rpc_connections_at_a_time(engine, paired):
+    """One for its llama-server and one for the moment it reconnects; a third is refused (the
+    worker serves one at a time, so more would only queue there, holding sockets)."""
+    agent, client = paired
+    await client.rpc_start()
+    await _ready(client)
+    f = await Forwarder("127.0.0.1", agent.rpc_port, client.identity, client.pinned).start()
+    held = []
+    try:
+        host, port = f.endpoint.rsplit(":", 1)
+        for _ in range(2):
+            held.append(await asyncio.open_connection(host, int(port)))
+        deadline = time.monotonic() + 10
+        while agent.relay.connections < 2:
+            assert time.monotonic() < deadline, "the relay did not admit both connections"
+            await asyncio.sleep(0.05)
+        refused = agent.relay.refused
+        assert await _reach(agent, client) != "ok"
+        assert agent.relay.refused == refused + 1
+        for _reader, writer in held:
+            writer.close()
+        held.clear()
+        deadline = time.monotonic() + 10
+        while agent.relay.connections:
+            assert time.monotonic() < deadline, "the relay kept closed connections"
+            await asyncio.sleep(0.05)
+        assert await _reach(agent, client) == "ok"
+    finally:
+        for _reader, writer in held:
+            writer.close()
+        await f.close()
