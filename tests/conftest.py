@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,21 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 # Widgets are tested offscreen; set before any QApplication exists.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# The RPC workers the tests start keep their weight caches in a folder of this run, not in the
+# user's data folder: an agent whose settings name no cache_dir uses LLAMA_CACHE
+# (agent/weight_cache.py), and every agent process the tests start inherits it. Each test's
+# master has a key of its own, so each would leave a folder there.
+# (Made in a hook: test modules import this file again as a module of their own.)
+def pytest_configure(config) -> None:
+    config.herd_test_weights = tempfile.mkdtemp(prefix="herd-test-weights-")
+    os.environ["LLAMA_CACHE"] = config.herd_test_weights
+
+
+def pytest_unconfigure(config) -> None:
+    folder = getattr(config, "herd_test_weights", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -28,6 +28,11 @@ def _gib(n) -> str:
     return "?" if n is None else f"{n / GiB:.1f} GiB"
 
 
+def _size(n: int) -> str:
+    """Bytes as GiB, or as MiB below one GiB (a cache of a small model is not "0.0 GiB")."""
+    return _gib(n) if n >= GiB else f"{n / (1 << 20):.0f} MiB"
+
+
 class Sparkline(QWidget):
     """A tiny line of the last values (RTT in ms), newest on the right."""
 
@@ -192,8 +197,8 @@ class NodeCard(QFrame):
         cache = status.rpc.weight_cache
         if cache is not None:
             # what makes a second start fast, and what it costs in disk (the cap: agent's cache_max_gib)
-            parts.append(self.tr("Weights cached %1 of at most %2").replace("%1", _gib(cache.used_bytes))
-                         .replace("%2", _gib(cache.cap_bytes)))
+            parts.append(self.tr("Weights cached %1 of at most %2").replace("%1", _size(cache.used_bytes))
+                         .replace("%2", _size(cache.cap_bytes)))
         self.hardware.setText("\n".join(parts))
         wifi = [n.get("name") for n in hw.get("nics") or [] if n.get("wifi") and not n.get("loopback")]
         self.set_warning(self.tr("Wi-Fi link (%1): expect slow, uneven decoding. Use a cable if you can.")

@@ -253,7 +253,10 @@ def test_fastest_measures_the_nodes_and_applies_a_plan(qtbot, window, agents, de
     # and the card says how much its weight cache holds, against its cap
     cache = win.node_status[nid].rpc.weight_cache
     assert cache is not None and cache.cap_bytes > 0
-    assert f"Weights cached {cache.used_bytes / (1 << 30):.1f} GiB of at most {cache.cap_bytes / (1 << 30):.1f} GiB" \
+
+    def size(n):  # GiB, or MiB below one GiB
+        return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+    assert f"Weights cached {size(cache.used_bytes)} of at most {size(cache.cap_bytes)}" \
         in card.hardware.text(), card.hardware.text()
 
 
