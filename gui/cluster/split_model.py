@@ -7,7 +7,9 @@ gestures. One gesture is one undoable step; a drag of the bar previews without r
 the handle is let go (:meth:`preview_counts`, then :meth:`set_counts`).
 
 A plan the user made (an edit, *Fastest*, an imported profile) is kept when the nodes change
-and still fits the model; a plan computed by memory is computed again for the new devices.
+and still fits the model; a plan computed by memory is computed again for the new devices. What
+the user made is remembered by device: a node that drops out for a moment (Wi-Fi, a reboot) gives
+its slots to the host while it is gone and gets them back when it returns.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ class SplitModel:
         self._history: list[Plan] = []
         self._pos = -1
         self._custom = False  # the plan shown was made by the user (kept when nodes change)
+        #: the slot counts of the last plan the user made, by device key (devices that are gone
+        #: included), and the host's: what a change of nodes re-applies
+        self._intent: dict[str, int] = {}
         self._subs: list[Callable[[Plan | None], None]] = []
 
     # -- events ------------------------------------------------------------------------------
@@ -93,12 +98,22 @@ class SplitModel:
         # memory before the nodes were known (all slots on the host) is computed again, or
         # `herd demo` opened with every handle stacked at the end of the bar (#17).
         if keep_split and self._custom and old is not None and model is not None and old.n_layer == model.n_layer:
-            plan = self._with_counts(old.host_layers, {d.key: c for d, c in old.assignments})
+            counts = dict(self._intent)
+            # A node that returns takes back its slots from the host only as far as the host has
+            # them (the user may have split the rest again while it was gone).
+            shown = {d.key for d, _ in old.assignments}
+            spare = old.host_layers
+            for d in self.included():
+                if d.key not in shown and counts.get(d.key, 0):
+                    counts[d.key] = min(counts[d.key], spare)
+                    spare -= counts[d.key]
+            plan = self._with_counts(old.host_layers, counts)
         custom = plan is not None
         if plan is None and model is not None:
             plan = self._by_memory()
+            self._intent = {}
         self._history, self._pos = [], -1
-        self._set(plan, record=True)
+        self._set(plan, record=True, intent=False)
         self._custom = custom
 
     def set_ctx(self, ctx: int) -> None:
@@ -122,8 +137,9 @@ class SplitModel:
     def reset_by_memory(self) -> None:
         """llama.cpp's default: in proportion to free memory."""
         if self.model is not None:
-            self._set(self._by_memory(), record=True)
+            self._set(self._by_memory(), record=True, intent=False)
             self._custom = False
+            self._intent = {}
 
     def set_counts(self, host: int, counts: list[int]) -> bool:
         """Slot counts: the host's, then each included device's in :meth:`included` order."""
@@ -242,10 +258,17 @@ class SplitModel:
         keys = {d.key for d in plan.devices()}
         self.excluded = {d.key for d in self.devices if d.key not in keys}
         self._endpoint_order = [d.endpoint for d in plan.devices() if d.endpoint]
-        self._set(plan, record=False)
+        self._set(plan, record=False, intent=True)
 
-    def _set(self, plan: Plan | None, *, record: bool) -> None:
+    def _set(self, plan: Plan | None, *, record: bool, intent: bool = True) -> None:
+        """Show ``plan``; ``record``: as an undo step; ``intent``: as what the user made (its
+        counts are re-applied when the nodes change; devices not in it keep theirs, at 0 if
+        they are in the cluster now)."""
         self.plan = plan
+        if intent and plan is not None:
+            present = {d.key for d in self.devices}
+            self._intent = {k: c for k, c in self._intent.items() if k not in present}
+            self._intent.update({d.key: c for d, c in plan.assignments})
         if record:
             self._record()
         self._changed()

@@ -82,6 +82,25 @@ def test_a_users_split_survives_new_nodes_and_a_computed_one_does_not(split, inf
     assert len(split.plan.assignments) == 3  # computed again over the new devices
 
 
+def test_a_node_that_drops_out_for_a_moment_gets_its_slots_back(split, info):
+    n = info.n_slots
+    split.set_counts(0, [3, n - 3])
+    split.set_cluster(info, _devices("a"), host_free_bytes=GiB)  # b's Wi-Fi drops
+    assert split.plan.counts() == [3] and split.plan.host_layers == n - 3  # its slots on the host
+    split.set_cluster(info, _devices("a", "b"), host_free_bytes=GiB)  # and b is back
+    assert split.plan.counts() == [3, n - 3] and split.plan.host_layers == 0
+    # while it is gone the user moves slots about; on its return it gets what the host has
+    split.set_cluster(info, _devices("a"), host_free_bytes=GiB)
+    assert split.set_counts(n - 5, [5])
+    split.set_cluster(info, _devices("a", "b"), host_free_bytes=GiB)
+    assert split.plan.counts() == [5, n - 5] and split.plan.host_layers == 0  # (b had n - 3; the host n - 5)
+    # a split computed by memory is computed again, nothing remembered
+    split.reset_by_memory()
+    split.set_cluster(info, _devices("a"), host_free_bytes=GiB)
+    split.set_cluster(info, _devices("a", "b"), host_free_bytes=GiB)
+    assert split.plan == plan_by_memory(info, split.included(), 512, GiB)
+
+
 def test_a_plan_for_another_model_is_not_applied(split, info):
     other = Plan(info.n_layer + 4, info.n_layer + 5)
     assert not split.apply_plan(other)
