@@ -87,6 +87,13 @@ class LaunchPanel(QWidget):
         self.log.setMaximumBlockCount(5000)  # keeps appending cheap on long runs
         self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        # The newest line stays in view unless the user scrolled back to read. The scroll range
+        # grows only when the text is laid out, after an append returns: so it is followed on
+        # the range's own signal, not right after appending (which left the last line hidden).
+        self._follow_log = True
+        log_bar = self.log.verticalScrollBar()
+        log_bar.valueChanged.connect(self._log_scrolled)
+        log_bar.rangeChanged.connect(self._log_range_changed)
         self.debug_box = QCheckBox(self.tr("Show debug lines"))
         self._lines: list[str] = []
         row = QHBoxLayout()
@@ -150,6 +157,7 @@ class LaunchPanel(QWidget):
         self._layers_seen = 0
         self._buffers_seen = 0
         self.log.clear()
+        self._follow_log = True
         self._lines = []
         self.verified.clear()
         self.notes.clear()
@@ -171,11 +179,10 @@ class LaunchPanel(QWidget):
         del self._lines[:-20000]
         shown = lines if self.debug_box.isChecked() else [x for x in lines if not self._quiet(x)]
         if shown:
-            sb = self.log.verticalScrollBar()
-            follow = sb.value() >= sb.maximum() - 2 or self.state in ("starting", "loading")
+            if self.state in ("starting", "loading"):
+                self._follow_log = True
             self.log.appendPlainText("\n".join(shown))
-            if follow:  # the newest line in view, unless the user scrolled back to read
-                sb.setValue(sb.maximum())
+            self._log_range_changed(0, self.log.verticalScrollBar().maximum())
         for line in lines:
             if _LAYER_RE.search(line):
                 self._layers_seen += 1
@@ -230,8 +237,16 @@ class LaunchPanel(QWidget):
 
     def _refill_log(self) -> None:
         lines = self._lines if self.debug_box.isChecked() else [x for x in self._lines if not self._quiet(x)]
-        self.log.setPlainText("\n".join(lines))
-        self.log.verticalScrollBar().setValue(self.log.verticalScrollBar().maximum())
+        self.log.setPlainText("\n".join(lines))  # (which scrolls to the top)
+        self._follow_log = True
+        self._log_range_changed(0, self.log.verticalScrollBar().maximum())
+
+    def _log_scrolled(self, value: int) -> None:
+        self._follow_log = value >= self.log.verticalScrollBar().maximum() - 2
+
+    def _log_range_changed(self, _minimum: int, maximum: int) -> None:
+        if self._follow_log:
+            self.log.verticalScrollBar().setValue(maximum)
 
     def hold_for_recovery(self) -> None:
         """The failover supervisor has the cluster (it relaunches, or waits for a node or the

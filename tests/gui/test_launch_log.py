@@ -31,3 +31,28 @@ def test_routine_lines_hidden_and_newest_in_view(qtbot, make_window, agents, dem
     assert IDLE not in panel.log.toPlainText()
     win.launch_flow.stop()
     qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
+
+
+def test_the_newest_line_stays_in_view_unless_the_user_scrolls_back(qtbot):
+    """The scroll range grows when the text is laid out, after an append: following it on the
+    range's signal keeps the last line in view (right after appending, it was one line short)."""
+    from gui.widgets.launch_panel import LaunchPanel
+
+    panel = LaunchPanel()
+    qtbot.addWidget(panel)
+    panel.resize(600, 400)
+    panel.show()
+    sb = panel.log.verticalScrollBar()
+    for i in range(120):
+        panel.append_log([f"srv  log line {i}"])
+    qtbot.waitUntil(lambda: sb.maximum() > 0)
+    qtbot.waitUntil(lambda: sb.value() == sb.maximum(), timeout=2000)
+    # the user scrolls back to read: new lines do not pull the view down
+    sb.setValue(0)
+    panel.append_log(["srv  one more line"])
+    qtbot.waitUntil(lambda: "one more line" in panel.log.toPlainText())
+    assert sb.value() == 0
+    # back at the bottom, it follows again
+    sb.setValue(sb.maximum())
+    panel.append_log(["srv  and another"])
+    qtbot.waitUntil(lambda: sb.value() == sb.maximum() and "and another" in panel.log.toPlainText(), timeout=2000)
