@@ -23,7 +23,7 @@ from agent import __version__
 from agent import protocol as P
 from agent.api import build_app
 from agent.api_guard import KEEPALIVE_TIMEOUT, ConnectionGuard, GuardedSite, raise_fd_limit
-from agent.engine import EngineError, choose_backend, find_engine, list_devices
+from agent.engine import choose_engine
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
 from agent.identity import Identity, load_or_create, peer_fingerprint, server_context, trust
@@ -69,6 +69,9 @@ class Agent:
     Attributes:
         settings: effective settings (file + flags).
         state: identity, PIN and pairings (saved on change).
+        engine: the llama.cpp programs this node runs; engine_identity: what they are (backend,
+            GPUs, RPC), read from the engine itself; backend_note: a sentence when the engine is
+            not what the settings asked for.
         supervisor: the RPC worker's supervisor.
         relay: the RPC relay while the worker runs in ``relay`` exposure.
         api_port, echo_port, rpc_port: the ports actually bound/advertised.
@@ -79,10 +82,7 @@ class Agent:
     def __init__(self, settings: Settings, state: AgentState, *, env: dict | None = None) -> None:
         self.settings = settings
         self.state = state
-        self.backend, self.backend_note = (("cpu", None) if settings.engine_dir else
-                                           choose_backend(settings.backend))
-        self.engine = find_engine(settings.engine_dir or None, probe=True, backend=self.backend)
-        self.engine_gpus = self._engine_gpus()
+        self._choose_engine()
         folder = state.folder or default_state_dir()
         self.identity: Identity = load_or_create(folder, "agent", f"herd-agent {state.node_id}")
         self.pins = PinFile(folder)
@@ -243,8 +243,7 @@ class Agent:
         s = self.settings
         if self.engine.rpc_server is None:
             # installed since the agent started? look again before refusing
-            self.backend, self.backend_note = ("cpu", None) if s.engine_dir else choose_backend(s.backend)
-            self.engine = find_engine(s.engine_dir or None, probe=True, backend=self.backend)
+            await asyncio.to_thread(self._choose_engine)
             if self.engine.rpc_server is None:
                 raise StartRefused("no ggml-rpc-server on this node: run `herd engine install` here, "
                                    "or set engine_dir in the agent's config")
@@ -368,15 +367,23 @@ class Agent:
         })
         return snap
 
-    def _engine_gpus(self) -> list:
-        """The GPUs this node's engine can use (none for a CPU build), listed once at start."""
-        if self.backend == "cpu":
-            return []
-        try:
-            return [d for d in list_devices(self.engine) if d.is_gpu]
-        except EngineError as exc:
-            log.warning("%s", exc)
-            return []
+    def _choose_engine(self) -> None:
+        """Find the engine to run and ask it what it is (its backend and the GPUs it finds are
+        the engine's own, not the settings': a GPU build given as engine_dir offers its GPUs)."""
+        s = self.settings
+        self.engine, self.engine_identity, self.backend_note = choose_engine(s.engine_dir or None, s.backend)
+        for note in self.engine_identity.notes:
+            log.warning("%s", note)
+
+    @property
+    def backend(self) -> str:
+        """What this node's engine computes on (``cpu``, ``vulkan``, ``cuda`` …)."""
+        return self.engine_identity.backend
+
+    @property
+    def engine_gpus(self) -> list:
+        """The GPUs this node's engine can use (none for a CPU build), listed when it was found."""
+        return self.engine_identity.gpus
 
     def engine_devices(self, ram_free: int) -> list[dict]:
         """Every device the RPC worker can expose here, in ``-d`` names: the engine's GPUs, then
@@ -418,6 +425,8 @@ class Agent:
             "engine": {"build": self.engine.build, "proto": self.supervisor.proto or self.engine.rpc_proto,
                        "rpc_server": str(self.engine.rpc_server) if self.engine.rpc_server else None,
                        "backend": self.backend, "note": self.backend_note,
+                       "folder": str(self.engine.folder) if self.engine.folder else None,
+                       "identity": self.engine_identity.to_json(),
                        "devices": self.engine_devices(load["ram_free_bytes"])},
             "hardware": hardware,
             "load": load,
@@ -460,7 +469,10 @@ async def run_agent(settings: Settings, state: AgentState) -> int:
                     settings.rpc_port)
     if agent.backend_note:
         log.warning("%s", agent.backend_note)
-    log.info("llama.cpp engine: %s build (%s)", agent.backend, agent.engine.folder or "not found")
+    ident = agent.engine_identity
+    log.info("llama.cpp engine: %s build %s (%s%s: %s); GPUs: %s", agent.backend, ident.build or "of unknown number",
+             agent.engine.folder or "not found", ", set up by hand" if ident.by_hand else "", ident.backend_from,
+             ", ".join(f"{d.name} ({d.description})" for d in ident.gpus) or "none")
     if agent.engine.rpc_server is None:
         log.warning("no ggml-rpc-server found; the master can't start a worker here until one is installed")
     print(f"herd-agent ready api={agent.api_url} rpc={agent.rpc_port} "

@@ -41,10 +41,11 @@ def add_settings_flags(p: argparse.ArgumentParser, *, sub: bool) -> None:
                    help="advertise only on these addresses (default: every interface)", **d)
     p.add_argument("--no-mdns", action="store_true", help="do not advertise over mDNS",
                    **({"default": argparse.SUPPRESS} if sub else {"default": False}))
-    p.add_argument("--engine-dir", help="folder with ggml-rpc-server (default: the usual lookup)", **d)
+    p.add_argument("--engine-dir", help="folder with ggml-rpc-server (default: the usual lookup); it is run "
+                                        "as the build it is (CPU, Vulkan, CUDA …), read from the build itself", **d)
     p.add_argument("--backend", choices=["auto", "cpu", "vulkan", "cuda"],
                    help="which installed llama.cpp build to run (default auto: a GPU build that finds a "
-                        "GPU here, else the CPU build)", **d)
+                        "GPU here, else the CPU build); with --engine-dir, only checked against it", **d)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging",
                    **({"default": argparse.SUPPRESS} if sub else {"default": False}))
 

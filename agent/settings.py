@@ -85,9 +85,11 @@ class Settings:
             can use it and read what it is sent; the agent warns at start).
         mdns: advertise over mDNS at all.
         mdns_interfaces: IPs to advertise on (empty = every interface).
-        engine_dir: folder of the llama.cpp programs (empty = the usual lookup).
+        engine_dir: folder of the llama.cpp programs (empty = the usual lookup), run as the
+            build it is (its backend is read from the build: :func:`agent.engine.identify`).
         backend: which managed llama.cpp build to run: ``auto`` (a GPU build that finds a GPU
-            here, else the CPU build), ``cpu``, ``vulkan`` or ``cuda``.
+            here, else the CPU build), ``cpu``, ``vulkan`` or ``cuda``; with ``engine_dir``
+            the agent only says so when the folder holds another build.
         log_lines: how many lines of the worker's output are kept.
     """
 

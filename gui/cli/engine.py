@@ -10,11 +10,13 @@ from pathlib import Path
 
 from agent.engine import (
     PINNED_BUILD,
+    Engine,
     EngineError,
+    EngineIdentity,
     find_engine,
     gpu_driver_hint,
+    identify,
     installed_backends,
-    list_devices,
 )
 from gui.cli.progress import TerminalProgress
 from gui.cluster import engine as engine_mgr
@@ -79,48 +81,65 @@ def register(sub: argparse._SubParsersAction) -> None:
     dm.set_defaults(func=cmd_demo_model)
 
 
-def _backends() -> list[dict]:
+def _backends(found: Engine, found_identity: EngineIdentity) -> list[dict]:
     """Each installed managed engine: its backend, folder and the GPUs its build finds here."""
     out = []
     for b in installed_backends():
         eng = find_engine(backend=b)
-        entry = {"backend": b, "folder": str(eng.folder), "devices": [], "note": None}
-        if b != "cpu":
-            try:
-                entry["devices"] = [dataclasses.asdict(d) for d in list_devices(eng) if d.is_gpu]
-            except EngineError as exc:
-                entry["note"] = str(exc)
-            if not entry["devices"] and not entry["note"]:
-                entry["note"] = f"finds no GPU here: {gpu_driver_hint(b)}"
+        ident = found_identity if eng.folder == found.folder else identify(eng)
+        entry = {"backend": b, "folder": str(eng.folder), "devices": [dataclasses.asdict(d) for d in ident.gpus],
+                 "note": "; ".join(ident.notes) or None}
+        if b != "cpu" and not entry["devices"] and not entry["note"]:
+            entry["note"] = f"finds no GPU here: {gpu_driver_hint(b)}"
         out.append(entry)
     return out
 
 
+def _yes_no(value: bool | None) -> str:
+    return {True: "yes", False: "no", None: "cannot tell"}[value]
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     eng = find_engine(args.dir, probe=True)
+    ident = identify(eng) if eng.complete or eng.llama_server or eng.rpc_server else None
     info = eng.to_json()
     info["pinned_build"] = PINNED_BUILD
-    info["backends"] = _backends()
+    info["identity"] = ident.to_json() if ident else None
+    info["backends"] = _backends(eng, ident) if ident else _backends(eng, EngineIdentity())
     if args.json:
         print(json.dumps(info, indent=2))
+        return 0 if eng.complete else 1
+    if not eng.complete:
+        print("No complete llama.cpp engine found.")
+    print(f"llama-server : {eng.llama_server or 'not found'}")
+    print(f"RPC worker   : {eng.rpc_server or 'not found'}")
+    print(f"llama-bench  : {eng.llama_bench or 'not found'}")
+    if eng.build is None:
+        built = f"unknown (herd needs {PINNED_BUILD})"
+    elif eng.build == PINNED_BUILD:
+        built = f"{eng.build} (the pinned build)"
     else:
-        if not eng.complete:
-            print("No complete llama.cpp engine found.")
-        print(f"llama-server : {eng.llama_server or 'not found'}")
-        print(f"RPC worker   : {eng.rpc_server or 'not found'}")
-        print(f"llama-bench  : {eng.llama_bench or 'not found'}")
-        print(f"build        : {eng.build if eng.build is not None else 'unknown'} (herd needs {PINNED_BUILD})")
-        print(f"RPC protocol : {eng.rpc_proto or 'unknown'}")
-        print(f"found via    : {eng.source or '-'}{' (' + eng.origin + ')' if eng.origin else ''}")
-        for note in eng.notes:
-            print(f"note         : {note}")
-        for b in info["backends"]:
-            gpus = ", ".join(f"{d['name']} {d['description']} ({d['total_bytes'] >> 20} MiB)" for d in b["devices"])
-            print(f"backend      : {b['backend']:<7} {b['folder']}" + (f" — {gpus}" if gpus else ""))
-            if b["note"]:
-                print(f"               {b['note']}")
-        if not eng.complete:
-            print("Run `herd engine install` to get one.")
+        built = f"{eng.build}: herd needs {PINNED_BUILD}, and every node must run the same build"
+    print(f"build        : {built}")
+    print(f"RPC protocol : {eng.rpc_proto or 'unknown'}")
+    print(f"found via    : {eng.source or '-'}{' (' + eng.origin + ')' if eng.origin else ''}")
+    if ident is not None:
+        print(f"set up       : {'by hand (no engine.json of herd)' if ident.by_hand else 'by herd'}")
+        print(f"backend      : {ident.backend} ({ident.backend_from})")
+        gpus = ", ".join(f"{d.name} {d.description} ({d.total_bytes >> 20} MiB)" for d in ident.gpus)
+        if not gpus and ident.backends:
+            gpus = f"none found here: {gpu_driver_hint(ident.backends[0])}"
+        print(f"GPUs         : {gpus or 'none (a CPU build)'}")
+        print(f"RPC          : {_yes_no(ident.rpc)} ({ident.rpc_from})")
+    for note in [*eng.notes, *(ident.notes if ident else [])]:
+        print(f"note         : {note}")
+    for b in info["backends"]:
+        gpus = ", ".join(f"{d['name']} {d['description']} ({d['total_bytes'] >> 20} MiB)" for d in b["devices"])
+        print(f"managed      : {b['backend']:<7} {b['folder']}" + (f" — {gpus}" if gpus else ""))
+        if b["note"]:
+            print(f"               {b['note']}")
+    if not eng.complete:
+        print("Run `herd engine install` to get one.")
     return 0 if eng.complete else 1
 
 

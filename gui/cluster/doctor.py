@@ -7,9 +7,13 @@ would fail (``herd up`` refuses to start);
 
 What is checked:
 
-* the master's own engine: found, and the pinned llama.cpp build;
+* the master's own engine: found, the pinned llama.cpp build, what it is (its backend and GPUs,
+  read from the engine itself: herd's ``engine.json``, or what a build made by hand reports), and
+  that its llama-server has RPC;
 * per node: the agent answers; it runs the same llama.cpp build and the same RPC protocol major
-  as the master (a major mismatch aborts llama-server, a different build is risky);
+  as the master (a major mismatch aborts llama-server, a different build is risky); what its
+  engine is (backend, GPUs, set up by herd or by hand, RPC) and what its agent says about it
+  (an ``engine_dir`` that is not the ``--backend`` asked for, a GPU build that finds no GPU);
   this master is paired with it; its echo answers (UDP reachable); its RPC port accepts a TCP
   connection from the master when the worker runs, and the worker is not held by another master;
 * the link: the node's or the master's network interface for that link is Wi-Fi (decode speed
@@ -24,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.client import AgentClient, AgentError, measure_echo_rtt
-from agent.engine import PINNED_BUILD, Engine
+from agent.engine import PINNED_BUILD, Engine, EngineIdentity, identify
 from agent.hardware import nics
 from agent.i18n import translate
 from agent.protocol import AgentStatus, WorkerState
@@ -58,17 +62,74 @@ def has_errors(findings: list[Finding]) -> bool:
     return any(f.severity == ERROR for f in findings)
 
 
-def check_engine(engine: Engine) -> list[Finding]:
-    """The master's own llama.cpp programs."""
+def check_engine(engine: Engine, identity: EngineIdentity | None = None) -> list[Finding]:
+    """The master's own llama.cpp programs (``identity``: what :func:`agent.engine.identify`
+    found them to be, when it was asked)."""
     if engine.llama_server is None:
         return [Finding(ERROR, "master", translate("Doctor", "No llama-server found on this machine; "
                                                    "run `herd engine install`."), "no-engine")]
     if engine.build is not None and engine.build != PINNED_BUILD:
-        return [Finding(WARNING, "master", translate(
+        out = [Finding(WARNING, "master", translate(
             "Doctor", "This machine runs llama.cpp build {build}; herd is tested with build {pinned}.")
             .format(build=engine.build, pinned=PINNED_BUILD), "engine-build")]
-    return [Finding(OK, "master", translate("Doctor", "llama-server build {build} found.")
-                    .format(build=engine.build or _unknown()), "engine")]
+    else:
+        out = [Finding(OK, "master", translate("Doctor", "llama-server build {build} found.")
+                       .format(build=engine.build or _unknown()), "engine")]
+    if identity is None:
+        return out
+    out.append(Finding(OK, "master", translate("Doctor", "This machine's llama.cpp: {engine}.")
+                       .format(engine=describe_engine(identity.to_json(), engine.folder)), "engine-backend"))
+    if identity.rpc is False:
+        out.append(Finding(ERROR, "master", translate(
+            "Doctor", "This machine's llama-server has no RPC backend ({why}), so it cannot use the workers; "
+            "build llama.cpp with -DGGML_RPC=ON, or run `herd engine install`.")
+            .format(why=identity.rpc_from), "no-rpc"))
+    return out
+
+
+def describe_engine(identity: dict, folder=None) -> str:
+    """One engine in words, from an :meth:`EngineIdentity.to_json` document (the master's own,
+    or what an agent reports in ``/status``): backend, build, who set it up, RPC, GPUs."""
+    build = identity.get("build")
+    if build is None:
+        built = translate("Doctor", "build unknown")
+    elif build == PINNED_BUILD:
+        built = translate("Doctor", "build {build}, the pinned one").format(build=build)
+    else:
+        built = translate("Doctor", "build {build}, not the pinned {pinned}").format(build=build, pinned=PINNED_BUILD)
+    if identity.get("by_hand"):
+        setup = translate("Doctor", "set up by hand in {folder}; {evidence}").format(
+            folder=folder or _unknown(), evidence=identity.get("backend_from") or _unknown())
+    else:
+        setup = translate("Doctor", "installed by herd")
+    rpc = {True: translate("Doctor", "yes"), False: translate("Doctor", "no")}.get(identity.get("rpc"), _unknown())
+    gpus = ", ".join(f"{d.get('name')} ({d.get('description')})" for d in identity.get("gpus") or []
+                     if isinstance(d, dict)) or translate("Doctor", "none")
+    return translate("Doctor", "a {backend} build ({built}; {setup}), RPC: {rpc}; GPUs: {gpus}").format(
+        backend=identity.get("backend") or "cpu", built=built, setup=setup, rpc=rpc, gpus=gpus)
+
+
+def check_node_engine(name: str, engine_status: dict, mismatch: bool) -> list[Finding]:
+    """What a node's engine is, from the ``engine`` part of its ``/status`` (``mismatch``: the
+    build check already found it differs from the master's)."""
+    identity = engine_status.get("identity")
+    out: list[Finding] = []
+    if isinstance(identity, dict):
+        out.append(Finding(OK, name, translate("Doctor", "Its llama.cpp: {engine}.").format(
+            engine=describe_engine(identity, engine_status.get("folder"))), "engine-backend"))
+        build = identity.get("build")
+        if not mismatch and build is not None and build != PINNED_BUILD:
+            out.append(Finding(WARNING, name, translate(
+                "Doctor", "The node runs llama.cpp build {build}; herd is tested with build {pinned}.")
+                .format(build=build, pinned=PINNED_BUILD), "engine-build"))
+        elif build is None and identity.get("by_hand"):
+            out.append(Finding(WARNING, name, translate(
+                "Doctor", "The node's llama.cpp does not say its build number; every node must run build "
+                "{pinned}.").format(pinned=PINNED_BUILD), "engine-build"))
+    if engine_status.get("note"):
+        out.append(Finding(WARNING, name, translate("Doctor", "Its agent says: {note}.")
+                           .format(note=str(engine_status["note"]).rstrip(".")), "engine-note"))
+    return out
 
 
 def _unknown() -> str:
@@ -170,6 +231,10 @@ async def check_node(node, client: AgentClient, engine: Engine, *, timeout: floa
                 "Doctor", "UDP echo port {port} does not answer; a firewall may block it (latency "
                 "graphs will be empty).").format(port=node.echo_port), "echo"))
 
+    if status is not None and isinstance(status.get("engine"), dict):
+        out.extend(check_node_engine(name, status["engine"],
+                                     mismatch=any(f.code == "version-mismatch" for f in out)))
+
     if status is not None:
         rpc = AgentStatus.of(status).rpc
         if rpc.state == WorkerState.BUSY:
@@ -212,8 +277,11 @@ async def check_cluster(nodes: list, client_for: Callable, engine: Engine, *,
         finally:
             await client.aclose()
 
-    results = await asyncio.gather(*(one(n) for n in nodes))
-    out = check_engine(engine)
+    async def own_engine() -> EngineIdentity | None:
+        return await asyncio.to_thread(identify, engine) if engine.llama_server is not None else None
+
+    identity, *results = await asyncio.gather(own_engine(), *(one(n) for n in nodes))
+    out = check_engine(engine, identity)
     for r in results:
         out.extend(r)
     return out

@@ -1494,6 +1494,81 @@
         <source>This master reaches the node over Wi-Fi ({nic}); a cable will be much faster.</source>
         <translation>本主控通过 Wi-Fi（{nic}）连接该节点；改用网线会快得多。</translation>
     </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="80" />
+        <source>This machine's llama.cpp: {engine}.</source>
+        <translation>本机的 llama.cpp：{engine}。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="84" />
+        <source>This machine's llama-server has no RPC backend ({why}), so it cannot use the workers; build llama.cpp with -DGGML_RPC=ON, or run `herd engine install`.</source>
+        <translation>本机的 llama-server 没有 RPC 后端（{why}），无法使用工作节点；请用 -DGGML_RPC=ON 编译 llama.cpp，或运行 `herd engine install`。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="95" />
+        <source>build unknown</source>
+        <translation>版本未知</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="97" />
+        <source>build {build}, the pinned one</source>
+        <translation>版本 {build}，即 herd 指定的版本</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="99" />
+        <source>build {build}, not the pinned {pinned}</source>
+        <translation>版本 {build}，不是 herd 指定的版本 {pinned}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="101" />
+        <source>set up by hand in {folder}; {evidence}</source>
+        <translation>手动安装于 {folder}；{evidence}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="104" />
+        <source>installed by herd</source>
+        <translation>由 herd 安装</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="105" />
+        <source>yes</source>
+        <translation>有</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="105" />
+        <source>no</source>
+        <translation>无</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="107" />
+        <source>none</source>
+        <translation>无</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="108" />
+        <source>a {backend} build ({built}; {setup}), RPC: {rpc}; GPUs: {gpus}</source>
+        <translation>{backend} 构建（{built}；{setup}），RPC：{rpc}；GPU：{gpus}</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="118" />
+        <source>Its llama.cpp: {engine}.</source>
+        <translation>该节点的 llama.cpp：{engine}。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="123" />
+        <source>The node runs llama.cpp build {build}; herd is tested with build {pinned}.</source>
+        <translation>该节点运行的是 llama.cpp 版本 {build}；herd 经过测试的是版本 {pinned}。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="127" />
+        <source>The node's llama.cpp does not say its build number; every node must run build {pinned}.</source>
+        <translation>该节点的 llama.cpp 未报告其版本号；所有节点都必须运行版本 {pinned}。</translation>
+    </message>
+    <message>
+        <location filename="../../gui/cluster/doctor.py" line="130" />
+        <source>Its agent says: {note}.</source>
+        <translation>该节点的代理提示：{note}。</translation>
+    </message>
 </context>
 <context>
     <name>Launcher</name>

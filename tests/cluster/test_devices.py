@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from e2e.test_gpu_worker import vulkan_engine  # noqa: F401  (the fixture)
+from e2e.gpu import vulkan_engine  # noqa: F401  (the fixture)
 
 from agent.settings import Settings, SettingsError
 from gui.cluster.launcher import devices_from_status, offers_gpu, worker_devices
@@ -93,7 +93,7 @@ async def test_fastest_measures_a_gpu_workers_devices_apart_and_leaves_the_slow_
     import os
 
     from cluster.agents import pair_all, start_agent
-    from e2e.test_gpu_worker import GPU_ENV
+    from e2e.gpu import GPU_ENV
 
     from gui.cluster.demo_model import DemoShape, write_demo_model
     from gui.cluster.discovery import Discovery

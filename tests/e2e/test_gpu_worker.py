@@ -1,10 +1,6 @@
 """A worker with a GPU and its CPU as two devices, beside a CPU worker, on a simulated LAN.
 
-The GPU is Mesa's software Vulkan device (lavapipe): a real Vulkan device that the Vulkan build
-of ``ggml-rpc-server`` finds when ``GGML_VK_VISIBLE_DEVICES=0`` lets it use a CPU-type device.
-It stands in for the gaming PC's GPU in everything but speed and memory (its free memory never
-changes). At this build lavapipe crashes in flash attention, so llama-server runs with
-``-fa off`` here; a real GPU does not need that.
+The GPU is Mesa's software Vulkan device (lavapipe, see ``e2e.gpu``).
 
 The master finds both agents over mDNS, plans with the three devices the agents report
 (``gaming Vulkan0``, ``gaming CPU``, ``old CPU``), ``herd up`` starts the gaming PC's worker
@@ -17,48 +13,22 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 
 import httpx
 import pytest
 from cluster.agents import start_agent
-from e2e.herd_cli import HERD, HerdUp, herd, rpc_children
+from e2e.gpu import GPU_ENV, herd_up, stop, vulkan_engine, worker_devices  # noqa: F401 - a fixture
+from e2e.herd_cli import herd
 from lan import Lan
 
-from agent.engine import find_engine, list_devices
 from gui.cluster.demo_model import DemoShape, write_demo_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow]
 
 API, RPC, ECHO = 50050, 50052, 50053
-GPU_ENV = {"GGML_VK_VISIBLE_DEVICES": "0"}
 #: Log-probabilities of the same token from the GPU and from the CPU differ by 0.01–0.1 nats
 #: (seen here); a wrong device or layer order differs by whole nats.
 LOGPROB_TOLERANCE = 0.25
-
-
-@pytest.fixture(scope="module")
-def vulkan_engine():
-    """The Vulkan build of the pinned llama.cpp and the software GPU it finds; CI builds it
-    (`herd engine install --from-source --backend vulkan`), elsewhere the test skips."""
-    eng = find_engine(backend="vulkan")
-    problem = None
-    if not eng.complete:
-        problem = "no Vulkan build of llama.cpp: run `herd engine install --from-source --backend vulkan`"
-    else:
-        os.environ.update(GPU_ENV)
-        try:
-            if not [d for d in list_devices(eng) if d.is_gpu]:
-                problem = "the Vulkan build finds no device: install mesa-vulkan-drivers (lavapipe)"
-        finally:
-            for k in GPU_ENV:
-                os.environ.pop(k, None)
-    if problem:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(problem)
-        pytest.skip(problem)
-    return eng
 
 
 @pytest.fixture
@@ -76,28 +46,7 @@ async def _first_token_logprobs(url: str) -> dict[str, float]:
     return {p["token"]: p["logprob"] for p in probs}
 
 
-def _up(m, env, target, split: str | None = None) -> HerdUp:
-    args = ["--split", split, "--ctx", "512", "--host", m.ip, "--port", "8080", "--threads", "1",
-            "--server-args", "-fa off"] if split else []
-    up = HerdUp(m.popen(HERD + ["up", str(target), *args, "--timeout", "3"],
-                        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    up.wait_for("Serving", 300)
-    return up
-
-
-def _worker_devices(agent) -> bytes:
-    [worker] = rpc_children(agent.proc.pid)
-    with open(f"/proc/{worker}/cmdline", "rb") as f:
-        argv = f.read().split(b"\0")
-    return argv[argv.index(b"-d") + 1]
-
-
-def _stop(up: HerdUp) -> None:
-    up.proc.send_signal(signal.SIGINT)
-    assert up.proc.wait(timeout=60) == 0, "\n".join(up.lines[-30:])
-
-
-async def test_gpu_and_cpu_of_one_worker_and_a_cpu_worker_share_a_model(engine, vulkan_engine, tmp_path, lan):
+async def test_gpu_and_cpu_of_one_worker_and_a_cpu_worker_share_a_model(engine, vulkan_engine, tmp_path, lan):  # noqa: F811
     model = write_demo_model(tmp_path / "q8.gguf", DemoShape(layers=8, embd=256, ff=704, kv_heads=2, quant="Q8_0"))
     env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "master-config"))
     gaming_env = dict(os.environ, **GPU_ENV)
@@ -121,7 +70,7 @@ async def test_gpu_and_cpu_of_one_worker_and_a_cpu_worker_share_a_model(engine, 
     names = [(a["device"]["node_name"], a["device"]["name"], a["count"]) for a in plan["plan"]["assignments"]]
     assert names == [("gaming", "Vulkan0", 2), ("gaming", "CPU", 3), ("old", "CPU", 3)], names
 
-    up = _up(m, env, model, "gaming/0=2,gaming/1=3,old=3,host=1")
+    up = herd_up(m, env, model, "gaming/0=2,gaming/1=3,old=3,host=1")
     try:
         g_ep, o_ep = f"{lan['gaming'].ip}:{RPC}", f"{lan['old'].ip}:{RPC}"
         # by endpoint: the gaming PC's two devices hold slots 1-2 (Vulkan0) and 3-5 (its CPU)
@@ -129,26 +78,26 @@ async def test_gpu_and_cpu_of_one_worker_and_a_cpu_worker_share_a_model(engine, 
         assert any(ln.startswith("Placement matches the plan.") for ln in up.lines)
         assert any("(RPC0) holds slots 1-2 as planned" in ln for ln in up.lines), up.lines
         assert any("(RPC1) holds slots 3-5 as planned" in ln for ln in up.lines), up.lines
-        assert _worker_devices(agents["gaming"]) == b"Vulkan0,CPU"
+        assert worker_devices(agents["gaming"]) == b"Vulkan0,CPU"
         on_gpu = await _first_token_logprobs(up.endpoint())
         r = herd(["export", "-o", str(tmp_path / "gpu.json")], env, wrap=m.cmd)
         assert r.returncode == 0, r.stderr
     finally:
-        _stop(up)
+        stop(up)
 
     # The profile keeps the device choice: replayed, it starts the same worker devices and split.
-    again = _up(m, env, tmp_path / "gpu.json")
+    again = herd_up(m, env, tmp_path / "gpu.json")
     try:
         assert again.placement() == {"host": [0], g_ep: [1, 2, 3, 4, 5], o_ep: [6, 7, 8]}
-        assert _worker_devices(agents["gaming"]) == b"Vulkan0,CPU"
+        assert worker_devices(agents["gaming"]) == b"Vulkan0,CPU"
     finally:
-        _stop(again)
+        stop(again)
 
-    alone = _up(m, env, model, "host=9")
+    alone = herd_up(m, env, model, "host=9")
     try:
         on_cpu = await _first_token_logprobs(alone.endpoint())
     finally:
-        _stop(alone)
+        stop(alone)
     shared = set(on_gpu) & set(on_cpu)
     assert len(shared) >= 3, (on_gpu, on_cpu)
     diff = max(abs(on_gpu[t] - on_cpu[t]) for t in shared)

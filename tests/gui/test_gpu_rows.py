@@ -11,7 +11,7 @@ import os
 import pytest
 from cluster.agents import start_agent
 from e2e.herd_cli import rpc_children
-from e2e.test_gpu_worker import GPU_ENV, vulkan_engine  # noqa: F401  (the fixture)
+from e2e.gpu import GPU_ENV, vulkan_engine  # noqa: F401  (the fixture)
 from PySide6.QtCore import Qt
 
 from gui.cluster.demo_model import DemoShape, write_demo_model
