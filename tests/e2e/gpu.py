@@ -21,6 +21,20 @@ from agent.engine import find_engine, list_devices
 GPU_ENV = {"GGML_VK_VISIBLE_DEVICES": "0"}
 
 
+def gpus_found(eng) -> list:
+    """The GPUs ``eng`` finds with :data:`GPU_ENV` set, as the GPU tests' agents run it."""
+    saved = {k: os.environ.get(k) for k in GPU_ENV}
+    os.environ.update(GPU_ENV)
+    try:
+        return [d for d in list_devices(eng) if d.is_gpu]
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 @pytest.fixture(scope="module")
 def vulkan_engine():
     """The Vulkan build of the pinned llama.cpp and the software GPU it finds; CI builds it
@@ -30,13 +44,8 @@ def vulkan_engine():
     if not eng.complete:
         problem = "no Vulkan build of llama.cpp: run `herd engine install --from-source --backend vulkan`"
     else:
-        os.environ.update(GPU_ENV)
-        try:
-            if not [d for d in list_devices(eng) if d.is_gpu]:
-                problem = "the Vulkan build finds no device: install mesa-vulkan-drivers (lavapipe)"
-        finally:
-            for k in GPU_ENV:
-                os.environ.pop(k, None)
+        if not gpus_found(eng):
+            problem = "the Vulkan build finds no device: install mesa-vulkan-drivers (lavapipe)"
     if problem:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(problem)

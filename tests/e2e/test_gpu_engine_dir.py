@@ -25,7 +25,7 @@ import subprocess
 import httpx
 import pytest
 from cluster.agents import start_agent
-from e2e.gpu import GPU_ENV, herd_up, stop, vulkan_engine, worker_devices  # noqa: F401 - a fixture
+from e2e.gpu import GPU_ENV, gpus_found, herd_up, stop, vulkan_engine, worker_devices  # noqa: F401 - a fixture
 from e2e.herd_cli import HERD, herd
 from lan import Lan
 
@@ -44,14 +44,28 @@ def lan():
         yield lan
 
 
+def _is_binary(path) -> bool:
+    """A program or a shared library (or a link to one) of a llama.cpp build: not herd's files
+    beside them (engine.json, the repack verdicts)."""
+    return path.name.startswith(("llama-", "ggml-", "rpc-server")) or ".so" in path.name or path.suffix == ".dll"
+
+
 def _hand_built(build, dest):
-    """The Vulkan build's programs and libraries only, in a folder of their own: no engine.json."""
+    """The Vulkan build's binaries only, in a folder of their own, as ``cmake --build`` leaves them
+    in ``build/bin``: no engine.json nor anything else of herd's."""
     dest.mkdir(parents=True)
     for item in build.folder.iterdir():
-        if item.name != MANIFEST_NAME:
+        if _is_binary(item):
             shutil.copy2(item, dest / item.name, follow_symlinks=False)
-    assert not (dest / MANIFEST_NAME).exists()
+    assert not (dest / MANIFEST_NAME).exists() and not list(dest.glob("*.json"))
+    assert (dest / "llama-server").exists() and any(dest.glob("libggml-vulkan.so*"))
     return dest
+
+
+def _the_gpu(build) -> str:
+    """How the build names the GPU it finds (lavapipe: ``llvmpipe (LLVM …)``), asked here."""
+    [gpu] = gpus_found(build)
+    return gpu.description
 
 
 def _gaming_agent(lan, tmp_path, engine_dir, extra=()):
@@ -109,6 +123,7 @@ def test_the_vulkan_build_given_as_engine_dir_offers_its_gpu(engine, vulkan_engi
 
 def test_a_hand_built_vulkan_folder_is_run_as_the_vulkan_build_it_is(engine, vulkan_engine, tmp_path, lan):  # noqa: F811
     folder = _hand_built(vulkan_engine, tmp_path / "llama.cpp" / "build" / "bin")
+    gpu = _the_gpu(vulkan_engine)
 
     # herd engine status on the gaming PC: what the folder is, read from its own programs
     gpu_env = dict(os.environ, **GPU_ENV)
@@ -119,7 +134,7 @@ def test_a_hand_built_vulkan_folder_is_run_as_the_vulkan_build_it_is(engine, vul
     assert f"build        : {PINNED_BUILD} (the pinned build)" in lines, r.stdout
     assert "set up       : by hand (no engine.json of herd)" in lines, r.stdout
     assert "backend      : vulkan (llama-server --list-devices lists Vulkan0)" in lines, r.stdout
-    assert any(ln.startswith("GPUs         : Vulkan0 llvmpipe") for ln in lines), r.stdout
+    assert any(ln.startswith(f"GPUs         : Vulkan0 {gpu}") for ln in lines), r.stdout
     assert any(ln.startswith("RPC          : yes (ggml-rpc-server") for ln in lines), r.stdout
     # Where the build finds no GPU it is still a Vulkan build, and says what to install.
     r = subprocess.run([*HERD, "engine", "status", "--dir", str(folder), "--json"], capture_output=True,
@@ -141,7 +156,7 @@ def test_a_hand_built_vulkan_folder_is_run_as_the_vulkan_build_it_is(engine, vul
     engine_line = findings["engine-backend"]["message"]
     assert engine_line.startswith(f"Its llama.cpp: a vulkan build (build {PINNED_BUILD}, the pinned one; "
                                   f"set up by hand in {folder}; llama-server --list-devices lists Vulkan0), "
-                                  "RPC: yes; GPUs: Vulkan0 (llvmpipe"), engine_line
+                                  f"RPC: yes; GPUs: Vulkan0 ({gpu}"), engine_line
     assert findings["engine-note"]["severity"] == "warning" and said in findings["engine-note"]["message"]
 
     model = _model(tmp_path)
