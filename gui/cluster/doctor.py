@@ -67,8 +67,19 @@ def check_engine(engine: Engine) -> list[Finding]:
         return [Finding(WARNING, "master", translate(
             "Doctor", "This machine runs llama.cpp build {build}; herd is tested with build {pinned}.")
             .format(build=engine.build, pinned=PINNED_BUILD), "engine-build")]
-    return [Finding(OK, "master", translate("Doctor", "llama-server build {build} found.")
-                    .format(build=engine.build or _unknown()), "engine")]
+    found = Finding(OK, "master", translate("Doctor", "llama-server build {build} found.")
+                    .format(build=engine.build or _unknown()), "engine")
+    return [found, check_repacking(engine)]
+
+
+def check_repacking(engine: Engine) -> Finding:
+    """What herd knows about llama.cpp's weight repacking with this engine on this CPU: a
+    warning when it crashes here (herd then starts llama-server with ``--no-repack``)."""
+    from gui.cluster import repack_probe
+
+    verdict = repack_probe.load_verdict(engine.llama_server)
+    severity = WARNING if verdict is not None and verdict.needs_no_repack else OK
+    return Finding(severity, "master", repack_probe.describe_verdict(verdict), "repacking")
 
 
 def _unknown() -> str:
