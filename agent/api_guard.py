@@ -296,7 +296,9 @@ class PeerErrorLog:
     def exception(self, msg, *args, exc_info=None, **kw) -> None:
         exc = exc_info if isinstance(exc_info, BaseException) else None
         if exc is None or _peer_caused(exc):
-            why = f"{type(exc).__name__}: {exc}" if exc is not None else "no details"
+            # one line, printable, short: the text may quote what the peer sent
+            text = "".join(ch if ch.isprintable() else " " for ch in " ".join(str(exc).split()))
+            why = f"{type(exc).__name__}: {text[:160]}" if exc is not None else "no details"
             self.limited.log("api-peer", logging.WARNING, f"{msg} (%s)", *args, why)
             return
         if self.limited.allow("api-bug"):
