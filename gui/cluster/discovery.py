@@ -364,8 +364,8 @@ class Discovery:
                 node = await self._check_hint(advert.node_id, host, advert.api_port, hint=name,
                                               via_mdns=True, addresses=advert.addresses,
                                               fingerprint=advert.fingerprint)
-                if node is None:
-                    return
+                if node is None or node.host != host:
+                    return  # ignored, or a record that failed the key check: it stands for nobody
                 old_id = self._by_name.get(name)
                 self._by_name[name] = advert.node_id
                 if old_id and old_id != advert.node_id:
@@ -393,7 +393,8 @@ class Discovery:
             if info is None:
                 info, why = await self._public_info(node_id, host, api_port)
                 if why:
-                    log.debug("ignored the hint %r: %s", hint, why)
+                    log.debug("ignored mDNS record %r: %s" if via_mdns else "ignored the address %r: %s",
+                              hint, why)
                     return None
             node = _node_from_info(info, host, api_port).with_(
                 addresses=tuple(dict.fromkeys((host, *addresses))), fingerprint=fingerprint, **extra)
