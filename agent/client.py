@@ -190,16 +190,8 @@ class AgentClient:
             der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
         except httpx.HTTPError as exc:
             raise self._network_error(exc) from exc
-        if resp.status_code != 200:
-            raise self._http_error(resp)
-        try:
-            data = resp.json()
-        except ValueError as exc:
-            raise AgentError(f"{self.base_url}{P.PATH_STATUS}: reply is not JSON") from exc
-        if not isinstance(data, dict):
-            raise AgentError(f"{self.base_url}{P.PATH_STATUS}: reply is not a JSON object")
         from agent.identity import fingerprint_of_der  # noqa: PLC0415
-        return data, fingerprint_of_der(der) if der else None
+        return self._reply(resp, P.PATH_STATUS), fingerprint_of_der(der) if der else None
 
     async def unpair(self) -> dict:
         """``POST /unpair``: the agent forgets this master."""
@@ -281,6 +273,10 @@ class AgentClient:
                                             timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT)
         except httpx.HTTPError as exc:
             raise self._network_error(exc) from exc
+        return self._reply(resp, path)
+
+    def _reply(self, resp: httpx.Response, path: str) -> dict:
+        """The JSON object of a 200 answer; AgentError for anything else."""
         if resp.status_code != 200:
             raise self._http_error(resp)
         try:
