@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("pair", help="pair with a node using the PIN it shows")
     p.add_argument("address", help="the node's agent, HOST[:PORT]")
-    p.add_argument("--pin", required=True, help="the 6-digit PIN the node shows")
+    p.add_argument("--pin", required=True, help="the PIN the node shows (10 digits; spaces are ignored)")
     p.set_defaults(func=_runner(cmd_pair))
 
     def planning(p: argparse.ArgumentParser, ctx_default: int | None = 4096) -> None:

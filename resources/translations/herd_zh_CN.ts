@@ -2360,8 +2360,8 @@
     </message>
     <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="243" />
-        <source>The PIN has 6 digits (%1 typed).</source>
-        <translation>PIN 为 6 位数字（已输入 %1 位）。</translation>
+        <source>The PIN has %1 digits (%2 typed).</source>
+        <translation>PIN 为 %1 位数字（已输入 %2 位）。</translation>
     </message>
 </context>
 <context>
