@@ -159,7 +159,7 @@ async def pair_start(request: web.Request) -> web.Response:
     if not isinstance(name, str) or len(name) > 100:
         raise BadRequest("name must be a string of at most 100 characters", "name")
     try:
-        sid, reply = agent.pairing.start(_remote(request), msg)
+        sid, reply = await agent.pairing.start(_remote(request), msg)
     except PairingLocked as exc:
         raise _json_error(web.HTTPTooManyRequests, str(exc),
                           headers={"Retry-After": str(int(exc.retry_after) + 1)}) from None

@@ -33,13 +33,16 @@ import httpx
 from agent import protocol as P
 from agent.i18n import translate
 from agent.identity import Identity, IdentityError, client_context, der_of_pem, fingerprint_of_pem
-from agent.pairing import BadExchange, MasterExchange
+from agent.pairing import GATE_WAIT, BadExchange, MasterExchange, normalise_pin
 
 log = logging.getLogger(__name__)
 
 
 #: A pairing refused for a back-off this short (the first after a wrong PIN) is tried again.
 PAIR_RETRY_MAX_S = 3.0
+#: Seconds a pairing step may take: the agent may keep an attempt waiting for its turn while
+#: others try (agent.pairing.AttemptGate), up to GATE_WAIT.
+PAIR_TIMEOUT = GATE_WAIT + 5.0
 
 
 class AgentError(RuntimeError):
@@ -131,12 +134,12 @@ class AgentClient:
         """
         if self.identity is None:
             raise AgentError(f"{self.base_url}: pairing needs this master's identity")
-        ex = MasterExchange(str(pin), self.identity.cert_der)
+        ex = MasterExchange(normalise_pin(pin), self.identity.cert_der)
         body: dict = {"msg": ex.msg_a.hex()}
         if client_name:
             body["name"] = client_name[:100]
         try:
-            r1 = await self._call("POST", P.PATH_PAIR_START, json=body)
+            r1 = await self._call("POST", P.PATH_PAIR_START, json=body, timeout=PAIR_TIMEOUT)
         except AgentError as exc:
             # The first back-off after a mistyped PIN is a second or two: waited out here, as a
             # person would before typing again. Longer ones (many wrong PINs) are the user's.
@@ -144,13 +147,14 @@ class AgentClient:
             if exc.status != 429 or wait is None or wait > PAIR_RETRY_MAX_S:
                 raise
             await asyncio.sleep(wait)
-            r1 = await self._call("POST", P.PATH_PAIR_START, json=body)
+            r1 = await self._call("POST", P.PATH_PAIR_START, json=body, timeout=PAIR_TIMEOUT)
         try:
             mac = ex.finish(bytes.fromhex(str(r1.get("msg", ""))))
         except (ValueError, BadExchange) as exc:
             raise AgentError(f"{self.base_url}: unusable pairing reply ({exc})") from None
         r2 = await self._call("POST", P.PATH_PAIR_FINISH, json={
-            "session": r1.get("session"), "cert": self.identity.cert_pem.decode("ascii"), "mac": mac.hex()})
+            "session": r1.get("session"), "cert": self.identity.cert_pem.decode("ascii"), "mac": mac.hex()},
+            timeout=PAIR_TIMEOUT)
         cert = r2.get("cert")
         try:
             ok = isinstance(cert, str) and ex.verify(der_of_pem(cert), bytes.fromhex(str(r2.get("mac", ""))))
@@ -174,6 +178,20 @@ class AgentClient:
     async def status_json(self) -> dict:
         """``GET /status`` as the agent sent it (see ``/openapi.json``)."""
         return await self._call("GET", P.PATH_STATUS, auth=True)
+
+    async def status_and_key(self) -> tuple[dict, str | None]:
+        """``GET /status`` as sent, and the fingerprint of the key that answered it — which of
+        the pinned certificates, when this client pins several (:func:`identify`)."""
+        self._check_paired(True)
+        try:
+            resp = await self._http.request("GET", P.PATH_STATUS)
+            stream = resp.extensions.get("network_stream")
+            ssl_object = stream.get_extra_info("ssl_object") if stream is not None else None
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        except httpx.HTTPError as exc:
+            raise self._network_error(exc) from exc
+        from agent.identity import fingerprint_of_der  # noqa: PLC0415
+        return self._reply(resp, P.PATH_STATUS), fingerprint_of_der(der) if der else None
 
     async def unpair(self) -> dict:
         """``POST /unpair``: the agent forgets this master."""
@@ -247,12 +265,18 @@ class AgentClient:
         return AgentError(translate("AgentClient", "cannot reach agent at {url}: {why} ({kind})")
                           .format(url=self.base_url, why=exc, kind=type(exc).__name__))
 
-    async def _call(self, method: str, path: str, *, json=None, params=None, auth=False) -> dict:
+    async def _call(self, method: str, path: str, *, json=None, params=None, auth=False,
+                    timeout: float | None = None) -> dict:
         self._check_paired(auth)
         try:
-            resp = await self._http.request(method, path, json=json, params=params)
+            resp = await self._http.request(method, path, json=json, params=params,
+                                            timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT)
         except httpx.HTTPError as exc:
             raise self._network_error(exc) from exc
+        return self._reply(resp, path)
+
+    def _reply(self, resp: httpx.Response, path: str) -> dict:
+        """The JSON object of a 200 answer; AgentError for anything else."""
         if resp.status_code != 200:
             raise self._http_error(resp)
         try:

@@ -22,7 +22,7 @@ from aiohttp import web
 from agent import __version__
 from agent import protocol as P
 from agent.api import build_app
-from agent.api_guard import KEEPALIVE_TIMEOUT, ConnectionGuard, GuardedSite, raise_fd_limit
+from agent.api_guard import KEEPALIVE_TIMEOUT, ConnectionGuard, GuardedSite, PeerErrorLog, raise_fd_limit
 from agent.engine import choose_engine
 from agent.echo import EchoServer
 from agent.hardware import LoadMeter, hardware_summary, nics
@@ -94,7 +94,8 @@ class Agent:
         self.api_tls = server_context(self.identity, [m.cert_pem for m in state.masters])
         self.rpc_tls = server_context(self.identity, [m.cert_pem for m in state.masters], require=True)
         # one master at a time holds the worker (agent.lease); in use while an RPC client is on
-        self.leases = Leases(in_use=lambda: self.relay is not None and self.relay.client is not None)
+        self.leases = Leases(in_use=lambda: self.relay is not None and self.relay.client is not None,
+                             idle=settings.lease_idle_s)
         self.api_guard = ConnectionGuard(is_trusted=lambda ssl_object: self.state.master_for_fingerprint(
             peer_fingerprint(ssl_object)) is not None)
         self.load = LoadMeter()
@@ -132,8 +133,10 @@ class Agent:
                                f"{exc.strerror or exc}") from exc
         self.echo_port = self.echo.port
         raise_fd_limit()  # the connection caps, not the OS's 1024 files, decide who is refused
+        # logger: what a peer breaks (a reset mid-body, a malformed request) is one rate-limited
+        # line, not aiohttp's traceback (#25)
         self._runner = web.AppRunner(build_app(self), access_log=None, shutdown_timeout=0.5,
-                                     keepalive_timeout=KEEPALIVE_TIMEOUT)
+                                     keepalive_timeout=KEEPALIVE_TIMEOUT, logger=PeerErrorLog())
         await self._runner.setup()
         site = GuardedSite(self._runner, bind, self.settings.api_port, guard=self.api_guard,
                            ssl_context=self.api_tls)
@@ -223,8 +226,8 @@ class Agent:
             return False
         serving = self._worker_master()
         if serving is not None and serving != master.fingerprint:
-            # The worker keeps another master's cache open: that master's tensors must not
-            # answer this one's hashes. herd's masters call rpc/start first, which restarts it.
+            # The worker process is another master's: its memory (and its cache, if on) holds
+            # that master's tensors. herd's masters call rpc/start first, which restarts it.
             self.log_limited("lease", logging.WARNING, "RPC relay: refused master %r: the worker was "
                              "started for another master (call rpc/start first)", master.name)
             return False
@@ -252,7 +255,10 @@ class Agent:
                           devices=list(devices) if devices is not None else list(s.devices),
                           cache=s.cache if cache is None else cache)
         cache_master = master if opts.cache else None
-        wanted = (rpc_port, opts.threads, opts.devices, opts.cache, cache_master)
+        # The master is part of the request whatever the cache setting: a worker process that ran
+        # for one master is never handed to another, whose fresh buffers could hold the first
+        # one's freed weights and activations (#25).
+        wanted = (rpc_port, opts.threads, opts.devices, opts.cache, master)
         if self._running_request == wanted and self.supervisor.state in (
                 P.STATE_STARTING, P.STATE_READY, P.STATE_BUSY):
             return  # already running as asked: a restart would cut off a connected master
@@ -283,7 +289,8 @@ class Agent:
         self._changed()
 
     def _worker_master(self) -> str | None:
-        """The key fingerprint of the master whose weight cache the running worker uses."""
+        """The key fingerprint of the master the running worker was started for (its weight
+        cache, if any, is that master's)."""
         return self._running_request[4] if self._running_request else None
 
     def _rpc_client(self, address: str | None) -> None:
@@ -331,9 +338,10 @@ class Agent:
     # --- reports ------------------------------------------------------------------------------
 
     def txt(self) -> dict[str, str]:
-        """The TXT properties to advertise now."""
+        """The TXT properties to advertise now: where to find this node and what it runs, not
+        what it is doing (no worker state: whether it is busy is for its masters, #25)."""
         return P.build_txt(node_id=self.state.node_id, version=__version__, api_port=self.api_port,
-                           rpc_port=self.rpc_port, echo_port=self.echo_port, state=self.supervisor.state,
+                           rpc_port=self.rpc_port, echo_port=self.echo_port,
                            proto=self.supervisor.proto or self.engine.rpc_proto or "",
                            engine=str(self.engine.build or ""), fingerprint=self.identity.fingerprint[:16])
 
@@ -395,18 +403,16 @@ class Agent:
         return out
 
     def info(self) -> dict:
-        """``/info``: public identity and summary (no load, no pairings)."""
+        """``/info``: what a stranger needs to list this node and pair with it — its id, name,
+        versions and ports — and no more (#25): no hardware or OS, no pairings, no worker state,
+        no key fingerprint. A paired master reads everything else from ``/status``."""
         return {
             "id": self.state.node_id,
             "name": self.settings.name,
             "version": __version__,
             "engine": {"build": self.engine.build, "proto": self.supervisor.proto or self.engine.rpc_proto,
                        "rpc_server": self.engine.rpc_server is not None, "backend": self.backend},
-            "hardware": self._hardware,
             "ports": {"api": self.api_port, "rpc": self.rpc_port, "echo": self.echo_port},
-            "rpc_state": self.supervisor.state,
-            "paired": self.state.paired,
-            "fp": self.identity.fingerprint,
         }
 
     async def status(self) -> dict:
@@ -422,6 +428,7 @@ class Agent:
             "name": self.settings.name,
             "version": __version__,
             "uptime_s": round(time.monotonic() - self._started, 3),
+            "ports": {"api": self.api_port, "rpc": self.rpc_port, "echo": self.echo_port},
             "engine": {"build": self.engine.build, "proto": self.supervisor.proto or self.engine.rpc_proto,
                        "rpc_server": str(self.engine.rpc_server) if self.engine.rpc_server else None,
                        "backend": self.backend, "note": self.backend_note,

@@ -7,7 +7,10 @@ same bytes back with the tag changed to :data:`agent.protocol.ECHO_REPLY`, and a
 answered. So one spoofed datagram between two agents' echo ports causes at most one reply (an
 untagged echo bounced such a datagram between them for ever). The reply is never larger than
 the request (no amplification), and each source address is answered at most
-:data:`RATE` times a second (burst :data:`BURST`).
+:data:`RATE` times a second (burst :data:`BURST`), however many sources there are (#25): a
+source's budget is forgotten only once it has refilled (then forgetting it changes nothing), and
+while :data:`MAX_SOURCES` sources all have budgets still refilling, a datagram from a new source
+is not answered — it never pushes out another source's budget, which would come back full.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from agent import protocol as P
 #: Answers per second and burst per source address.
 RATE = 50.0
 BURST = 20.0
-#: Source addresses whose budget is remembered (the least recent are forgotten first).
+#: Source addresses whose budget is remembered at once.
 MAX_SOURCES = 1024
 
 
@@ -37,13 +40,24 @@ class _Echo(asyncio.DatagramProtocol):
 
     def _allow(self, ip: str) -> bool:
         now = time.monotonic()
-        tokens, at = self._buckets.pop(ip, (BURST, now))
+        known = self._buckets.pop(ip, None)
+        if known is None and not self._room(now):
+            return False  # every remembered source is still refilling: none is pushed out
+        tokens, at = known if known is not None else (BURST, now)
         tokens = min(BURST, tokens + (now - at) * RATE)
         ok = tokens >= 1.0
-        self._buckets[ip] = (tokens - 1.0 if ok else tokens, now)
-        while len(self._buckets) > MAX_SOURCES:
-            self._buckets.popitem(last=False)
+        self._buckets[ip] = (tokens - 1.0 if ok else tokens, now)  # most recent last
         return ok
+
+    def _room(self, now: float) -> bool:
+        """Forget budgets that have refilled (least recent first); True if one more fits."""
+        buckets = self._buckets
+        while buckets:
+            _ip, (tokens, at) = next(iter(buckets.items()))
+            if tokens + (now - at) * RATE < BURST:
+                break  # still refilling: kept (a later one may be full, but stays too)
+            buckets.popitem(last=False)
+        return len(buckets) < MAX_SOURCES
 
     def datagram_received(self, data: bytes, addr) -> None:
         if not (len(P.ECHO_REQUEST) <= len(data) <= P.ECHO_MAX_BYTES and data.startswith(P.ECHO_REQUEST)):

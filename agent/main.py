@@ -119,11 +119,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_pin(args: argparse.Namespace) -> int:
     """Show a pairing PIN (a new one, or the current one renewed) and how long it is accepted."""
-    from agent.pairing import PIN_TTL, PinFile  # noqa: PLC0415
+    from agent.pairing import PIN_TTL, PinFile, format_pin  # noqa: PLC0415
     from agent.settings import load_state  # noqa: PLC0415
 
     state = load_state(args.state_dir)
-    print(PinFile(state.folder).show(), flush=True)
+    print(format_pin(PinFile(state.folder).show()), flush=True)
     print(f"herd-agent: enter this PIN on the master within {PIN_TTL / 60:.0f} minutes; it pairs one "
           "master", file=sys.stderr)
     return 0

@@ -101,8 +101,8 @@ def _document() -> dict:
         "paths": {
             P.PATH_INFO: {"get": {
                 "summary": "Who this node is (public)", "security": [],
-                "responses": {"200": _json({"type": "object", "required": ["id", "name", "paired"]},
-                                           "node identity, versions, hardware summary, RPC state")}}},
+                "responses": {"200": _json({"type": "object", "required": ["id", "name", "version", "ports"]},
+                                           "node identity, versions and ports (no more: a stranger may ask)")}}},
             P.PATH_PING: {"get": {
                 "summary": "Liveness (public)", "security": [],
                 "responses": {"200": _json({"type": "object", "properties": {

@@ -16,20 +16,35 @@ The exchange (both messages inside TLS, but its result does not depend on TLS):
 A relaying rogue therefore learns nothing and can make no pairing of its own: it cannot change a
 certificate without ``K``, and ``K`` needs the PIN.
 
-Guessing is bounded three ways: a PIN is accepted only for :data:`PIN_TTL` seconds after
-``herd-agent pin`` showed it (:class:`PinFile`); each address backs off exponentially after a
-failed attempt (:class:`PeerBackoff`, so one host's flood does not lock out another); and a PIN
-takes at most :data:`GUESSES_PER_PIN` attempts in all, after which it must be shown anew.
+Guessing is bounded, and nobody can deny the owner a pairing (#25; the argument in full is in
+``docs/security.md``):
+
+* a PIN has :data:`agent.protocol.PIN_DIGITS` (10) digits, is accepted only for :data:`PIN_TTL`
+  seconds after ``herd-agent pin`` showed it (:class:`PinFile`), and takes at most
+  :data:`GUESSES_PER_PIN` (10 000) attempts in all: a guessing attacker's chance is at most
+  10 000 / 10¹⁰ = 10⁻⁶ per PIN shown;
+* attempts are admitted at most :data:`ATTEMPT_RATE` a second for all sources together
+  (:class:`AttemptGate`), so one window of :data:`PIN_TTL` seconds takes at most
+  :data:`WINDOW_ATTEMPTS` (6 020) of them, fewer than the cap: a flood can never use up the PIN
+  the owner is typing. Showing the PIN again keeps it only while its next window cannot reach the
+  cap either (:data:`KEEP_PIN_BELOW`); otherwise a fresh PIN is shown;
+* the gate serves sources in turn — first come, first served, one waiting attempt per source — so
+  an attacker with many addresses delays the owner's attempt by at most one attempt per address
+  (50 addresses: 2.5 s), never shuts it out;
+* each source (an IPv4 address, an IPv6 /64) backs off exponentially after a failed attempt
+  (:class:`PeerBackoff`), so a flood from one host costs it time and not the others.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import ipaddress
 import json
 import secrets
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -42,12 +57,24 @@ from agent.files import write_atomic
 
 #: Seconds a shown PIN is accepted.
 PIN_TTL = 300.0
-#: Attempts (started exchanges) one PIN takes in all before it must be shown again.
-GUESSES_PER_PIN = 20
+#: Attempts (started exchanges) one PIN takes in all: 10⁻⁶ of the 10¹⁰ PINs.
+GUESSES_PER_PIN = 10_000
+#: Attempts admitted per second, all sources together, and the burst (:class:`AttemptGate`).
+ATTEMPT_RATE = 20.0
+ATTEMPT_BURST = 20
+#: The most attempts one window of PIN_TTL seconds can take: below GUESSES_PER_PIN.
+WINDOW_ATTEMPTS = int(ATTEMPT_BURST + ATTEMPT_RATE * PIN_TTL)
+#: ``herd-agent pin`` shows the current PIN again only while it has had fewer attempts than this.
+KEEP_PIN_BELOW = GUESSES_PER_PIN - WINDOW_ATTEMPTS
+#: Seconds an attempt may wait for its turn at the gate before it is refused (429).
+GATE_WAIT = 10.0
+#: Sources waiting at the gate at once (more are refused at once).
+GATE_QUEUE = 1024
 #: Seconds an unfinished exchange is kept.
 SESSION_TTL = 30.0
-#: Unfinished exchanges kept at once (oldest dropped first).
-MAX_SESSIONS = 32
+#: Unfinished exchanges kept at once (oldest dropped first); more than the gate admits in
+#: SESSION_TTL, so a flood never pushes out the owner's exchange before its second step.
+MAX_SESSIONS = int(ATTEMPT_BURST + ATTEMPT_RATE * SESSION_TTL) + 64
 #: Back-off of one address after its n-th failed attempt: min(BASE * 2**(n-1), MAX) seconds.
 BACKOFF_BASE = 1.0
 BACKOFF_MAX = 300.0
@@ -107,6 +134,29 @@ def valid_pin_text(pin) -> bool:
 def new_pin() -> str:
     """A fresh random pairing PIN."""
     return f"{secrets.randbelow(10 ** P.PIN_DIGITS):0{P.PIN_DIGITS}d}"
+
+
+def format_pin(pin: str) -> str:
+    """A PIN as people read it: ``12345 67890``."""
+    half = (len(pin) + 1) // 2
+    return f"{pin[:half]} {pin[half:]}"
+
+
+def normalise_pin(text: str) -> str:
+    """What a person typed (spaces and dashes anywhere) → the PIN's digits."""
+    return "".join(ch for ch in str(text) if ch not in " -\t")
+
+
+def source_key(address: str) -> str:
+    """Who an attempt is counted against: an IPv4 address, or an IPv6 address's /64 (a host
+    picks any address in its /64 at will)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip.ipv4_mapped or ip) if isinstance(ip, ipaddress.IPv6Address) else str(ip)
 
 
 # --- the master's side ------------------------------------------------------------------------
@@ -179,12 +229,19 @@ class PinFile:
         return pin if 0 <= age <= PIN_TTL else None
 
     def show(self) -> str:
-        """Show a PIN: a fresh one, or the current one with its time renewed. Returns it."""
+        """Show a PIN: a fresh one, or the current one with its time renewed (only while its
+        next window cannot reach :data:`GUESSES_PER_PIN`). Returns it."""
         d = self._read()
-        pin = self.current() or new_pin()
-        guesses = d.get("guesses", 0) if d.get("pin") == pin else 0
+        pin = self.current()
+        if pin is None or int(d.get("guesses", 0)) >= KEEP_PIN_BELOW:
+            pin = new_pin()
+        guesses = int(d.get("guesses", 0)) if d.get("pin") == pin else 0
         self._write({"pin": pin, "shown_at": self._clock(), "guesses": guesses})
         return pin
+
+    def guesses(self) -> int:
+        """Attempts the current PIN has had."""
+        return int(self._read().get("guesses", 0))
 
     def seconds_left(self) -> float:
         d = self._read()
@@ -192,10 +249,12 @@ class PinFile:
             return 0.0
         return max(0.0, PIN_TTL - (self._clock() - float(d["shown_at"])))
 
-    def count_guess(self) -> None:
+    def count_guess(self, n: int = 1) -> None:
+        """``n`` more attempts against the current PIN (kept in the file: a restart of the agent
+        does not reset them)."""
         d = self._read()
         if d:
-            d["guesses"] = int(d.get("guesses", 0)) + 1
+            d["guesses"] = int(d.get("guesses", 0)) + n
             self._write(d)
 
     def consume(self) -> None:
@@ -206,8 +265,84 @@ class PinFile:
         write_atomic(self.path, json.dumps(d).encode("utf-8"), mode=0o600)
 
 
+class AttemptGate:
+    """At most :data:`ATTEMPT_RATE` attempts a second (burst :data:`ATTEMPT_BURST`) for all
+    sources together, served in turn: an attempt that finds no token waits in line, first come
+    first served, with at most one waiting attempt per source (a second from the same source is
+    refused at once). So a flood from many addresses makes the owner wait at most one attempt per
+    address, and the number of attempts in any window is bounded.
+
+    Attributes:
+        refused: attempts turned away (the source already waiting, the line full, a long wait).
+        admitted: attempts let through.
+    """
+
+    def __init__(self, rate: float = ATTEMPT_RATE, burst: int = ATTEMPT_BURST, *,
+                 max_wait: float = GATE_WAIT, max_queue: int = GATE_QUEUE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.max_wait = max_wait
+        self.max_queue = max_queue
+        self._clock = clock
+        self._tokens = float(burst)
+        self._at = clock()
+        self._line: deque[tuple[str, asyncio.Future]] = deque()
+        self._waiting: set[str] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self.refused = 0
+        self.admitted = 0
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.rate)
+        self._at = now
+
+    async def admit(self, source: str) -> bool:
+        """Wait for ``source``'s turn; False when it is refused (see the class docstring)."""
+        self._refill()
+        if not self._line and self._tokens >= 1.0:
+            self._tokens -= 1.0
+            self.admitted += 1
+            return True
+        if source in self._waiting or len(self._line) >= self.max_queue:
+            self.refused += 1
+            return False
+        fut = asyncio.get_running_loop().create_future()
+        self._line.append((source, fut))
+        self._waiting.add(source)
+        self._schedule()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), self.max_wait)
+        except asyncio.TimeoutError:
+            if not fut.done():
+                fut.cancel()
+            self.refused += 1
+            return False
+        finally:
+            self._waiting.discard(source)
+        self.admitted += 1
+        return True
+
+    def _schedule(self) -> None:
+        if self._timer is None and self._line:
+            wait = max(0.0, (1.0 - self._tokens) / self.rate)
+            self._timer = asyncio.get_running_loop().call_later(wait, self._serve)
+
+    def _serve(self) -> None:
+        self._timer = None
+        self._refill()
+        while self._line and self._tokens >= 1.0:
+            _source, fut = self._line.popleft()
+            if fut.done():  # gave up waiting (or its connection went)
+                continue
+            self._tokens -= 1.0
+            fut.set_result(None)
+        self._schedule()
+
+
 class PeerBackoff:
-    """Exponential back-off per address after failed attempts."""
+    """Exponential back-off per source (:func:`source_key`) after failed attempts."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -241,20 +376,27 @@ class AgentPairing:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.pins = pins
         self.backoff = PeerBackoff(clock)
+        self.gate = AttemptGate()
         self._cert = agent_cert_der
         self._clock = clock
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
 
-    def start(self, peer: str, msg_a: bytes) -> tuple[str, bytes]:
+    async def start(self, peer: str, msg_a: bytes) -> tuple[str, bytes]:
         """Step 1: returns ``(session id, B)``. Raises PairingLocked, NoPin or BadExchange.
 
-        Counts as an attempt for ``peer`` (its guess is fixed in ``A``): a session that is never
-        finished costs the same back-off as a wrong PIN.
+        Waits for the source's turn at the gate (:class:`AttemptGate`). Counts as an attempt for
+        the source (its guess is fixed in ``A``): a session that is never finished costs the same
+        back-off as a wrong PIN.
         """
-        wait = self.backoff.wait(peer)
+        source = source_key(peer)
+        wait = self.backoff.wait(source)
         if wait > 0:
             raise PairingLocked(wait)
-        pin = self.pins.current()
+        if self.pins.current() is None:
+            raise NoPin()
+        if not await self.gate.admit(source):
+            raise PairingLocked(1.0 / self.gate.rate + 1.0)
+        pin = self.pins.current()  # read again: it may have been used or expired meanwhile
         if pin is None:
             raise NoPin()
         self._expire()
@@ -264,7 +406,7 @@ class AgentPairing:
             key = spake.finish(msg_a)
         except (SPAKEError, ValueError) as exc:
             raise BadExchange(f"msg is not a usable PAKE message ({exc})") from None
-        self.backoff.failed(peer)     # until finished with the right PIN
+        self.backoff.failed(source)     # until finished with the right PIN
         self.pins.count_guess()
         # One open exchange per address: a newer one replaces it.
         for sid in [s for s, v in self._sessions.items() if v.peer == peer]:
@@ -288,7 +430,7 @@ class AgentPairing:
         t = transcript(s.msg_a, s.msg_b, master_cert_der)
         if not hmac.compare_digest(master_mac(s.key, t), mac):
             raise WrongPin("wrong PIN (or the exchange was tampered with)")
-        self.backoff.succeeded(peer)
+        self.backoff.succeeded(source_key(peer))
         self.pins.consume()
         return agent_mac(s.key, t, self._cert)
 

@@ -28,7 +28,7 @@ TXT_VERSION = "ver"    # agent version
 TXT_API = "api"        # control API port (HTTP)
 TXT_RPC = "rpc"        # RPC port the master connects to (the relay's port)
 TXT_ECHO = "echo"      # UDP echo port for link round-trip timing
-TXT_STATE = "state"    # one of STATES
+TXT_STATE = "state"    # one of STATES; read from older agents, no longer advertised (#25)
 TXT_PROTO = "proto"    # llama.cpp RPC protocol version, "major.minor.patch"
 TXT_ENGINE = "engine"  # llama.cpp build number
 TXT_FP = "fp"          # start of the agent certificate's fingerprint (a hint; pinning decides)
@@ -69,7 +69,7 @@ PUBLIC_PATHS = frozenset({PATH_INFO, PATH_PING, PATH_PAIR_START, PATH_PAIR_FINIS
 API_SCHEME = "https"
 
 #: Length of the pairing PIN the agent shows when unpaired.
-PIN_DIGITS = 6
+PIN_DIGITS = 10
 #: Largest body ``/probe/bandwidth`` streams in one request.
 BANDWIDTH_MAX_BYTES = 256 * 1024 * 1024
 #: Largest tail ``/rpc/log`` returns.
@@ -181,13 +181,19 @@ def parse_txt(props, *, name: str = "", addresses=()) -> NodeAdvert | None:
 
 
 def build_txt(*, node_id: str, version: str, api_port: int, rpc_port: int, echo_port: int,
-              state: str, proto: str = "", engine: str = "", fingerprint: str = "") -> dict[str, str]:
-    """The TXT properties an agent advertises; each value is cut to :data:`TXT_VALUE_MAX` bytes."""
+              state: str | None = None, proto: str = "", engine: str = "",
+              fingerprint: str = "") -> dict[str, str]:
+    """The TXT properties an agent advertises; each value is cut to :data:`TXT_VALUE_MAX` bytes.
+
+    ``state`` is left out unless given: agents no longer advertise whether their worker is busy
+    (#25); older agents did, and :func:`parse_txt` still reads it.
+    """
     values = {
         TXT_ID: node_id, TXT_VERSION: version, TXT_API: str(api_port), TXT_RPC: str(rpc_port),
-        TXT_ECHO: str(echo_port), TXT_STATE: state, TXT_PROTO: proto, TXT_ENGINE: engine,
-        TXT_FP: fingerprint,
+        TXT_ECHO: str(echo_port), TXT_PROTO: proto, TXT_ENGINE: engine, TXT_FP: fingerprint,
     }
+    if state is not None:
+        values[TXT_STATE] = state
     return {k: str(v).encode("ascii", "replace")[:TXT_VALUE_MAX].decode("ascii") for k, v in values.items()}
 
 

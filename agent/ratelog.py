@@ -24,6 +24,13 @@ class RateLimitedLog:
 
     def log(self, key: str, level: int, msg: str, *args) -> bool:
         """Log unless ``key`` is over its limit; returns whether it was logged."""
+        if not self.allow(key, level):
+            return False
+        self.logger.log(level, msg, *args)
+        return True
+
+    def allow(self, key: str, level: int = logging.WARNING) -> bool:
+        """Count one record of ``key``: True if it may be logged now (the caller logs it)."""
         now = self._clock()
         entry = self._keys.get(key)
         if entry is None or now - entry[0] >= self.window:
@@ -38,5 +45,4 @@ class RateLimitedLog:
             self.suppressed += 1
             return False
         entry[1] += 1
-        self.logger.log(level, msg, *args)
         return True

@@ -149,6 +149,9 @@ class RpcRelay:
             (clients are then closed at once, as if nothing listened).
         on_client: called with the connected client's address, or None when the last one left.
         max_clients: how many admitted connections may be open at once (None: any number).
+        peer_check: ``peer_check(peername, sockname)`` — a further test of each connection by
+            its two ends (the master's forwarder: is the local process at the other end one
+            this master started?); None: none.
 
     Attributes:
         refused: how many connections were refused.
@@ -158,8 +161,10 @@ class RpcRelay:
     def __init__(self, host: str, port: int, *, is_allowed: Callable[[str, str | None], bool],
                  target: Callable[[], tuple[str, int] | None],
                  on_client: Callable[[str | None], None] | None = None, ssl=None,
-                 target_ssl=None, max_clients: int | None = None) -> None:
+                 target_ssl=None, max_clients: int | None = None,
+                 peer_check: Callable[[tuple, tuple], bool | None] | None = None) -> None:
         self.host = host
+        self._peer_check = peer_check
         self.max_clients = max_clients
         self.port = port
         self._ssl = ssl
@@ -219,11 +224,14 @@ class RpcRelay:
         fingerprint = hashlib.sha256(der).hexdigest() if der else None
         target = self._target()
         allowed = self._is_allowed(addr, fingerprint)
+        ours = (self._peer_check is None or not allowed or peer is None
+                or self._peer_check(peer, transport.get_extra_info("sockname")) is not False)
         full = self.max_clients is not None and len(self._active) >= self.max_clients
-        if not allowed or target is None or full:
+        if not allowed or not ours or target is None or full:
             self.refused += 1
-            why = ("not a paired master's key" if not allowed else "worker not ready" if target is None
-                   else f"{len(self._active)} connections open already")
+            why = ("not a paired master's key" if not allowed else
+                   "not a process this master started" if not ours else
+                   "worker not ready" if target is None else f"{len(self._active)} connections open already")
             # once per address at warning level: a port scan must not flood the log
             level = logging.DEBUG if addr in self._warned else logging.WARNING
             if len(self._warned) < 1000:

@@ -282,8 +282,8 @@ def cmd_service(args) -> int:
             print(f"herd-agent service pin: {exc} (the service's state is readable by "
                   "administrators only: use an administrator terminal)", file=sys.stderr)
             return 1
-        from agent.pairing import PinFile  # noqa: PLC0415
-        print(PinFile(state.folder).show())
+        from agent.pairing import PinFile, format_pin  # noqa: PLC0415
+        print(format_pin(PinFile(state.folder).show()))
         return 0
     if args.action == "recovery":
         cmds = recovery_commands()

@@ -91,6 +91,9 @@ class Settings:
             here, else the CPU build), ``cpu``, ``vulkan`` or ``cuda``; with ``engine_dir``
             the agent only says so when the folder holds another build.
         log_lines: how many lines of the worker's output are kept.
+        lease_idle_s: seconds an unused worker stays leased to the master that used it last
+            (:mod:`agent.lease`); then another paired master may take it (and gets a worker
+            process of its own).
     """
 
     name: str = field(default_factory=lambda: socket.gethostname() or "herd-node")
@@ -109,6 +112,7 @@ class Settings:
     engine_dir: str = ""
     backend: str = "auto"
     log_lines: int = 500
+    lease_idle_s: int = 120
 
     def validate(self) -> None:
         """Raise :class:`SettingsError` naming the first bad value."""
@@ -134,6 +138,8 @@ class Settings:
             raise SettingsError(f"cache_max_gib: {self.cache_max_gib} is out of range (0-1000000)", "cache_max_gib")
         if not 1 <= self.log_lines <= 100_000:
             raise SettingsError(f"log_lines: {self.log_lines} is out of range (1-100000)", "log_lines")
+        if not 1 <= self.lease_idle_s <= 86_400:
+            raise SettingsError(f"lease_idle_s: {self.lease_idle_s} is out of range (1-86400)", "lease_idle_s")
 
 
 def _check_ipv4(key: str, value: str) -> None:

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from agent.engine import find_engine  # noqa: E402
 from gui.app import freeze_startup_objects  # noqa: E402
+from gui.cluster.server_start import machine_args  # noqa: E402
 from gui.bridge import AsyncBridge  # noqa: E402
 from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
 from gui.session import ClusterSession  # noqa: E402
@@ -50,7 +51,8 @@ def free_port() -> int:
 def start_server(engine, model: Path, threads: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen([str(engine.llama_server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-                             "-c", "8192", "-t", str(threads), "-np", "1", "--no-webui"],
+                             "-c", "8192", "-t", str(threads), "-np", "1", "--no-webui",
+                             *machine_args(engine.llama_server)],  # what this CPU needs (--no-repack)
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

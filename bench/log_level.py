@@ -41,6 +41,7 @@ from conftest import ProcessJar, free_port  # noqa: E402
 from gui.cluster import launcher as L  # noqa: E402
 from gui.cluster.chat import chat  # noqa: E402
 from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.server_start import machine_args  # noqa: E402
 
 LEVELS = (3, 4, 5)
 
@@ -62,7 +63,9 @@ async def one_launch(engine, model: Path, workers: list[str], level: int, layers
     host = 1
     rest = layers + 1 - host
     spec = L.ServerSpec(model=model, rpc=workers, ngl=rest, tensor_split=[rest // 2, rest - rest // 2],
-                        ctx=1024, port=free_port(), verbosity=level, extra_args=["-np", "1"])
+                        ctx=1024, port=free_port(), verbosity=level,
+                        extra_args=["-np", "1", *machine_args(engine.llama_server)])
+    # A ServerProcess of its own (it counts every line), so what this CPU needs is added here.
     srv = CountingServer(engine.llama_server, spec)
     await srv.start()
     rates: list[float] = []

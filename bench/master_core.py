@@ -43,6 +43,7 @@ from gui.cluster import telemetry as T  # noqa: E402
 from gui.cluster.chat import chat  # noqa: E402
 from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
 from gui.cluster.discovery import Discovery  # noqa: E402
+from gui.cluster.server_start import ServerStart  # noqa: E402
 from gui.cluster.nodes import TokenStore  # noqa: E402
 
 
@@ -98,11 +99,10 @@ async def decode_agreement(tmp: Path, runs: int, tokens: int) -> list[tuple[floa
         workers = start_rpc_workers(eng, _Procs, 2)
         spec = L.ServerSpec(model=model, rpc=workers, ngl=9, tensor_split=[4, 5], ctx=2048,
                             port=free_port(), extra_args=["-np", "1"])
-        srv = L.ServerProcess(eng.llama_server, spec)
-        await srv.start()
+        start = ServerStart(eng.llama_server, spec)
         out = []
         try:
-            await srv.wait_ready(120)
+            await start.run(120)
             async with httpx.AsyncClient() as c:
                 for _ in range(runs):
                     before = await T.read_counters(c, spec.url)
@@ -111,7 +111,7 @@ async def decode_agreement(tmp: Path, runs: int, tokens: int) -> list[tuple[floa
                     after = await T.read_counters(c, spec.url)
                     out.append((T.counter_rates(before, after)["decode_tps"], done.predicted_per_second))
         finally:
-            await srv.stop()
+            await start.stop()
         return out
     finally:
         jar.close()

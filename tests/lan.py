@@ -61,6 +61,17 @@ class Host:
         """Plug or unplug this host's cable (the bridge-side end of its veth)."""
         _ip("link", "set", self.peer, "up" if up else "down")
 
+    def add_addresses(self, count: int, first: int = 100) -> list[str]:
+        """Give this host ``count`` more addresses on its link (``<subnet>.first`` on): one
+        device that speaks from many addresses, as an attacker can. Returns them."""
+        subnet = self.ip.rsplit(".", 1)[0]
+        added = []
+        for i in range(first, first + count):
+            ip = f"{subnet}.{i}"
+            _ip("-n", self.ns, "addr", "add", f"{ip}/24", "dev", self.dev)
+            added.append(ip)
+        return added
+
     def limit_rate(self, rate: str = "100mbit") -> None:
         """Shape this host's outgoing traffic with a token bucket (netem is not available)."""
         subprocess.run(["ip", "netns", "exec", self.ns, "tc", "qdisc", "replace", "dev", self.dev, "root",

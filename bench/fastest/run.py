@@ -55,7 +55,8 @@ from agent.engine import find_engine  # noqa: E402
 from gui.cluster import measure as M  # noqa: E402
 from gui.cluster.costmodel import step_cost  # noqa: E402
 from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
-from gui.cluster.launcher import ServerProcess, ServerSpec  # noqa: E402
+from gui.cluster.server_command import ServerSpec  # noqa: E402
+from gui.cluster.server_start import ServerStart  # noqa: E402
 from gui.cluster.model import inspect_model  # noqa: E402
 from gui.cluster.optimize import fastest  # noqa: E402
 from gui.cluster.placement import layout_from_log  # noqa: E402
@@ -223,14 +224,13 @@ class Run:
 
 async def run_plan(engine, model: Path, spec: ServerSpec, tokens: int, runs: int):
     """Start llama-server with ``spec``, decode, stop; returns (step times, placement)."""
-    server = ServerProcess(engine.require_llama_server(), spec)
+    start = ServerStart(engine.require_llama_server(), spec)
     try:
-        await server.start()
-        await server.wait_ready(300)
+        server = await start.run(300)
         steps = await M.decode_step_times(server.url, runs, tokens)
         return steps, server.placement()
     finally:
-        await server.stop()
+        await start.stop()
 
 
 def plan_spec(plan: Plan, model: Path, port: int, host_threads: int) -> ServerSpec:

@@ -56,7 +56,8 @@ from gui.cluster.demo_model import (shape_for_size, vocab_tokenizer, with_vocab,
                                     write_demo_model)
 from gui.cluster.discovery import Discovery, TokenStore  # noqa: E402
 from gui.cluster.launch import LaunchRequest  # noqa: E402
-from gui.cluster.launcher import ClusterLauncher, ServerProcess, spec_from_plan  # noqa: E402
+from gui.cluster.launcher import ClusterLauncher, spec_from_plan  # noqa: E402
+from gui.cluster.server_start import ServerStart  # noqa: E402
 from gui.cluster.server_command import ServerOptions  # noqa: E402
 from gui.cluster.model import inspect_model  # noqa: E402
 from gui.cluster.optimize import fastest, predicted_prompt  # noqa: E402
@@ -137,13 +138,12 @@ async def run_plan(engine, model: Path, plan, tokens: int, runs: int, nodes: lis
     clients = [client_for(n) for n in used]
     forwarders = await tunnel.open_forwarders(zip(used, clients))
     spec = replace(spec, rpc=[forwarders[ep].endpoint if ep in forwarders else ep for ep in spec.rpc])
-    server = ServerProcess(engine.require_llama_server(), spec)
+    start = ServerStart(engine.require_llama_server(), spec)
     try:
-        await server.start()
-        await server.wait_ready(600)
+        server = await start.run(600)
         tps, ttft, steps, prompts = await prompt_and_decode(server.url, tokens, runs)
     finally:
-        await server.stop()
+        await start.stop()
         for f in forwarders.values():
             await f.close()
         for c in clients:

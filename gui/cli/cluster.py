@@ -31,6 +31,7 @@ from gui.cluster.failover import ClusterSupervisor, FailoverPolicy
 from gui.cluster.launcher import LaunchError, devices_from_status, spec_from_plan
 from gui.cluster.model import file_sha256
 from gui.cluster.nodes import KnownAddresses, Node, TokenStore, config_dir
+from gui.cluster.server_start import machine_args
 
 MiB = 1 << 20
 
@@ -62,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("pair", help="pair with a node using the PIN it shows")
     p.add_argument("address", help="the node's agent, HOST[:PORT]")
-    p.add_argument("--pin", required=True, help="the 6-digit PIN the node shows")
+    p.add_argument("--pin", required=True, help="the PIN the node shows (10 digits; spaces are ignored)")
     p.set_defaults(func=_runner(cmd_pair))
 
     def planning(p: argparse.ArgumentParser, ctx_default: int | None = 4096) -> None:
@@ -467,7 +468,9 @@ async def cmd_export(args: argparse.Namespace) -> int:
                                     server=spec.options, sha256=file_sha256(model.path))
     try:
         path = prof.save_profile(args.output, profile)
-        written = prof.write_start_scripts(args.scripts, profile) if args.scripts else []
+        # The master's script carries what this PC's llama-server needs (e.g. --no-repack).
+        master_args = machine_args(find_engine(probe=True).llama_server or "llama-server")
+        written = prof.write_start_scripts(args.scripts, profile, master_args) if args.scripts else []
     except OSError as exc:
         raise CommandError(f"cannot write {args.output}: {exc}") from None
     print(f"wrote {path}")

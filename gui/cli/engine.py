@@ -20,6 +20,7 @@ from agent.engine import (
 )
 from gui.cli.progress import TerminalProgress
 from gui.cluster import engine as engine_mgr
+from gui.cluster import repack_probe
 from gui.cluster.demo_model import (
     ARCHITECTURES,
     QUANT_TYPES,
@@ -41,6 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--json", action="store_true", help="print JSON")
     st.add_argument("--dir", help="look in this folder first")
     st.set_defaults(func=cmd_status)
+
+    pr = esub.add_parser("probe", help="check again whether llama.cpp's weight repacking is safe on this CPU")
+    pr.add_argument("--json", action="store_true", help="print JSON")
+    pr.add_argument("--dir", help="the engine in this folder")
+    pr.set_defaults(func=cmd_probe)
 
     ins = esub.add_parser("install", help=f"install llama.cpp build {PINNED_BUILD} into the managed folder")
     how = ins.add_mutually_exclusive_group()
@@ -106,6 +112,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     info["pinned_build"] = PINNED_BUILD
     info["identity"] = ident.to_json() if ident else None
     info["backends"] = _backends(eng, ident) if ident else _backends(eng, EngineIdentity())
+    verdict = repack_probe.load_verdict(eng.llama_server) if eng.llama_server else None
+    info["repacking"] = repack_probe.verdict_json(verdict)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0 if eng.complete else 1
@@ -133,6 +141,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"RPC          : {_yes_no(ident.rpc)} ({ident.rpc_from})")
     for note in [*eng.notes, *(ident.notes if ident else [])]:
         print(f"note         : {note}")
+    if eng.llama_server:
+        print(f"this CPU     : {repack_probe.describe_verdict(verdict)}")
     for b in info["backends"]:
         gpus = ", ".join(f"{d['name']} {d['description']} ({d['total_bytes'] >> 20} MiB)" for d in b["devices"])
         print(f"managed      : {b['backend']:<7} {b['folder']}" + (f" — {gpus}" if gpus else ""))
@@ -141,6 +151,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not eng.complete:
         print("Run `herd engine install` to get one.")
     return 0 if eng.complete else 1
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    eng = find_engine(args.dir, probe=True)
+    if eng.llama_server is None:
+        print("herd engine probe: no llama-server found; run `herd engine install`", file=sys.stderr)
+        return 1
+    bar = TerminalProgress()
+    verdict = engine_mgr.check_repacking(eng, bar, again=True)
+    bar.done()
+    if args.json:
+        print(json.dumps(repack_probe.verdict_json(verdict), indent=2))
+    else:
+        print(repack_probe.describe_verdict(verdict) if verdict else
+              "herd engine probe: could not tell (llama-server failed otherwise; see the messages above)")
+    return 0 if verdict is not None else 1
 
 
 def cmd_install(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ import httpx
 
 from agent import protocol as P
 from agent.engine import EngineError, data_dir, find_engine
-from gui.cluster.launcher import die_with_parent
+from gui.cluster.server_process import die_with_parent
 
 LOOPBACK = "127.0.0.1"
 

@@ -11,7 +11,7 @@ The matrix a :class:`DemoShape` spans:
 * **attention** — grouped-query attention with ``kv_heads`` below the head count;
 * **tied embeddings** — no ``output.weight``, the token embeddings double as the output matrix
   (llama.cpp then loads them twice);
-* **quant type** — ``F32``, ``F16``, ``Q8_0``, ``Q4_0``, ``Q6_K`` and the mixes llama-quantize
+* **quant type** — ``F32``, ``F16``, ``Q8_0``, ``Q4_0``, ``Q4_1``, ``Q6_K`` and the mixes llama-quantize
   makes for ``Q4_K_M`` and ``Q5_K_M`` (:func:`tensor_type`): blocks with valid scales and random
   quants, so llama.cpp's kernels — including the CPU repack paths (AVX2 ``CPU_REPACK``, Intel
   ``AMX``) — run on them as on a real file;
@@ -39,12 +39,12 @@ HEAD_DIM = 64
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3")
 #: The quant types ``--type`` offers; ``Q4_K_M`` and ``Q5_K_M`` are mixes (:func:`tensor_type`).
-QUANT_TYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q6_K", "Q5_K_M", "Q4_K_M")
+QUANT_TYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q6_K", "Q5_K_M", "Q4_K_M")
 #: The block size of each quantized tensor type, in weights, and its bytes per block.
-_BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_K": (256, 144), "Q5_K": (256, 176),
+_BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144), "Q5_K": (256, 176),
            "Q6_K": (256, 210)}
 #: ``general.file_type`` (llama.cpp's ``llama_ftype``) of each choice.
-_FILE_TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18}
+_FILE_TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18}
 
 #: Chat template for a Llama 3 vocabulary (llama.cpp's vocab file has none): the header/eot
 #: format Llama 3 instruct models use, without the tool-calling parts.
@@ -147,7 +147,7 @@ def tensor_type(name: str, shape: tuple[int, ...], shape_of: DemoShape) -> str:
     q = shape_of.quant_type
     if len(shape) == 1:
         return "F32"
-    if q in ("F32", "F16", "Q8_0", "Q4_0", "Q6_K"):
+    if q in ("F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q6_K"):
         return q
     base = {"Q4_K_M": "Q4_K", "Q5_K_M": "Q5_K"}[q]
     output_matrix = name == "output.weight" or (shape_of.tied and name == "token_embd.weight")
@@ -304,6 +304,9 @@ def random_tensor(ggml_type: str, shape: tuple[int, ...], rng: np.random.Generat
         _f16_field(blocks, 0, 2.7e-4 * jitter)
     elif ggml_type == "Q4_0":    # d, 16 bytes of nibbles (q − 8)
         _f16_field(blocks, 0, 4.3e-3 * jitter)
+    elif ggml_type == "Q4_1":    # d, m, 16 bytes of nibbles: d × q + m, with m = −8 d
+        _f16_field(blocks, 0, 4.3e-3 * jitter)
+        _f16_field(blocks, 2, -8 * 4.3e-3 * jitter)
     elif ggml_type == "Q4_K":    # d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
         _f16_field(blocks, 0, 1.2e-4 * jitter)
         _f16_field(blocks, 2, 0.9e-3 * jitter)

@@ -17,15 +17,25 @@ Pairing (:meth:`Discovery.pair`) runs the PAKE with the PIN the agent shows and 
 certificate per node id in a :class:`~gui.cluster.nodes.PairingStore`; every later call is
 mutual TLS against that pinned key (:class:`agent.client.AgentClient`).
 
-mDNS records are not authenticated, so they are only a hint. A paired node re-advertised at a
-new address moves there only after that address answers with the pinned key; an address that
-answers with another key is reported on the node (``Node.impostor``) and the node stays where
-it was — never a silent switch.
+mDNS records and typed addresses are hints: they say where to look, nothing more (#25).
+
+* A paired node's name, ports, state and versions come only from its own authenticated API —
+  ``/status`` over mutual TLS with the key pinned at pairing — never from a TXT record or the
+  public ``/info``. A record that names the node's id with other ports or another name changes
+  nothing.
+* A paired node moves to a new address only after that address answered with the pinned key. An
+  address that answers with another key never replaces the known one: it is reported on the node
+  (``Node.impostor``); if the node is known nowhere else it is listed there as unreachable,
+  flagged, and nothing uses it. Pings of a paired node are authenticated too, so an address taken
+  over by another device does not make the node "reachable".
+* Hints for one node id are checked one at a time (a lock per id), and the node as known is read
+  after the checks' awaits, not before: two records racing (the real node's and a rogue's) cannot
+  overwrite each other's outcome.
+* An unpaired node is listed with what its public ``/info`` says at the hinted address (once the
+  id matches); nothing can be done with it before pairing.
 
 Everything runs on one asyncio loop. Zeroconf callbacks never raise: whatever a rogue or broken
-advertiser sends is ignored (``agent.protocol.parse_txt`` returns None for it), and a well-formed
-record is listed only once the agent it names answers ``/api/v1/info`` at the advertised address
-with the same id.
+advertiser sends is ignored (``agent.protocol.parse_txt`` returns None for it).
 """
 
 from __future__ import annotations
@@ -122,13 +132,31 @@ def _node_from_info(info: dict, host: str, api_port: int) -> Node:
         id=nid, name=text(info.get("name"), host), host=host, api_port=api_port,
         rpc_port=port(ports.get("rpc")),
         echo_port=port(ports.get("echo")),
-        state=text(info.get("rpc_state")),
         version=text(info.get("version")),
         proto=text(engine.get("proto")),
         engine=text(engine.get("build")),
-        fingerprint=text(info.get("fp")),
         addresses=(host,), manual=True,
     )
+
+
+def _node_from_status(status: dict, host: str, api_port: int, key: str) -> Node:
+    """A paired node as its own authenticated ``/status`` describes it (``key``: the pinned
+    key's fingerprint, whose start is the node's ``fingerprint``)."""
+    ports = status.get("ports") if isinstance(status.get("ports"), dict) else {}
+    rpc = status.get("rpc") if isinstance(status.get("rpc"), dict) else {}
+    engine = status.get("engine") if isinstance(status.get("engine"), dict) else {}
+
+    def port(v) -> int:
+        return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536 else 0
+
+    def text(v) -> str:
+        return str(v) if isinstance(v, (str, int)) and not isinstance(v, bool) else ""
+
+    return Node(id=text(status.get("id")), name=text(status.get("name")) or host, host=host,
+                api_port=api_port, rpc_port=port(ports.get("rpc")) or port(rpc.get("port")),
+                echo_port=port(ports.get("echo")), state=text(rpc.get("state")),
+                version=text(status.get("version")), proto=text(engine.get("proto")),
+                engine=text(engine.get("build")), fingerprint=key[:16], addresses=(host,))
 
 
 class Discovery:
@@ -165,6 +193,7 @@ class Discovery:
         self._tasks: set[asyncio.Task] = set()
         self._pinger: asyncio.Task | None = None
         self._changed = asyncio.Event()
+        self._locks: dict[str, asyncio.Lock] = {}  # node id -> hints for it are checked in turn
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -255,8 +284,10 @@ class Discovery:
             self._identity = master_identity(self.tokens.path.parent)
         return self._identity
 
-    def _upsert(self, node: Node) -> Node:
-        """Add or merge ``node`` (same id = same node); emits added/updated when it changed."""
+    def _upsert(self, node: Node, *, answered: bool = False) -> Node:
+        """Add or merge ``node`` (same id = same node); emits added/updated when it changed.
+        ``answered``: ``node.reachable`` is what a check just found (else an mDNS sighting
+        counts as reachable, and a merge keeps what the pings said)."""
         node = node.with_(paired=self._paired(node.id), impostor=self._impostor_of(node.id),
                           key=self._key(node.id), repair=self._repair(node.id))
         old = self._nodes.get(node.id)
@@ -264,9 +295,10 @@ class Discovery:
             self._nodes[node.id] = node
             self._emit(ADDED, node)
             return node
+        reachable = node.reachable if answered else (True if node.via_mdns else old.reachable)
         merged = node.with_(via_mdns=old.via_mdns or node.via_mdns, manual=old.manual or node.manual,
                             addresses=tuple(dict.fromkeys(node.addresses + old.addresses)),
-                            reachable=True if node.via_mdns else old.reachable)
+                            reachable=reachable)
         if _visible(merged) != _visible(old):
             self._nodes[node.id] = merged
             self._emit(UPDATED, merged)
@@ -326,44 +358,75 @@ class Discovery:
             if advert is None or host is None:
                 log.debug("ignored mDNS record %r: not a usable herd agent", name)
                 return
-            known = self._nodes.get(advert.node_id)
-            if known is None or (known.host, known.api_port) != (host, advert.api_port):
-                # Anyone on the LAN can advertise anything: a node is listed only once an agent
-                # with that id answers at the advertised address.
-                why = await self._confirm(advert.node_id, host, advert.api_port)
-                if why:
-                    log.debug("ignored mDNS record %r: %s", name, why)
-                    return
-                # A paired node moves to a new address only once that address answers with the
-                # pinned key: otherwise a copied id would draw the node to a rogue.
-                failed = await self._prove(advert.node_id, host, advert.api_port)
-                if failed:
-                    log.warning("%s", failed)
-                    self._impostors[name] = (advert.node_id, failed)
-                    if known is not None:
-                        self._upsert(known)  # the node stays where it is, now with the report
-                        return
-                    # The only claimant: listed, flagged; no call succeeds there (every client
-                    # pins the key).
-                else:
-                    # Names that failed the key check no longer stand for this node: their
-                    # goodbye must not remove it.
-                    for other, (nid, _why) in self._impostors.items():
-                        if nid == advert.node_id and other != name:
-                            self._by_name.pop(other, None)
-            old_id = self._by_name.get(name)
-            self._by_name[name] = advert.node_id
-            if old_id and old_id != advert.node_id:
-                self._goodbye_id(old_id)
-            self._upsert(Node(
-                id=advert.node_id, name=advert.name or friendly, host=host, api_port=advert.api_port,
-                rpc_port=advert.rpc_port, echo_port=advert.echo_port, state=advert.state,
-                version=advert.version, proto=advert.proto, engine=advert.engine,
-                fingerprint=advert.fingerprint, addresses=advert.addresses, via_mdns=True))
+            # The record says where to look (id, address, API port); everything else comes from
+            # the agent there.
+            async with self._lock(advert.node_id):
+                node = await self._check_hint(advert.node_id, host, advert.api_port, hint=name,
+                                              via_mdns=True, addresses=advert.addresses,
+                                              fingerprint=advert.fingerprint)
+                if node is None or node.host != host:
+                    return  # ignored, or a record that failed the key check: it stands for nobody
+                old_id = self._by_name.get(name)
+                self._by_name[name] = advert.node_id
+                if old_id and old_id != advert.node_id:
+                    self._goodbye_id(old_id)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("ignored an unreadable mDNS record %r", name)
+
+    def _lock(self, node_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(node_id, asyncio.Lock())
+
+    async def _check_hint(self, node_id: str, host: str, api_port: int, *, hint: str,
+                          via_mdns: bool = False, manual: bool = False, addresses=(),
+                          fingerprint: str = "", info: dict | None = None) -> Node | None:
+        """Check a hint that node ``node_id`` is at ``host:api_port`` (``hint``: the mDNS name or
+        the address typed, for reports); returns the node as listed after it, or None when the
+        hint was ignored. Called with the node id's lock held."""
+        extra = {"via_mdns": via_mdns, "manual": manual}
+        try:
+            cert = self.tokens.get(node_id)
+        except ValueError:
+            cert = None
+        if cert is None:
+            if info is None:
+                info, why = await self._public_info(node_id, host, api_port)
+                if why:
+                    log.debug("ignored mDNS record %r: %s" if via_mdns else "ignored the address %r: %s",
+                              hint, why)
+                    return None
+            node = _node_from_info(info, host, api_port).with_(
+                addresses=tuple(dict.fromkeys((host, *addresses))), fingerprint=fingerprint, **extra)
+            return self._upsert(node)
+        status, failed = await self._authenticated(node_id, host, api_port)
+        known = self._nodes.get(node_id)  # as it is now, after the awaits (#25)
+        if failed:
+            log.warning("%s", failed)
+            self._impostors[hint] = (node_id, failed)
+            if known is not None:
+                return self._upsert(known)  # the node stays where it is, now with the report
+            # Known nowhere else: listed where the hint said, flagged and unreachable; no call
+            # goes there (every client pins the key, and so do the pings).
+            name = self._pairing_name(node_id) or node_id
+            return self._upsert(Node(id=node_id, name=name, host=host, api_port=api_port,
+                                     addresses=(host,), reachable=False, **extra), answered=True)
+        self._impostors.pop(hint, None)
+        # Names that failed the key check no longer stand for this node: their goodbye must
+        # not remove it.
+        for other, (nid, _why) in self._impostors.items():
+            if nid == node_id and other != hint:
+                self._by_name.pop(other, None)
+        node = _node_from_status(status, host, api_port, self._key(node_id)).with_(
+            addresses=tuple(dict.fromkeys((host, *addresses))), reachable=True, **extra)
+        self._failed[node_id] = 0
+        return self._upsert(node, answered=True)
+
+    def _pairing_name(self, node_id: str) -> str:
+        try:
+            return self.tokens.names().get(node_id, "")
+        except ValueError:
+            return ""
 
     def _usable(self, address: str) -> bool:
         """Loopback addresses only make sense when browsing includes loopback: a record heard on
@@ -378,40 +441,63 @@ class Discovery:
         return any(ipaddress.ip_address(i.split("%", 1)[0]).is_loopback for i in self.interfaces
                    if _is_ip(i))
 
-    async def _confirm(self, node_id: str, host: str, api_port: int) -> str | None:
-        """None when the agent at ``host:api_port`` says it is ``node_id``, else the reason."""
+    async def _public_info(self, node_id: str, host: str, api_port: int) -> tuple[dict, str | None]:
+        """``(info, None)`` when the agent at ``host:api_port`` says in its public ``/info`` that
+        it is ``node_id``, else ``({}, the reason)``."""
         url = f"https://{_bracket(host)}:{api_port}"
         try:
             async with AgentClient(url, timeout=self.ping_timeout) as c:
                 info = await c.info()
         except AgentError as exc:
-            return f"no herd agent answers at {url} ({exc})"
+            return {}, f"no herd agent answers at {url} ({exc})"
         if info.get("id") != node_id:
-            return f"the agent at {url} is {info.get('id')!r}, not {node_id}"
-        return None
+            return {}, f"the agent at {url} is {info.get('id')!r}, not {node_id}"
+        return info, None
 
-    async def _prove(self, node_id: str, host: str, api_port: int) -> str | None:
-        """None when ``node_id`` is unpaired or the agent at ``host:api_port`` answers with the
-        key pinned for it; else why not (the message names the address)."""
-        try:
-            cert = self.tokens.get(node_id)
-        except ValueError:
-            return None
-        if cert is None:
-            return None
+    async def _authenticated(self, node_id: str, host: str, api_port: int) -> tuple[dict, str | None]:
+        """``(status, None)`` when the agent at ``host:api_port`` answers ``/status`` with the key
+        pinned for ``node_id`` (mutual TLS), else ``({}, why not)`` — the message names the
+        address."""
         url = f"https://{_bracket(host)}:{api_port}"
         try:
-            async with AgentClient(url, timeout=self.ping_timeout, pinned=cert, node_id=node_id) as c:
-                info = await c.info()
+            async with AgentClient(url, timeout=max(self.ping_timeout, 3.0), identity=self.identity,
+                                   pinned=self.tokens.get(node_id), node_id=node_id) as c:
+                status = await c.status_json()
         except KeyMismatch:
-            return (f"wrong key: the agent at {url} claims to be node {node_id} but its key is not the "
-                    "one pinned at pairing; this master does not use it")
+            return {}, (f"wrong key: the agent at {url} claims to be node {node_id} but its key is not "
+                        "the one pinned at pairing; this master does not use it")
         except AgentError as exc:
-            return f"key not checked: the agent at {url} claims to be node {node_id} but did not " \
-                   f"answer ({exc}); this master does not use it"
-        if info.get("id") != node_id:
-            return f"the agent at {url} has the pinned key but says it is {info.get('id')!r}"
-        return None
+            return {}, (f"key not checked: the agent at {url} claims to be node {node_id} but did not "
+                        f"answer ({exc}); this master does not use it")
+        if status.get("id") != node_id:
+            return {}, f"the agent at {url} has the pinned key but says it is {status.get('id')!r}"
+        return status, None
+
+    async def _which_paired(self, host: str, api_port: int) -> str | None:
+        """The id of the paired node whose pinned key answers at ``host:api_port`` (one TLS
+        handshake that accepts any of the pinned keys, and only those: the master's certificate
+        goes to nobody else), or None."""
+        try:
+            pinned = self.tokens.all()
+        except ValueError:
+            return None
+        if not pinned:
+            return None
+        by_key = {}
+        for nid, cert in pinned.items():
+            try:
+                by_key[self.tokens.fingerprint(nid)] = nid
+            except ValueError:
+                continue
+        url = f"https://{_bracket(host)}:{api_port}"
+        try:
+            async with AgentClient(url, timeout=max(self.ping_timeout, 3.0), identity=self.identity,
+                                   pinned="".join(pinned.values())) as c:
+                status, key = await c.status_and_key()
+        except AgentError:
+            return None
+        nid = by_key.get(key or "")
+        return nid if nid is not None and status.get("id") == nid else None
 
     def _goodbye(self, name: str) -> None:
         gone = self._impostors.pop(name, None)
@@ -437,25 +523,29 @@ class Discovery:
     # --- by address ---------------------------------------------------------------------------
 
     async def add_address(self, address: str, timeout: float = 5.0) -> Node:
-        """Add a node by ``HOST[:API_PORT]``, reading its agent's ``/api/v1/info``.
+        """Add a node by ``HOST[:API_PORT]``.
 
-        Raises ValueError for a malformed address and :class:`AgentError` when nothing (or
-        something that is not a herd agent) answers there.
+        A typed address is a hint like an mDNS record: a paired node found there (its pinned key
+        answers) is described by its authenticated ``/status``; anything else by its public
+        ``/info``, and an address that claims a paired node's id without its key is reported on
+        that node and never replaces where it is known. Raises ValueError for a malformed
+        address and :class:`AgentError` when nothing (or something that is not a herd agent)
+        answers there.
         """
         host, port = parse_address(address)
+        nid = await self._which_paired(host, port)
+        if nid is not None:
+            async with self._lock(nid):
+                node = await self._check_hint(nid, host, port, hint=f"{host}:{port}", manual=True)
+            if node is not None:
+                return node
         async with AgentClient(f"https://{_bracket(host)}:{port}", timeout=timeout) as c:
             info = await c.info()
         node = _node_from_info(info, host, port)
-        # /info is public: anyone can answer with a paired node's id. A paired node is taken to
-        # be at this address only if the address has the pinned key (as for mDNS records).
-        failed = await self._prove(node.id, host, port)
-        if failed:
-            log.warning("%s", failed)
-            self._impostors[f"{host}:{port}"] = (node.id, failed)
-            known = self._nodes.get(node.id)
-            if known is not None:
-                return self._upsert(known)
-        return self._upsert(node)
+        async with self._lock(node.id):
+            listed = await self._check_hint(node.id, host, port, hint=f"{host}:{port}", manual=True,
+                                            info=info)
+        return listed if listed is not None else node
 
     def forget(self, node_id: str) -> None:
         """Drop a node from the list (it comes back if mDNS sees it again)."""
@@ -485,6 +575,10 @@ class Discovery:
                                                         impostor="")
             self._impostors = {k: v for k, v in self._impostors.items() if v[0] != n.id}
             self._emit(UPDATED, self._nodes[n.id])
+            # From now on the node is described by its authenticated API.
+            async with self._lock(n.id):
+                await self._check_hint(n.id, n.host, n.api_port, hint=f"{n.host}:{n.api_port}",
+                                       via_mdns=n.via_mdns, manual=n.manual)
         return cert
 
     async def unpair(self, node: Node | str) -> str | None:
@@ -515,9 +609,13 @@ class Discovery:
     async def _ping(self, node: Node) -> None:
         ok = False
         try:
-            async with AgentClient(node.api_url, timeout=self.ping_timeout) as c:
+            # A paired node is pinged with its pinned key (and this master's, so the agent counts
+            # the call against the owner's budget, not the strangers'): an address taken over by
+            # another device is not this node.
+            paired = self._paired(node.id)
+            async with (self.client(node, timeout=self.ping_timeout) if paired else
+                        AgentClient(node.api_url, timeout=self.ping_timeout)) as c:
                 reply = await c.ping()
-            # An address taken over by another agent is not this node.
             ok = reply.get("id") in (None, node.id)
         except AgentError:
             ok = False

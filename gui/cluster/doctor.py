@@ -74,7 +74,7 @@ def check_engine(engine: Engine, identity: EngineIdentity | None = None) -> list
             .format(build=engine.build, pinned=PINNED_BUILD), "engine-build")]
     else:
         out = [Finding(OK, "master", translate("Doctor", "llama-server build {build} found.")
-                       .format(build=engine.build or _unknown()), "engine")]
+                       .format(build=engine.build or _unknown()), "engine"), check_repacking(engine)]
     if identity is None:
         return out
     out.append(Finding(OK, "master", translate("Doctor", "This machine's llama.cpp: {engine}.")
@@ -130,6 +130,16 @@ def check_node_engine(name: str, engine_status: dict, mismatch: bool) -> list[Fi
         out.append(Finding(WARNING, name, translate("Doctor", "Its agent says: {note}.")
                            .format(note=str(engine_status["note"]).rstrip(".")), "engine-note"))
     return out
+
+
+def check_repacking(engine: Engine) -> Finding:
+    """What herd knows about llama.cpp's weight repacking with this engine on this CPU: a
+    warning when it crashes here (herd then starts llama-server with ``--no-repack``)."""
+    from gui.cluster import repack_probe
+
+    verdict = repack_probe.load_verdict(engine.llama_server)
+    severity = WARNING if verdict is not None and verdict.needs_no_repack else OK
+    return Finding(severity, "master", repack_probe.describe_verdict(verdict), "repacking")
 
 
 def _unknown() -> str:

@@ -557,12 +557,41 @@ def install_engine(*, method: str = "auto", backend: str = "cpu", force: bool = 
                    index_url: str = DEFAULT_INDEX, sdist: Path | None = None,
                    release_base: str = DEFAULT_RELEASE_BASE, release_api: str = DEFAULT_RELEASE_API,
                    sha256: str | None = None, jobs: int | None = None) -> Engine:
-    """Make sure the managed engine of the pinned build exists; return it.
+    """Make sure the managed engine of the pinned build exists, and that herd knows whether
+    llama.cpp's weight repacking is safe with it on this CPU (:func:`check_repacking`); return it.
 
     ``method`` is ``release``, ``source`` or ``auto`` (the release archive, falling back to a
     source build when it cannot be had). A complete engine of the pinned build already in
     ``dest`` is reused at once unless ``force``.
     """
+    eng = _install_engine(method=method, backend=backend, force=force, progress=progress, dest=dest,
+                          index_url=index_url, sdist=sdist, release_base=release_base,
+                          release_api=release_api, sha256=sha256, jobs=jobs)
+    check_repacking(eng, progress)
+    return eng
+
+
+def check_repacking(eng: Engine, progress: Progress = _no_progress, *, again: bool = False):
+    """Ask once per engine and CPU whether llama.cpp's weight repacking crashes llama-server here
+    (:mod:`gui.cluster.repack_probe`), unless it is known (or ``again``); returns the verdict,
+    or None when it could not tell."""
+    from gui.cluster import repack_probe
+
+    if eng.llama_server is None:
+        return None
+    if not again:
+        known = repack_probe.load_verdict(eng.llama_server)
+        if known is not None:
+            return known
+    progress("Checking llama.cpp's CPU kernels on this machine", None)
+    verdict = repack_probe.ensure_verdict_sync(eng.llama_server, again=again)
+    progress("Checked llama.cpp's CPU kernels", 1.0)
+    return verdict
+
+
+def _install_engine(*, method: str, backend: str, force: bool, progress: Progress, dest: Path | None,
+                    index_url: str, sdist: Path | None, release_base: str, release_api: str,
+                    sha256: str | None, jobs: int | None) -> Engine:
     dest = dest or managed_engine_dir(backend=backend)
     if not force:
         current = find_engine(dest)

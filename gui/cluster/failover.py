@@ -48,7 +48,7 @@ from gui.cluster.failover_events import (OPT_HOST, OPT_RECOVER, OPT_REJOIN, OPT_
 from gui.cluster.failover_text import describe_event, interruption_note
 from gui.cluster.health import NodeHealth
 from gui.cluster.launch import nodes_for_plan
-from gui.cluster.launcher import FAILED, NO_REPACK_FLAG, ClusterLauncher, LaunchError, devices_from_status
+from gui.cluster.launcher import FAILED, ClusterLauncher, LaunchError, devices_from_status
 
 log = logging.getLogger(__name__)
 
@@ -340,9 +340,6 @@ class ClusterSupervisor:
         """A launch succeeded: remember what it started and what each worker looks like now."""
         self.launcher = launcher
         self.notes.extend(n for n in launcher.notes if n not in self.notes)
-        if NO_REPACK_FLAG in launcher.spec.extra_args:
-            # This CPU crashed in llama.cpp's repacking once: relaunches go without it (#11).
-            self.request = self.request.with_options(self.request.options.with_extra(NO_REPACK_FLAG))
         for h in launcher.workers:
             if h.started:
                 self._started_ids.add(h.node.id)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import socket
 import statistics
@@ -47,7 +48,10 @@ import httpx
 from agent import rpc_protocol
 from agent.client import ReadyWorker, WorkerUnavailable
 from agent.engine import Engine
+from agent.i18n import translate
 from agent.protocol import WorkerState
+
+log = logging.getLogger(__name__)
 
 #: Bump when the meaning of a cached field changes; older files are then ignored.
 #: 2: prompt speed measured too (#16).
@@ -379,7 +383,7 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
                           host_threads: int | None = None, threads: int | None = None,
                           ready_timeout: float = 300.0, device: int = 0, n_devices: int = 1,
                           server_args: Sequence[str] = (), link: LinkMeasurement | None = None,
-                          prompt_runs: int = 2) -> ComputeMeasurement:
+                          prompt_runs: int = 2, who: str | None = None) -> ComputeMeasurement:
     """Decode speed of the model with every slot on the worker at ``endpoint`` (None: on the
     master's own CPU), from ``runs`` real completions of ``tokens`` tokens.
 
@@ -390,14 +394,17 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     ``link_s`` is the per-token link cost to subtract (:func:`link_cost_s`); the remainder of
     the best run's step (at least :data:`MIN_COMPUTE_SHARE` of it) is spread over the slots by
     their bytes.
-    ``host_threads`` is llama-server's ``-t``; ``threads`` is only recorded.
+    ``host_threads`` is llama-server's ``-t``; ``threads`` is only recorded. ``who`` names the
+    node for a failure's words (default: the endpoint, or this PC).
 
     The prompt speed comes from ``prompt_runs`` prompts of one micro-batch each
     (:func:`prompt_times`, prompt caching off), best run, minus the link's share
     (:func:`prompt_link_cost_s` with ``link``), per token and spread over the slots by bytes.
     """
-    from gui.cluster.launcher import LaunchError, ServerProcess, ServerSpec
     from gui.cluster.model import inspect_model
+    from gui.cluster.server_command import ServerSpec
+    from gui.cluster.server_process import LaunchError
+    from gui.cluster.server_start import ServerStart
 
     if tokens < 2 or runs < 1:
         raise MeasureError(f"need at least 2 tokens and 1 run, got tokens={tokens}, runs={runs}")
@@ -409,16 +416,15 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     spec = ServerSpec(model=Path(model_path), rpc=[endpoint] if endpoint else [],
                       ngl=n_slots if endpoint else 0, tensor_split=split if endpoint else [],
                       ctx=ctx, port=port, verbosity=3, extra_args=extra)
-    server = ServerProcess(engine.require_llama_server(), spec)
+    start = ServerStart(engine.require_llama_server(), spec)
     try:
-        await server.start()
-        await server.wait_ready(ready_timeout)
+        server = await start.run(ready_timeout)
         steps = await decode_step_times(server.url, runs, tokens)
         prompts = await prompt_times(server.url, prompt_runs) if prompt_runs > 0 else []
     except LaunchError as exc:
-        raise MeasureError(f"calibration run on {endpoint or 'the host CPU'} failed: {exc}") from None
+        raise MeasureError(calibration_failure(who or endpoint, start.server, exc)) from None
     finally:
-        await server.stop()
+        await start.stop()
     step = min(steps)
     # A small model behind a far link: its compute can be smaller than the link's jitter, and
     # the difference near zero or below. The device is then fast, not free: keep a floor.
@@ -437,6 +443,20 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
                               seconds_per_byte=compute / sum(info.slot_bytes), slot_s=slots,
                               tokens=tokens, threads=threads if endpoint else host_threads,
                               bytes_per_param=info.bytes_per_param, **prompt)
+
+
+def calibration_failure(who: str | None, server, error: Exception) -> str:
+    """A failed calibration run in words (translated): which node, what llama-server did at
+    which step, and what to do — never llama-server's raw log lines, which herd's log keeps."""
+    who = who or translate("Measure", "this PC")
+    if server is None or server.returncode is None:
+        what = str(error)  # it did not come up in time: the start says so in words
+    else:
+        log.info("calibration run on %s failed; llama-server printed:\n%s", who, "\n".join(server.log))
+        what = server.failure_words()
+    return translate("Measure", "Measuring {who} on this model failed: {what}. Check the node with `herd doctor`; "
+                                "`herd engine status` says what llama.cpp does on this CPU, and herd's log "
+                                "holds llama-server's whole output.").format(who=who, what=what)
 
 
 def link_cost_s(link: LinkMeasurement, model_path: str | os.PathLike) -> float:
@@ -567,7 +587,7 @@ async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: s
                        settings: dict | None = None, agent=None, refresh: bool = False,
                        tokens: int = 24, runs: int = 3, host_threads: int | None = None,
                        threads: int | None = None, device: int = 0, n_devices: int = 1,
-                       server_args: Sequence[str] = ()) -> NodeMeasurement:
+                       server_args: Sequence[str] = (), who: str | None = None) -> NodeMeasurement:
     """Link and compute of one node for one model, from ``cache`` when it has them.
 
     ``endpoint`` None measures the master's own CPU (no link). ``settings`` (e.g. the worker's
@@ -590,7 +610,7 @@ async def measure_node(engine: Engine, model_path: str | os.PathLike, node_id: s
         compute = await measure_compute(engine, model_path, local, link_s=link_s,
                                         tokens=tokens, runs=runs, host_threads=host_threads,
                                         threads=threads, device=device, n_devices=n_devices,
-                                        server_args=server_args, link=link)
+                                        server_args=server_args, link=link, who=who)
     m = NodeMeasurement(node_id=node_id, model_fingerprint=fp, compute=compute, link=link,
                         measured_at=time.time(), settings=settings)
     if cache is not None:
@@ -637,7 +657,8 @@ async def measure_nodes(engine: Engine, model_path: str | os.PathLike, nodes: Se
                         out.append(await measure_node(engine, model_path, key, node.rpc_endpoint, cache=cache,
                                                       settings=settings, agent=client, refresh=True,
                                                       tokens=tokens, runs=runs, threads=threads, device=k,
-                                                      n_devices=max(1, len(keys)), server_args=server_args))
+                                                      n_devices=max(1, len(keys)), server_args=server_args,
+                                                      who=f"{node.name} ({names[k]})" if names else node.name))
             except WorkerUnavailable as exc:
                 raise MeasureError(f"{node.name}: the RPC worker did not start ({exc})") from None
     return out

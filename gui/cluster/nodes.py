@@ -55,7 +55,9 @@ class Node:
         api_port: its control API port.
         rpc_port: the RPC port ``llama-server --rpc`` connects to (0 if unknown).
         echo_port: its UDP echo port for round-trip timing (0 if unknown).
-        state: its RPC worker's state (``stopped``, ``ready``, ``busy``…).
+        state: its RPC worker's state (``stopped``, ``ready``, ``busy``…) when a paired node's
+            authenticated API was last asked (discovery); empty for an unpaired node, which
+            tells strangers nothing of it (#25). The live state is in the telemetry's status.
         version: agent version.
         proto: llama.cpp RPC protocol version it runs.
         engine: llama.cpp build number it runs (text; empty if unknown).

@@ -529,14 +529,16 @@ def _bind_address(host: str) -> str:
     return host if len(parts) == 4 and all(p.isdigit() for p in parts) else "0.0.0.0"
 
 
-def start_scripts(profile: Profile) -> dict[str, str]:
+def start_scripts(profile: Profile, master_args: Sequence[str] = ()) -> dict[str, str]:
     """Shell and batch files that start the profile's cluster by hand (no herd-agent needed).
 
     ``start-workers.sh``/``.bat`` take the node's name (or id) and start that node's
     ``ggml-rpc-server`` on the address and port the plan uses; ``start-master.sh``/``.bat`` run
     ``llama-server`` with the plan's exact arguments (an optional first argument overrides the
-    model path). Set ``LLAMA_CPP_DIR`` to the folder of the llama.cpp programs, or put them on
-    ``PATH``. Every node must run the same llama.cpp build.
+    model path) and ``master_args``: what the master that made them needs on its CPU
+    (:func:`gui.cluster.server_start.machine_args`, e.g. ``--no-repack``). Set ``LLAMA_CPP_DIR``
+    to the folder of the llama.cpp programs, or put them on ``PATH``. Every node must run the
+    same llama.cpp build.
     """
     build = profile.engine_build
     need = f"llama.cpp build {build}" if build is not None else "the same llama.cpp build"
@@ -575,6 +577,7 @@ def start_scripts(profile: Profile) -> dict[str, str]:
     bat.append("")
 
     args = profile.llama_server_args()[2:]  # after "-m PATH", which the scripts make overridable
+    args += [a for a in master_args if a not in args]
     msh = ["#!/bin/sh",
            "# llama-herd: start the master (llama-server with the profile's plan).",
            f"# Start every worker first (start-workers.sh). Needs {need}.",
@@ -597,12 +600,12 @@ def start_scripts(profile: Profile) -> dict[str, str]:
             "start-master.sh": "\n".join(msh), "start-master.bat": crlf.join(mbat)}
 
 
-def write_start_scripts(folder: str | os.PathLike, profile: Profile) -> list[Path]:
+def write_start_scripts(folder: str | os.PathLike, profile: Profile, master_args: Sequence[str] = ()) -> list[Path]:
     """Write :func:`start_scripts` into ``folder`` (atomically each; ``.sh`` files executable)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in start_scripts(profile).items():
+    for name, text in start_scripts(profile, master_args).items():
         path = write_atomic(folder / name, text, 0o755 if name.endswith(".sh") else None)
         written.append(path)
     return written

@@ -11,6 +11,12 @@ splice: no extra copies, one TLS record per write of up to 16 KiB).
 A worker whose agent runs with ``exposure = "open"`` has no relay: its endpoint is used as it is
 (the agent warns that anyone on the LAN can use such a worker).
 
+A forwarder's loopback port is open to every program on the master, whatever its account; each
+connection is therefore traced to the process at its other end (:mod:`gui.cluster.local_peer`)
+and admitted only if that is this master process or one it started — llama-server, a
+calibration run — never another account's program (#25). Where the owner cannot be told
+(neither Linux nor Windows), any local connection is admitted, as ``docs/security.md`` says.
+
 The launcher uses three small functions, each taking the launcher: :func:`route` (after the
 workers are up: forwarders opened, the server spec's ``--rpc`` list rewritten), :func:`unmap`
 (llama-server's placement report mapped back to the workers' endpoints) and :func:`close`.
@@ -24,6 +30,7 @@ from dataclasses import replace
 
 from agent.identity import client_context
 from agent.relay import RpcRelay
+from gui.cluster.local_peer import started_here
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +47,7 @@ class Forwarder:
     def __init__(self, host: str, rpc_port: int, identity, pinned: str) -> None:
         self.remote = (host, rpc_port)
         self._relay = RpcRelay("127.0.0.1", 0, is_allowed=_local_only, target=lambda: self.remote,
-                               target_ssl=client_context(identity, pinned))
+                               target_ssl=client_context(identity, pinned), peer_check=started_here)
 
     @property
     def endpoint(self) -> str:

@@ -18,6 +18,8 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFrame, QGridLayout, Q
                                QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
 
 from agent.identity import display_fingerprint
+from agent.pairing import normalise_pin
+from agent.protocol import PIN_DIGITS
 from gui.widgets.wrapping_label import WrappingLabel
 
 GiB = 1 << 30
@@ -225,8 +227,9 @@ class NodeCard(QFrame):
 
 
 class PinDialog(QDialog):
-    """Asks for the 6-digit PIN a node's agent shows; OK only once six digits are typed (the
-    agent would refuse anything else with an HTTP 400 in its own words, #17).
+    """Asks for the PIN a node's agent shows (:data:`agent.protocol.PIN_DIGITS` digits, typed with
+    or without the space ``herd-agent pin`` shows in the middle); OK only once all its digits are
+    typed (the agent would refuse anything else with an HTTP 400 in its own words, #17).
 
     Attributes:
         edit: the PIN field. hint: what is still missing. ok_button: accepts.
@@ -238,9 +241,9 @@ class PinDialog(QDialog):
         label = QLabel(self.tr("Enter the PIN %1 shows (herd-agent pin on that computer):").replace("%1", node_name))
         label.setWordWrap(True)
         self.edit = QLineEdit()
-        self.edit.setMaxLength(6)
-        self.edit.setValidator(QRegularExpressionValidator(QRegularExpression(r"\d{0,6}"), self.edit))
-        self.edit.setPlaceholderText("123456")
+        self.edit.setMaxLength(PIN_DIGITS + 4)
+        self.edit.setValidator(QRegularExpressionValidator(QRegularExpression(r"[\d -]*"), self.edit))
+        self.edit.setPlaceholderText("12345 67890")
         self.hint = QLabel()
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         self.ok_button = buttons.button(QDialogButtonBox.StandardButton.Ok)
@@ -255,16 +258,18 @@ class PinDialog(QDialog):
         self._check("")
 
     def pin(self) -> str:
-        """The PIN typed."""
-        return self.edit.text()
+        """The PIN typed (its digits)."""
+        return normalise_pin(self.edit.text())
 
     def _check(self, text: str) -> None:
-        self.ok_button.setEnabled(len(text) == 6)
-        self.hint.setText("" if len(text) == 6 else
-                          self.tr("The PIN has 6 digits (%1 typed).").replace("%1", str(len(text))))
+        typed = len(normalise_pin(text))
+        self.ok_button.setEnabled(typed == PIN_DIGITS)
+        self.hint.setText("" if typed == PIN_DIGITS else
+                          self.tr("The PIN has %1 digits (%2 typed).").replace("%1", str(PIN_DIGITS))
+                          .replace("%2", str(typed)))
 
     def accept(self) -> None:  # noqa: D401 - Qt override
-        if len(self.pin()) == 6:  # Enter in the field must not send a short PIN either
+        if len(self.pin()) == PIN_DIGITS:  # Enter in the field must not send a short PIN either
             super().accept()
 
 

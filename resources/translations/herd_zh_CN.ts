@@ -1714,6 +1714,18 @@
         <source>{node}: the RPC worker was not ready after {seconds} s (state {state})</source>
         <translation>{node}：RPC 工作进程在 {seconds} 秒后仍未就绪（状态：{state}）</translation>
     </message>
+    <message>
+        <source>llama-server crashed ({signal}) while {step}</source>
+        <translation>llama-server 在{step}时崩溃（{signal}）</translation>
+    </message>
+    <message>
+        <source>llama-server crashed ({signal}) while {step} with host weights repacked for this CPU{buffers}; it was started again with --no-repack, which serves but computes the host's layers more slowly, and herd starts it that way on this machine from now on (`herd engine status` says so)</source>
+        <translation>llama-server 在{step}时崩溃（{signal}），主机权重已为此 CPU 重排{buffers}；已用 --no-repack 重新启动，可以正常服务，但主机上的层计算较慢；今后 herd 在本机都会这样启动它（`herd engine status` 会说明）</translation>
+    </message>
+    <message>
+        <source>llama-server stopped with status {status} while {step}</source>
+        <translation>llama-server 在{step}时退出，状态码 {status}</translation>
+    </message>
 </context>
 <context>
     <name>Plan</name>
@@ -2423,8 +2435,8 @@
     </message>
     <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="243" />
-        <source>The PIN has 6 digits (%1 typed).</source>
-        <translation>PIN 为 6 位数字（已输入 %1 位）。</translation>
+        <source>The PIN has %1 digits (%2 typed).</source>
+        <translation>PIN 为 %1 位数字（已输入 %2 位）。</translation>
     </message>
 </context>
 <context>
@@ -2649,6 +2661,36 @@
     <message>
         <source>The profile uses %1, which this computer cannot reach or is not paired with. Start their herd-agent and pair with them, then import again.</source>
         <translation>该配置使用了 %1，本机无法连接或尚未与其配对。请启动它们的 herd-agent 并完成配对，然后重新导入。</translation>
+    </message>
+</context>
+<context>
+    <name>Engine</name>
+    <message>
+        <source>It crashed even without repacking: this engine build does not run on this CPU; rebuild it here with `herd engine install --from-source --force`.</source>
+        <translation>关闭重排后它仍然崩溃：这个引擎构建无法在此 CPU 上运行；请在本机用 `herd engine install --from-source --force` 重新构建。</translation>
+    </message>
+    <message>
+        <source>Not checked yet whether llama.cpp's weight repacking is safe on this CPU; herd checks at the first start of llama-server (or run `herd engine probe`).</source>
+        <translation>尚未检查 llama.cpp 的权重重排在此 CPU 上是否安全；herd 会在首次启动 llama-server 时检查（或运行 `herd engine probe`）。</translation>
+    </message>
+    <message>
+        <source>On this CPU ({cpu}) llama-server crashes when it repacks host weights ({types}), so herd starts it with --no-repack here: the host's layers then compute without the CPU's repacked kernels (AMX on Intel), which is slower for them; layers on workers are not affected. To check again (after a new engine or BIOS/firmware update): herd engine probe.</source>
+        <translation>在此 CPU（{cpu}）上，llama-server 重排主机权重时会崩溃（{types}），因此 herd 在本机以 --no-repack 启动它：主机上的层将不使用 CPU 的重排内核（Intel 上为 AMX）计算，这些层会变慢；工作节点上的层不受影响。如需重新检查（换了引擎或更新了 BIOS/固件后）：herd engine probe。</translation>
+    </message>
+    <message>
+        <source>llama.cpp's weight repacking is safe on this CPU ({cpu}): host layers use its fastest kernels.</source>
+        <translation>llama.cpp 的权重重排在此 CPU（{cpu}）上是安全的：主机上的层使用其最快的内核。</translation>
+    </message>
+</context>
+<context>
+    <name>Measure</name>
+    <message>
+        <source>Measuring {who} on this model failed: {what}. Check the node with `herd doctor`; `herd engine status` says what llama.cpp does on this CPU, and herd's log holds llama-server's whole output.</source>
+        <translation>测量 {who} 在此模型上的速度失败：{what}。请用 `herd doctor` 检查该节点；`herd engine status` 会说明 llama.cpp 在此 CPU 上的情况，herd 的日志里有 llama-server 的完整输出。</translation>
+    </message>
+    <message>
+        <source>this PC</source>
+        <translation>本机</translation>
     </message>
 </context>
 </TS>

@@ -27,8 +27,9 @@ async def test_public_endpoints_need_no_certificate(make_agent):
     async with AgentClient(agent.api_url) as c:
         info = await c.info()
         assert info["id"] == agent.state.node_id
-        assert info["paired"] is False and info["rpc_state"] == P.STATE_STOPPED
-        assert info["fp"] == agent.identity.fingerprint
+        # what a stranger needs to list and pair with the node, and no more (#25)
+        assert set(info) == {"id", "name", "version", "engine", "ports"}
+        assert info["ports"] == {"api": agent.api_port, "rpc": agent.rpc_port, "echo": agent.echo_port}
         assert (await c.ping())["ok"] is True
     async with anon_http(agent.api_url) as h:
         doc = (await h.get(P.PATH_OPENAPI)).json()
@@ -81,7 +82,7 @@ async def test_pairing_pins_both_keys_and_uses_up_the_pin(make_agent, master_id)
         st = await c.status()
         assert st["masters"] == [{"name": "laptop", "fingerprint": master_id.fingerprint,
                                   "paired_at": st["masters"][0]["paired_at"]}]
-        assert (await c.info())["paired"] is True
+        assert "paired" not in await c.info()  # a stranger is not told
     async with AgentClient(agent.api_url, identity=load_or_create(agent.state.folder / "m2", "m", "m2")) as c2:
         with pytest.raises(AgentError, match="no pairing PIN is shown"):
             await c2.pair(pin)  # the PIN was used up

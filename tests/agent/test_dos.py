@@ -1,7 +1,9 @@
 """Denial-of-service hygiene on loopback: the echo answers only tagged requests (so a spoofed
-datagram between two agents causes one reply, not an endless ping-pong) at a rate per source;
-the API closes a slowloris, caps connections per address, and keeps answering the paired
-master while a thousand idle connections are held open."""
+datagram between two agents causes one reply, not an endless ping-pong) at a rate per source that
+no number of sources resets; the API closes a slowloris, caps connections per address, ends a
+stranger's connection at its lifetime, evicts strangers (never the master) at the cap, and keeps
+answering the paired master while a thousand idle connections are held open; pairing attempts
+are served in turn."""
 
 from __future__ import annotations
 
@@ -132,3 +134,98 @@ async def test_a_thousand_idle_connections_do_not_keep_the_master_out(paired):
     finally:
         for s in socks:
             s.close()
+
+
+async def test_a_strangers_keep_alive_connection_ends_at_its_lifetime_a_masters_does_not(paired):
+    """#25: a request every few seconds kept a stranger's connection open for good."""
+    agent, client = paired
+    guard = agent.api_guard
+    guard.stranger_lifetime = 1.0
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    reader, writer = await asyncio.open_connection("127.0.0.1", agent.api_port, ssl=ctx, server_hostname="")
+    started = time.monotonic()
+    closed_after = None
+    while time.monotonic() - started < 5:
+        writer.write(b"GET /api/v1/ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 2)
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            closed_after = time.monotonic() - started
+            break
+        length = int(next(ln for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length"))
+                     .split(b":")[1])
+        await reader.readexactly(length)
+        await asyncio.sleep(0.2)
+    writer.close()
+    assert closed_after is not None and 0.9 < closed_after < 3, closed_after
+    # the paired master's client keeps one connection over the same time
+    for _ in range(8):
+        assert (await client.ping())["ok"]
+        await asyncio.sleep(0.2)
+    assert guard.trusted >= 1
+
+
+async def test_strangers_at_the_cap_evict_each_other_never_the_master(paired):
+    agent, client = paired
+    guard = agent.api_guard
+    guard.total = 8
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    assert (await client.status())["id"] == agent.state.node_id  # a trusted connection is open
+    held = []
+    try:
+        for i in range(20):  # all past their header: no longer "waiting", evicted all the same
+            r, w = await asyncio.open_connection("127.0.0.1", agent.api_port, ssl=ctx, server_hostname="",
+                                                 local_addr=(f"127.0.3.{1 + i}", 0))
+            w.write(b"GET /api/v1/ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            await r.readuntil(b"\r\n\r\n")
+            held.append((r, w))
+        await _until(lambda: guard.strangers <= 8 and guard.evicted >= 12, 5, "no eviction")
+        assert guard.strangers == 8 and guard.trusted >= 1
+        assert (await client.status())["id"] == agent.state.node_id  # the master, on its own budget
+    finally:
+        for _r, w in held:
+            w.close()
+
+
+async def test_the_attempt_gate_serves_sources_in_turn():
+    from agent.pairing import AttemptGate
+    gate = AttemptGate(rate=20.0, burst=1, max_wait=5.0)
+    order: list[str] = []
+
+    async def attempt(src: str) -> bool:
+        ok = await gate.admit(src)
+        if ok:
+            order.append(src)
+        return ok
+    assert await attempt("flood-0")  # the burst
+    floods = [asyncio.ensure_future(attempt(f"flood-{i}")) for i in range(1, 11)]
+    await asyncio.sleep(0)  # they are in line
+    again = await attempt("flood-1")  # one waiting attempt per source: a second is refused at once
+    owner = asyncio.ensure_future(attempt("owner"))
+    assert await owner and all(await asyncio.gather(*floods)) and not again
+    assert order.index("owner") == 11  # after the ten already waiting, not behind any more
+    assert gate.refused == 1
+
+
+def test_the_pin_guessing_bound_holds_per_pin_shown():
+    """10 digits, at most 10 000 attempts a PIN: a chance of 10⁻⁶; one window takes fewer."""
+    from agent.pairing import GUESSES_PER_PIN, WINDOW_ATTEMPTS
+    assert GUESSES_PER_PIN / 10 ** P.PIN_DIGITS <= 1e-6
+    assert WINDOW_ATTEMPTS < GUESSES_PER_PIN
+
+
+async def test_the_echo_forgets_no_source_that_is_still_refilling(monkeypatch):
+    """#25: past 1,024 sources the oldest budget was dropped and came back full."""
+    import agent.echo as echo_mod
+    monkeypatch.setattr(echo_mod, "MAX_SOURCES", 4)
+    proto = echo_mod._Echo()
+    victim = "10.0.0.9"
+    answered = sum(proto._allow(victim) for _ in range(int(BURST) + 5))
+    for round_ in range(3):
+        for i in range(10):
+            proto._allow(f"10.1.{round_}.{i}")  # new sources, more than are remembered
+        answered += proto._allow(victim)
+    assert answered <= BURST + 1  # the burst, and what (a few ms of) refilling gave

@@ -85,7 +85,7 @@ async def test_start_reports_devices_and_banner(engine, paired):
         assert [d["name"] for d in st["rpc"]["devices"]] == names
     assert any("Starting RPC server v7.0.0" in ln for ln in lines)
     assert any(" -t 1" in ln and " -c" in ln for ln in lines if ln.startswith("$ "))
-    assert agent.txt()[P.TXT_STATE] == P.STATE_READY
+    assert P.TXT_STATE not in agent.txt()  # whether it is busy is for its masters only (#25)
 
 
 async def test_killed_worker_is_back_within_3_s_and_counted(engine, paired, forwarder):

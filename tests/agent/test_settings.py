@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from agent import protocol as P
 from agent.main import build_parser, effective_settings
 from agent.settings import (STATE_NAME, Settings, SettingsError, dump_settings, load_settings,
                             load_state, save_settings, settings_from_dict)
@@ -124,7 +125,7 @@ def test_corrupt_state_is_set_aside_not_replaced(tmp_path):
 
 
 def test_pin_file_accepts_a_pin_only_for_a_few_minutes_and_only_once(tmp_path):
-    from agent.pairing import GUESSES_PER_PIN, PIN_TTL, PinFile
+    from agent.pairing import GUESSES_PER_PIN, KEEP_PIN_BELOW, PIN_TTL, PinFile
     now = [1000.0]
     pins = PinFile(tmp_path, clock=lambda: now[0])
     assert pins.current() is None  # nothing shown yet
@@ -137,8 +138,11 @@ def test_pin_file_accepts_a_pin_only_for_a_few_minutes_and_only_once(tmp_path):
     now[0] += 2
     assert pins.current() is None  # expired
     pin = pins.show()
-    for _ in range(GUESSES_PER_PIN):
-        pins.count_guess()
+    pins.count_guess(KEEP_PIN_BELOW - 1)
+    assert pins.show() == pin  # shown again: its next window cannot reach the cap, kept
+    pins.count_guess(1)
+    assert pins.current() == pin and pins.show() != pin  # it could: a fresh PIN instead
+    pins.count_guess(GUESSES_PER_PIN)
     assert pins.current() is None  # used up by guesses
     pins.show()
     pins.consume()
@@ -180,7 +184,9 @@ def test_cli_pin_shows_the_pin_the_agent_accepts(tmp_path):
     from agent.pairing import PinFile
     out = subprocess.run([sys.executable, "-m", "agent.main", "--state-dir", str(tmp_path), "pin"],
                          capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.strip() == PinFile(tmp_path).current()
+    shown = out.stdout.strip()
+    assert len(shown) == P.PIN_DIGITS + 1 and shown[5] == " "  # in two groups, as people read it
+    assert shown.replace(" ", "") == PinFile(tmp_path).current()
     assert "5 minutes" in out.stderr
 
 

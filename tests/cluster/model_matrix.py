@@ -94,27 +94,26 @@ async def serve_case(engine, model_path: Path, workers: list[str], host: int, co
 
     from conftest import free_port
     from gui.cluster.chat import chat
-    from gui.cluster.launcher import ServerProcess, spec_from_plan
+    from gui.cluster.launch import LaunchRequest
     from gui.cluster.model import inspect_model
     from gui.cluster.placement import check_placement
     from gui.cluster.plan import Device, Plan, estimate
+    from gui.cluster.server_command import ServerOptions
+    from gui.cluster.server_start import serving
 
     info = inspect_model(model_path)
     gib = 1 << 30
     devs = [Device(f"w{i}", f"worker{i}", ep, 0, "CPU", gib, gib) for i, ep in enumerate(workers)]
     plan = Plan(info.n_layer, host, list(zip(devs, counts)))
-    spec = spec_from_plan(plan, model_path, ctx=ctx, port=free_port(), extra_args=extra_args)
-    srv = ServerProcess(engine.llama_server, spec)
-    await srv.start()
-    try:
-        await srv.wait_ready(240)
+    request = LaunchRequest(plan, info, ServerOptions(ctx=ctx, port=free_port(), extra_args=tuple(extra_args or ())))
+    # Started as every launch starts it (what this CPU needs, e.g. --no-repack where repacking
+    # crashes), so the matrix sees what a user sees.
+    async with serving(engine.llama_server, request.spec(), timeout=240) as srv:
         placement = srv.placement()
         check = check_placement(plan, placement, info)
         async with httpx.AsyncClient(timeout=120) as client:
-            done = await chat(client, spec.url, [{"role": "user", "content": prompt}],
+            done = await chat(client, srv.spec.url, [{"role": "user", "content": prompt}],
                               max_tokens=max_tokens, temperature=0, seed=1)
-    finally:
-        await srv.stop()
     reported = placement.memory()
     names = plan.device_names()
     memory = {}

@@ -83,18 +83,23 @@ async def test_browse_add_txt_update_and_goodbye(procs, tmp_path, engine):
         events = await _events(disc)
         assert await disc.wait_until(lambda n: agent.node_id in n, 10), "agent not browsed"
         node = disc.nodes[agent.node_id]
-        assert (node.name, node.host, node.via_mdns, node.state) == ("alpha", "127.0.0.1", True, "stopped")
+        # unpaired: listed with what the node says in public, which is not its worker's state (#25)
+        assert (node.name, node.host, node.via_mdns, node.state) == ("alpha", "127.0.0.1", True, "")
         assert node.api_url == agent.api_url and node.rpc_port == agent.rpc_port
         assert node.engine == "11434" and node.proto == "7.0.0"
         assert [e.kind for e in events if e.node.id == agent.node_id][0] == ADDED
 
-        # Pair, then start the RPC worker: the agent's TXT state changes and so does the node.
+        # Paired, the node is described by its authenticated API: its worker's state too.
         await disc.pair(node, agent.pin())
         assert tokens.get(agent.node_id) and disc.nodes[agent.node_id].paired
+        assert disc.nodes[agent.node_id].state == "stopped"
         async with disc.client(node) as c:
             await c.rpc_start(threads=1)
-        assert await disc.wait_until(lambda n: n[agent.node_id].state == "ready", 15)
-        assert any(e.kind == UPDATED and e.node.state == "ready" for e in events)
+            while (await c.status()).rpc.state != "ready":
+                await asyncio.sleep(0.1)
+        # a browse that sees the record anew asks the node again (its own API, not the record)
+        async with Discovery(LOOPBACK, tokens=tokens) as again:
+            assert await again.wait_until(lambda n: n.get(agent.node_id) and n[agent.node_id].state == "ready", 10)
 
         # A clean exit says goodbye: the node is removed.
         agent.proc.send_signal(signal.SIGTERM)

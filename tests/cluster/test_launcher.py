@@ -18,6 +18,8 @@ from gui.cluster.chat import chat
 from gui.cluster.model import inspect_model
 from gui.cluster.placement import check_placement
 from gui.cluster.plan import Device, Plan
+from gui.cluster.server_process import _DEBUG_RE
+from gui.cluster.server_start import serving
 
 pytestmark = pytest.mark.engine
 GiB = 1 << 30
@@ -69,10 +71,7 @@ async def test_default_launch_checks_each_devices_weights(engine, demo_model, pr
     info = inspect_model(demo_model)
     plan = two_worker_plan(workers, 1, [3, 5])
     spec = L.spec_from_plan(plan, demo_model, ctx=512, port=free_port())
-    srv = L.ServerProcess(engine.llama_server, spec)
-    await srv.start()
-    try:
-        await srv.wait_ready(120)
+    async with serving(engine.llama_server, spec, timeout=120) as srv:
         placement = srv.placement()
         assert placement.slots == {}  # no per-layer lines at the default level
         check = check_placement(plan, placement, info)
@@ -92,9 +91,7 @@ async def test_default_launch_checks_each_devices_weights(engine, demo_model, pr
         async with httpx.AsyncClient() as client:
             done = await chat(client, spec.url, [{"role": "user", "content": "hi"}], max_tokens=16)
         assert done.timings["predicted_n"] == 16
-        assert not any(L._DEBUG_RE.match(ln) for ln in srv.startup_log + list(srv.log))
-    finally:
-        await srv.stop()
+        assert not any(_DEBUG_RE.match(ln) for ln in srv.startup_log + list(srv.log))
 
 
 async def test_plan_launched_with_another_split_fails_the_check(engine, demo_model, procs):
@@ -104,13 +101,8 @@ async def test_plan_launched_with_another_split_fails_the_check(engine, demo_mod
     plan = two_worker_plan(workers, 1, [3, 5])
     spec = L.spec_from_plan(plan, demo_model, ctx=512, port=free_port())
     spec.tensor_split = [2, 6]
-    srv = L.ServerProcess(engine.llama_server, spec)
-    await srv.start()
-    try:
-        await srv.wait_ready(120)
+    async with serving(engine.llama_server, spec, timeout=120) as srv:
         check = check_placement(plan, srv.placement(), info)
-    finally:
-        await srv.stop()
     assert not check.ok
     assert check.actual == {"host": [0], workers[0]: [1, 2], workers[1]: [3, 4, 5, 6, 7, 8]}
     assert any(p.startswith(f"{workers[0]} (RPC0) holds slots 1-2 (0.77 MiB of weights), the plan "
@@ -143,7 +135,7 @@ async def test_launch_two_workers_placement_matches_and_stop_leaves_nothing(engi
             await asyncio.sleep(0.05)
         after = list(srv.log)[n_before:]
         assert any("print_timing" in ln for ln in after)
-        assert not any(L._DEBUG_RE.match(ln) for ln in after)
+        assert not any(_DEBUG_RE.match(ln) for ln in after)
         assert srv.placement().by_endpoint() == check.actual  # still read from the startup log
         pid = srv.pid
     finally:

@@ -227,9 +227,14 @@ async def test_a_far_worker_decodes_slower_by_its_round_trips(engine, procs, dem
 
 @pytest.mark.engine
 async def test_measure_compute_explains_an_unreachable_worker(engine, demo_model):
-    with pytest.raises(M.MeasureError, match="calibration run on 127.0.0.1:"):
-        await M.measure_compute(engine, demo_model, f"127.0.0.1:{free_port()}", tokens=4, runs=1,
-                                ready_timeout=60)
+    port = free_port()
+    with pytest.raises(M.MeasureError) as err:
+        await M.measure_compute(engine, demo_model, f"127.0.0.1:{port}", tokens=4, runs=1,
+                                ready_timeout=60, who="old-desktop")
+    # the node by name, what happened in words, what to do — no raw log lines
+    assert str(err.value).startswith(f"Measuring old-desktop on this model failed: the RPC worker at "
+                                     f"127.0.0.1:{port} is unreachable"), err.value
+    assert "herd doctor" in str(err.value) and "Failed to connect" not in str(err.value)
 
 
 # --- the cache ---------------------------------------------------------------------------------

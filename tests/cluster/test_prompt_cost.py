@@ -12,10 +12,11 @@ from conftest import free_port
 from gui.cluster import measure as M
 from gui.cluster.costmodel import DeviceSpeed, LinkSpeed, Measurements, prompt_cost, prompt_hop_bytes
 from gui.cluster.demo_model import DemoShape, write_demo_model
-from gui.cluster.launcher import ServerProcess, spec_from_plan
+from gui.cluster.launcher import spec_from_plan
 from gui.cluster.model import inspect_model
 from gui.cluster.optimize import fastest
 from gui.cluster.plan import Device, Plan, PlanError
+from gui.cluster.server_start import serving
 
 GiB = 1 << 30
 
@@ -103,13 +104,8 @@ async def test_the_prompt_term_predicts_a_real_prompt_through_two_workers(engine
     plan = Plan(8, 0, [(devs[0], 4), (devs[1], 5)])
     predicted = prompt_cost(plan, info, Measurements(speeds, links), n_prompt=n_prompt).total_s
     spec = spec_from_plan(plan, model, ctx=512, port=free_port())
-    server = ServerProcess(engine.llama_server, spec)
-    await server.start()
-    try:
-        await server.wait_ready(120)
+    async with serving(engine.llama_server, spec, timeout=120) as server:
         runs = await M.prompt_times(server.url, 3)
-    finally:
-        await server.stop()
     assert {t.prompt_n for t in runs} == {n_prompt}
     measured = min(t.prompt_ms for t in runs) / 1000.0
     print(f"prompt of {n_prompt} tokens: predicted {predicted:.3f} s, measured {measured:.3f} s")

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from agent.client import AgentClient, measure_echo_rtt
 from agent.identity import load_or_create
 from gui.cluster import launcher as L
+from gui.cluster.server_start import serving
 from gui.cluster import telemetry as T
 from gui.cluster.chat import ChatDelta, ChatDone, ChatError, chat, stream_chat
 
@@ -95,13 +96,8 @@ async def split_server(engine, demo_model, procs):
     workers = start_rpc_workers(engine, procs, 1)
     spec = L.ServerSpec(model=demo_model, rpc=workers, ngl=5, tensor_split=[5], ctx=4096,
                         port=free_port(), extra_args=["-np", "1"])
-    srv = L.ServerProcess(engine.llama_server, spec)
-    await srv.start()
-    try:
-        await srv.wait_ready(120)
+    async with serving(engine.llama_server, spec, timeout=120) as srv:
         yield srv.url
-    finally:
-        await srv.stop()
 
 
 # Long enough (about a second of decode here) that one late step on a busy machine, which the

@@ -21,6 +21,7 @@ from lan import Lan
 
 from agent.client import AgentClient
 from gui.cluster import launcher as L
+from gui.cluster.server_start import serving
 from gui.cluster.chat import chat
 from gui.cluster.discovery import Discovery
 from gui.cluster.nodes import TokenStore, master_identity
@@ -130,10 +131,8 @@ async def test_llama_server_connecting_without_the_masters_link_is_refused_and_e
              "asyncio.run(go())\n")
     r = m.run([sys.executable, "-c", start, a.api_url, a.node_id], env=env)
     assert r.returncode == 0, r.stderr
-    srv = L.ServerProcess(engine.llama_server, L.ServerSpec(
-        model=demo_model, rpc=[f"{a_host.ip}:{RPC}"], ngl=9, ctx=256, host="127.0.0.1",
-        port=free_port()))
-    await srv.start()
+    spec = L.ServerSpec(model=demo_model, rpc=[f"{a_host.ip}:{RPC}"], ngl=9, ctx=256, host="127.0.0.1",
+                        port=free_port())
     with pytest.raises(L.LaunchError, match="only a paired master's key through"):
-        await srv.wait_ready(60)
-    await srv.stop()
+        async with serving(engine.llama_server, spec, timeout=60):
+            pass

@@ -58,6 +58,9 @@ def llama_server(engine, demo_model, tmp_path_factory):
 
     import socket
 
+    from gui.cluster.server_start import machine_args
+
+    # A process of its own (the fixture outlives any one event loop), with what this CPU needs.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -65,7 +68,7 @@ def llama_server(engine, demo_model, tmp_path_factory):
     with open(log, "wb") as fh:
         proc = subprocess.Popen([str(engine.llama_server), "-m", str(demo_model), "--host", "127.0.0.1",
                                  "--port", str(port), "-c", "2048", "-t", "1", "--metrics",
-                                 "-np", "1", "--no-webui"],
+                                 "-np", "1", "--no-webui", *machine_args(engine.llama_server)],
                                 stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication
 from agent import i18n
 from conftest import free_port
 from gui.cluster import launcher as L
+from gui.cluster.server_start import serving
 from gui.cluster.doctor import ERROR, check_cluster
 from gui.cluster.nodes import Node
 from gui.translations import install_translator
@@ -66,13 +67,9 @@ async def test_port_in_use_failure_is_chinese_in_the_window(zh_cn, qtbot, engine
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        srv = L.ServerProcess(engine.llama_server, L.ServerSpec(model=demo_model, ctx=256, port=port))
-        await srv.start()
-        try:
-            with pytest.raises(L.LaunchError) as exc:
-                await srv.wait_ready(60)
-        finally:
-            await srv.stop()
+        with pytest.raises(L.LaunchError) as exc:
+            async with serving(engine.llama_server, L.ServerSpec(model=demo_model, ctx=256, port=port), timeout=60):
+                pass
     panel = LaunchPanel()
     qtbot.addWidget(panel)
     panel.set_state("failed", str(exc.value))

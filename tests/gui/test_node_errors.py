@@ -61,17 +61,17 @@ def test_add_and_pair_errors_in_words(qtbot, make_window, agents, monkeypatch):
     qtbot.waitUntil(lambda: "No computer of that name" in win.nodes.message.text(), timeout=10000)
     assert "Errno" not in win.nodes.message.text()
 
-    # the PIN field takes digits only and OK waits for all six
+    # the PIN field takes digits (and the space herd-agent shows) only; OK waits for all ten
     def wrong_then_ok(dlg: PinDialog) -> None:
         qtbot.keyClicks(dlg.edit, "12ab34")
         assert dlg.edit.text() == "1234"
         assert not dlg.ok_button.isEnabled() and "4 typed" in dlg.hint.text()
         qtbot.keyClick(dlg.edit, Qt.Key.Key_Return)  # Enter does not send a short PIN either
         assert dlg.isVisible()
-        qtbot.keyClicks(dlg.edit, "99")
-        assert dlg.ok_button.isEnabled()
-        if dlg.pin() == a.pin:  # (one chance in a million; then make it wrong another way)
-            dlg.edit.setText("000000" if a.pin != "000000" else "111111")
+        qtbot.keyClicks(dlg.edit, "9 99999")
+        assert dlg.ok_button.isEnabled() and dlg.pin() == "1234999999"
+        if dlg.pin() == a.pin:  # (one chance in 10^10; then make it wrong another way)
+            dlg.edit.setText("0" * 10 if a.pin != "0" * 10 else "1" * 10)
         click(qtbot, dlg.ok_button)
 
     seen = answer_dialog(qtbot, PinDialog, wrong_then_ok)

@@ -15,7 +15,9 @@ from conftest import free_port
 from agent.files import CorruptFile
 from gui.cluster.conversation import (COMPLETE, INTERRUPTED, STREAMING, Conversation,
                                       ReplyInterrupted, retry, send)
-from gui.cluster.launcher import READY, ServerProcess, ServerSpec
+from gui.cluster.server_command import ServerSpec
+from gui.cluster.server_process import READY
+from gui.cluster.server_start import ServerStart
 
 
 def test_states_and_what_is_resent():
@@ -88,10 +90,10 @@ async def test_real_server_killed_mid_reply_marks_it_and_a_new_server_continues(
     port = free_port()
     spec = ServerSpec(model=demo_model, ctx=2048, port=port, extra_args=["-np", "1"], verbosity=3)
     conv = Conversation()
-    server = ServerProcess(engine.llama_server, spec)
-    await server.start()
+    first_start = ServerStart(engine.llama_server, spec)
+    again_start = ServerStart(engine.llama_server, spec)
     try:
-        await server.wait_ready(120)
+        server = await first_start.run(120)
         async with httpx.AsyncClient() as client:
             first = await send(conv, client, spec.url, "Hello there.", max_tokens=8)
             assert first.state == COMPLETE and first.finish_reason == "length"
@@ -104,12 +106,12 @@ async def test_real_server_killed_mid_reply_marks_it_and_a_new_server_continues(
             assert cut.state == INTERRUPTED and len(cut.content) > 20 and cut.note
             await server.wait_exit()
             # Same endpoint, new process: the conversation continues from where it was.
-            await server.start()
-            await server.wait_ready(120)
-            assert server.state == READY
-            again = await retry(conv, client, spec.url, max_tokens=8)
-            assert again.state == COMPLETE
+            again = await again_start.run(120)
+            assert again.state == READY
+            reply = await retry(conv, client, spec.url, max_tokens=8)
+            assert reply.state == COMPLETE
             assert [m.state for m in conv.messages] == [COMPLETE, COMPLETE, COMPLETE, INTERRUPTED, COMPLETE]
     finally:
-        await server.stop()
+        await first_start.stop()
+        await again_start.stop()
         await asyncio.sleep(0)
