@@ -84,7 +84,7 @@ def test_a_folder_with_llama_server_and_no_worker_has_rpc_from_its_library(vulka
 
 
 @pytest.mark.engine
-def test_a_cuda_library_beside_the_programs_makes_a_cuda_build(engine, tmp_path, no_gpu_env):
+def test_a_cuda_library_beside_the_programs_makes_a_cuda_build(engine, tmp_path, monkeypatch, no_gpu_env):
     # No CUDA build can be had here: the CPU build with a file where a hand-made CUDA build keeps
     # its backend (build/bin/libggml-cuda.so) stands in for one on a PC whose driver is missing.
     folder = _copy(engine, tmp_path / "bin")
@@ -92,6 +92,14 @@ def test_a_cuda_library_beside_the_programs_makes_a_cuda_build(engine, tmp_path,
     ident = identify(find_engine(folder))
     assert ident.backend == "cuda" and ident.gpus == []
     assert ident.backend_from == "libggml-cuda.so beside the programs"
+    # The README's CUDA paragraph: such a folder as engine_dir, with or without --backend cuda, is
+    # run as the CUDA build it is; finding no GPU, the agent says to install NVIDIA's driver.
+    monkeypatch.delenv("HERD_ENGINE_DIR", raising=False)
+    for wanted in ("cuda", "auto"):
+        eng, ident, note = choose_engine(folder, wanted)
+        assert eng.folder == folder and ident.backend == "cuda", (wanted, ident)
+        assert note == (f"the cuda build of llama.cpp in {folder} finds no GPU on this machine: install "
+                        "NVIDIA's driver and check it with `nvidia-smi`; the worker offers only the CPU"), note
 
 
 def test_names_of_backends():

@@ -23,16 +23,10 @@ GPU_ENV = {"GGML_VK_VISIBLE_DEVICES": "0"}
 
 def gpus_found(eng) -> list:
     """The GPUs ``eng`` finds with :data:`GPU_ENV` set, as the GPU tests' agents run it."""
-    saved = {k: os.environ.get(k) for k in GPU_ENV}
-    os.environ.update(GPU_ENV)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in GPU_ENV.items():
+            mp.setenv(k, v)
         return [d for d in list_devices(eng) if d.is_gpu]
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")
