@@ -44,6 +44,9 @@ def env(tmp_path, hub):
     e["XDG_CACHE_HOME"] = str(tmp_path / "cache")   # node measurements
     e["HF_ENDPOINT"] = hub.url
     e["HF_HOME"] = str(tmp_path / "hf-home")        # no token of the user's goes to the test hub
+    # A read waits as long as the test hub holds a body back (the Ctrl-C test pauses it until it
+    # has interrupted the download): a busy machine must not turn that pause into a resume.
+    e["HF_HUB_DOWNLOAD_TIMEOUT"] = "120"
     return e
 
 

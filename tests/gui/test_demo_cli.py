@@ -28,7 +28,7 @@ def test_demo_starts_two_agents_and_stops_them(engine, demo_model, tmp_path):
             assert line, "herd demo ended early:\n" + "".join(lines)
             lines.append(line)
             assert time.monotonic() < deadline, "".join(lines)
-        agents = re.findall(r"agent (demo-\w): (https://127\.0\.0\.1:\d+)\s+PIN (\d{6})", "".join(lines))
+        agents = re.findall(r"agent (demo-\w): (https://127\.0\.0\.1:\d+)\s+PIN (\d{5} ?\d{5})", "".join(lines))
         assert [a[0] for a in agents] == ["demo-a", "demo-b"]
         for _, url, _ in agents:
             # (the public /info over the agent's TLS: who the node is, before any pairing; its
