@@ -652,6 +652,6 @@ def _quit_on_signals(app: QApplication, win: MainWindow) -> None:
             signal.signal(sig, close)
         except (ValueError, OSError):  # not the main thread, or not supported here
             pass
-    tick = QTimer(app)
+    tick = QTimer(win)  # the window's: it goes with the window, not on for the process
     tick.timeout.connect(lambda: None)
     tick.start(200)

@@ -21,6 +21,9 @@ from lan import can_build_lan
 from agent.engine import PINNED_BUILD, Engine, find_engine
 from gui.cluster.demo_model import DemoShape, write_demo_model
 
+# After every test: nothing it started still runs, nothing it changed stays changed (#27).
+pytest_plugins = ["leak_guard"]
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 # Widgets are tested offscreen; set before any QApplication exists.

@@ -28,7 +28,7 @@ def answer_dialog(qtbot, kind: type, act: Callable[[QDialog], None], timeout: fl
     :func:`check`)."""
     seen: dict = {}
     deadline = time.monotonic() + timeout
-    _revive_event_loops()
+    revive_event_loops()
 
     def poll() -> None:
         dlgs = [w for w in QApplication.topLevelWidgets() if isinstance(w, kind) and w.isVisible()]
@@ -54,7 +54,7 @@ def answer_dialog(qtbot, kind: type, act: Callable[[QDialog], None], timeout: fl
     return seen
 
 
-def _revive_event_loops() -> None:
+def revive_event_loops() -> None:
     """Make sure a dialog's own event loop runs.
 
     A test that ran the app's main loop and quit it (``run_app`` in test_window.py) can leave a

@@ -27,6 +27,7 @@ directly, the app on a worker thread.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -331,11 +332,16 @@ class _CountingFile:
         self.f.flush()
 
 
+@functools.cache
 def _quiet_tqdm():
     # The library draws its own progress bar on stderr; herd reports progress itself.
     from huggingface_hub.utils import tqdm
 
     class Quiet(tqdm):
+        # no monitor thread: tqdm starts one per bar class and never stops it, even for a
+        # disabled bar (one class, made once, and no monitor: no thread left per download)
+        monitor_interval = 0
+
         def __init__(self, *a, **k) -> None:
             k["disable"] = True
             super().__init__(*a, **k)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import socket
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
@@ -65,6 +66,37 @@ class Request:
     authorization: str | None = None
 
 
+class _Server(ThreadingHTTPServer):
+    """A threaded HTTP server whose connections can be cut at the end: a client that keeps a
+    connection alive would otherwise keep its thread reading for ever after the test."""
+
+    daemon_threads = False  # server_close() joins them
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request, client_address) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        with self._open_lock:
+            open_now = list(self._open)
+        for conn in open_now:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 class HubServer:
     """The server; use as a context manager. ``url`` is its address (the ``HF_ENDPOINT``).
 
@@ -86,11 +118,8 @@ class HubServer:
         self.pause_after = 0
         self.chunk_pause = threading.Event()
         self.chunk_pause.set()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._cdn = ThreadingHTTPServer(("127.0.0.1", 0), self._handler()) if cdn else None
-        if self._cdn is not None:
-            self._cdn.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), self._handler())
+        self._cdn = _Server(("127.0.0.1", 0), self._handler()) if cdn else None
         self._threads = [threading.Thread(target=h.serve_forever, daemon=True)
                          for h in (self._httpd, self._cdn) if h is not None]
 
@@ -117,7 +146,8 @@ class HubServer:
         for h in (self._httpd, self._cdn):
             if h is not None:
                 h.shutdown()
-                h.server_close()
+                h.close_connections()
+                h.server_close()  # joins the connections' threads
         for t in self._threads:
             t.join(10)
 

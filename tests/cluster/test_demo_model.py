@@ -48,7 +48,10 @@ def test_shape_for_size_is_close_to_the_target(target, layers):
     shape = shape_for_size(target, layers=layers)
     smaller = shape_for_size(target // 2, layers=layers)
     assert smaller.file_bytes() <= shape.file_bytes()
-    if shape.embd > 64:  # not clamped at the smallest width
+    # Widths step by 64, and the weights grow with the width's square: from 256 on, one step
+    # grows the file by at most (320/256)² ≈ 1.6×, so the closest width is within the bounds.
+    # Below, a step can quadruple it (64 → 128) and the closest may be further off.
+    if shape.embd >= 256:
         assert 0.6 * target <= shape.file_bytes() <= 1.6 * target
 
 

@@ -1,41 +1,48 @@
-"""Fixtures for the desktop app's tests: a bridge per test, and no QThread left behind.
-
-Like napari's ``_dangling_qthreads``: every QThread started during a test must have finished
-by its end, or the test fails naming the thread.
+"""Fixtures for the desktop app's tests: a bridge per test, a real llama-server, demo agents, the
+main window. (No QThread, widget or event-loop state outlives a test: ``tests/leak_guard.py``.)
 """
 
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QThread
-
-_started: list[QThread] = []
-_original_start = QThread.start
-
-
-def _recording_start(self, *args, **kwargs):
-    _started.append(self)
-    return _original_start(self, *args, **kwargs)
-
-
-QThread.start = _recording_start
 
 
 @pytest.fixture(autouse=True)
-def no_dangling_qthreads(qapp):
-    """Fail a test that leaves a QThread running."""
-    _started.clear()
-    yield _started
-    running = []
-    for t in _started:
-        try:
-            if t.isRunning():
-                running.append(t.objectName() or type(t).__name__)
-        except RuntimeError:  # the C++ object is gone, so the thread is too
-            pass
-    _started.clear()
-    if running:
-        pytest.fail(f"QThread(s) still running after the test: {', '.join(running)}")
+def _app(qapp):
+    """Every test of the app has its QApplication, as the app itself does."""
+    return qapp
+
+
+@pytest.fixture
+def app_state_restored(qapp):
+    """For a test that runs the app's main loop (``run_app``, ``herd demo``): afterwards, puts back what a real run keeps until the process exits: the translators
+    (Qt's and the core's), the Ctrl-C/SIGTERM handlers, the style and names it sets, the objects
+    ``gc.freeze()`` set aside, and Qt's nested event loops, which a Quit handled after the main
+    loop ended leaves off (every later modal dialog and ``waitSignal`` would return at once)."""
+    import gc
+    import signal
+
+    from agent import i18n
+    from person import revive_event_loops
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    style, names = qapp.style().name(), (qapp.applicationName(), qapp.organizationName(),
+                                         qapp.applicationVersion())
+    frozen = gc.get_freeze_count()
+    yield
+    for t in getattr(qapp, "_herd_translators", []):
+        qapp.removeTranslator(t)
+    qapp._herd_translators = []
+    i18n.set_translator(None)
+    for s, h in handlers.items():
+        signal.signal(s, h)
+    qapp.setStyle(style)
+    qapp.setApplicationName(names[0])
+    qapp.setOrganizationName(names[1])
+    qapp.setApplicationVersion(names[2])
+    if gc.get_freeze_count() > frozen:
+        gc.unfreeze()
+    revive_event_loops()
 
 
 @pytest.fixture

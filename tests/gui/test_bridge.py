@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
@@ -101,49 +97,6 @@ def test_close_joins_thread_and_cancels_work(qtbot, qapp):
     assert finalised.is_set()
     with pytest.raises(RuntimeError):
         b.submit(_answer(1), "late")
-
-
-LEAKY_TESTS = """
-from PySide6.QtCore import QThread
-
-started = []
-
-
-def test_stops_its_thread():
-    t = QThread()
-    t.setObjectName("tidy")
-    t.start()
-    t.quit()
-    t.wait()
-
-
-def test_leaks_a_thread():
-    t = QThread()
-    t.setObjectName("leaky")
-    t.start()
-    started.append(t)
-
-
-def teardown_module():
-    for t in started:  # after the fixture looked: stop it, or Qt aborts at exit
-        t.quit()
-        t.wait()
-"""
-
-
-def test_dangling_thread_fails_the_test_that_left_it(tmp_path):
-    # The fixture itself, in a pytest run of its own: a test that leaves a QThread running
-    # errors naming the thread, one that stops its thread passes.
-    (tmp_path / "conftest.py").write_text((Path(__file__).parent / "conftest.py").read_text())
-    (tmp_path / "test_leaky.py").write_text(LEAKY_TESTS)
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                          "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                         env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
-    assert out.returncode == 1, out.stdout + out.stderr
-    assert "2 passed, 1 error" in out.stdout, out.stdout  # the leaky one passes, then errors
-    assert "ERROR at teardown of test_leaks_a_thread" in out.stdout
-    assert "QThread(s) still running after the test: leaky" in out.stdout
 
 
 def test_batched_stream_keeps_every_item_in_order(qtbot, bridge):

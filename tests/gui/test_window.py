@@ -53,7 +53,7 @@ def test_window_remembers_layout_and_choices(qtbot, tmp_path, monkeypatch, demo_
         again.close()
 
 
-def test_herd_lang_forces_chinese(qtbot, qapp: QApplication, tmp_path, monkeypatch):
+def test_herd_lang_forces_chinese(qtbot, qapp: QApplication, tmp_path, monkeypatch, app_state_restored):
     monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
@@ -71,16 +71,7 @@ def test_herd_lang_forces_chinese(qtbot, qapp: QApplication, tmp_path, monkeypat
         w.close()
         qapp.quit()
 
-    import signal
-
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     QTimer.singleShot(100, look_and_close)
-    try:
-        assert run_app(argparse.Namespace(lang="zh_CN")) == 0
-    finally:
-        for t in getattr(qapp, "_herd_translators", []):
-            qapp.removeTranslator(t)
-        for s, h in handlers.items():  # run_app takes Ctrl-C for the window; give it back
-            signal.signal(s, h)
+    assert run_app(argparse.Namespace(lang="zh_CN")) == 0
     assert seen["tabs"] == ["分层", "启动", "对话与仪表盘"]
     assert seen["start"] == "启动"

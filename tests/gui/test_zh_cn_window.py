@@ -4,7 +4,6 @@ words for a network failure, and `herd demo --lang zh_CN` (the option after the 
 from __future__ import annotations
 
 import re
-import signal
 
 import pytest
 from PySide6.QtCore import QTimer
@@ -80,7 +79,7 @@ def test_a_cut_off_reply_is_explained_in_chinese(zh_cn):
 
 
 @pytest.mark.engine
-def test_herd_demo_lang_after_the_command(qtbot, qapp, demo_model, tmp_path, monkeypatch):
+def test_herd_demo_lang_after_the_command(qtbot, qapp, demo_model, tmp_path, monkeypatch, app_state_restored):
     from gui.app import MainWindow
     from gui.main import main
 
@@ -102,14 +101,6 @@ def test_herd_demo_lang_after_the_command(qtbot, qapp, demo_model, tmp_path, mon
         w.close()
         qapp.quit()
 
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     QTimer.singleShot(100, look_and_close)
-    try:
-        assert main(["demo", "--lang", "zh_CN", "--model", str(demo_model)]) == 0
-    finally:
-        for t in getattr(qapp, "_herd_translators", []):
-            qapp.removeTranslator(t)
-        i18n.set_translator(None)
-        for s, h in handlers.items():  # run_app takes Ctrl-C for the window; give it back
-            signal.signal(s, h)
+    assert main(["demo", "--lang", "zh_CN", "--model", str(demo_model)]) == 0
     assert seen["tabs"] == ["分层", "启动", "对话与仪表盘"]
