@@ -16,7 +16,7 @@ plain.
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QTabBar, QWidget
 
@@ -61,6 +61,17 @@ def _cut_off(top: QWidget) -> list[str]:
     return out
 
 
+def _lay_out(win: QWidget) -> None:
+    """Let the layouts catch up with the texts, as the window's next turn of the event loop would.
+
+    A label whose text a status sample changed has asked for a new layout, but that request waits
+    in the event queue, and a layout nested in a scroll area is redone only then; measured before,
+    the label still has the room its old text got. Each layout done may ask its parent's again,
+    so a few rounds."""
+    for _ in range(5):
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+
+
 @pytest.fixture(params=["en", "zh_CN"])
 def lang(request, qapp: QApplication, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -96,6 +107,7 @@ def test_no_text_cut_off(qtbot, lang, make_window, agents, demo_model):
         win.resize(width, height)
         for i in range(win.tabs.count()):
             win.tabs.setCurrentIndex(i)
+            _lay_out(win)
             assert not win.grab().isNull()  # laid out and painted at this size
             problems += [f"{width}×{height} {win.tabs.tabText(i)}: {p}" for p in _cut_off(win)]
     assert not problems, "\n".join(dict.fromkeys(problems))
