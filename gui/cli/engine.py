@@ -79,6 +79,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                  "attention (default: as many as the heads)")
     dm.add_argument("--head-dim", type=int, default=64, help="size of one attention head (default 64)")
     dm.add_argument("--tied", action="store_true", help="no output matrix: reuse the token embeddings")
+    dm.add_argument("--window", type=int, help="sliding window of the windowed layers in tokens (gemma3: "
+                                               "default 512)")
+    dm.add_argument("--experts", type=int, default=8, help="experts per block (qwen3moe; default 8)")
+    dm.add_argument("--experts-used", type=int, default=2, help="experts each token reads (qwen3moe; default 2)")
+    dm.add_argument("--expert-ff", type=int, default=0, help="feed-forward width of one expert "
+                                                            "(qwen3moe; default --ff)")
     dm.add_argument("--vocab", default="test",
                     help="tokenizer: test (tiny, ids from text), qwen2 or llama-bpe (real vocabularies that "
                          "`herd engine install` keeps), or the path of a vocab GGUF")
@@ -203,7 +209,8 @@ def demo_tokenizer(vocab: str) -> Tokenizer | None:
 
 def cmd_demo_model(args: argparse.Namespace) -> int:
     kw = dict(arch=args.arch, quant=args.quant, tied=args.tied, kv_heads=args.kv_heads,
-              head_dim=args.head_dim, f16=not args.f32)
+              head_dim=args.head_dim, f16=not args.f32, window=args.window, experts=args.experts,
+              experts_used=args.experts_used, expert_ff=args.expert_ff)
     bar = TerminalProgress()
     try:
         tok = demo_tokenizer(args.vocab)
@@ -224,7 +231,9 @@ def cmd_demo_model(args: argparse.Namespace) -> int:
     bar.done()
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {shape.arch}, {shape.quant_type}, "
           f"{shape.layers} layers, width {shape.embd}, {shape.n_kv_heads}/{shape.heads} KV heads"
-          f"{', tied embeddings' if shape.tied else ''}, tokenizer {tok.name if tok else 'test'})")
+          f"{', tied embeddings' if shape.tied else ''}"
+          f"{f', {shape.experts_used} of {shape.experts} experts per token' if shape.is_moe else ''}"
+          f"{f', window {shape.sliding_window}' if shape.sliding_window else ''}, tokenizer {tok.name if tok else 'test'})")
     return 0
 
 

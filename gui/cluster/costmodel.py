@@ -73,11 +73,14 @@ class DeviceSpeed:
     @classmethod
     def from_bytes(cls, model: ModelInfo, seconds_per_byte: float,
                    prompt_seconds_per_byte: float | None = None) -> DeviceSpeed:
-        """Time proportional to each slot's weight bytes (a decode step is memory-bound; a
-        prompt token's share of a micro-batch follows the weights' size too)."""
-        prompt = () if prompt_seconds_per_byte is None else \
-            tuple(b * prompt_seconds_per_byte for b in model.slot_bytes)
-        return cls(tuple(b * seconds_per_byte for b in model.slot_bytes), prompt)
+        """Time proportional to the weight bytes a token reads in each slot (a decode step is
+        memory-bound; a prompt token's share of a micro-batch follows them too). Of a
+        mixture-of-experts model that is the attention, the shared tensors and the routed share
+        of the experts (:attr:`~gui.cluster.model.ModelInfo.active_slot_bytes`), not all of them:
+        counting every expert made a 128-expert model look up to 30× slower than it is."""
+        read = model.active_slot_bytes
+        prompt = () if prompt_seconds_per_byte is None else tuple(b * prompt_seconds_per_byte for b in read)
+        return cls(tuple(b * seconds_per_byte for b in read), prompt)
 
 
 @dataclass(frozen=True)

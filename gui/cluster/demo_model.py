@@ -6,8 +6,11 @@ use small ones; benchmarks use ones of several GB.
 
 The matrix a :class:`DemoShape` spans:
 
-* **architecture** — ``llama`` (Llama 2/3, Mistral), ``qwen2`` (attention biases on q/k/v) and
-  ``qwen3`` (RMS norms on the q and k heads, a head size of its own);
+* **architecture** — ``llama`` (Llama 2/3, Mistral), ``qwen2`` (attention biases on q/k/v),
+  ``qwen3`` (RMS norms on the q and k heads, a head size of its own), ``qwen3moe`` (Qwen3 with
+  a mixture of experts in place of the feed-forward: a router and ``experts`` expert matrices
+  per block, ``experts_used`` of them read per token) and ``gemma3`` (five sliding-window layers
+  to one global, q/k norms, norms after attention and feed-forward);
 * **attention** — grouped-query attention with ``kv_heads`` below the head count;
 * **tied embeddings** — no ``output.weight``, the token embeddings double as the output matrix
   (llama.cpp then loads them twice);
@@ -37,7 +40,12 @@ import numpy as np
 
 HEAD_DIM = 64
 
-ARCHITECTURES = ("llama", "qwen2", "qwen3")
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
+#: Architectures whose blocks hold a mixture of experts instead of one feed-forward.
+MOE_ARCHITECTURES = ("qwen3moe",)
+#: The attention window of a sliding-window architecture when the shape names none (Gemma 3's
+#: smallest models use 512 tokens).
+DEFAULT_WINDOW = {"gemma3": 512}
 #: The quant types ``--type`` offers; ``Q4_K_M`` and ``Q5_K_M`` are mixes (:func:`tensor_type`).
 QUANT_TYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q6_K", "Q5_K_M", "Q4_K_M")
 #: The block size of each quantized tensor type, in weights, and its bytes per block.
@@ -68,10 +76,15 @@ class DemoShape:
         ctx: trained context length written to the file.
         kv_heads: key/value heads (grouped-query attention when fewer than the heads).
         f16: store the matrices as float16 instead of float32 (only with ``quant`` F16/F32).
-        arch: ``llama``, ``qwen2`` or ``qwen3``.
+        arch: one of :data:`ARCHITECTURES`.
         quant: one of :data:`QUANT_TYPES`.
         tied: no ``output.weight``: the token embeddings are the output matrix too.
         head_dim: size of one attention head.
+        window: the sliding window of the windowed layers, in tokens (None: the
+            architecture's usual one, :data:`DEFAULT_WINDOW`; none for the others).
+        experts: experts per block of a mixture-of-experts architecture.
+        experts_used: experts each token is routed to.
+        expert_ff: the feed-forward width of one expert (0: ``ff``).
     """
 
     layers: int = 8
@@ -85,6 +98,19 @@ class DemoShape:
     quant: str = "F16"
     tied: bool = False
     head_dim: int = HEAD_DIM
+    window: int | None = None
+    experts: int = 8
+    experts_used: int = 2
+    expert_ff: int = 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.arch in MOE_ARCHITECTURES
+
+    @property
+    def sliding_window(self) -> int:
+        """The window written to the file (0: every layer attends over the whole context)."""
+        return self.window if self.window is not None else DEFAULT_WINDOW.get(self.arch, 0)
 
     @property
     def heads(self) -> int:
@@ -112,11 +138,20 @@ class DemoShape:
                     (p + "attn_k.weight", (e, kv)), (p + "attn_v.weight", (e, kv))]
             if self.arch == "qwen2":
                 out += [(p + "attn_q.bias", (q,)), (p + "attn_k.bias", (kv,)), (p + "attn_v.bias", (kv,))]
-            if self.arch == "qwen3":
+            if self.arch in ("qwen3", "qwen3moe", "gemma3"):
                 out += [(p + "attn_q_norm.weight", (d,)), (p + "attn_k_norm.weight", (d,))]
-            out += [(p + "attn_output.weight", (q, e)), (p + "ffn_norm.weight", (e,)),
-                    (p + "ffn_gate.weight", (e, f)), (p + "ffn_up.weight", (e, f)),
-                    (p + "ffn_down.weight", (f, e))]
+            out.append((p + "attn_output.weight", (q, e)))
+            if self.arch == "gemma3":
+                out.append((p + "post_attention_norm.weight", (e,)))
+            out.append((p + "ffn_norm.weight", (e,)))
+            if self.is_moe:
+                x, fx = self.experts, self.expert_ff or f
+                out += [(p + "ffn_gate_inp.weight", (e, x)), (p + "ffn_gate_exps.weight", (e, fx, x)),
+                        (p + "ffn_up_exps.weight", (e, fx, x)), (p + "ffn_down_exps.weight", (fx, e, x))]
+            else:
+                out += [(p + "ffn_gate.weight", (e, f)), (p + "ffn_up.weight", (e, f)), (p + "ffn_down.weight", (f, e))]
+            if self.arch == "gemma3":
+                out.append((p + "post_ffw_norm.weight", (e,)))
         return out
 
     def file_bytes(self, vocab: int | None = None) -> int:
@@ -145,14 +180,14 @@ def tensor_type(name: str, shape: tuple[int, ...], shape_of: DemoShape) -> str:
     blocks :func:`_use_more_bits` picks. A K-quant needs rows that are a multiple of 256.
     """
     q = shape_of.quant_type
-    if len(shape) == 1:
+    if len(shape) == 1 or name.endswith("ffn_gate_inp.weight"):  # the router stays F32 too
         return "F32"
     if q in ("F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q6_K"):
         return q
     base = {"Q4_K_M": "Q4_K", "Q5_K_M": "Q5_K"}[q]
     output_matrix = name == "output.weight" or (shape_of.tied and name == "token_embd.weight")
     m = _BLK_RE.match(name)
-    more = m is not None and (name.endswith(("attn_v.weight", "ffn_down.weight"))
+    more = m is not None and (name.endswith(("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight"))
                               and _use_more_bits(int(m.group(1)), shape_of.layers))
     return "Q6_K" if output_matrix or more else base
 
@@ -211,6 +246,10 @@ def check_shape(shape: DemoShape) -> None:
         raise ValueError(f"unknown architecture {shape.arch!r}: use one of {', '.join(ARCHITECTURES)}")
     if shape.quant not in QUANT_TYPES:
         raise ValueError(f"unknown quant type {shape.quant!r}: use one of {', '.join(QUANT_TYPES)}")
+    if shape.is_moe and not 1 <= shape.experts_used <= shape.experts:
+        raise ValueError(f"experts_used must be between 1 and experts ({shape.experts}), got {shape.experts_used}")
+    if shape.window is not None and shape.window < 0:
+        raise ValueError(f"window must be a number of tokens (0 or more), got {shape.window}")
     if shape.head_dim < 16 or shape.head_dim % 16:
         raise ValueError(f"head_dim must be a multiple of 16, got {shape.head_dim}")
     if shape.embd % HEAD_DIM or shape.embd % shape.head_dim:
@@ -361,6 +400,12 @@ def write_demo_model(path: str | os.PathLike, shape: DemoShape = DemoShape(), se
         w.add_value_length(shape.head_dim)
         w.add_rope_dimension_count(shape.head_dim)
         w.add_layer_norm_rms_eps(1e-6 if arch != "llama" else 1e-5)
+        if shape.sliding_window:
+            w.add_sliding_window(shape.sliding_window)
+        if shape.is_moe:
+            w.add_expert_count(shape.experts)
+            w.add_expert_used_count(shape.experts_used)
+            w.add_expert_feed_forward_length(shape.expert_ff or shape.ff)
         w.add_rope_freq_base(1e6 if arch != "llama" else 10000.0)
         w.add_file_type(_FILE_TYPES[shape.quant_type])
         for key, value, vtype, sub in tok.keys:

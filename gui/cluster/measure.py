@@ -429,7 +429,9 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     # A small model behind a far link: its compute can be smaller than the link's jitter, and
     # the difference near zero or below. The device is then fast, not free: keep a floor.
     compute = max(step - link_s, MIN_COMPUTE_SHARE * step)
-    slots = slot_seconds(info.slot_bytes, compute)
+    # per byte a token reads: of a mixture-of-experts model, the routed share of its experts
+    read = info.active_slot_bytes
+    slots = slot_seconds(read, compute)
     prompt: dict = {}
     if prompts:
         best = min(prompts, key=lambda t: t.prompt_ms / max(1, t.prompt_n))
@@ -437,10 +439,10 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
         p_link = prompt_link_cost_s(link, info, best.prompt_n)
         per_token = max(p_step - p_link, MIN_COMPUTE_SHARE * p_step) / max(1, best.prompt_n)
         prompt = {"prompt_n": best.prompt_n, "prompt_step_s": p_step, "prompt_link_s": p_link,
-                  "prompt_seconds_per_byte": per_token / sum(info.slot_bytes),
-                  "prompt_slot_s": slot_seconds(info.slot_bytes, per_token)}
+                  "prompt_seconds_per_byte": per_token / sum(read),
+                  "prompt_slot_s": slot_seconds(read, per_token)}
     return ComputeMeasurement(endpoint=endpoint, step_s=step, step_samples=tuple(steps), link_s=link_s,
-                              seconds_per_byte=compute / sum(info.slot_bytes), slot_s=slots,
+                              seconds_per_byte=compute / sum(read), slot_s=slots,
                               tokens=tokens, threads=threads if endpoint else host_threads,
                               bytes_per_param=info.bytes_per_param, **prompt)
 

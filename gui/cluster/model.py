@@ -40,7 +40,23 @@ NON_GENERATIVE_ARCHS = frozenset({
 #: Bytes of one KV-cache element: llama-server's default cache type is f16.
 KV_ELEMENT_BYTES = 2
 
+#: Which layers of a sliding-window architecture attend over the window, as llama.cpp's loader
+#: sets it (``hparams.set_swa_pattern(period)`` in src/llama-model.cpp): in every run of
+#: ``period`` layers, all but the last are windowed (Gemma 3: five windowed, then one global).
+#: ``{arch}.attention.sliding_window_pattern`` in the file overrides the period.
+SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4, "gpt-oss": 2, "exaone4": 4}
+
+#: How llama-server sizes the windowed layers' cache by default: it picks 4 parallel sequences
+#: sharing one unified cache when none is asked for, and a micro-batch of 512 tokens.
+DEFAULT_SEQUENCES = 4
+DEFAULT_UBATCH = 512
+#: llama.cpp pads the windowed cache to a multiple of this many cells.
+SWA_CELL_PAD = 256
+
 _BLOCK_RE = re.compile(r"^blk\.(\d+)\.")
+#: A block's expert matrices (``ffn_gate_exps``, ``ffn_up_exps``, ``ffn_down_exps``,
+#: ``ffn_gate_up_exps``, and their biases); shared experts (``*_shexp``) are read by every token.
+_EXPERTS_RE = re.compile(r"\.ffn_\w+_exps\.")
 _OUTPUT_NAMES = ("output.", "output_norm.")
 
 
@@ -99,6 +115,13 @@ class ModelInfo:
         tensors: every tensor's slot and file range (for checking what llama-server reports
             about its buffers: a memory-mapped buffer spans a file range); empty when unknown.
         n_params: weights in all tensors (elements, each tensor counted once); 0 when unknown.
+        sliding_window: tokens a windowed layer attends over (``{arch}.attention.sliding_window``);
+            0 when every layer attends over the whole context.
+        swa_layers: for each block, True when it is windowed (empty: none is).
+        expert_count: experts per block of a mixture-of-experts model (0: a dense model).
+        expert_used_count: experts each token is routed to.
+        expert_slot_bytes: bytes of each slot that are expert matrices (``*_exps``), as many
+            entries as ``slot_bytes`` (empty for a dense model).
     """
 
     path: Path
@@ -123,6 +146,27 @@ class ModelInfo:
     tensor_bytes: int
     tensors: tuple[TensorExtent, ...] = ()
     n_params: int = 0
+    sliding_window: int = 0
+    swa_layers: tuple[bool, ...] = ()
+    expert_count: int = 0
+    expert_used_count: int = 0
+    expert_slot_bytes: tuple[int, ...] = ()
+
+    @property
+    def is_moe(self) -> bool:
+        """A mixture-of-experts model: each token reads only some of each block's experts."""
+        return self.expert_count > 0 and any(self.expert_slot_bytes)
+
+    @property
+    def active_slot_bytes(self) -> tuple[int, ...]:
+        """Bytes of each slot that one token reads: everything of a dense model; of a
+        mixture-of-experts model, the attention and shared tensors and ``expert_used_count`` of
+        ``expert_count`` experts. What a decode step's time follows (it is memory-bound); the
+        memory a slot needs is still :attr:`slot_bytes`."""
+        if not self.is_moe:
+            return self.slot_bytes
+        share = min(1.0, self.expert_used_count / self.expert_count)
+        return tuple(round(b - e * (1.0 - share)) for b, e in zip(self.slot_bytes, self.expert_slot_bytes))
 
     @property
     def bytes_per_param(self) -> float:
@@ -147,19 +191,38 @@ class ModelInfo:
         """
         return self.token_embd_bytes if self.tied_embeddings else 0
 
-    def kv_bytes_per_layer(self, ctx: int, layer: int | None = None) -> int:
-        """Bytes of the f16 KV cache of one block for a context of ``ctx`` tokens.
+    def is_windowed(self, layer: int) -> bool:
+        """True when block ``layer`` attends over the sliding window only."""
+        return bool(self.sliding_window) and layer < len(self.swa_layers) and self.swa_layers[layer]
 
-        ``2 (K and V) * ctx * n_head_kv * head_dim * 2 bytes`` — with separate key and value
-        head sizes when the model has them. With ``layer`` the block's own head count is used
-        (models may vary it per layer); without it, the largest, which is a safe upper bound.
-        Sliding-window and compressed (MLA) caches are smaller than this, so the estimate errs
-        on the safe side for them.
+    def kv_cells(self, ctx: int, layer: int | None = None) -> int:
+        """Cells (token positions) of the KV cache llama-server gives block ``layer`` at ``ctx``.
+
+        A global layer gets the whole context. A windowed one gets the window for each of the
+        sequences that share the cache, plus one micro-batch, padded to 256 cells and never more
+        than the context (src/llama-kv-cache-iswa.cpp): with llama-server's defaults, 4 × 512 +
+        512 = 2560 cells for a window of 512, at any context above that. Without ``layer``, the
+        most any block gets.
         """
         if ctx < 0:
             raise ValueError(f"context length must not be negative, got {ctx}")
+        if layer is None or not self.is_windowed(layer):
+            return ctx
+        wanted = self.sliding_window * DEFAULT_SEQUENCES + DEFAULT_UBATCH
+        return min(ctx, -(-wanted // SWA_CELL_PAD) * SWA_CELL_PAD)
+
+    def kv_bytes_per_layer(self, ctx: int, layer: int | None = None) -> int:
+        """Bytes of the f16 KV cache of one block for a context of ``ctx`` tokens.
+
+        ``2 (K and V) * cells * n_head_kv * head_dim * 2 bytes`` — with separate key and value
+        head sizes when the model has them, and the cells of :meth:`kv_cells` (the whole
+        context, or far less for a sliding-window layer). With ``layer`` the block's own head
+        count is used (models may vary it per layer); without it, the largest, which is a safe
+        upper bound. Compressed (MLA) caches are smaller than this, so the estimate errs on the
+        safe side for them.
+        """
         heads = max(self.n_head_kv) if layer is None else self.n_head_kv[layer]
-        return ctx * heads * (self.head_dim_k + self.head_dim_v) * KV_ELEMENT_BYTES
+        return self.kv_cells(ctx, layer) * heads * (self.head_dim_k + self.head_dim_v) * KV_ELEMENT_BYTES
 
     def kv_bytes(self, ctx: int, slots: range | list[int]) -> int:
         """KV-cache bytes of the given slots at ``ctx`` (the output slot has no cache)."""
@@ -198,6 +261,11 @@ class ModelInfo:
             "tied_embeddings": self.tied_embeddings,
             "tensor_bytes": self.tensor_bytes,
             "n_params": self.n_params,
+            "sliding_window": self.sliding_window,
+            "swa_layers": list(self.swa_layers),
+            "expert_count": self.expert_count,
+            "expert_used_count": self.expert_used_count,
+            "expert_slot_bytes": list(self.expert_slot_bytes),
         }
 
 
@@ -317,12 +385,17 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
     ff = max(ff) if isinstance(ff, list) and ff else (ff if isinstance(ff, int) else 0)
     file_type = _int_or_list(_field_value(reader, "general.file_type"), "general.file_type", path)
     name = _field_value(reader, "general.name")
+    n_expert = _int_or_list(key("expert_count"), f"{arch}.expert_count", path)
+    n_used = _int_or_list(key("expert_used_count"), f"{arch}.expert_used_count", path)
+    window, swa_layers = _sliding_window(arch, n_layer, key("attention.sliding_window"),
+                                         key("attention.sliding_window_pattern"))
 
     shards = _split_shards(reader, path, file_bytes)
     if len(shards) > 1:
         file_bytes = sum(size for _, _, size in shards)
 
     slots = [0] * (n_layer + 1)
+    expert_slots = [0] * (n_layer + 1)
     input_bytes = 0
     token_embd = 0
     vocab = 0
@@ -349,6 +422,8 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
                 raise ModelError(f"{path}: tensor {t.name} belongs to block {i}, but "
                                  f"{arch}.block_count is {n_layer}")
             slots[i] += nbytes
+            if _EXPERTS_RE.search(t.name):
+                expert_slots[i] += nbytes
             extents.append(TensorExtent(i, **extent))
         elif t.name.startswith(_OUTPUT_NAMES):
             slots[n_layer] += nbytes
@@ -395,8 +470,30 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
         # file ranges of a split model lie in several files: not comparable with one mapping
         tensors=tuple(extents) if len(shards) == 1 else (),
         n_params=n_params,
+        sliding_window=window,
+        swa_layers=swa_layers,
+        expert_count=n_expert if isinstance(n_expert, int) else 0,
+        expert_used_count=n_used if isinstance(n_used, int) else 0,
+        expert_slot_bytes=tuple(expert_slots) if any(expert_slots) else (),
     )
     return info
+
+
+def _sliding_window(arch: str, n_layer: int, window, pattern) -> tuple[int, tuple[bool, ...]]:
+    """The window and which blocks use it, as llama.cpp's loader decides (:data:`SWA_PERIOD`).
+
+    ``pattern`` from the file is a period (every ``period``-th layer global) or one flag per
+    layer. An architecture whose pattern herd does not know, with no pattern in the file, is
+    treated as all global: its estimate errs on the safe side."""
+    if not isinstance(window, int) or window <= 0:
+        return 0, ()
+    if isinstance(pattern, list) and len(pattern) == n_layer:
+        return window, tuple(bool(x) for x in pattern)
+    period = pattern if isinstance(pattern, int) and not isinstance(pattern, bool) else SWA_PERIOD.get(arch)
+    if period is None:
+        return 0, ()
+    # llama.cpp: layer il is windowed when period == 0 or il % period < period - 1
+    return window, tuple(period == 0 or il % period < period - 1 for il in range(n_layer))
 
 
 _SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)

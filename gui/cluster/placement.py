@@ -217,7 +217,8 @@ def parse_placement(log: str | Iterable[str]) -> Placement:
             continue
         m = _KV_RE.search(line)
         if m:
-            p.kv[m.group(1)] = float(m.group(2))
+            # a sliding-window model has two caches, each printing its buffer on every device
+            p.kv[m.group(1)] = p.kv.get(m.group(1), 0.0) + float(m.group(2))
             continue
         m = _COMPUTE_RE.search(line) or _OUTPUT_RE.search(line)
         if m:

@@ -47,6 +47,14 @@ MATRIX = (
 )
 
 
+#: Sliding-window attention (Gemma 3's pattern: five windowed layers, then one global): of 8
+#: blocks, block 5 is global. With a window of 128, llama-server's 4 sequences and its micro-batch
+#: of 512, a windowed layer gets 1024 cells at any longer context; the global one all of it.
+SWA_MODEL = MatrixModel("gemma3-Q4_K_M-swa", DemoShape(layers=8, embd=256, ff=768, kv_heads=1, head_dim=128,
+                                                       arch="gemma3", quant="Q4_K_M", tied=True, window=128),
+                        "llama-bpe")
+
+
 def require_vocab(name: str) -> Tokenizer:
     """The installed vocabulary ``name`` as a tokenizer; in CI a missing one fails the test."""
     path = engine_mgr.vocab_file(name)

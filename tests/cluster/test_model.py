@@ -45,9 +45,42 @@ def test_kv_cache_size_follows_heads_and_context(tmp_path):
         info.kv_bytes_per_layer(-1)
 
 
-def _write(path, arch="llama", block_count=2, tie=False, heads=2, extra_block=False):
+@pytest.mark.parametrize("arch, pattern, windowed", [
+    # llama.cpp's own pattern per architecture: all but the last of every `period` layers
+    ("gemma3", None, [True] * 5 + [False] + [True] * 5 + [False]),
+    ("gpt-oss", None, [True, False] * 6),
+    ("cohere2", None, [True, True, True, False] * 3),
+    # the file's period overrides it, and a list names each layer
+    ("gemma3", 3, [True, True, False] * 4),
+    ("gemma3", [1, 0] * 6, [True, False] * 6),
+    # an architecture llama.cpp runs with no window (Qwen2's files may name one): every layer full
+    ("qwen2", None, [False] * 12),
+])
+def test_sliding_window_layers_as_llama_cpp_chooses_them(tmp_path, arch, pattern, windowed):
+    info = inspect_model(_write(tmp_path / "m.gguf", arch=arch, block_count=12, window=512, pattern=pattern))
+    assert [info.is_windowed(i) for i in range(12)] == windowed
+    # llama-server's 4 sequences of 512 tokens plus a micro-batch of 512, padded to 256, at most
+    # the context; the global layers get the whole context
+    for i in range(12):
+        assert info.kv_cells(32768, i) == (2560 if windowed[i] else 32768)
+        assert info.kv_cells(1000, i) == 1000
+    assert info.kv_bytes_per_layer(32768) >= max(info.kv_bytes_per_layer(32768, i) for i in range(12))
+
+
+def test_a_window_of_no_tokens_is_no_window(tmp_path):
+    info = inspect_model(_write(tmp_path / "m.gguf", arch="gemma3", block_count=6, window=0))
+    assert info.sliding_window == 0 and not any(info.is_windowed(i) for i in range(6))
+
+
+def _write(path, arch="llama", block_count=2, tie=False, heads=2, extra_block=False, window=None, pattern=None):
     """A minimal GGUF of our own making, to vary one thing at a time."""
     w = gguf.GGUFWriter(str(path), arch)
+    if window is not None:
+        w.add_sliding_window(window)
+    if isinstance(pattern, list):
+        w.add_array(f"{arch}.attention.sliding_window_pattern", pattern)
+    elif pattern is not None:
+        w.add_uint32(f"{arch}.attention.sliding_window_pattern", pattern)
     w.add_context_length(128)
     w.add_embedding_length(128)
     if block_count is not None:
@@ -136,3 +169,25 @@ def test_sha256_streams_and_reports_progress(demo_model):
     assert digest == hashlib.sha256(demo_model.read_bytes()).hexdigest()
     size = demo_model.stat().st_size
     assert seen[-1] == (size, size) and len(seen) == -(-size // (1 << 20))
+
+
+def test_a_token_reads_the_routed_share_of_the_experts(tmp_path):
+    from gui.cluster.costmodel import DeviceSpeed
+    from gui.cluster.demo_model import tensor_bytes, tensor_type
+
+    shape = DemoShape(layers=3, embd=256, ff=512, kv_heads=1, arch="qwen3moe", quant="Q4_K_M", tied=True,
+                      experts=8, experts_used=2, expert_ff=256)
+    info = inspect_model(write_demo_model(tmp_path / "moe.gguf", shape))
+    assert info.is_moe and (info.expert_count, info.expert_used_count) == (8, 2)
+    for i in range(shape.layers):
+        block = [(n, d) for n, d in shape.tensors() if n.startswith(f"blk.{i}.")]
+        experts = sum(tensor_bytes(tensor_type(n, d, shape), d) for n, d in block if "_exps." in n)
+        assert experts > 0 and info.slot_bytes[i] == sum(tensor_bytes(tensor_type(n, d, shape), d) for n, d in block)
+        assert info.active_slot_bytes[i] == info.slot_bytes[i] - experts * 6 // 8  # 2 of 8 read
+    assert info.active_slot_bytes[-1] == info.slot_bytes[-1]  # the output layer has no experts
+    # a decode step's time follows what a token reads, not what the slot holds
+    speed = DeviceSpeed.from_bytes(info, 1e-9)
+    assert speed.slot_s[0] == pytest.approx(info.active_slot_bytes[0] * 1e-9)
+    # a dense model reads all of it
+    dense = inspect_model(write_demo_model(tmp_path / "dense.gguf", DemoShape(layers=3, embd=256, ff=512)))
+    assert not dense.is_moe and dense.active_slot_bytes == dense.slot_bytes

@@ -11,7 +11,7 @@ buffer at or above the reported size by at most half of it plus 1 MiB.
 from __future__ import annotations
 
 import pytest
-from cluster.model_matrix import LAYOUTS, MATRIX, require_vocab, serve_case
+from cluster.model_matrix import LAYOUTS, MATRIX, SWA_MODEL, require_vocab, serve_case
 from cluster.rpc_workers import start_rpc_workers
 
 from gui.cluster.placement import HOST_LOADED, HOST_MAPPED, PAD_PER_TENSOR, ROUNDING_BYTES
@@ -59,3 +59,30 @@ async def test_model_is_placed_as_planned_serves_and_fits_its_estimate(engine, p
     for where, mem in r.memory.items():
         est, got = mem["compute"]
         assert got <= est <= 1.5 * got + MiB, (where, "compute", est / MiB, got / MiB)
+
+
+@pytest.mark.parametrize("ctx", [4096, 32768])
+async def test_a_sliding_window_model_gets_the_kv_cache_llama_server_allocates(engine, procs, matrix_file, ctx):
+    """Gemma 3's shape, split over the host and two workers, at the contexts people use: each
+    device's KV cache is what llama-server allocates — the window's cells for its windowed
+    layers, the whole context for the global one — not the whole context for every layer."""
+    from gui.cluster.model import inspect_model
+
+    host, counts = LAYOUTS["host+2 workers"]
+    path = matrix_file(SWA_MODEL)
+    info = inspect_model(path)
+    assert info.sliding_window == 128
+    assert [i for i in range(info.n_layer) if not info.is_windowed(i)] == [5]
+    assert info.kv_cells(ctx, 0) == 1024 and info.kv_cells(ctx, 5) == ctx
+    workers = start_rpc_workers(engine, procs, 2)
+    r = await serve_case(engine, path, workers, host, counts, ctx=ctx)
+    assert r.check.ok, r.check.problems
+    assert r.reply.strip()
+    full = 0
+    for where, mem in r.memory.items():
+        est, got = mem["kv"]
+        # two caches, each printed to two decimals
+        assert abs(got - est) <= 2 * ROUNDING_BYTES, (where, "kv", est / MiB, got / MiB)
+        full += got
+    # what a whole-context estimate of every layer would have said
+    assert full < info.kv_bytes_per_layer(ctx) * info.n_layer / 2
