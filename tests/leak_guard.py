@@ -105,7 +105,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 class _Before:
     """What there was when a test's setup began."""
 
-    threads: set[int]
+    threads: set[threading.Thread]
     processes: set[int]
     widgets: set[int]
     timers: set[int]
@@ -158,8 +158,8 @@ def _children() -> set[int]:
         return set()
 
 
-def _threads() -> dict[int, threading.Thread]:
-    return {id(t): t for t in threading.enumerate()
+def _threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate()
             if not isinstance(t, threading._DummyThread)}  # noqa: SLF001 - foreign (Qt) threads
 
 
@@ -172,7 +172,7 @@ def _snapshot() -> _Before:
         widgets = {id(w) for w in app.topLevelWidgets() if w.isVisible()}
         timers = {id(t) for t in app.findChildren(QTimer) if t.isActive()}
     _qthreads_started.clear()
-    return _Before(threads=set(_threads()), processes=_children(), widgets=widgets, timers=timers,
+    return _Before(threads=_threads(), processes=_children(), widgets=widgets, timers=timers,
                    environ=dict(os.environ), cwd=os.getcwd(),
                    signals={s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)},
                    frozen=gc.get_freeze_count(), app=_app_state(app))
@@ -224,8 +224,8 @@ def _left_running(before: _Before, test: str) -> list[_Left]:
     """Threads and processes that appeared during the test and still run (judged at the end of
     the module: they may belong to one of its fixtures)."""
     out = []
-    for key, t in _threads().items():
-        if key in before.threads or not t.is_alive() or t.name.startswith(PROCESS_LIFETIME_THREADS):
+    for t in _threads() - before.threads:
+        if not t.is_alive() or t.name.startswith(PROCESS_LIFETIME_THREADS):
             continue
         out.append(_Left(test, f"thread {t.name!r} still running", t.is_alive))
     for pid in _children() - before.processes:

@@ -1,7 +1,8 @@
 """Benchmark: the model matrix at benchmark size, on the real engine, on this CPU.
 
 For each model of the matrix (``tests/cluster/model_matrix.py``: F16 … Q4_K_M, grouped-query
-attention, tied embeddings, llama/qwen2/qwen3, real vocabularies), scaled up to a benchmark
+attention, tied embeddings, llama/qwen2/qwen3, a mixture of experts, and a Gemma 3-shaped
+sliding-window model; real vocabularies), scaled up to a benchmark
 width, and for two splits — the host keeps layers beside two workers, or the workers hold them
 all — it launches the real llama-server with two real ``ggml-rpc-server`` workers on loopback
 and records:
@@ -32,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from cluster.model_matrix import MATRIX, serve_case  # noqa: E402
+from cluster.model_matrix import MATRIX, SWA_MODEL, serve_case  # noqa: E402
 from cluster.rpc_workers import start_rpc_workers  # noqa: E402
 from conftest import ProcessJar  # noqa: E402
 
@@ -77,7 +78,7 @@ async def run(args) -> list[dict]:
         sys.exit("no llama.cpp engine: run `herd engine install`")
     rows = []
     with tempfile.TemporaryDirectory(prefix="herd-bench-models-") as tmp:
-        for m in MATRIX:
+        for m in (*MATRIX, SWA_MODEL):
             if args.only and m.id not in args.only:
                 continue
             vocab = engine_mgr.vocab_file(m.vocab)

@@ -1,8 +1,9 @@
 """``herd demo``: a whole cluster on this one PC, to see the loop in minutes.
 
 Starts two ``herd-agent`` processes on loopback (their own ports and temporary state folders,
-mDNS announced on 127.0.0.1 only), makes a demo model if there is none, installs the engine if
-it is missing (with progress), then opens the app with the two nodes added, paired and a split
+mDNS announced on 127.0.0.1 only), fetches the demo's real model if it is not there yet
+(:mod:`gui.cluster.demo_weights`; offline, a model of random weights), installs the engine if it
+is missing (both with progress), then opens the app with the two nodes added, paired and a split
 ready to launch. Closing the app stops the agents and removes their state.
 
 :class:`~gui.cluster.demo_cluster.DemoCluster` (the agents and the demo model) lives in the
@@ -29,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=int, default=2, help="how many local agents (default 2)")
     p.add_argument("--no-app", action="store_true",
                    help="start the agents and print their addresses and PINs; Ctrl-C stops them")
+    p.add_argument("--download-only", action="store_true",
+                   help="fetch the engine and the demo's model (SmolLM2-135M-Instruct, 98 MB) and stop")
     # also after the command (`herd demo --lang zh_CN`), as people type it; absent, it leaves
     # `herd --lang zh_CN demo` as it was
     p.add_argument("--lang", choices=["en", "zh_CN"], default=argparse.SUPPRESS,
@@ -49,7 +52,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"herd demo: {exc}", file=sys.stderr)
         return 1
     print(f"engine: llama.cpp build {eng.build} in {eng.folder}")
-    model = args.model or ensure_demo_model()
+    if args.download_only:
+        from gui.cluster.demo_weights import install_demo_weights
+
+        try:
+            path = install_demo_weights(progress=bar)
+        except EngineError as exc:
+            bar.done()
+            print(f"herd demo: {exc}", file=sys.stderr)
+            return 1
+        bar.done()
+        print(f"model: {path}")
+        return 0
+    model = args.model or ensure_demo_model(progress=bar)
+    bar.done()
     print(f"model: {model}")
     cluster = DemoCluster(args.nodes)
     try:

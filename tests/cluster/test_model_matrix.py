@@ -11,7 +11,7 @@ buffer at or above the reported size by at most half of it plus 1 MiB.
 from __future__ import annotations
 
 import pytest
-from cluster.model_matrix import LAYOUTS, MATRIX, SWA_MODEL, require_vocab, serve_case
+from cluster.model_matrix import LAYOUTS, MATRIX, SWA_MODEL, real_gemma3, require_vocab, serve_case
 from cluster.rpc_workers import start_rpc_workers
 
 from gui.cluster.placement import HOST_LOADED, HOST_MAPPED, PAD_PER_TENSOR, ROUNDING_BYTES
@@ -86,3 +86,29 @@ async def test_a_sliding_window_model_gets_the_kv_cache_llama_server_allocates(e
         full += got
     # what a whole-context estimate of every layer would have said
     assert full < info.kv_bytes_per_layer(ctx) * info.n_layer / 2
+
+
+@pytest.fixture(scope="module")
+def gemma3_270m(tmp_path_factory):
+    return real_gemma3(tmp_path_factory.mktemp("gemma3"))
+
+
+@pytest.mark.parametrize("ctx", [4096, 32768])
+async def test_the_real_gemma3_270m_split_three_ways_gets_the_kv_cache_it_is_given(engine, procs, gemma3_270m, ctx):
+    """Real weights of a sliding-window model: 5 of its 19 slots on the host, 7 on each worker.
+    Each device's KV cache is what llama-server reports to the printed digit (133.5 MiB in all
+    at 32768 tokens, where a whole context for every layer would be 576 MiB)."""
+    from gui.cluster.model import inspect_model
+
+    info = inspect_model(gemma3_270m)
+    assert info.architecture == "gemma3" and info.sliding_window == 512
+    workers = start_rpc_workers(engine, procs, 2)
+    r = await serve_case(engine, gemma3_270m, workers, 5, (7, 7), ctx=ctx, max_tokens=8,
+                         prompt="What is the capital of France?")
+    assert r.check.ok, r.check.problems
+    assert r.reply.strip()
+    for where, mem in r.memory.items():
+        est, got = mem["kv"]
+        assert abs(got - est) <= 2 * ROUNDING_BYTES, (where, "kv", est / MiB, got / MiB)
+    total = sum(mem["kv"][1] for mem in r.memory.values())
+    assert abs(total - info.kv_bytes(ctx, range(info.n_slots))) <= 2 * ROUNDING_BYTES * len(r.memory)

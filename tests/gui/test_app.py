@@ -275,9 +275,9 @@ def test_bad_profile_is_refused_with_the_field_named(qtbot, window, tmp_path, mo
     assert len(shown) == 2
 
 
-def test_try_a_local_demo_button(qtbot, make_window, monkeypatch, tmp_path):
-    # the demo model goes to the user's data folder: point it at the test's
-    monkeypatch.setattr("gui.cluster.demo_cluster.demo_model_path", lambda: tmp_path / "demo.gguf")
+def test_try_a_local_demo_button(qtbot, make_window, smollm2):
+    """*Try a local demo*, Start, and a plain question: the demo's real model answers in words."""
+    # the demo opens its real model, which `herd demo --download-only` put in place
     # Without mDNS nobody is around (agents of other tests on loopback cannot appear), so the
     # button must be offered.
     win = make_window(browse=False)
@@ -289,12 +289,22 @@ def test_try_a_local_demo_button(qtbot, make_window, monkeypatch, tmp_path):
     addrs = {a.address for a in demo.agents}
     qtbot.waitUntil(lambda: sum(1 for n in win.node_map.values()
                                 if f"{n.host}:{n.api_port}" in addrs and n.paired) == 2, timeout=20000)
-    assert win.model is not None and win.model.path == tmp_path / "demo.gguf"
+    assert win.model is not None and win.model.path == smollm2
     assert not win.nodes.demo_button.isVisibleTo(win)  # somebody is around now
     qtbot.waitUntil(lambda: win.editor.plan() is not None
                     and {d.endpoint for d in win.editor.plan().devices()} >= {n.rpc_endpoint for n in win.node_map.values()
                                                                               if f"{n.host}:{n.api_port}" in addrs},
                     timeout=20000)
+    win.editor.ctx.setValue(1024)
+    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=180000)
+    assert win.launch.state == "ready", win.launch.status.text()
+    win.chat.temperature.setValue(0)
+    win.chat.max_tokens.setValue(24)
+    with qtbot.waitSignal(win.chat.replyFinished, timeout=120000):
+        assert win.chat.send_text("What is the capital of France?")
+    reply = win.chat.conversation.messages[-1].content
+    assert "Paris" in reply, reply
     procs = [a.proc for a in demo.agents]
     win.close()
     assert all(p.poll() is not None for p in procs)  # closing the app stops the demo's agents

@@ -47,3 +47,38 @@ async def test_herd_up_relaunches_on_the_survivor(engine, demo_model, procs, tmp
     up.proc.send_signal(signal.SIGINT)
     assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
     assert gone(servers)
+
+
+async def test_a_conversation_with_real_weights_goes_on_after_a_failover(engine, smollm2, procs, tmp_path):
+    """Real weights (SmolLM2-135M-Instruct) split over two agents: the answer is the same words
+    before a worker is lost and, with the conversation so far, after herd up relaunched on the
+    survivor — the meaning survives the move, not only the endpoint."""
+    env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "config"), LLAMA_CACHE=str(tmp_path / "cache"))
+    alpha = start_agent(procs.popen, tmp_path, "alpha", mdns=False)
+    beta = start_agent(procs.popen, tmp_path, "beta", mdns=False)
+    for agent in (alpha, beta):
+        r = herd(["pair", agent.api_url.removeprefix("https://"), "--pin", agent.pin()], env)
+        assert r.returncode == 0, r.stderr
+    port = free_port()
+    up = HerdUp(procs.popen(HERD + ["up", smollm2, "--no-mdns", "--split", "alpha=15,beta=16",
+                                    "--ctx", "1024", "--port", str(port), "--threads", "1",
+                                    "--countdown", "1", "--server-args", "-np 1"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 180)
+    url = f"http://127.0.0.1:{port}"
+    question = {"role": "user", "content": "What is the capital of France?"}
+    async with httpx.AsyncClient() as client:
+        first = await chat(client, url, [question], max_tokens=24, temperature=0, seed=1)
+    assert "Paris" in first.text, first.text
+    beta.proc.kill()
+    beta.proc.wait(timeout=10)
+    up.wait_for(f"failover: serving again at {url} on alpha", 120)
+    conversation = [question, {"role": "assistant", "content": first.text},
+                    {"role": "user", "content": "Which city did you name? Answer with the city only."}]
+    async with httpx.AsyncClient() as client:
+        again = await chat(client, url, conversation, max_tokens=24, temperature=0, seed=1)
+    assert "Paris" in again.text, again.text
+    servers = up.server_pids()
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
+    assert gone(servers)
