@@ -1,7 +1,8 @@
 """Render the README screenshots from a real local run, in English and Simplified Chinese.
 
 For each language this starts two real ``herd-agent`` processes on loopback, opens the real
-window offscreen, pairs them, opens the demo model, sets a three-way split, presses Start (real
+window offscreen, pairs them, opens the demo's real model (SmolLM2-135M-Instruct), sets a
+three-way split, presses Start (real
 workers and llama-server), chats for a while so the dashboard has data, and grabs the nodes
 panel, the split editor and the chat with the dashboard into ``docs/screenshots/``. Nothing is
 mocked: the numbers are what this machine measured.
@@ -108,22 +109,14 @@ def render(lang: str, out: Path) -> list[Path]:
     sys.path.insert(0, str(ROOT))
     from agent.engine import find_engine
     from gui.cluster.demo_cluster import DemoCluster
-    from gui.cluster.demo_model import DemoShape, write_demo_model
 
     app = qt_app(lang)
     engine = find_engine(probe=True)
     if not engine.complete:
         raise SystemExit("no llama.cpp engine; run `herd engine install`")
-    # The demo's kind of model (Qwen2-style Q4_K_M, tied embeddings, GQA) with Qwen's real
-    # vocabulary, so the chat shows words; 16 blocks so that a three-way split reads well.
-    from gui.cluster import engine as engine_mgr
-    from gui.cluster.demo_model import vocab_tokenizer
-    engine_mgr.install_vocab()
-    vocab = engine_mgr.vocab_file("qwen2")
-    model = write_demo_model(tmp / "herd-demo-qwen2-Q4_K_M-16L.gguf",
-                             DemoShape(layers=16, embd=256, ff=768, kv_heads=1, arch="qwen2", quant="Q4_K_M",
-                                       tied=True),
-                             tokenizer=vocab_tokenizer(vocab) if vocab is not None else None)
+    # The demo's own model, real weights that answer in words (fetched on first use).
+    from gui.cluster.demo_weights import install_demo_weights
+    model = install_demo_weights()
     cluster = DemoCluster(2)
     cluster.start()
     win, bridge = open_window(tmp, engine)
@@ -142,7 +135,7 @@ def render(lang: str, out: Path) -> list[Path]:
         _wait(app, lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, 15, "plan")
         n = win.model.n_layer + 1
         win.editor.ctx.setValue(2048)
-        win.editor.set_counts(3, [6, n - 9])
+        win.editor.set_counts(5, [12, n - 17])
         _pump(app, 3)  # RTT sparklines fill
         win.tabs.setCurrentWidget(win.editor)
         _pump(app, 0.3)
@@ -160,11 +153,12 @@ def render(lang: str, out: Path) -> list[Path]:
         win.grab().save(str(p))
         written.append(p)
         win.tabs.setCurrentIndex(2)
-        win.chat.max_tokens.setValue(160)
-        win.chat.system_edit.setText("You are a helpful assistant." if lang == "en" else "你是一个乐于助人的助手。")
-        prompts = (["Hello! Which machines are you running on?", "Write a haiku about layers."] if lang == "en"
-                   else ["你好！你运行在哪些机器上？", "写一首关于分层的短诗。"])
-        for q in prompts * 3:
+        win.chat.max_tokens.setValue(120)
+        win.chat.temperature.setValue(0)
+        # SmolLM2 speaks English: the questions are English in both languages' pictures
+        prompts = ["What is the capital of France?", "Write a haiku about a herd of llamas.",
+                   "Name three animals that live in the Andes."]
+        for q in prompts * 2:
             done = []
             win.chat.replyFinished.connect(done.append)
             win.chat.send_text(q)

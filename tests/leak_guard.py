@@ -123,6 +123,7 @@ class _Left:
     test: str
     what: str
     still_there: object  # () -> bool
+    pid: int | None = None  # a process: its command line is read when it is reported
 
 
 _BEFORE = pytest.StashKey[_Before]()
@@ -197,10 +198,24 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
         # the module's own fixtures are gone now: what is still there was left
         still = [p for p in _pending if _wait_gone(p)]
         _pending.clear()
-        problems += [p.what if p.test == name else f"{p.what} (appeared during {p.test})" for p in still]
+        problems += [_described(p) if p.test == name else f"{_described(p)} (appeared during {p.test})"
+                     for p in still]
     if problems:
         pytest.fail(f"{name} left behind:\n  - " + "\n  - ".join(problems), pytrace=False)
     return result
+
+
+def _described(left: _Left) -> str:
+    """What was left, in words; a process with its command line, read now (just after it was
+    started it may not have one yet)."""
+    if left.pid is None:
+        return left.what
+    try:
+        proc = psutil.Process(left.pid)
+        cmd = " ".join(proc.cmdline()[:3]) or proc.name()
+    except psutil.Error:
+        cmd = "?"
+    return f"{left.what} ({cmd}) still running"
 
 
 def _wait_gone(left: _Left) -> bool:
@@ -229,12 +244,7 @@ def _left_running(before: _Before, test: str) -> list[_Left]:
             continue
         out.append(_Left(test, f"thread {t.name!r} still running", t.is_alive))
     for pid in _children() - before.processes:
-        try:
-            cmd = " ".join(psutil.Process(pid).cmdline()[:3])
-        except psutil.Error:
-            continue
-        out.append(_Left(test, f"child process {pid} ({cmd}) still running",
-                         lambda pid=pid: _process_alive(pid)))
+        out.append(_Left(test, f"child process {pid}", lambda pid=pid: _process_alive(pid), pid))
     return out
 
 
