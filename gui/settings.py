@@ -40,7 +40,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     Option("server/ctx", int, 4096, "Context size"),
     Option("server/host", str, "127.0.0.1", "Endpoint address"),
     Option("server/port", int, 8080, "Endpoint port"),
-    Option("chat/system", str, "", "System prompt"),
+    # Small instruct models (the demo's SmolLM2 among them) wander off without one.
+    Option("chat/system", str, "You are a helpful assistant.", "System prompt"),
     Option("chat/temperature", float, 0.8, "Temperature"),
     Option("chat/max_tokens", int, 256, "Max tokens per reply"),
     Option("ui/language", str, "", "Language (empty: follow the system)"),

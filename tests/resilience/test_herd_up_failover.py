@@ -66,14 +66,15 @@ async def test_a_conversation_with_real_weights_goes_on_after_a_failover(engine,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     up.wait_for("Serving", 180)
     url = f"http://127.0.0.1:{port}"
+    system = {"role": "system", "content": "You are a helpful assistant."}
     question = {"role": "user", "content": "What is the capital of France?"}
     async with httpx.AsyncClient() as client:
-        first = await chat(client, url, [question], max_tokens=24, temperature=0, seed=1)
+        first = await chat(client, url, [system, question], max_tokens=24, temperature=0, seed=1)
     assert "Paris" in first.text, first.text
     beta.proc.kill()
     beta.proc.wait(timeout=10)
     up.wait_for(f"failover: serving again at {url} on alpha", 120)
-    conversation = [question, {"role": "assistant", "content": first.text},
+    conversation = [system, question, {"role": "assistant", "content": first.text},
                     {"role": "user", "content": "Which city did you name? Answer with the city only."}]
     async with httpx.AsyncClient() as client:
         again = await chat(client, url, conversation, max_tokens=24, temperature=0, seed=1)
