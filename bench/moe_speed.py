@@ -36,12 +36,13 @@ def shapes(embd: int, layers: int):
     common = dict(layers=layers, embd=embd, kv_heads=2, head_dim=128, quant="Q4_K_M", tied=True)
     return [
         ("dense qwen3", DemoShape(arch="qwen3", ff=ff, **common)),
-        ("moe 8 experts, 2 used", DemoShape(arch="qwen3moe", ff=ff, experts=8, experts_used=2, expert_ff=ff // 2,
+        ("moe 8 experts, 2 used", DemoShape(arch="qwen3moe", ff=ff, experts=8, experts_used=2,
+                                            expert_ff=max(256, ff // 2 // 256 * 256),
                                             **common)),
         ("moe 32 experts, 4 used", DemoShape(arch="qwen3moe", ff=ff, experts=32, experts_used=4,
-                                             expert_ff=ff // 4, **common)),
+                                             expert_ff=max(256, ff // 4 // 256 * 256), **common)),
         ("moe 64 experts, 2 used", DemoShape(arch="qwen3moe", ff=ff, experts=64, experts_used=2,
-                                             expert_ff=ff // 4, **common)),
+                                             expert_ff=max(256, ff // 4 // 256 * 256), **common)),
     ]
 
 
