@@ -19,7 +19,9 @@ from gui.cluster.chat import chat
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 
-async def test_herd_up_relaunches_on_the_survivor(engine, demo_model, procs, tmp_path):
+def _serving(procs, tmp_path, model, split: str, ctx: int) -> tuple[HerdUp, object, int]:
+    """Agents alpha and beta paired, and ``herd up`` serving ``model`` split over them (failover
+    on, a one-second countdown): ``(herd up, beta, port)``."""
     env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "config"), LLAMA_CACHE=str(tmp_path / "cache"))
     alpha = start_agent(procs.popen, tmp_path, "alpha", mdns=False)
     beta = start_agent(procs.popen, tmp_path, "beta", mdns=False)
@@ -27,11 +29,16 @@ async def test_herd_up_relaunches_on_the_survivor(engine, demo_model, procs, tmp
         r = herd(["pair", agent.api_url.removeprefix("https://"), "--pin", agent.pin()], env)
         assert r.returncode == 0, r.stderr
     port = free_port()
-    up = HerdUp(procs.popen(HERD + ["up", demo_model, "--no-mdns", "--split", "alpha=4,beta=5",
-                                    "--ctx", "512", "--port", str(port), "--threads", "1",
-                                    "--countdown", "1", "--server-args", "-np 1"],
+    up = HerdUp(procs.popen(HERD + ["up", model, "--no-mdns", "--split", split, "--ctx", str(ctx),
+                                    "--port", str(port), "--threads", "1", "--countdown", "1",
+                                    "--server-args", "-np 1"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    up.wait_for("Serving", 120)
+    up.wait_for("Serving", 180)
+    return up, beta, port
+
+
+async def test_herd_up_relaunches_on_the_survivor(engine, demo_model, procs, tmp_path):
+    up, beta, port = _serving(procs, tmp_path, demo_model, "alpha=4,beta=5", 512)
     first = up.server_pids()
     beta.proc.kill()
     beta.proc.wait(timeout=10)
@@ -53,18 +60,7 @@ async def test_a_conversation_with_real_weights_goes_on_after_a_failover(engine,
     """Real weights (SmolLM2-135M-Instruct) split over two agents: the answer is the same words
     before a worker is lost and, with the conversation so far, after herd up relaunched on the
     survivor — the meaning survives the move, not only the endpoint."""
-    env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "config"), LLAMA_CACHE=str(tmp_path / "cache"))
-    alpha = start_agent(procs.popen, tmp_path, "alpha", mdns=False)
-    beta = start_agent(procs.popen, tmp_path, "beta", mdns=False)
-    for agent in (alpha, beta):
-        r = herd(["pair", agent.api_url.removeprefix("https://"), "--pin", agent.pin()], env)
-        assert r.returncode == 0, r.stderr
-    port = free_port()
-    up = HerdUp(procs.popen(HERD + ["up", smollm2, "--no-mdns", "--split", "alpha=15,beta=16",
-                                    "--ctx", "1024", "--port", str(port), "--threads", "1",
-                                    "--countdown", "1", "--server-args", "-np 1"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    up.wait_for("Serving", 180)
+    up, beta, port = _serving(procs, tmp_path, smollm2, "alpha=15,beta=16", 1024)
     url = f"http://127.0.0.1:{port}"
     system = {"role": "system", "content": "You are a helpful assistant."}
     question = {"role": "user", "content": "What is the capital of France?"}
