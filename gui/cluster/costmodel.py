@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gui.cluster.model import DEFAULT_UBATCH
 from gui.cluster.plan import Device, Plan, PlanError
 
 if TYPE_CHECKING:
@@ -217,7 +218,7 @@ def predicted_tokens_per_s(plan: Plan, model: ModelInfo, m: Measurements) -> flo
 #: The prompt length the time to first token is predicted for, unless told otherwise.
 DEFAULT_PROMPT = 512
 #: llama.cpp's defaults: tokens per micro-batch (``-ub``) and per batch (``-b``).
-N_UBATCH = 512
+N_UBATCH = DEFAULT_UBATCH
 N_BATCH = 2048
 
 

@@ -46,8 +46,9 @@ KV_ELEMENT_BYTES = 2
 #: ``{arch}.attention.sliding_window_pattern`` in the file overrides the period.
 SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4, "gpt-oss": 2, "exaone4": 4}
 
-#: How llama-server sizes the windowed layers' cache by default: it picks 4 parallel sequences
-#: sharing one unified cache when none is asked for, and a micro-batch of 512 tokens.
+#: llama-server's defaults, which herd's command line keeps: 4 parallel sequences sharing one
+#: unified cache when none is asked for (``-np``), and a micro-batch of 512 tokens (``-ub``). The
+#: windowed layers' cache is sized by them, and the compute buffers by the micro-batch.
 DEFAULT_SEQUENCES = 4
 DEFAULT_UBATCH = 512
 #: llama.cpp pads the windowed cache to a multiple of this many cells.

@@ -30,6 +30,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from agent.i18n import translate
+# llama-server's defaults: the micro-batch (``-ub``; compute buffers scale with it) and its
+# parallel sequences (``-np``)
+from gui.cluster.model import DEFAULT_SEQUENCES, DEFAULT_UBATCH
 
 if TYPE_CHECKING:  # only for annotations; keeps this module importable without gguf
     from gui.cluster.model import ModelInfo
@@ -38,10 +41,8 @@ if TYPE_CHECKING:  # only for annotations; keeps this module importable without 
 HOST_DEVICE_NAME = "CPU"
 #: Keys of a split that mean "the host keeps these slots".
 HOST_KEYS = ("host", "cpu", "master")
-#: Default micro-batch of llama-server (``-ub``); compute buffers scale with it.
-DEFAULT_UBATCH = 512
-#: Tokens whose logits llama-server keeps per step (one per parallel slot; ``-np`` is 4 by default).
-DEFAULT_OUTPUTS = 4
+#: Tokens whose logits llama-server keeps per step (one per parallel slot, ``-np``).
+DEFAULT_OUTPUTS = DEFAULT_SEQUENCES
 #: Input copies per device under pipeline parallelism (GGML_SCHED_MAX_COPIES in ggml-backend.cpp).
 PIPELINE_COPIES = 4
 DEVICE_KINDS = ("rpc", "gpu")
