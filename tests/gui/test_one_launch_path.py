@@ -90,8 +90,9 @@ def test_a_lost_worker_interrupts_the_reply_in_the_chats_own_transcript(qtbot, m
         assert win.chat.send_text("Go on.")
     assert sig.args[0].pieces == 3
     sent = win.chat.request_messages()
-    assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant"]
-    assert sent[1]["content"] == reply.content
+    # (after the system prompt the chat starts with)
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user", "assistant"]
+    assert sent[2]["content"] == reply.content
 
 
 def test_the_editor_shows_the_workspaces_server_options(qtbot, make_window, demo_model):
