@@ -5,7 +5,7 @@
 client whose certificate is a paired master's — checked at each connection against the pairings
 now — is spliced to the worker; the address it comes from admits nothing. Any other connection
 is closed at once, before a byte of RPC is read. The master's side of the link is
-:mod:`gui.cluster.tunnel`, which uses this same class with a TLS leg towards the relay.
+:mod:`gui.cluster.nodes.tunnel`, which uses this same class with a TLS leg towards the relay.
 
 Decode speed is dominated by small request/reply round trips (one GET_TENSOR per token and
 device), so both legs set ``TCP_NODELAY`` and the splice is a pair of asyncio protocols that

@@ -53,7 +53,7 @@ def free_port() -> int:
 def make_model(path: Path) -> Path:
     """A 32-layer, ~830 MB f16 demo model: decode on one core takes well over 20 ms/token even
     on a quiet machine (16 layers measured 17 ms/token here)."""
-    from gui.cluster.demo_model import DemoShape, write_demo_model  # bench only; agent/ stays gui-free
+    from gui.cluster.models.generate import DemoShape, write_demo_model  # bench only; agent/ stays gui-free
 
     if not path.exists():
         print(f"writing demo model {path} …", file=sys.stderr)

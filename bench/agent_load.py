@@ -30,7 +30,7 @@ from agent.client import AgentClient  # noqa: E402
 from agent.engine import find_engine  # noqa: E402
 from cluster.agents import start_agent  # noqa: E402
 from conftest import ProcessJar  # noqa: E402
-from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
 from resilience.load import MIX, chat_streams, load_agent, loopback_cluster  # noqa: E402
 
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from agent.engine import find_engine  # noqa: E402
-from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
 from lan import Lan, can_build_lan  # noqa: E402
 from resilience.faults import FAULTS, LINK_DOWN, run_fault  # noqa: E402
 

@@ -37,7 +37,7 @@ async def run(layers: int, embd: int, ff: int, tokens: int) -> list[tuple[str, f
     from conftest import ProcessJar, free_port
     from e2e.herd_cli import HERD, HerdUp, herd
 
-    from gui.cluster.chat import chat
+    from gui.cluster.chat.client import chat
 
     tmp = Path(tempfile.mkdtemp(prefix="herd-hub-bench-"))
     env = dict(os.environ, HERD_CONFIG_DIR=str(tmp / "config"), XDG_CACHE_HOME=str(tmp / "cache"),

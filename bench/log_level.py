@@ -3,12 +3,12 @@
     python bench/log_level.py [--reps 5] [--tokens 128] [--replies 3] [--layers 8]
 
 herd runs llama-server at ``-lv 4`` (enough to check the placement from each device's weights,
-see gui/cluster/placement.py); ``-lv 5`` (``herd up --verify-layers``) adds one line per layer
+see gui/cluster/launching/placement.py); ``-lv 5`` (``herd up --verify-layers``) adds one line per layer
 at load, but also about twenty debug lines per generated token. This measures what that costs.
 
 Setup: one demo model (8 layers unless ``--layers``), two real ``ggml-rpc-server`` workers on
 127.0.0.1 holding host 1 / 3 / 5 slots, and the master's llama-server supervised by herd's own
-:class:`~gui.cluster.launcher.ServerProcess` (so the log is read the way herd reads it). Each
+:class:`~gui.cluster.launching.launcher.ServerProcess` (so the log is read the way herd reads it). Each
 repetition launches the server once per level, in turn (the order rotates), and takes ``--replies`` completions of
 ``--tokens`` tokens; the decode rate is each reply's ``timings.predicted_per_second``. Levels
 alternate within a repetition so that load from elsewhere on the machine hits all of them alike.
@@ -38,10 +38,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from agent.engine import find_engine  # noqa: E402
 from cluster.rpc_workers import start_rpc_workers  # noqa: E402
 from conftest import ProcessJar, free_port  # noqa: E402
-from gui.cluster import launcher as L  # noqa: E402
-from gui.cluster.chat import chat  # noqa: E402
-from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
-from gui.cluster.server_start import machine_args  # noqa: E402
+from gui.cluster.launching import launcher as L  # noqa: E402
+from gui.cluster.chat.client import chat  # noqa: E402
+from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.llama.server_start import machine_args  # noqa: E402
 
 LEVELS = (3, 4, 5)
 

@@ -6,7 +6,7 @@ reads, and how closely counter-derived decode speed follows each reply's own tim
 1. Discovery (real herd-agent processes, real zeroconf on 127.0.0.1), ``--runs`` times each:
    agent start → node listed (mDNS browse), clean exit → node removed (goodbye), SIGKILL →
    node marked unreachable (ping; goal ≤ 10 s).
-2. Link: the echo round trip to an agent as :class:`gui.cluster.telemetry.LinkSampler` reports
+2. Link: the echo round trip to an agent as :class:`gui.cluster.nodes.telemetry.LinkSampler` reports
    it (median and p95 of 10 probes per interval).
 3. Telemetry: a real llama-server split over two real RPC workers; for ``--runs`` replies of
    ``--tokens`` tokens, the decode rate from the /metrics counters' delta over the reply versus
@@ -38,13 +38,13 @@ from agent.engine import find_engine  # noqa: E402
 from cluster.agents import start_agent  # noqa: E402
 from cluster.rpc_workers import start_rpc_workers  # noqa: E402
 from conftest import ProcessJar, free_port  # noqa: E402
-from gui.cluster import launcher as L  # noqa: E402
-from gui.cluster import telemetry as T  # noqa: E402
-from gui.cluster.chat import chat  # noqa: E402
-from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
-from gui.cluster.discovery import Discovery  # noqa: E402
-from gui.cluster.server_start import ServerStart  # noqa: E402
-from gui.cluster.nodes import TokenStore  # noqa: E402
+from gui.cluster.launching import launcher as L  # noqa: E402
+from gui.cluster.nodes import telemetry as T  # noqa: E402
+from gui.cluster.chat.client import chat  # noqa: E402
+from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.nodes.discovery import Discovery  # noqa: E402
+from gui.cluster.llama.server_start import ServerStart  # noqa: E402
+from gui.cluster.nodes.records import TokenStore  # noqa: E402
 
 
 async def _timed(disc: Discovery, pred, timeout: float) -> float:

@@ -7,7 +7,7 @@ llama-server, every layer on this CPU, real completions) on a dense Qwen3 model.
 measurement the decode speed of Qwen3-MoE models of the same width is predicted twice:
 
 * **read**: by the bytes a token reads (attention, router and ``experts_used`` of the
-  ``experts``; :attr:`gui.cluster.model.ModelInfo.active_slot_bytes`), as herd predicts now;
+  ``experts``; :attr:`gui.cluster.llama.model.ModelInfo.active_slot_bytes`), as herd predicts now;
 * **held**: by every byte the layers hold, as a dense model's would be.
 
 Then each model is measured the same way, and the table gives predicted ÷ measured for both.
@@ -30,7 +30,7 @@ MiB = 1 << 20
 
 
 def shapes(embd: int, layers: int):
-    from gui.cluster.demo_model import DemoShape
+    from gui.cluster.models.generate import DemoShape
 
     ff = embd * 11 // 4 // 256 * 256
     common = dict(layers=layers, embd=embd, kv_heads=2, head_dim=128, quant="Q4_K_M", tied=True)
@@ -47,11 +47,11 @@ def shapes(embd: int, layers: int):
 
 
 async def run(embd: int, layers: int, tokens: int, threads: int) -> list[tuple]:
-    from gui.cluster.costmodel import DeviceSpeed
-    from gui.cluster.demo_model import write_demo_model
+    from gui.cluster.planning.cost_model import DeviceSpeed
+    from gui.cluster.models.generate import write_demo_model
     from agent.engine import find_engine
-    from gui.cluster.measure import measure_compute
-    from gui.cluster.model import inspect_model
+    from gui.cluster.planning.measure import measure_compute
+    from gui.cluster.llama.model import inspect_model
 
     engine = find_engine()
     folder = Path(tempfile.mkdtemp(prefix="herd-moe-bench-"))

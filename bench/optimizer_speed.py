@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gui.cluster.costmodel import DeviceSpeed, LinkSpeed, Measurements  # noqa: E402
-from gui.cluster.model import ModelInfo  # noqa: E402
-from gui.cluster.optimize import fastest  # noqa: E402
-from gui.cluster.plan import Device  # noqa: E402
+from gui.cluster.planning.cost_model import DeviceSpeed, LinkSpeed, Measurements  # noqa: E402
+from gui.cluster.llama.model import ModelInfo  # noqa: E402
+from gui.cluster.planning.optimize import fastest  # noqa: E402
+from gui.cluster.planning.plan import Device  # noqa: E402
 
 MiB = 1 << 20
 

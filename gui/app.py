@@ -28,8 +28,8 @@ from gui import __version__
 from gui.bridge import AsyncBridge
 from gui.launch_flow import LaunchFlow
 from gui.profile_actions import ProfileActions
-from gui.cluster.network_errors import explain
-from gui.cluster.server_command import ServerOptions
+from gui.cluster.nodes.network_errors import explain
+from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster import workspace as W
 from gui.session import ClusterSession
 from gui.settings import COUNTDOWN_CHOICES, OPTIONS, REJOIN_CHOICES, Settings
@@ -171,7 +171,7 @@ class MainWindow(QMainWindow):
 
     @property
     def model(self):
-        """The open :class:`~gui.cluster.model.ModelInfo`, or None (the workspace's)."""
+        """The open :class:`~gui.cluster.llama.model.ModelInfo`, or None (the workspace's)."""
         return self.workspace.model
 
     @property
@@ -375,7 +375,7 @@ class MainWindow(QMainWindow):
         mine = [d for d in devices if d.node_id in ours]
         if len(ours) < len(wanted) or {d.node_id for d in mine} != ours:
             return
-        from gui.cluster.plan import PlanError, plan_from_split
+        from gui.cluster.planning.plan import PlanError, plan_from_split
         n = self.model.n_slots
         counts = [n // len(mine) + (1 if i < n % len(mine) else 0) for i in range(len(mine))]
         try:
@@ -388,7 +388,7 @@ class MainWindow(QMainWindow):
 
     def add_node(self, address: str) -> None:
         """Add a node by address (remembered when it answers)."""
-        from gui.cluster.discovery import parse_address
+        from gui.cluster.nodes.discovery import parse_address
 
         try:
             parse_address(address)
@@ -423,7 +423,7 @@ class MainWindow(QMainWindow):
 
     def open_model(self, path: str) -> bool:
         """Inspect ``path`` and plan for it; on error say why and keep the previous model."""
-        from gui.cluster.model import ModelError, inspect_model
+        from gui.cluster.llama.model import ModelError, inspect_model
 
         try:
             info = inspect_model(path)

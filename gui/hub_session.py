@@ -1,4 +1,4 @@
-"""The app's side of the model hub (#14): runs :mod:`gui.cluster.hub` for the *Get model* dialog.
+"""The app's side of the model hub (#14): runs :mod:`gui.cluster.models.hub` for the *Get model* dialog.
 
 The hub client is blocking, so every call runs in a worker thread of the bridge's asyncio loop
 (``asyncio.to_thread``); results come back as the bridge's queued signals, download progress
@@ -16,14 +16,12 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from gui.bridge import AsyncBridge, describe_error
-from gui.cluster import hub as H
-
-
+from gui.cluster.models import hub as H
 class HubSession(QObject):
     """Connects a :class:`gui.widgets.hub_dialog.HubDialog` to the hub.
 
     Attributes:
-        files: the listed repository's models (``gui.cluster.hub.RepoFiles``), or None.
+        files: the listed repository's models (``gui.cluster.models.hub.RepoFiles``), or None.
         fits: their fit and speed, row by row.
         downloaded: the path of the last finished download, or None.
 

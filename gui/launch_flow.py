@@ -3,8 +3,8 @@
 :class:`LaunchFlow` connects the views that take part in a launch — the split editor, the
 launch panel, the chat pane, the failover banner, the dashboard — with the
 :class:`~gui.cluster.workspace.Workspace` and the :class:`~gui.session.ClusterSession`. A click on
-Start makes a :class:`~gui.cluster.launch.LaunchRequest` from the workspace at that moment,
-checks it at once (:func:`~gui.cluster.launch.check_request`), runs the doctor
+Start makes a :class:`~gui.cluster.launching.request.LaunchRequest` from the workspace at that moment,
+checks it at once (:func:`~gui.cluster.launching.request.check_request`), runs the doctor
 (:meth:`~gui.session.ClusterSession.preflight`) and launches that same request; the session's
 signals then drive the views. The window builds it and wires the views' intentions to it.
 """
@@ -89,7 +89,7 @@ class LaunchFlow(QObject):
     def start(self) -> None:
         """Make the launch request now (plan, model, server options), check it, run the doctor,
         then launch that same request; refuse with the reason otherwise."""
-        from gui.cluster.launch import check_request
+        from gui.cluster.launching.request import check_request
 
         request = self.workspace.launch_request(self.editor.plan())
         if request is None:
@@ -117,7 +117,7 @@ class LaunchFlow(QObject):
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
 
     def _after_preflight(self, findings, request) -> None:
-        from gui.cluster.doctor import ERROR
+        from gui.cluster.launching.doctor import ERROR
 
         self.launch.show_findings(findings)
         errors = [f"{self.launch.subject_text(f)}: {f.message}" for f in findings if f.severity == ERROR]
@@ -215,8 +215,7 @@ class LaunchFlow(QObject):
 
     def on_failover(self, ev) -> None:
         """What the failover supervisor says: a lost node, a countdown, serving again…"""
-        from gui.cluster import failover as F
-
+        from gui.cluster.failover import supervisor as F
         self.banner.show_event(ev, self.session.failover_nodes)
         if ev.kind in (F.LOST, F.SERVER_EXITED):
             # The reply in flight (if any) is marked interrupted by the chat pane; sending waits

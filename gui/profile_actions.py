@@ -2,7 +2,7 @@
 
 :class:`ProfileActions` runs *File → Export cluster profile…* and *Import cluster profile…*:
 the profile holds the workspace's plan, model, nodes and server options
-(:mod:`gui.cluster.profile`); an imported one is checked against the live cluster, shown with
+(:mod:`gui.cluster.launching.profile`); an imported one is checked against the live cluster, shown with
 its differences, and applied to the workspace and the split editor.
 """
 
@@ -39,7 +39,7 @@ class ProfileActions(QObject):
         """Write the current cluster (plan, model, nodes, engine, server options) to ``path``.
 
         The model is hashed off the GUI thread; returns the bridge call."""
-        from gui.cluster.profile import export_profile
+        from gui.cluster.launching.profile import export_profile
 
         plan, model, options = self.editor.plan(), self.workspace.model, self.workspace.options
         nodes = list(self.workspace.nodes.values())
@@ -72,8 +72,8 @@ class ProfileActions(QObject):
 
     def read(self, path: str):
         """``(profile, differences from the live cluster)``, or None after telling the user why not."""
-        from gui.cluster.model import ModelError, inspect_model
-        from gui.cluster.profile import ProfileError, diff_profile, load_profile
+        from gui.cluster.llama.model import ModelError, inspect_model
+        from gui.cluster.launching.profile import ProfileError, diff_profile, load_profile
 
         try:
             profile = load_profile(path)
@@ -90,7 +90,7 @@ class ProfileActions(QObject):
         """Open the profile's model and show its plan on the nodes as they are now (matched by
         node id: their current addresses and free memory). A profile whose nodes are not all
         here is refused: its plan would name endpoints nobody listens on (#17)."""
-        from gui.cluster.profile import bind_to_devices, rebind_plan
+        from gui.cluster.launching.profile import bind_to_devices, rebind_plan
 
         used = {d.node_id for d, c in profile.plan.assignments if c and d.kind == "rpc"}
         live = {d.node_id for d in self.workspace.planned_devices()}

@@ -8,8 +8,8 @@ samples, llama-server state) is relayed to the GUI thread through a queued conne
 re-emitted as this object's signals.
 
 It owns the loop-side objects that must be shared: one ``httpx.AsyncClient``, the
-:class:`~gui.cluster.discovery.Discovery`, the :class:`~gui.cluster.telemetry.Telemetry` hub and
-the running launch (a :class:`~gui.cluster.failover.ClusterSupervisor` around the launcher).
+:class:`~gui.cluster.nodes.discovery.Discovery`, the :class:`~gui.cluster.nodes.telemetry.Telemetry` hub and
+the running launch (a :class:`~gui.cluster.failover.supervisor.ClusterSupervisor` around the launcher).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from PySide6.QtCore import QObject, Qt, Signal
 
 from agent.client import AgentError, measure_echo_rtt
 from gui.bridge import AsyncBridge, Call
-from gui.cluster.chat import stream_chat
-from gui.cluster.discovery import Discovery, NodeEvent
-from gui.cluster.failover import RECOVERED, ClusterSupervisor, FailoverPolicy
-from gui.cluster.launch import preflight, supervise
-from gui.cluster.launcher import LaunchError, devices_from_status
-from gui.cluster.network_errors import explain
-from gui.cluster.telemetry import (recording_replies, LinkSampler, MetricsSampler, NodeStatusSampler, Sample, ServerSampler,
+from gui.cluster.chat.client import stream_chat
+from gui.cluster.nodes.discovery import Discovery, NodeEvent
+from gui.cluster.failover.supervisor import RECOVERED, ClusterSupervisor, FailoverPolicy
+from gui.cluster.launching.request import preflight, supervise
+from gui.cluster.launching.launcher import LaunchError, devices_from_status
+from gui.cluster.nodes.network_errors import explain
+from gui.cluster.nodes.telemetry import (recording_replies, LinkSampler, MetricsSampler, NodeStatusSampler, Sample, ServerSampler,
                                    Telemetry)
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class ClusterSession(QObject):
         sample(object): a telemetry :class:`Sample` (link RTT, node status, server metrics).
         serverState(str, str): llama-server's state and, when it failed, why.
         serverLog(list): new lines of llama-server's log, in order.
-        failover(object): a :class:`~gui.cluster.failover.FailoverEvent` — a worker was lost,
+        failover(object): a :class:`~gui.cluster.failover.supervisor.FailoverEvent` — a worker was lost,
             the countdown to the relaunch on the survivors, serving again, a node came back.
             :meth:`cancel_failover` and :meth:`choose_failover` answer it.
         replyInterrupted(str): a worker was lost while a chat reply streamed: the reply is
@@ -65,7 +65,7 @@ class ClusterSession(QObject):
     failover = Signal(object)
     #: a worker was lost: the chat's reply in flight is interrupted, for this reason
     replyInterrupted = Signal(str)
-    #: per-worker start-up progress by the byte (a gui.cluster.transfer.TransferEvent, #16)
+    #: per-worker start-up progress by the byte (a gui.cluster.launching.transfer.TransferEvent, #16)
     transferProgress = Signal(object)
     _relay = Signal(str, object)
 
@@ -245,8 +245,8 @@ class ClusterSession(QObject):
 
     def preflight(self, request, engine) -> Call:
         """What stands in the way of launching ``request`` (a
-        :class:`~gui.cluster.launch.LaunchRequest`): its fit, its nodes and the doctor's findings
-        (result: list of :class:`~gui.cluster.doctor.Finding`)."""
+        :class:`~gui.cluster.launching.request.LaunchRequest`): its fit, its nodes and the doctor's findings
+        (result: list of :class:`~gui.cluster.launching.doctor.Finding`)."""
         async def go():
             return await preflight(request, self.discovery.nodes.values(), self.discovery.client, engine,
                                    host_free_bytes=int(psutil.virtual_memory().available))
@@ -261,7 +261,7 @@ class ClusterSession(QObject):
             raise LaunchError(self.tr("a cluster is already running; stop it first"))
         policy = self.failover_policy
         # A supervised launch: a lost worker is detected, explained and the model relaunched on
-        # the survivors at the same endpoint (see gui.cluster.failover).
+        # the survivors at the same endpoint (see gui.cluster.failover.supervisor).
         self.launcher = supervise(
             request, self.discovery.nodes.values(), self.discovery.client, llama_server, policy=policy,
             host_free_bytes=lambda: int(psutil.virtual_memory().available),
@@ -395,8 +395,7 @@ class ClusterSession(QObject):
         return self.bridge.submit(self._fastest(engine, model, devices, ctx, host_free_bytes), "fastest plan")
 
     async def _fastest(self, engine, model, devices, ctx, host_free_bytes):
-        from gui.cluster import measure as M
-
+        from gui.cluster.planning import measure as M
         nodes = [self.discovery.nodes[nid] for nid in dict.fromkeys(d.node_id for d in devices)]
         # the measurements and the search of `herd plan --fastest` (measured once per node and
         # model, then cached); the result keeps both predicted figures (#16)
@@ -432,7 +431,7 @@ class ClusterSession(QObject):
 
 class _ReplyInterrupter:
     """What the failover supervisor is given as the chat's transcript. The transcript (the chat
-    pane's :class:`~gui.cluster.conversation.Conversation`) belongs to the GUI thread, and the
+    pane's :class:`~gui.cluster.chat.conversation.Conversation`) belongs to the GUI thread, and the
     supervisor runs on the loop's: marking the reply in flight interrupted is relayed there."""
 
     def __init__(self, relay) -> None:

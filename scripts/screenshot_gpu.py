@@ -34,8 +34,8 @@ def main() -> int:
     from conftest import ProcessJar
 
     from agent.engine import find_engine
-    from gui.cluster import engine as engine_mgr
-    from gui.cluster.demo_model import DemoShape, vocab_tokenizer, write_demo_model
+    from gui.cluster.llama import engine as engine_mgr
+    from gui.cluster.models.generate import DemoShape, vocab_tokenizer, write_demo_model
 
     if not find_engine(backend="vulkan").complete:
         raise SystemExit("no Vulkan build: run `herd engine install --from-source --backend vulkan`")

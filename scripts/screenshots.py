@@ -115,7 +115,7 @@ def render(lang: str, out: Path) -> list[Path]:
     if not engine.complete:
         raise SystemExit("no llama.cpp engine; run `herd engine install`")
     # The demo's own model, real weights that answer in words (fetched on first use).
-    from gui.cluster.demo_weights import install_demo_weights
+    from gui.cluster.models.demo_weights import install_demo_weights
     model = install_demo_weights()
     cluster = DemoCluster(2)
     cluster.start()

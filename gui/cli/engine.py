@@ -19,9 +19,9 @@ from agent.engine import (
     installed_backends,
 )
 from gui.cli.progress import TerminalProgress
-from gui.cluster import engine as engine_mgr
-from gui.cluster import repack_probe
-from gui.cluster.demo_model import (
+from gui.cluster.llama import engine as engine_mgr
+from gui.cluster.llama import repack_probe
+from gui.cluster.models.generate import (
     ARCHITECTURES,
     QUANT_TYPES,
     DemoShape,

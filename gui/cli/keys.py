@@ -12,8 +12,8 @@ import asyncio
 from agent.client import AgentError
 from agent.identity import display_fingerprint
 from gui.cli.cluster import CommandError, _runner
-from gui.cluster.discovery import Discovery
-from gui.cluster.nodes import KnownAddresses, PairingStore, master_identity
+from gui.cluster.nodes.discovery import Discovery
+from gui.cluster.nodes.records import KnownAddresses, PairingStore, master_identity
 
 
 def register(sub: argparse._SubParsersAction) -> None:

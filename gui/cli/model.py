@@ -75,12 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _hub(args):
-    from gui.cluster.hub import Hub
+    from gui.cluster.models.hub import Hub
     return Hub(args.endpoint)
 
 
 async def _in_thread(fn, *a, **k):
-    from gui.cluster.hub import HubError
+    from gui.cluster.models.hub import HubError
     try:
         return await asyncio.to_thread(fn, *a, **k)
     except HubError as exc:
@@ -101,7 +101,7 @@ async def cmd_search(args: argparse.Namespace) -> int:
 
 async def _fits(args, hub, files):
     """Every model of ``files`` assessed against the nodes found now (and this PC)."""
-    from gui.cluster import hub as H
+    from gui.cluster.models import hub as H
     if args.ctx < 1:
         raise CommandError(f"--ctx must be a positive number of tokens, got {args.ctx}", 2)
     disc = await _discover(args)
@@ -164,8 +164,7 @@ async def cmd_files(args: argparse.Namespace) -> int:
 
 async def _choose(args: argparse.Namespace):
     """The repository's files and the model ``get`` is asked for."""
-    from gui.cluster import hub as H
-
+    from gui.cluster.models import hub as H
     hub = _hub(args)
     files = await _in_thread(hub.files, args.repo, args.revision)
     try:
@@ -190,7 +189,7 @@ async def _choose(args: argparse.Namespace):
 def cmd_get(args: argparse.Namespace) -> int:
     """Choose (on an event loop: node discovery), then download in this thread, so that Ctrl-C
     stops the download at once and keeps the partial file for the next run."""
-    from gui.cluster import hub as H
+    from gui.cluster.models import hub as H
     from gui.cli.progress import TerminalProgress
 
     try:

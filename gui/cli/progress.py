@@ -52,9 +52,9 @@ class TerminalProgress:
 
 class TransferPrinter:
     """``herd up``'s start-up progress by the byte: a callable for
-    :attr:`gui.cluster.launcher.ClusterLauncher.on_transfer`.
+    :attr:`gui.cluster.launching.launcher.ClusterLauncher.on_transfer`.
 
-    Each :class:`~gui.cluster.transfer.TransferEvent` shows every worker's slice (bytes, rate,
+    Each :class:`~gui.cluster.launching.transfer.TransferEvent` shows every worker's slice (bytes, rate,
     ETA, from cache) and a stall by name. On a terminal one line is redrawn in place at most
     five times a second; otherwise a line is printed when a worker passes another tenth of its
     slice, when a stall begins, and once all slices arrived.

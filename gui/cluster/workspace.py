@@ -4,16 +4,16 @@ As napari's ``ViewerModel`` is for its layers and widgets, :class:`Workspace` is
 window: it holds
 
 * the nodes as discovery reports them, and each one's last agent status;
-* the open model (:class:`~gui.cluster.model.ModelInfo`) and llama-server's
-  :class:`~gui.cluster.server_command.ServerOptions` (the context size lives here, not in a
+* the open model (:class:`~gui.cluster.llama.model.ModelInfo`) and llama-server's
+  :class:`~gui.cluster.llama.server_command.ServerOptions` (the context size lives here, not in a
   spin box);
-* the launch that is running (its :class:`~gui.cluster.launch.LaunchRequest`), so a question
+* the launch that is running (its :class:`~gui.cluster.launching.request.LaunchRequest`), so a question
   like "does the running model use this node?" is answered from what runs, not from the split
   being edited.
 
 Widgets send intentions to the window, the window changes the workspace, and the workspace tells
 every subscriber what changed (``subscribe(callback)``, ``callback(event)`` with one of the event
-names below). The split being edited, with undo, lives in :class:`~gui.cluster.split_model.SplitModel`.
+names below). The split being edited, with undo, lives in :class:`~gui.cluster.planning.split_model.SplitModel`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from gui.cluster.launch import LaunchRequest, nodes_for_plan
-from gui.cluster.server_command import ServerOptions
+from gui.cluster.launching.request import LaunchRequest, nodes_for_plan
+from gui.cluster.llama.server_command import ServerOptions
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +39,11 @@ class Workspace:
     """The state behind the window (see the module docstring).
 
     Attributes:
-        nodes: {node id: :class:`~gui.cluster.nodes.Node`} as discovery reports them.
+        nodes: {node id: :class:`~gui.cluster.nodes.records.Node`} as discovery reports them.
         statuses: {node id: the agent's last status}.
-        model: the open :class:`~gui.cluster.model.ModelInfo`, or None.
-        options: llama-server's :class:`~gui.cluster.server_command.ServerOptions`.
-        running: the :class:`~gui.cluster.launch.LaunchRequest` of the launch that serves now
+        model: the open :class:`~gui.cluster.llama.model.ModelInfo`, or None.
+        options: llama-server's :class:`~gui.cluster.llama.server_command.ServerOptions`.
+        running: the :class:`~gui.cluster.launching.request.LaunchRequest` of the launch that serves now
             (after a failover, the survivors' plan), or None.
     """
 
@@ -96,8 +96,8 @@ class Workspace:
                 if n.reachable and n.paired and nid in self.statuses]
 
     def planned_devices(self) -> list:
-        """The plan :class:`~gui.cluster.plan.Device` list of every usable node."""
-        from gui.cluster.launcher import devices_from_status
+        """The plan :class:`~gui.cluster.planning.plan.Device` list of every usable node."""
+        from gui.cluster.launching.launcher import devices_from_status
 
         out = []
         for node in self.usable_nodes():

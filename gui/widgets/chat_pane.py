@@ -1,10 +1,10 @@
 """The chat pane: talk to the cluster's llama-server, see how fast it answers.
 
-The pane renders the core's :class:`~gui.cluster.conversation.Conversation` — the one transcript
+The pane renders the core's :class:`~gui.cluster.chat.conversation.Conversation` — the one transcript
 of the app: a reply cut off by a lost worker or by Stop is marked interrupted there, with why,
 and the whole conversation is what the next question sends (so it goes on after a relaunch on
 the surviving nodes). The pane never opens a connection itself. It is given a *send* function (the app binds it to
-the bridge and :func:`gui.cluster.chat.stream_chat`) that returns a :class:`gui.bridge.Call`
+the bridge and :func:`gui.cluster.chat.client.stream_chat`) that returns a :class:`gui.bridge.Call`
 whose ``item`` signal carries ``ChatDelta``/``ChatDone`` events.
 
 Fast local models produce hundreds of tokens per second. Re-rendering the document per token
@@ -26,9 +26,9 @@ from PySide6.QtGui import QColor, QFont, QGuiApplication, QTextBlockFormat, QTex
 from PySide6.QtWidgets import (QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit,
                                QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout, QWidget)
 
-from gui.cluster.chat import ChatDelta, ChatDone
-from gui.cluster.conversation import Conversation, Message
-from gui.cluster.network_errors import explain
+from gui.cluster.chat.client import ChatDelta, ChatDone
+from gui.cluster.chat.conversation import Conversation, Message
+from gui.cluster.nodes.network_errors import explain
 from gui.widgets.feedback import flash_copied
 
 FRAME_MS = 16
@@ -75,7 +75,7 @@ class ChatPane(QWidget):
         busyChanged(bool): a reply started or ended.
 
     Attributes:
-        conversation: the :class:`~gui.cluster.conversation.Conversation` shown.
+        conversation: the :class:`~gui.cluster.chat.conversation.Conversation` shown.
         stats: what was measured about each reply, in order (tokens, time to first token,
             tokens/s as seen and as llama-server counted them, stopped, error).
         transcript: the ``QTextBrowser`` holding the conversation.
@@ -235,7 +235,7 @@ class ChatPane(QWidget):
 
     def request_messages(self) -> list[dict]:
         """What the next request sends: the system prompt (if any), then the conversation by
-        the rules of :meth:`~gui.cluster.conversation.Conversation.request_messages`."""
+        the rules of :meth:`~gui.cluster.chat.conversation.Conversation.request_messages`."""
         system = self.system_edit.text()
         head = [{"role": "system", "content": system}] if system.strip() else []
         return head + self.conversation.request_messages()
@@ -254,7 +254,7 @@ class ChatPane(QWidget):
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the conversation (system prompt first) and the reply stats, atomically and
-        readable by the owner only (:meth:`~gui.cluster.conversation.Conversation.save`)."""
+        readable by the owner only (:meth:`~gui.cluster.chat.conversation.Conversation.save`)."""
         system = self.system_edit.text()
         head = [Message("system", system)] if system.strip() else []
         return Conversation(head + self.conversation.messages).save(path, extra={"stats": self.stats})

@@ -6,7 +6,7 @@ prompt runs at hundreds of tokens/s and would flatten decode to a line at the bo
 link RTT (median of the agent's echo), per-node link throughput. Each finished reply marks its
 time to first token on the decode plot (a vertical line at the moment the first token came,
 labelled with the wait). The last ``window_s`` seconds are kept.
-Samples (``gui.cluster.telemetry.Sample``) can arrive at any rate; they are stored at once and
+Samples (``gui.cluster.nodes.telemetry.Sample``) can arrive at any rate; they are stored at once and
 the curves are redrawn at most four times a second. *Pause* freezes the view (samples keep
 arriving and show again on resume). Hovering shows the values at that moment.
 """

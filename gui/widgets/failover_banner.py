@@ -1,6 +1,6 @@
 """A banner across the top of the window while the cluster recovers from a lost worker.
 
-It turns the failover supervisor's events (:mod:`gui.cluster.failover`) into what the user
+It turns the failover supervisor's events (:mod:`gui.cluster.failover.supervisor`) into what the user
 needs to see and do: which node was lost and why, the countdown to the relaunch with **Cancel**
 and **Relaunch now**, the choices when the model no longer fits without the node (wait for it,
 or run with more layers on this computer), and **Use <node> again** when it comes back. Its
@@ -14,8 +14,7 @@ import math
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
-from gui.cluster import failover as F
-
+from gui.cluster.failover import supervisor as F
 #: How long "serving again" stays up before the banner hides by itself (ms).
 RECOVERED_HIDE_MS = 8000
 
@@ -96,7 +95,7 @@ class FailoverBanner(QFrame):
     # ------------------------------------------------------------ API
 
     def show_event(self, ev, nodes: list[str] | None = None) -> None:
-        """Show what the :class:`~gui.cluster.failover.FailoverEvent` ``ev`` means; ``nodes``:
+        """Show what the :class:`~gui.cluster.failover.supervisor.FailoverEvent` ``ev`` means; ``nodes``:
         the names of the nodes a relaunch can use (for the countdown's words)."""
         kind = ev.kind
         self._hide_timer.stop()

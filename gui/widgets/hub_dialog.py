@@ -178,7 +178,7 @@ class HubDialog(QDialog):
     # -- what the session reports ---------------------------------------------------------
 
     def show_hits(self, hits) -> None:
-        """Fill the list of repositories (``gui.cluster.hub.RepoHit``)."""
+        """Fill the list of repositories (``gui.cluster.models.hub.RepoHit``)."""
         self.results.clear()
         for h in hits:
             item = QListWidgetItem(self.tr("%1 — %2 downloads").replace("%1", h.repo)
@@ -189,7 +189,7 @@ class HubDialog(QDialog):
                             else self.tr("No GGUF repositories match."))
 
     def show_fits(self, repo: str, fits, suggested: int | None, nodes: list[str]) -> None:
-        """Show ``repo``'s models (``gui.cluster.hub.FileFit``), mark and select ``suggested``."""
+        """Show ``repo``'s models (``gui.cluster.models.hub.FileFit``), mark and select ``suggested``."""
         if repo != self.repo:
             return
         self.suggested = suggested
@@ -237,7 +237,7 @@ class HubDialog(QDialog):
         self._update_buttons()
 
     def show_progress(self, p) -> None:
-        """A ``gui.cluster.hub.DownloadProgress``."""
+        """A ``gui.cluster.models.hub.DownloadProgress``."""
         self.progress.setVisible(True)
         self.progress.setValue(int(1000 * p.done_bytes / p.total_bytes) if p.total_bytes else 0)
         self.status.setStyleSheet("")

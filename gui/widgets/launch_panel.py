@@ -198,7 +198,7 @@ class LaunchPanel(QWidget):
 
     def show_transfer(self, event) -> None:
         """Each worker's slice of the weights as it arrives (a
-        :class:`~gui.cluster.transfer.TransferEvent`): a bar per worker with its bytes, rate,
+        :class:`~gui.cluster.launching.transfer.TransferEvent`): a bar per worker with its bytes, rate,
         ETA and "from cache"; the overall bar follows the bytes; a stall is named."""
         if self.state not in ("starting", "loading"):
             return

@@ -71,7 +71,7 @@ class ModelPanel(QWidget):
         self.recent.blockSignals(False)
 
     def show_model(self, info) -> None:
-        """Show a :class:`gui.cluster.model.ModelInfo`."""
+        """Show a :class:`gui.cluster.llama.model.ModelInfo`."""
         ctx = info.context_length if info.context_length else self.tr("unknown")
         self.info.setStyleSheet("")
         self.info.setText(self.tr("%1 — %2, %3 layers, %4 MB, %5, context %6")

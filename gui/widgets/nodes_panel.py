@@ -132,7 +132,7 @@ class NodeCard(QFrame):
             self.sparkline.hide()
 
     def show_node(self, node) -> None:
-        """Show a :class:`gui.cluster.nodes.Node`'s identity and reachability."""
+        """Show a :class:`gui.cluster.nodes.records.Node`'s identity and reachability."""
         self.name = node.name
         self.title.setText(f"<b>{node.name}</b>")
         self.address.setText(self.tr("Address: %1 (API %2, RPC %3)")

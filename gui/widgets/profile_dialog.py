@@ -20,7 +20,7 @@ class ProfileDiffDialog(QDialog):
     """Review an imported profile.
 
     Attributes:
-        findings: the list of differences (``gui.cluster.profile.Finding``), errors first.
+        findings: the list of differences (``gui.cluster.launching.profile.Finding``), errors first.
         plan_table: the profile's split, one row per holder of slots (host first).
         verdict: one sentence: whether the profile can be used, and if not what to do.
         apply_button: accepts the dialog (the window then applies the profile); disabled while

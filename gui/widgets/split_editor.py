@@ -4,7 +4,7 @@ Above, the :class:`~gui.widgets.split_bar.SplitBar` (host slots, then each devic
 llama.cpp's order, output layer marked). Below it, live: a table of slots and estimated memory
 per device against its free memory (red, with the shortfall, when it won't fit) and the exact
 ``llama-server`` command line. Buttons: *By memory* (llama.cpp's default split), *Fastest*
-(when the planner offers it), undo and redo. Every edit becomes a :class:`gui.cluster.plan.Plan`
+(when the planner offers it), undo and redo. Every edit becomes a :class:`gui.cluster.planning.plan.Plan`
 through the core's rules, so what is shown is what llama.cpp will do.
 """
 
@@ -20,9 +20,9 @@ from PySide6.QtGui import QBrush, QColor, QGuiApplication, QKeySequence, QShortc
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit, QPushButton,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from gui.cluster.plan import Device, DeviceFit, Plan
-from gui.cluster.server_command import ServerOptions, ServerSpec
-from gui.cluster.split_model import SplitModel
+from gui.cluster.planning.plan import Device, DeviceFit, Plan
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+from gui.cluster.planning.split_model import SplitModel
 from gui.widgets.feedback import flash_copied
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar
 
@@ -238,7 +238,7 @@ class SplitEditor(QWidget):
         self.differs.setVisible(differs)
 
     def predicted_text(self, result) -> str:
-        """Both predicted figures of a Fastest result (``gui.cluster.optimize.FastestResult``):
+        """Both predicted figures of a Fastest result (``gui.cluster.planning.optimize.FastestResult``):
         decode speed and a long prompt's first token; "" for None."""
         if result is None:
             return ""

@@ -1385,187 +1385,187 @@
 <context>
     <name>Doctor</name>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="63" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="63" />
         <source>No llama-server found on this machine; run `herd engine install`.</source>
         <translation>本机未找到 llama-server；请运行 `herd engine install`。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="66" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="66" />
         <source>This machine runs llama.cpp build {build}; herd is tested with build {pinned}.</source>
         <translation>本机运行的是 llama.cpp 版本 {build}；herd 经过测试的是版本 {pinned}。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="69" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="69" />
         <source>llama-server build {build} found.</source>
         <translation>已找到 llama-server（版本 {build}）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="74" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="74" />
         <source>unknown</source>
         <translation>未知</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="119" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="119" />
         <source>The agent at {url} does not answer ({why}).</source>
         <translation>{url} 上的代理没有响应（{why}）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="122" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="122" />
         <source>{url} is now a different node ({id}); the node vanished or changed address.</source>
         <translation>{url} 现在是另一个节点（{id}）；原节点已离线或更换了地址。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="125" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="125" />
         <source>The agent answers at {url}.</source>
         <translation>{url} 上的代理响应正常。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="132" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="132" />
         <source>The node has no llama.cpp RPC worker; install the engine there (the agent MSI ships it, or `herd engine install`).</source>
         <translation>该节点没有 llama.cpp RPC 工作进程；请在该节点上安装引擎（代理的 MSI 安装包已自带，或运行 `herd engine install`）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="136" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="136" />
         <source>The node speaks RPC protocol {proto}, this master {master}; llama-server would refuse it. Install llama.cpp build {build} on every node.</source>
         <translation>该节点使用 RPC 协议 {proto}，本主控使用 {master}；llama-server 会拒绝连接。请在所有节点上安装 llama.cpp 版本 {build}。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="141" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="141" />
         <source>The node runs llama.cpp build {build}, this master {master}; every node must run the same build.</source>
         <translation>该节点运行 llama.cpp 版本 {build}，本主控运行 {master}；所有节点必须运行同一版本。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="145" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="145" />
         <source>Same llama.cpp build ({build}) and RPC protocol ({proto}) as the master.</source>
         <translation>llama.cpp 版本（{build}）和 RPC 协议（{proto}）与主控一致。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="152" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="152" />
         <source>This master is paired with the node.</source>
         <translation>本主控已与该节点配对。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="155" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="155" />
         <source>This master is not paired with the node; run `herd pair {address} --pin PIN` with the PIN it shows.</source>
         <translation>本主控尚未与该节点配对；请用节点显示的 PIN 运行 `herd pair {address} --pin PIN`。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="159" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="159" />
         <source>The node's status could not be read ({why}).</source>
         <translation>无法读取该节点的状态（{why}）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="165" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="165" />
         <source>Echo answers ({ms} ms round trip).</source>
         <translation>回显正常（往返 {ms} 毫秒）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="168" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="168" />
         <source>UDP echo port {port} does not answer; a firewall may block it (latency graphs will be empty).</source>
         <translation>UDP 回显端口 {port} 没有响应，可能被防火墙拦截（延迟图表将为空）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="176" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="176" />
         <source>Its RPC worker is in use by another client ({client}).</source>
         <translation>其 RPC 工作进程正被另一个客户端占用（{client}）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="182" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="182" />
         <source>RPC port {endpoint} is not reachable from this master ({why}); check its firewall.</source>
         <translation>本主控无法连接 RPC 端口 {endpoint}（{why}）；请检查该节点的防火墙。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="186" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="186" />
         <source>RPC port {endpoint} is open.</source>
         <translation>RPC 端口 {endpoint} 已开放。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="189" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="189" />
         <source>Its RPC worker crashed: {error}; it will be restarted on launch.</source>
         <translation>其 RPC 工作进程已崩溃：{error}；启动时会重新启动它。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="194" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="194" />
         <source>The node reaches this network over Wi-Fi ({nic}); each token needs a round trip, so a cable will be much faster.</source>
         <translation>该节点通过 Wi-Fi（{nic}）连接本网络；每个 token 都需要一次往返，改用网线会快得多。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="199" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="199" />
         <source>This master reaches the node over Wi-Fi ({nic}); a cable will be much faster.</source>
         <translation>本主控通过 Wi-Fi（{nic}）连接该节点；改用网线会快得多。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="80" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="80" />
         <source>This machine's llama.cpp: {engine}.</source>
         <translation>本机的 llama.cpp：{engine}。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="84" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="84" />
         <source>This machine's llama-server has no RPC backend ({why}), so it cannot use the workers; build llama.cpp with -DGGML_RPC=ON, or run `herd engine install`.</source>
         <translation>本机的 llama-server 没有 RPC 后端（{why}），无法使用工作节点；请用 -DGGML_RPC=ON 编译 llama.cpp，或运行 `herd engine install`。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="95" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="95" />
         <source>build unknown</source>
         <translation>版本未知</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="97" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="97" />
         <source>build {build}, the pinned one</source>
         <translation>版本 {build}，即 herd 指定的版本</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="99" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="99" />
         <source>build {build}, not the pinned {pinned}</source>
         <translation>版本 {build}，不是 herd 指定的版本 {pinned}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="101" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="101" />
         <source>set up by hand in {folder}; {evidence}</source>
         <translation>手动安装于 {folder}；{evidence}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="104" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="104" />
         <source>installed by herd</source>
         <translation>由 herd 安装</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="105" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="105" />
         <source>yes</source>
         <translation>有</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="105" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="105" />
         <source>no</source>
         <translation>无</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="107" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="107" />
         <source>none</source>
         <translation>无</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="108" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="108" />
         <source>a {backend} build ({built}; {setup}), RPC: {rpc}; GPUs: {gpus}</source>
         <translation>{backend} 构建（{built}；{setup}），RPC：{rpc}；GPU：{gpus}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="118" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="118" />
         <source>Its llama.cpp: {engine}.</source>
         <translation>该节点的 llama.cpp：{engine}。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="123" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="123" />
         <source>The node runs llama.cpp build {build}; herd is tested with build {pinned}.</source>
         <translation>该节点运行的是 llama.cpp 版本 {build}；herd 经过测试的是版本 {pinned}。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="127" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="127" />
         <source>The node's llama.cpp does not say its build number; every node must run build {pinned}.</source>
         <translation>该节点的 llama.cpp 未报告其版本号；所有节点都必须运行版本 {pinned}。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/doctor.py" line="130" />
+        <location filename="../../gui/cluster/launching/doctor.py" line="130" />
         <source>Its agent says: {note}.</source>
         <translation>该节点的代理提示：{note}。</translation>
     </message>
@@ -1585,132 +1585,132 @@
         <translation>无法连接</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>{node}: its RPC worker died while llama-server was {step} ({why}); it last printed: {lines}</source>
         <translation>{node}：llama-server {step}时，它的 RPC 工作进程退出了（{why}）；它最后输出的是：{lines}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>loading the model's weights</source>
         <translation>加载模型权重</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>setting up the context and KV cache</source>
         <translation>建立上下文和 KV 缓存</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>warming up the model</source>
         <translation>预热模型</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>serving</source>
         <translation>提供服务</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>starting</source>
         <translation>启动</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>(no output)</source>
         <translation>（没有输出）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>{reason} (while {step})</source>
         <translation>{reason}（发生在{step}时）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>llama-server crashed ({signal}) while {step}; it last printed: {lines}</source>
         <translation>llama-server 在{step}时崩溃（{signal}）；它最后输出的是：{lines}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="1" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>llama-server crashed ({signal}) while {step} with host weights repacked for this CPU ({buffers}); it was started again with --no-repack, which serves but computes the host's layers more slowly</source>
         <translation>llama-server 在{step}时崩溃（{signal}），当时主机的权重已为这颗 CPU 重排（{buffers}）；已加上 --no-repack 重新启动：可以提供服务，但主机上的层算得更慢</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="118" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="118" />
         <source>the RPC worker at {0} is unreachable (is its agent running and the worker started?)</source>
         <translation>无法连接 {0} 上的 RPC 工作进程（该节点的代理是否在运行、工作进程是否已启动？）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="121" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="121" />
         <source>an RPC worker runs a different llama.cpp RPC protocol version than this llama-server; install the same llama.cpp build on every node</source>
         <translation>有 RPC 工作进程使用的 llama.cpp RPC 协议版本与本机 llama-server 不同；请在所有节点上安装同一 llama.cpp 版本</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="125" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="125" />
         <source>an RPC worker crashed or dropped the connection during the run</source>
         <translation>运行期间有 RPC 工作进程崩溃或断开了连接</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="127" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="127" />
         <source>the port {0} is already in use on this machine; choose another with --port</source>
         <translation>本机端口 {0} 已被占用；请用 --port 换一个端口</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="131" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="131" />
         <source>a device ran out of memory while loading the model; give it fewer layers or use a smaller context</source>
         <translation>加载模型时有设备内存不足；请给它分配更少的层，或使用更小的上下文</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="134" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="134" />
         <source>llama-server could not load the model {0} (not a valid GGUF for this build?)</source>
         <translation>llama-server 无法加载模型 {0}（不是此版本可用的 GGUF 文件？）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="139" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="139" />
         <source>an RPC worker closed the connection as soon as llama-server connected: its agent lets only a paired master's key through, over herd's encrypted link (start the cluster with herd on a paired machine), or the worker crashed</source>
         <translation>llama-server 一连接，RPC 工作进程就关闭了连接：该节点的代理只放行已配对主控的密钥，且须经由 herd 的加密链路（请在已配对的计算机上用 herd 启动集群），或工作进程已崩溃</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="165" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="165" />
         <source>llama-server was killed by signal {signal}</source>
         <translation>llama-server 被信号 {signal} 终止</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="168" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="168" />
         <source>llama-server exited with status {status}: {line}</source>
         <translation>llama-server 已退出，状态码 {status}：{line}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="244" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="244" />
         <source>llama-server is already running</source>
         <translation>llama-server 已在运行</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="337" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="337" />
         <source>llama-server was not ready after {seconds} s (state {state})</source>
         <translation>llama-server 在 {seconds} 秒后仍未就绪（状态：{state}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="488" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="488" />
         <source>the plan uses {endpoint}, which is not a known node's RPC endpoint</source>
         <translation>分层方案用到了 {endpoint}，但它不是任何已知节点的 RPC 端点</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="502" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="502" />
         <source>{node}: its RPC worker is in use by another master ({client})</source>
         <translation>{node}：其 RPC 工作进程正被另一个主控占用（{client}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="517" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="517" />
         <source>{node}: the RPC worker could not start: {why}</source>
         <translation>{node}：RPC 工作进程无法启动：{why}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="519" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="519" />
         <source>no reason given</source>
         <translation>未说明原因</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/launcher.py" line="521" />
+        <location filename="../../gui/cluster/launching/launcher.py" line="521" />
         <source>{node}: the RPC worker was not ready after {seconds} s (state {state})</source>
         <translation>{node}：RPC 工作进程在 {seconds} 秒后仍未就绪（状态：{state}）</translation>
     </message>
@@ -1730,32 +1730,32 @@
 <context>
     <name>Plan</name>
     <message>
-        <location filename="../../gui/cluster/plan.py" line="1" />
+        <location filename="../../gui/cluster/planning/plan.py" line="1" />
         <source>{device}: needs {need} (and keeps {headroom} free) of {free} free — {verdict}</source>
         <translation>{device}：需要 {need}（另留 {headroom} 空闲），可用 {free} — {verdict}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/plan.py" line="497" />
+        <location filename="../../gui/cluster/planning/plan.py" line="497" />
         <source>host CPU</source>
         <translation>主控 CPU</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/plan.py" line="516" />
+        <location filename="../../gui/cluster/planning/plan.py" line="516" />
         <source>unknown</source>
         <translation>未知</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/plan.py" line="518" />
+        <location filename="../../gui/cluster/planning/plan.py" line="518" />
         <source>fits</source>
         <translation>够用</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/plan.py" line="519" />
+        <location filename="../../gui/cluster/planning/plan.py" line="519" />
         <source>short by {size}</source>
         <translation>还差 {size}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/plan.py" line="520" />
+        <location filename="../../gui/cluster/planning/plan.py" line="520" />
         <source>{device}: needs {need} of {free} free — {verdict}</source>
         <translation>{device}：需要 {need}，可用 {free} — {verdict}</translation>
     </message>
@@ -1763,97 +1763,97 @@
 <context>
     <name>Placement</name>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="430" />
+        <location filename="../../gui/cluster/launching/placement.py" line="430" />
         <source>the host's weights are {got} (llama.cpp repacks some for this CPU), which no split of keeping {slots} and the token embeddings between those buffers explains ({want} in all)</source>
         <translation>主机的权重为 {got}（llama.cpp 为这颗 CPU 重排了其中一部分），但把保留 {slots} 和词嵌入所需的权重（共 {want}）分到这些缓冲区，无论怎样分都对不上</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="239" />
+        <location filename="../../gui/cluster/launching/placement.py" line="239" />
         <source>none</source>
         <translation>无</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="245" />
+        <location filename="../../gui/cluster/launching/placement.py" line="245" />
         <source>no slot</source>
         <translation>没有层位</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="246" />
+        <location filename="../../gui/cluster/launching/placement.py" line="246" />
         <source>slot {slots}</source>
         <translation>层位 {slots}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="247" />
+        <location filename="../../gui/cluster/launching/placement.py" line="247" />
         <source>slots {slots}</source>
         <translation>层位 {slots}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="307" />
+        <location filename="../../gui/cluster/launching/placement.py" line="307" />
         <source>llama-server's log has no placement report (it needs -lv {level} or higher)</source>
         <translation>llama-server 的日志中没有层分布报告（需要 -lv {level} 或更高）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="314" />
+        <location filename="../../gui/cluster/launching/placement.py" line="314" />
         <source>no RPC device</source>
         <translation>没有 RPC 设备</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="315" />
+        <location filename="../../gui/cluster/launching/placement.py" line="315" />
         <source>llama-server's device order is {got}; the plan expected {want}</source>
         <translation>llama-server 的设备顺序是 {got}；分层方案预期的是 {want}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="323" />
+        <location filename="../../gui/cluster/launching/placement.py" line="323" />
         <source>llama-server's model has {total} layer slots, the plan has {planned}</source>
         <translation>llama-server 加载的模型有 {total} 个层位，分层方案有 {planned} 个</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="326" />
+        <location filename="../../gui/cluster/launching/placement.py" line="326" />
         <source>llama-server offloaded {off} of {total} slots (the host keeps {host}), the plan offloads {planned}</source>
         <translation>llama-server 卸载了 {total} 个层位中的 {off} 个（主控保留 {host}），分层方案卸载 {planned} 个</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="335" />
+        <location filename="../../gui/cluster/launching/placement.py" line="335" />
         <source>{endpoint} holds layer slots {got}, the plan gave it {want}</source>
         <translation>{endpoint} 持有层位 {got}，分层方案分给它的是 {want}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="374" />
+        <location filename="../../gui/cluster/launching/placement.py" line="374" />
         <source>{low} to {high}</source>
         <translation>{low} 至 {high}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="377" />
+        <location filename="../../gui/cluster/launching/placement.py" line="377" />
         <source>{size} of the file</source>
         <translation>文件中的 {size}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="386" />
+        <location filename="../../gui/cluster/launching/placement.py" line="386" />
         <source>the host's weights are {got}, but keeping {slots} and the token embeddings takes {want}</source>
         <translation>主控的权重为 {got}，但保留{slots}和词元嵌入需要 {want}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="412" />
+        <location filename="../../gui/cluster/launching/placement.py" line="412" />
         <source>{device} holds {got} ({size} of weights), the plan gave it {want} ({planned})</source>
         <translation>{device} 持有{got}（权重 {size}），分层方案分给它的是{want}（{planned}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="417" />
+        <location filename="../../gui/cluster/launching/placement.py" line="417" />
         <source>{device}: {size} of weights; its slots cannot be told because an earlier device's could not</source>
         <translation>{device}：权重 {size}；由于前一台设备的层位无法确定，它的层位也无法确定</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="422" />
+        <location filename="../../gui/cluster/launching/placement.py" line="422" />
         <source>{device} has {size} of weights, which is no run of whole slots from slot {start}; the plan gave it {want} ({planned})</source>
         <translation>{device} 有 {size} 的权重，与从层位 {start} 起的任何连续整数个层位都不吻合；分层方案分给它的是{want}（{planned}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="428" />
+        <location filename="../../gui/cluster/launching/placement.py" line="428" />
         <source>{device}: {size} of weights fits {n} slot counts from slot {start} ({counts}): some slots are smaller than the log's rounding, so bytes alone cannot tell; use --verify-layers</source>
         <translation>{device}：权重 {size}，从层位 {start} 起有 {n} 种层数都吻合（{counts}）：有些层位小于日志的舍入精度，仅凭字节数无法判断；请使用 --verify-layers</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/placement.py" line="436" />
+        <location filename="../../gui/cluster/launching/placement.py" line="436" />
         <source>the reported weights cover slots up to {last}, the model has {n} slots (0-{top})</source>
         <translation>报告的权重只覆盖到层位 {last}，而模型有 {n} 个层位（0-{top}）</translation>
     </message>
@@ -1861,32 +1861,32 @@
 <context>
     <name>Model</name>
     <message>
-        <location filename="../../gui/cluster/model.py" line="58" />
+        <location filename="../../gui/cluster/llama/model.py" line="58" />
         <source>{path}: cannot read the model file ({why})</source>
         <translation>{path}：无法读取模型文件（{why}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/model.py" line="247" />
+        <location filename="../../gui/cluster/llama/model.py" line="247" />
         <source>{path}: not a file</source>
         <translation>{path}：不是文件</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/model.py" line="254" />
+        <location filename="../../gui/cluster/llama/model.py" line="254" />
         <source>{path}: not a GGUF file (it starts with {magic}, expected b'GGUF')</source>
         <translation>{path}：不是 GGUF 文件（文件开头是 {magic}，应为 b'GGUF'）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/model.py" line="259" />
+        <location filename="../../gui/cluster/llama/model.py" line="259" />
         <source>{path}: truncated or corrupt GGUF file ({why})</source>
         <translation>{path}：GGUF 文件不完整或已损坏（{why}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/model.py" line="266" />
+        <location filename="../../gui/cluster/llama/model.py" line="266" />
         <source>{path}: unsupported architecture {arch}: it is not a text-generation model that llama-server can split over workers</source>
         <translation>{path}：不支持的架构 {arch}：它不是 llama-server 能分配到各工作进程上的文本生成模型</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/model.py" line="270" />
+        <location filename="../../gui/cluster/llama/model.py" line="270" />
         <source>{path}: unsupported architecture {arch}: not a model architecture llama.cpp knows</source>
         <translation>{path}：不支持的架构 {arch}：llama.cpp 不认识这种模型架构</translation>
     </message>
@@ -2005,187 +2005,187 @@
 <context>
     <name>Failover</name>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="368" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="368" />
         <source>its agent does not answer: {why}</source>
         <translation>其代理没有响应：{why}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="377" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="377" />
         <source>its RPC worker was lost ({why}); llama-server's connection to it is gone</source>
         <translation>其 RPC 工作进程已丢失（{why}）；llama-server 与它的连接已断开</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="379" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="379" />
         <source>its RPC worker crashed and its agent restarted it; llama-server's connection to it is gone</source>
         <translation>其 RPC 工作进程崩溃后已由代理重启；llama-server 与它的连接已断开</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="382" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="382" />
         <source>its RPC worker is {state} ({why})</source>
         <translation>其 RPC 工作进程{state}（{why}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="383" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="383" />
         <source>its RPC worker is {state}</source>
         <translation>其 RPC 工作进程{state}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="384" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="384" />
         <source>stopped</source>
         <translation>已停止</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="384" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="384" />
         <source>crashed</source>
         <translation>已崩溃</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="443" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="443" />
         <source>{names} is back; re-planning with it</source>
         <translation>{names} 已恢复；正在把它重新纳入分层方案</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="446" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="446" />
         <source>{names} is back</source>
         <translation>{names} 已恢复</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="456" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="456" />
         <source>{names} is back; re-plan with it to use it again</source>
         <translation>{names} 已恢复；重新规划分层即可再次使用它</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="477" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="477" />
         <source>{node} ({host}) was lost: {why}</source>
         <translation>{node}（{host}）已丢失：{why}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="479" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="479" />
         <source>it exited</source>
         <translation>进程已退出</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="481" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="481" />
         <source>llama-server stopped: {why}</source>
         <translation>llama-server 已停止：{why}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="483" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="483" />
         <source>{node} was lost</source>
         <translation>{node} 已丢失</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="484" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="484" />
         <source>llama-server stopped ({why})</source>
         <translation>llama-server 已停止（{why}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="493" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="493" />
         <source>llama-server stopped {count} times within {seconds} s of a relaunch ({why}); not relaunching again</source>
         <translation>llama-server 在重新启动后 {seconds} 秒内已停止 {count} 次（{why}）；不再自动重新启动</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="603" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="603" />
         <source>the model does not fit on what is left ({misfits}). Options: wait for {names} to come back, or run with more layers on this computer (slow, may swap)</source>
         <translation>剩余的设备放不下模型（{misfits}）。可以等待 {names} 恢复，或在本机上运行更多层（较慢，可能用到交换空间）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="607" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="607" />
         <source>the lost node</source>
         <translation>丢失的节点</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="611" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="611" />
         <source>this computer alone</source>
         <translation>仅本机</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="612" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="612" />
         <source>new plan on {where} ({why})</source>
         <translation>新的分层方案：{where}（{why}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="613" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="613" />
         <source>new plan on {where}</source>
         <translation>新的分层方案：{where}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="616" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="616" />
         <source>auto-recover is off: relaunch on {where} when you choose</source>
         <translation>自动恢复已关闭：请在需要时在 {where} 上重新启动</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="628" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="628" />
         <source>could not relaunch: {why}</source>
         <translation>无法重新启动：{why}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="629" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="629" />
         <source>waiting for a node to come back</source>
         <translation>正在等待节点恢复</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="641" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="641" />
         <source>relaunching on {where} in {seconds} s</source>
         <translation>{seconds} 秒后在 {where} 上重新启动</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="649" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="649" />
         <source>automatic relaunch cancelled</source>
         <translation>已取消自动重新启动</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="650" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="650" />
         <source>waiting: relaunch on {where} when you choose</source>
         <translation>等待中：请在需要时在 {where} 上重新启动</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="656" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="656" />
         <source>waiting for {names} to come back</source>
         <translation>正在等待 {names} 恢复</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="666" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="666" />
         <source>there is no plan to relaunch</source>
         <translation>没有可用于重新启动的分层方案</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="669" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="669" />
         <source>relaunching llama-server on {url} with more layers on this computer</source>
         <translation>正在 {url} 上重新启动 llama-server，并在本机上放更多层</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="671" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="671" />
         <source>relaunching llama-server on {url}</source>
         <translation>正在 {url} 上重新启动 llama-server</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="680" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="680" />
         <source>relaunch failed: {why}</source>
         <translation>重新启动失败：{why}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="689" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="689" />
         <source>serving again at {url} on {names}, {seconds} s after the loss</source>
         <translation>已在 {url} 恢复服务，使用 {names}，距丢失 {seconds} 秒</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="690" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="690" />
         <source>serving again at {url} on {names}</source>
         <translation>已在 {url} 恢复服务，使用 {names}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="693" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="693" />
         <source> (placement differs from the plan: {problems})</source>
         <translation>（层分布与方案不同：{problems}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="719" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="719" />
         <source>no reply within {seconds} s (is the PC asleep, switched off or off the network?)</source>
         <translation>{seconds} 秒内没有回复（这台电脑是否已休眠、关机或断网？）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/failover.py" line="722" />
+        <location filename="../../gui/cluster/failover/supervisor.py" line="722" />
         <source>connection refused (herd-agent is not running there any more)</source>
         <translation>连接被拒绝（该电脑上的 herd-agent 已不在运行）</translation>
     </message>
@@ -2391,32 +2391,32 @@
 <context>
     <name>NetworkErrors</name>
     <message>
-        <location filename="../../gui/cluster/network_errors.py" line="38" />
+        <location filename="../../gui/cluster/nodes/network_errors.py" line="38" />
         <source>No computer of that name was found on the network. Check the name, or type its IP address instead (for example 192.168.1.20).</source>
         <translation>网络上找不到这个名字的计算机。请检查名称，或改为输入它的 IP 地址（例如 192.168.1.20）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/network_errors.py" line="41" />
+        <location filename="../../gui/cluster/nodes/network_errors.py" line="41" />
         <source>No reply in time. The computer may be asleep, switched off, or on another network.</source>
         <translation>未能及时收到回复。该计算机可能已休眠、已关机或不在同一网络中。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/network_errors.py" line="45" />
+        <location filename="../../gui/cluster/nodes/network_errors.py" line="45" />
         <source>Nothing answers at that address. Check that herd-agent runs on that computer and that the port is right (herd-agent uses 50050 unless told otherwise).</source>
         <translation>该地址没有任何响应。请确认那台计算机上正在运行 herd-agent，且端口正确（herd-agent 默认使用 50050）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/network_errors.py" line="48" />
+        <location filename="../../gui/cluster/nodes/network_errors.py" line="48" />
         <source>That address cannot be reached from this computer. Is it on another network?</source>
         <translation>本机无法到达该地址。它是否在另一个网络中？</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/network_errors.py" line="51" />
+        <location filename="../../gui/cluster/nodes/network_errors.py" line="51" />
         <source>The connection was cut off in the middle of the reply (the server or one of its workers stopped).</source>
         <translation>回复途中连接被切断（服务器或其某个工作进程已停止）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/network_errors.py" line="54" />
+        <location filename="../../gui/cluster/nodes/network_errors.py" line="54" />
         <source>Could not connect. Check the address and that the computer is on this network.</source>
         <translation>无法连接。请检查地址，并确认该计算机在同一网络中。</translation>
     </message>
@@ -2442,87 +2442,87 @@
 <context>
     <name>Profile</name>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="456" />
+        <location filename="../../gui/cluster/launching/profile.py" line="456" />
         <source>node is missing (id {nid}, last at {address})</source>
         <translation>节点不在（ID {nid}，上次在 {address}）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="458" />
+        <location filename="../../gui/cluster/launching/profile.py" line="458" />
         <source>Start its herd-agent and pair with it, then import again; or make a new split over the nodes you have and export that.</source>
         <translation>请启动它的 herd-agent 并完成配对，然后重新导入；或在现有节点上重新分层并导出新的配置。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="462" />
+        <location filename="../../gui/cluster/launching/profile.py" line="462" />
         <source>node does not answer at {host}</source>
         <translation>节点在 {host} 没有响应</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="464" />
+        <location filename="../../gui/cluster/launching/profile.py" line="464" />
         <source>Check that the computer is on and its herd-agent runs, then import again.</source>
         <translation>请确认该计算机已开机且 herd-agent 正在运行，然后重新导入。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="468" />
+        <location filename="../../gui/cluster/launching/profile.py" line="468" />
         <source>address changed from {old} to {new}</source>
         <translation>地址已从 {old} 变为 {new}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="470" />
+        <location filename="../../gui/cluster/launching/profile.py" line="470" />
         <source>The plan uses the new address.</source>
         <translation>方案将使用新地址。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="472" />
+        <location filename="../../gui/cluster/launching/profile.py" line="472" />
         <source>pairing key changed (the agent was reinstalled?)</source>
         <translation>配对密钥已变化（agent 是否重新安装过？）</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="475" />
+        <location filename="../../gui/cluster/launching/profile.py" line="475" />
         <source>runs llama.cpp build {build}, the profile needs {need}</source>
         <translation>运行的是 llama.cpp 版本 {build}，该配置需要 {need}</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="477" />
+        <location filename="../../gui/cluster/launching/profile.py" line="477" />
         <source>Install that build on the node (herd engine install).</source>
         <translation>请在该节点上安装该版本（herd engine install）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="479" />
+        <location filename="../../gui/cluster/launching/profile.py" line="479" />
         <source>this master runs llama.cpp build {build}, the profile was made with {need}</source>
         <translation>本主控运行的是 llama.cpp 版本 {build}，该配置用 {need} 制作</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="482" />
+        <location filename="../../gui/cluster/launching/profile.py" line="482" />
         <source>Install that build here (herd engine install).</source>
         <translation>请在本机安装该版本（herd engine install）。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="485" />
+        <location filename="../../gui/cluster/launching/profile.py" line="485" />
         <source>{path} is missing</source>
         <translation>{path} 不存在</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="486" />
+        <location filename="../../gui/cluster/launching/profile.py" line="486" />
         <source>Put the model file back at that path, or open the model and export a new profile.</source>
         <translation>请把模型文件放回该路径，或打开模型后导出新的配置。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="489" />
+        <location filename="../../gui/cluster/launching/profile.py" line="489" />
         <source>Open the profile's own model file, or export a new profile for this one.</source>
         <translation>请打开该配置自己的模型文件，或为当前模型导出新的配置。</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="491" />
+        <location filename="../../gui/cluster/launching/profile.py" line="491" />
         <source>other model: {path} has {size} bytes, the profile's had {saved}</source>
         <translation>不是同一个模型：{path} 有 {size} 字节，配置中的模型有 {saved} 字节</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="495" />
+        <location filename="../../gui/cluster/launching/profile.py" line="495" />
         <source>other model: {n} layers, the plan is for {m}</source>
         <translation>不是同一个模型：{n} 层，方案针对的是 {m} 层</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/profile.py" line="498" />
+        <location filename="../../gui/cluster/launching/profile.py" line="498" />
         <source>other model: its SHA-256 differs from the profile's</source>
         <translation>不是同一个模型：SHA-256 与配置中的不同</translation>
     </message>
@@ -2538,37 +2538,37 @@
 <context>
     <name>Transfer</name>
     <message>
-        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <location filename="../../gui/cluster/launching/transfer.py" line="1" />
         <source>{node}: {got} / {total} MiB</source>
         <translation>{node}：{got} / {total} MiB</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <location filename="../../gui/cluster/launching/transfer.py" line="1" />
         <source>done</source>
         <translation>完成</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <location filename="../../gui/cluster/launching/transfer.py" line="1" />
         <source>{rate} MiB/s</source>
         <translation>{rate} MiB/秒</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <location filename="../../gui/cluster/launching/transfer.py" line="1" />
         <source>{seconds} s left</source>
         <translation>还剩 {seconds} 秒</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <location filename="../../gui/cluster/launching/transfer.py" line="1" />
         <source>from cache</source>
         <translation>来自缓存</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <location filename="../../gui/cluster/launching/transfer.py" line="1" />
         <source>{cached} MiB from cache</source>
         <translation>{cached} MiB 来自缓存</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/transfer.py" line="1" />
+        <location filename="../../gui/cluster/launching/transfer.py" line="1" />
         <source>no bytes from {node} for {seconds} s</source>
         <translation>{node} 已有 {seconds} 秒没有收到数据</translation>
     </message>

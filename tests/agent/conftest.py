@@ -142,9 +142,9 @@ def agent_process():
 @pytest.fixture
 async def forwarder(paired):
     """``await forwarder()`` → the ``host, port`` of a master-side TLS forwarder
-    (:class:`gui.cluster.tunnel.Forwarder`) to the paired agent's RPC relay, with the paired
+    (:class:`gui.cluster.nodes.tunnel.Forwarder`) to the paired agent's RPC relay, with the paired
     client's keys: what llama-server connects to on a real master."""
-    from gui.cluster.tunnel import Forwarder
+    from gui.cluster.nodes.tunnel import Forwarder
     agent, client = paired
     made = []
 

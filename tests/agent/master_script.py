@@ -83,7 +83,7 @@ async def probe(host: str, port: int, folder: str | None = None) -> None:
     # silent one and a bug in the probe are other outcomes, and must not read as a refusal.
     forwarder = None
     if folder:
-        from gui.cluster.tunnel import Forwarder
+        from gui.cluster.nodes.tunnel import Forwarder
         forwarder = await Forwarder(host, port, _identity(folder), (Path(folder) / "agent.pem").read_text()).start()
         host, port = "127.0.0.1", int(forwarder.endpoint.rsplit(":", 1)[1])
     try:
@@ -105,7 +105,7 @@ async def probe(host: str, port: int, folder: str | None = None) -> None:
 
 async def hold(host: str, port: int, folder: str) -> None:
     from agent.rpc_protocol import hello_async
-    from gui.cluster.tunnel import Forwarder
+    from gui.cluster.nodes.tunnel import Forwarder
     forwarder = await Forwarder(host, port, _identity(folder), (Path(folder) / "agent.pem").read_text()).start()
     reader, writer = await asyncio.open_connection("127.0.0.1", int(forwarder.endpoint.rsplit(":", 1)[1]))
     print("holding", await hello_async(reader, writer, 5.0), flush=True)

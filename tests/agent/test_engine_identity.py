@@ -22,7 +22,7 @@ from agent.engine import (
     find_engine,
     identify,
 )
-from gui.cluster.doctor import ERROR, OK, check_engine, check_node_engine
+from gui.cluster.launching.doctor import ERROR, OK, check_engine, check_node_engine
 
 
 def _copy(engine: Engine, dest, *, skip=(MANIFEST_NAME,)):

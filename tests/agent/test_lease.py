@@ -15,7 +15,7 @@ from agent import protocol as P
 from agent.client import AgentClient, AgentError
 from agent.identity import load_or_create
 from agent.rpc_server import probe_rpc
-from gui.cluster.tunnel import Forwarder
+from gui.cluster.nodes.tunnel import Forwarder
 
 pytestmark = pytest.mark.engine
 

@@ -131,10 +131,10 @@ def pair_keys(agent: RunningAgent, folder: Path, wrap=None) -> PairedKeys:
 
 
 async def pair_all(disc, agents: list[RunningAgent]) -> tuple[dict, list]:
-    """Add each agent to ``disc`` (a :class:`gui.cluster.discovery.Discovery`) by address, pair
+    """Add each agent to ``disc`` (a :class:`gui.cluster.nodes.discovery.Discovery`) by address, pair
     it with its PIN, and read its devices; returns ``({node id: node}, [Device, …])`` in the
     agents' order."""
-    from gui.cluster.launcher import devices_from_status
+    from gui.cluster.launching.launcher import devices_from_status
 
     nodes, devices = {}, []
     for agent in agents:

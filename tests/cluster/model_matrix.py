@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gui.cluster import engine as engine_mgr
-from gui.cluster.demo_model import DemoShape, Tokenizer, vocab_tokenizer, write_demo_model
+from gui.cluster.llama import engine as engine_mgr
+from gui.cluster.models.generate import DemoShape, Tokenizer, vocab_tokenizer, write_demo_model
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -94,7 +94,7 @@ class CaseResult:
     """What one launch of a matrix model showed.
 
     Attributes:
-        check: the placement check (:class:`gui.cluster.placement.PlacementCheck`).
+        check: the placement check (:class:`gui.cluster.launching.placement.PlacementCheck`).
         reply: the reply's text.
         timings: llama-server's timings of the reply.
         memory: per device (``RPC0`` …, ``host``): ``{"weights", "kv", "compute"}`` ×
@@ -119,13 +119,13 @@ async def serve_case(engine, model_path: Path, workers: list[str], host: int, co
     import httpx
 
     from conftest import free_port
-    from gui.cluster.chat import chat
-    from gui.cluster.launch import LaunchRequest
-    from gui.cluster.model import inspect_model
-    from gui.cluster.placement import check_placement
-    from gui.cluster.plan import Device, Plan, estimate
-    from gui.cluster.server_command import ServerOptions
-    from gui.cluster.server_start import serving
+    from gui.cluster.chat.client import chat
+    from gui.cluster.launching.request import LaunchRequest
+    from gui.cluster.llama.model import inspect_model
+    from gui.cluster.launching.placement import check_placement
+    from gui.cluster.planning.plan import Device, Plan, estimate
+    from gui.cluster.llama.server_command import ServerOptions
+    from gui.cluster.llama.server_start import serving
 
     info = inspect_model(model_path)
     gib = 1 << 30

@@ -30,7 +30,7 @@ from e2e.herd_cli import HERD, herd
 from lan import Lan
 
 from agent.engine import MANIFEST_NAME, PINNED_BUILD
-from gui.cluster.demo_model import DemoShape, write_demo_model
+from gui.cluster.models.generate import DemoShape, write_demo_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow]
 

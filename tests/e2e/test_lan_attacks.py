@@ -228,8 +228,8 @@ USE_WORKER = r"""
 import asyncio, sys
 from agent.client import AgentClient, AgentError
 from agent import rpc_protocol
-from gui.cluster.nodes import PairingStore, master_identity
-from gui.cluster.tunnel import Forwarder
+from gui.cluster.nodes.records import PairingStore, master_identity
+from gui.cluster.nodes.tunnel import Forwarder
 url, node_id, host, rpc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 async def go():
     pinned = PairingStore().get(node_id)

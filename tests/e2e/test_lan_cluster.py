@@ -20,11 +20,11 @@ from e2e.herd_cli import HERD, HerdUp, gone, herd, rpc_children
 from lan import Lan
 
 from agent.client import AgentClient
-from gui.cluster import launcher as L
-from gui.cluster.server_start import serving
-from gui.cluster.chat import chat
-from gui.cluster.discovery import Discovery
-from gui.cluster.nodes import TokenStore, master_identity
+from gui.cluster.launching import launcher as L
+from gui.cluster.llama.server_start import serving
+from gui.cluster.chat.client import chat
+from gui.cluster.nodes.discovery import Discovery
+from gui.cluster.nodes.records import TokenStore, master_identity
 
 pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow]
 
@@ -123,7 +123,7 @@ async def test_llama_server_connecting_without_the_masters_link_is_refused_and_e
     assert r.returncode == 0, r.stderr
     # The paired master (in its namespace) starts the worker.
     start = ("import asyncio, sys; from agent.client import AgentClient\n"
-             "from gui.cluster.nodes import PairingStore, master_identity\n"
+             "from gui.cluster.nodes.records import PairingStore, master_identity\n"
              "async def go():\n"
              "    store = PairingStore()\n"
              "    async with AgentClient(sys.argv[1], identity=master_identity(), pinned=store.get(sys.argv[2])) as c:\n"

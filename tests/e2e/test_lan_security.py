@@ -138,7 +138,7 @@ async def test_a_capture_of_pairing_api_use_a_load_and_a_chat_shows_no_secret(en
     # What was on the wire: the pairing, the API calls and the weights all happened...
     to_api = cap.streams_to(a_host.ip, API)
     to_rpc = cap.streams_to(a_host.ip, RPC)
-    from gui.cluster.model import inspect_model
+    from gui.cluster.llama.model import inspect_model
     info = inspect_model(demo_model)
     slice_bytes = sum(t.nbytes for t in info.tensors if t.slot >= 2)
     assert len(to_api) >= 3 and sum(map(len, to_rpc)) >= slice_bytes, (len(to_api), slice_bytes)
@@ -160,7 +160,7 @@ async def test_a_capture_of_pairing_api_use_a_load_and_a_chat_shows_no_secret(en
     # RPC worker the master starts again, so that the relay listens for the replay too).
     start = ("import asyncio, sys\n"
              "from agent.client import AgentClient\n"
-             "from gui.cluster.nodes import PairingStore, master_identity\n"
+             "from gui.cluster.nodes.records import PairingStore, master_identity\n"
              "async def go():\n"
              "    async with AgentClient(sys.argv[1], identity=master_identity(), pinned=PairingStore().get(sys.argv[2])) as c:\n"
              "        await c.rpc_start(threads=1)\n"
@@ -216,7 +216,7 @@ async def test_a_rogue_that_relays_the_pairing_gets_no_pairing(engine, tmp_path,
     rogue = _rogue(x, tmp_path, a.api_url, "relay", env)
     r = herd(["pair", f"{x.ip}:{API}", "--pin", a.pin()], env, wrap=m.cmd)
     assert r.returncode == 0, r.stdout + r.stderr
-    from gui.cluster.nodes import PairingStore
+    from gui.cluster.nodes.records import PairingStore
     pinned = PairingStore(tmp_path / "master-2" / "pairings.json").fingerprint(a.node_id)
     from agent.identity import load_or_create
     real_key = load_or_create(a.state_dir, "agent", "").fingerprint

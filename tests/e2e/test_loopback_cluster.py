@@ -17,8 +17,8 @@ from conftest import free_port
 from e2e.herd_cli import HERD, HerdUp, gone, herd, rpc_children
 
 from agent.client import AgentClient
-from gui.cluster.chat import chat
-from gui.cluster.nodes import TokenStore, master_identity
+from gui.cluster.chat.client import chat
+from gui.cluster.nodes.records import TokenStore, master_identity
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -65,7 +65,7 @@ def llama_server(engine, demo_model, tmp_path_factory):
 
     import socket
 
-    from gui.cluster.server_start import machine_args
+    from gui.cluster.llama.server_start import machine_args
 
     # A process of its own (the fixture outlives any one event loop), with what this CPU needs.
     with socket.socket() as s:

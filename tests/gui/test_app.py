@@ -40,8 +40,8 @@ def _model_too_long_for_this_machine(path, ctx, like):
     stay small (a few MB on a machine with a few hundred GB)."""
     import psutil
 
-    from gui.cluster.demo_model import DemoShape, write_demo_model
-    from gui.cluster.model import inspect_model
+    from gui.cluster.models.generate import DemoShape, write_demo_model
+    from gui.cluster.llama.model import inspect_model
 
     info = inspect_model(like)
     layers = -(-8 * psutil.virtual_memory().total // info.kv_bytes_per_layer(ctx))
@@ -165,7 +165,7 @@ def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_mo
     import os
     import signal
 
-    from gui.cluster.failover import FailoverPolicy
+    from gui.cluster.failover.supervisor import FailoverPolicy
 
     win = window
     win.session.failover_policy = FailoverPolicy(countdown=0.5)

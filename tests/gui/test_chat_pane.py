@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextFormat
 
-from gui.cluster.conversation import Conversation
+from gui.cluster.chat.conversation import Conversation
 from gui.session import ClusterSession
 from gui.widgets.chat_pane import ChatPane
 
@@ -97,7 +97,7 @@ def test_server_error_is_shown_and_pane_keeps_working(qtbot, session, llama_serv
 
 def test_markdown_rendered_and_history_saved(qtbot, tmp_path):
     # Rendering of a finished reply, driven through the pane's own event path.
-    from gui.cluster.chat import ChatDelta, ChatDone
+    from gui.cluster.chat.client import ChatDelta, ChatDone
 
     pane = ChatPane(send=None)
     qtbot.addWidget(pane)

@@ -14,10 +14,10 @@ from PySide6.QtWidgets import QApplication
 
 from agent import i18n
 from conftest import free_port
-from gui.cluster import launcher as L
-from gui.cluster.server_start import serving
-from gui.cluster.doctor import ERROR, check_cluster
-from gui.cluster.nodes import Node
+from gui.cluster.launching import launcher as L
+from gui.cluster.llama.server_start import serving
+from gui.cluster.launching.doctor import ERROR, check_cluster
+from gui.cluster.nodes.records import Node
 from gui.translations import install_translator
 
 
@@ -136,8 +136,8 @@ def test_herd_up_failure_stays_english(tmp_path, engine, demo_model):
 
 
 def test_placement_problem_is_chinese_in_the_window(zh_cn, qtbot):
-    from gui.cluster.placement import BUFFER_LINES_LEVEL, check_placement, parse_placement
-    from gui.cluster.plan import Plan
+    from gui.cluster.launching.placement import BUFFER_LINES_LEVEL, check_placement, parse_placement
+    from gui.cluster.planning.plan import Plan
     from gui.widgets.launch_panel import LaunchPanel
 
     # a log without the placement lines (llama-server run below -lv 4)
@@ -183,7 +183,7 @@ def test_wrong_pin_is_chinese_in_the_window(zh_cn, qtbot, tmp_path, monkeypatch,
 
 
 def test_model_error_is_chinese_in_the_window(zh_cn, qtbot, tmp_path):
-    from gui.cluster.model import ModelError, inspect_model
+    from gui.cluster.llama.model import ModelError, inspect_model
     from gui.widgets.model_panel import ModelPanel
 
     notes = tmp_path / "notes.gguf"
@@ -199,8 +199,8 @@ def test_model_error_is_chinese_in_the_window(zh_cn, qtbot, tmp_path):
 async def test_failover_reason_is_chinese_in_the_app(zh_cn):
     """Why a node counts as lost, from a real refused connection, in the words the banner shows."""
     from agent.client import AgentClient, AgentError
-    from gui.cluster.failover_text import describe_loss
-    from gui.cluster.health import Loss, LossCause
+    from gui.cluster.failover.text import describe_loss
+    from gui.cluster.nodes.health import Loss, LossCause
 
     async with AgentClient(f"http://127.0.0.1:{free_port()}", timeout=2.0) as client:
         with pytest.raises(AgentError) as exc:
@@ -211,7 +211,7 @@ async def test_failover_reason_is_chinese_in_the_app(zh_cn):
 
 def test_failover_events_are_said_in_chinese_in_the_app(zh_cn):
     """The supervisor's events carry facts; the sentence is made in the app's language."""
-    from gui.cluster.failover_events import EventKind, FailoverEvent
+    from gui.cluster.failover.events import EventKind, FailoverEvent
 
     ev = FailoverEvent(EventKind.REPLANNED, nodes=("a", "b"), back=("b",))
     assert ev.message == "新的分层方案：a, b（b 已恢复）", ev.message

@@ -7,7 +7,7 @@ import time
 import pytest
 from PySide6.QtCore import QPointF
 
-from gui.cluster.telemetry import Sample
+from gui.cluster.nodes.telemetry import Sample
 from gui.widgets.dashboard import Dashboard
 
 

@@ -19,8 +19,8 @@ from PySide6.QtCore import Qt
 
 from gui.app import MainWindow
 from gui.bridge import AsyncBridge
-from gui.cluster import failover as F
-from gui.cluster.health import Loss, LossCause
+from gui.cluster.failover import supervisor as F
+from gui.cluster.nodes.health import Loss, LossCause
 from gui.session import ClusterSession
 from gui.settings import Settings
 from gui.translations import load_translator

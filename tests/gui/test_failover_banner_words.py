@@ -13,8 +13,8 @@ import signal
 
 import pytest
 
-from gui.cluster import failover as F
-from gui.cluster.health import Loss, LossCause
+from gui.cluster.failover import supervisor as F
+from gui.cluster.nodes.health import Loss, LossCause
 from gui.widgets.failover_banner import FailoverBanner
 
 

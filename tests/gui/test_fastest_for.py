@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from cluster.test_optimize import make_model
+from cluster.planning.test_optimize import make_model
 
-from gui.cluster.costmodel import DeviceSpeed, LinkSpeed, Measurements
-from gui.cluster.optimize import fastest
-from gui.cluster.plan import Device
+from gui.cluster.planning.cost_model import DeviceSpeed, LinkSpeed, Measurements
+from gui.cluster.planning.optimize import fastest
+from gui.cluster.planning.plan import Device
 from gui.widgets.split_editor import SplitEditor
 
 GiB = 1 << 30

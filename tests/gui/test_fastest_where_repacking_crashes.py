@@ -12,8 +12,8 @@ from conftest import _engine
 from PySide6.QtCore import Qt
 from repack_crash import crashes, crashing_engine
 
-from gui.cluster import repack_probe
-from gui.cluster.demo_model import DemoShape, write_demo_model
+from gui.cluster.llama import repack_probe
+from gui.cluster.models.generate import DemoShape, write_demo_model
 
 pytestmark = pytest.mark.engine
 

@@ -14,7 +14,7 @@ from e2e.herd_cli import rpc_children
 from e2e.gpu import GPU_ENV, vulkan_engine  # noqa: F401  (the fixture)
 from PySide6.QtCore import Qt
 
-from gui.cluster.demo_model import DemoShape, write_demo_model
+from gui.cluster.models.generate import DemoShape, write_demo_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -59,8 +59,8 @@ def test_gpu_and_cpu_rows_and_a_verified_start(qtbot, make_window, procs, tmp_pa
 def test_leaving_out_one_device_of_a_gpu_worker_gives_it_no_slot(qtbot, demo_model):
     # A worker's devices are numbered together (-d Vulkan0,CPU), so the GPU left out stays in
     # the plan with no slot rather than making a plan llama.cpp would number differently.
-    from gui.cluster.model import inspect_model
-    from gui.cluster.plan import Device
+    from gui.cluster.llama.model import inspect_model
+    from gui.cluster.planning.plan import Device
     from gui.widgets.split_editor import SplitEditor
 
     gib = 1 << 30

@@ -3,7 +3,7 @@ and hides it once the report is gone."""
 
 from __future__ import annotations
 
-from gui.cluster.nodes import Node
+from gui.cluster.nodes.records import Node
 from gui.widgets.nodes_panel import NodesPanel
 
 REPORT = ("wrong key: the agent at https://10.0.0.66:50050 claims to be node n1 but its key is not "

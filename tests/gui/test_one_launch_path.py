@@ -65,8 +65,7 @@ def test_a_lost_worker_interrupts_the_reply_in_the_chats_own_transcript(qtbot, m
                                                                          launch_on_both):
     """The failover supervisor marks the reply in flight interrupted, with the lost node's
     name, in the chat pane's Conversation — the one transcript, which the next question sends."""
-    from gui.cluster import failover as F
-
+    from gui.cluster.failover import supervisor as F
     win = make_window(browse=False, **{"failover/countdown": 0})
     events = []
     win.session.failover.connect(events.append)

@@ -8,12 +8,12 @@ import pytest
 from cluster.agents import start_agent
 from conftest import free_port
 
-from gui.cluster import plan as P
-from gui.cluster.failover import LOST, RECOVERED, FailoverPolicy
-from gui.cluster.launch import LaunchRequest
-from gui.cluster.model import inspect_model
-from gui.cluster.nodes import TokenStore
-from gui.cluster.server_command import ServerOptions
+from gui.cluster.planning import plan as P
+from gui.cluster.failover.supervisor import LOST, RECOVERED, FailoverPolicy
+from gui.cluster.launching.request import LaunchRequest
+from gui.cluster.llama.model import inspect_model
+from gui.cluster.nodes.records import TokenStore
+from gui.cluster.llama.server_command import ServerOptions
 from gui.session import ClusterSession
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

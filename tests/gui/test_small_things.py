@@ -7,8 +7,8 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMessageBox
 
-from gui.cluster.model import inspect_model
-from gui.cluster.plan import Device
+from gui.cluster.llama.model import inspect_model
+from gui.cluster.planning.plan import Device
 from gui.widgets.split_editor import SplitEditor, node_color
 from person import answer_dialog, check, click, use_menu
 

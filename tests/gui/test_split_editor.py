@@ -7,8 +7,8 @@ import re
 import pytest
 from PySide6.QtCore import QPoint, Qt
 
-from gui.cluster.model import inspect_model
-from gui.cluster.plan import Device, layer_map
+from gui.cluster.llama.model import inspect_model
+from gui.cluster.planning.plan import Device, layer_map
 from gui.widgets.split_editor import BAD, SplitEditor
 
 GiB = 1 << 30

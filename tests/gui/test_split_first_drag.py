@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import QPoint, Qt
 
-from gui.cluster.model import inspect_model
-from gui.cluster.plan import Device
+from gui.cluster.llama.model import inspect_model
+from gui.cluster.planning.plan import Device
 from gui.widgets.split_editor import SplitEditor
 from person import add_node_by_address, click, pair_by_card
 

@@ -97,7 +97,7 @@ def test_english_needs_no_translator():
 def test_core_messages_follow_the_installed_translator(qapp: QApplication, tmp_path, monkeypatch):
     """install_translator points the core's hook at the catalogue; English leaves it English."""
     from agent import i18n
-    from gui.cluster.plan import DeviceFit
+    from gui.cluster.planning.plan import DeviceFit
     from gui.translations import install_translator
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

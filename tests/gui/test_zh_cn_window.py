@@ -48,9 +48,9 @@ def test_the_file_dialog_speaks_chinese(zh_cn, qtbot, make_window, tmp_path, mon
 
 
 def test_the_import_review_speaks_chinese(zh_cn, qtbot, demo_model):
-    from gui.cluster.model import inspect_model
-    from gui.cluster.plan import Assignment, Device, Plan
-    from gui.cluster.profile import diff_profile, make_profile
+    from gui.cluster.llama.model import inspect_model
+    from gui.cluster.planning.plan import Assignment, Device, Plan
+    from gui.cluster.launching.profile import diff_profile, make_profile
     from gui.widgets.profile_dialog import ProfileDiffDialog
 
     model = inspect_model(demo_model)
@@ -71,7 +71,7 @@ def test_the_import_review_speaks_chinese(zh_cn, qtbot, demo_model):
 def test_a_cut_off_reply_is_explained_in_chinese(zh_cn):
     import httpx
 
-    from gui.cluster.network_errors import explain
+    from gui.cluster.nodes.network_errors import explain
 
     exc = httpx.RemoteProtocolError("peer closed connection without sending complete message body "
                                     "(incomplete chunked read)")

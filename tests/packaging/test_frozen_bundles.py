@@ -134,7 +134,7 @@ async def test_frozen_agent_runs_the_rpc_worker_bundled_beside_it(frozen_agent, 
             worker_exe = Path(psutil.Process(st["pid"]).exe())
             assert worker_exe.parent == bundle.resolve()
             # through the master's forwarder: the relay speaks TLS to paired keys only
-            from gui.cluster.tunnel import Forwarder
+            from gui.cluster.nodes.tunnel import Forwarder
             fwd = await Forwarder("127.0.0.1", rpc, me, client.pinned).start()
             try:
                 host, port = fwd.endpoint.rsplit(":", 1)

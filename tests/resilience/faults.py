@@ -1,5 +1,5 @@
 """Fault injection on a real cluster: two real herd-agents (on a simulated LAN, or on loopback),
-a :class:`~gui.cluster.failover.ClusterSupervisor` in this process running the real
+a :class:`~gui.cluster.failover.supervisor.ClusterSupervisor` in this process running the real
 llama-server, a chat reply streaming — then one worker is hurt and the clock runs.
 
 Shared by ``tests/resilience/test_failover.py`` (a few faults, asserted) and
@@ -19,15 +19,15 @@ import httpx
 from cluster.agents import RunningAgent, start_agent
 from conftest import free_port
 
-from gui.cluster import plan as P
-from gui.cluster.conversation import COMPLETE, INTERRUPTED, Conversation, ReplyInterrupted, retry, send
-from gui.cluster.discovery import Discovery
-from gui.cluster.failover import LOST, RECOVERED, RETURNED, ClusterSupervisor, FailoverPolicy
-from gui.cluster.launcher import devices_from_status
-from gui.cluster.launch import LaunchRequest
-from gui.cluster.server_command import ServerOptions
-from gui.cluster.model import inspect_model
-from gui.cluster.nodes import TokenStore
+from gui.cluster.planning import plan as P
+from gui.cluster.chat.conversation import COMPLETE, INTERRUPTED, Conversation, ReplyInterrupted, retry, send
+from gui.cluster.nodes.discovery import Discovery
+from gui.cluster.failover.supervisor import LOST, RECOVERED, RETURNED, ClusterSupervisor, FailoverPolicy
+from gui.cluster.launching.launcher import devices_from_status
+from gui.cluster.launching.request import LaunchRequest
+from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.llama.model import inspect_model
+from gui.cluster.nodes.records import TokenStore
 
 RPC_KILL = "kill -9 RPC worker"
 AGENT_KILL = "kill -9 agent"

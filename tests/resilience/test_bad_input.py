@@ -20,10 +20,10 @@ from lan import Lan
 from agent import protocol as P
 from agent.settings import (STATE_NAME, Settings, SettingsError, dump_settings, load_settings,
                             load_state)
-from gui.cluster.model import ModelError, inspect_model
-from gui.cluster.nodes import Node
-from gui.cluster.plan import Device, Plan
-from gui.cluster.profile import ProfileError, load_profile, make_profile, profile_from_json, save_profile
+from gui.cluster.llama.model import ModelError, inspect_model
+from gui.cluster.nodes.records import Node
+from gui.cluster.planning.plan import Device, Plan
+from gui.cluster.launching.profile import ProfileError, load_profile, make_profile, profile_from_json, save_profile
 
 # --- raw requests ------------------------------------------------------------------------------
 
@@ -260,15 +260,15 @@ asyncio.run(main())
 
 BROWSE = r"""
 import asyncio, json, logging, sys
-from gui.cluster.discovery import Discovery
-from gui.cluster.nodes import TokenStore
+from gui.cluster.nodes.discovery import Discovery
+from gui.cluster.nodes.records import TokenStore
 ignored = []
 class Keep(logging.Handler):
     def emit(self, record):
         if record.getMessage().startswith("ignored"):
             ignored.append(record.getMessage())
-logging.getLogger("gui.cluster.discovery").addHandler(Keep())
-logging.getLogger("gui.cluster.discovery").setLevel(logging.DEBUG)
+logging.getLogger("gui.cluster.nodes.discovery").addHandler(Keep())
+logging.getLogger("gui.cluster.nodes.discovery").setLevel(logging.DEBUG)
 async def main():
     async with Discovery([sys.argv[1]], tokens=TokenStore(sys.argv[2])) as disc:
         await asyncio.sleep(float(sys.argv[3]))

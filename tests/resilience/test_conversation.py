@@ -13,11 +13,11 @@ import pytest
 from conftest import free_port
 
 from agent.files import CorruptFile
-from gui.cluster.conversation import (COMPLETE, INTERRUPTED, STREAMING, Conversation,
+from gui.cluster.chat.conversation import (COMPLETE, INTERRUPTED, STREAMING, Conversation,
                                       ReplyInterrupted, retry, send)
-from gui.cluster.server_command import ServerSpec
-from gui.cluster.server_process import READY
-from gui.cluster.server_start import ServerStart
+from gui.cluster.llama.server_command import ServerSpec
+from gui.cluster.llama.server_process import READY
+from gui.cluster.llama.server_start import ServerStart
 
 
 def test_states_and_what_is_resent():

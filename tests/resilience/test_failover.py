@@ -20,14 +20,14 @@ from lan import Lan
 from resilience.faults import LINK_DOWN, RPC_KILL, run_fault
 
 from agent.protocol import AgentStatus
-from gui.cluster import failover as F
-from gui.cluster import plan as P
-from gui.cluster.discovery import Discovery
-from gui.cluster.launcher import devices_from_status
-from gui.cluster.launch import LaunchRequest
-from gui.cluster.server_command import ServerOptions
-from gui.cluster.model import inspect_model
-from gui.cluster.nodes import TokenStore
+from gui.cluster.failover import supervisor as F
+from gui.cluster.planning import plan as P
+from gui.cluster.nodes.discovery import Discovery
+from gui.cluster.launching.launcher import devices_from_status
+from gui.cluster.launching.request import LaunchRequest
+from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.llama.model import inspect_model
+from gui.cluster.nodes.records import TokenStore
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

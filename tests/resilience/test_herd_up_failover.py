@@ -14,7 +14,7 @@ from cluster.agents import start_agent
 from conftest import free_port
 from e2e.herd_cli import HERD, HerdUp, gone, herd
 
-from gui.cluster.chat import chat
+from gui.cluster.chat.client import chat
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

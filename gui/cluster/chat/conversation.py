@@ -1,0 +1,291 @@
+"""A chat transcript that survives a lost worker: what the chat pane and ``herd`` show and send.
+
+A :class:`Conversation` is a list of :class:`Message` with a state each:
+
+* ``complete`` — a user or system message, or a reply that ran to its end;
+* ``streaming`` — the reply arriving now;
+* ``interrupted`` — a reply cut off (a worker was lost, the server stopped, the user
+  cancelled). It keeps the text that arrived and says why (``note``): it is marked, never dropped.
+
+:meth:`Conversation.request_messages` is what goes to the server next: the whole conversation so
+far (interrupted replies included with the text the user saw, unless a retry replaced them).
+After the cluster was relaunched on the surviving nodes the new llama-server has an empty
+cache, so sending the whole conversation is exactly what lets the user continue where they
+were. :func:`send` streams one reply into the transcript, :func:`retry` asks the question of an
+interrupted reply again.
+
+The transcript is Qt-free; views subscribe with :meth:`Conversation.subscribe`. It is saved
+atomically on request (:meth:`Conversation.save`) and a corrupt file is set aside when loading.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from agent.files import parse_json_object, read_or_set_aside, write_json_atomic
+from gui.cluster.chat.client import ChatDelta, ChatDone, ChatError, stream_chat
+
+COMPLETE = "complete"
+STREAMING = "streaming"
+INTERRUPTED = "interrupted"
+STATES = (COMPLETE, STREAMING, INTERRUPTED)
+ROLES = ("system", "user", "assistant")
+FILE_VERSION = 1
+
+
+class ReplyInterrupted(RuntimeError):
+    """A reply stopped before its end; the transcript already marks it (``message.note``)."""
+
+    def __init__(self, message: "Message") -> None:
+        super().__init__(message.note or "the reply was interrupted")
+        self.message = message
+
+
+@dataclass
+class Message:
+    """One message of the transcript.
+
+    Attributes:
+        role: ``system``, ``user`` or ``assistant``.
+        content: its text (for a streaming or interrupted reply: what arrived so far).
+        state: ``complete``, ``streaming`` or ``interrupted``.
+        note: why a reply was interrupted, in words (empty otherwise).
+        finish_reason: the server's ``finish_reason`` for a complete reply (``stop``, ``length``).
+        created: UNIX time the message was added.
+    """
+
+    role: str
+    content: str = ""
+    state: str = COMPLETE
+    note: str = ""
+    finish_reason: str | None = None
+    created: float = field(default_factory=time.time)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.state == INTERRUPTED
+
+    def to_json(self) -> dict:
+        return {"role": self.role, "content": self.content, "state": self.state, "note": self.note,
+                "finish_reason": self.finish_reason, "created": self.created}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Message":
+        """Raises ValueError naming what is wrong."""
+        if not isinstance(d, dict):
+            raise ValueError("a message is not an object")
+        role, content, state = d.get("role"), d.get("content", ""), d.get("state", COMPLETE)
+        if role not in ROLES:
+            raise ValueError(f"message role {role!r} is not one of {', '.join(ROLES)}")
+        if not isinstance(content, str):
+            raise ValueError("message content is not text")
+        if state not in STATES:
+            raise ValueError(f"message state {state!r} is not one of {', '.join(STATES)}")
+        note = d.get("note") or ""
+        if state == STREAMING:  # saved mid-reply: that reply will never finish now
+            state, note = INTERRUPTED, note or "the app stopped while this reply was arriving"
+        finish = d.get("finish_reason")
+        created = d.get("created", 0.0)
+        return cls(role=role, content=content, state=state, note=str(note),
+                   finish_reason=finish if isinstance(finish, str) else None,
+                   created=float(created) if isinstance(created, (int, float)) else 0.0)
+
+
+class Conversation:
+    """The transcript (see the module docstring).
+
+    Attributes:
+        messages: the messages, oldest first.
+
+    ``subscribe(callback)`` registers ``callback(index, message)``, called whenever a message is
+    added or changes (text arrives, it completes or is interrupted).
+    """
+
+    def __init__(self, messages: list[Message] | None = None) -> None:
+        self.messages: list[Message] = list(messages or [])
+        self._subs: list[Callable[[int, Message], None]] = []
+
+    def subscribe(self, callback: Callable[[int, Message], None]) -> Callable[[], None]:
+        """Call ``callback(index, message)`` on every change; returns the unsubscribe function."""
+        self._subs.append(callback)
+        return lambda: self._subs.remove(callback) if callback in self._subs else None
+
+    def _changed(self, index: int) -> None:
+        for cb in list(self._subs):
+            cb(index, self.messages[index])
+
+    def _add(self, message: Message) -> Message:
+        self.messages.append(message)
+        self._changed(len(self.messages) - 1)
+        return message
+
+    # --- building -----------------------------------------------------------------------------
+
+    def add_system(self, text: str) -> Message:
+        """Add a system prompt."""
+        return self._add(Message("system", text))
+
+    def add_user(self, text: str) -> Message:
+        """Add what the user typed."""
+        if self.streaming is not None:
+            raise RuntimeError("a reply is still arriving; wait for it or interrupt it first")
+        return self._add(Message("user", text))
+
+    def begin_reply(self) -> Message:
+        """Start a streaming assistant reply."""
+        if self.streaming is not None:
+            raise RuntimeError("a reply is already arriving")
+        return self._add(Message("assistant", "", STREAMING))
+
+    def append(self, text: str) -> None:
+        """Add arriving text to the streaming reply."""
+        msg = self._need_streaming()
+        msg.content += text
+        self._changed(self.messages.index(msg))
+
+    def finish(self, finish_reason: str | None = None) -> Message:
+        """The streaming reply ran to its end."""
+        msg = self._need_streaming()
+        msg.state, msg.finish_reason = COMPLETE, finish_reason
+        self._changed(self.messages.index(msg))
+        return msg
+
+    def interrupt(self, reason: str) -> Message | None:
+        """Mark the streaming reply (if any) interrupted, keeping its text; returns it."""
+        msg = self.streaming
+        if msg is None:
+            return None
+        msg.state, msg.note = INTERRUPTED, reason
+        self._changed(self.messages.index(msg))
+        return msg
+
+    def clear(self) -> None:
+        """Forget every message (a new chat); subscribers stay."""
+        self.messages.clear()
+
+    def _need_streaming(self) -> Message:
+        msg = self.streaming
+        if msg is None:
+            raise RuntimeError("no reply is arriving")
+        return msg
+
+    # --- reading ------------------------------------------------------------------------------
+
+    @property
+    def streaming(self) -> Message | None:
+        """The reply arriving now, if any."""
+        last = self.messages[-1] if self.messages else None
+        return last if last is not None and last.state == STREAMING else None
+
+    @property
+    def last_interrupted(self) -> Message | None:
+        """The last message when it is an interrupted reply (what :func:`retry` answers again)."""
+        last = self.messages[-1] if self.messages else None
+        return last if last is not None and last.interrupted else None
+
+    def request_messages(self) -> list[dict]:
+        """The conversation so far as OpenAI ``messages``, for the next request.
+
+        Streaming replies are left out (they are being produced). An interrupted reply is sent
+        with the text that arrived — the user saw it and may refer to it — unless it is the last
+        message (the question is asked again instead, see :func:`retry`) or a later reply to the
+        same question replaced it.
+        """
+        out: list[dict] = []
+        msgs = self.messages
+        for i, m in enumerate(msgs):
+            if m.state == STREAMING:
+                continue
+            if m.interrupted:
+                nxt = msgs[i + 1] if i + 1 < len(msgs) else None
+                if nxt is None or nxt.role == "assistant" or not m.content:
+                    continue
+            out.append({"role": m.role, "content": m.content})
+        return out
+
+    # --- files --------------------------------------------------------------------------------
+
+    def to_json(self) -> dict:
+        return {"version": FILE_VERSION, "messages": [m.to_json() for m in self.messages]}
+
+    def save(self, path: str | Path, extra: dict | None = None) -> Path:
+        """Write the transcript atomically (owner-only: chats are private). ``extra`` keys (the
+        chat pane's per-reply stats) are stored beside the messages; :meth:`load` ignores them."""
+        return write_json_atomic(path, {**(extra or {}), **self.to_json()}, 0o600)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Conversation":
+        """Read a saved transcript (an empty one if the file does not exist).
+
+        A file that is not a transcript is set aside and :class:`~agent.files.CorruptFile`
+        raised; a reply saved while streaming comes back interrupted.
+        """
+        def parse(raw: bytes) -> Conversation:
+            data = parse_json_object(raw)
+            if data.get("version") != FILE_VERSION:
+                raise ValueError(f"unknown transcript version {data.get('version')!r}")
+            msgs = data.get("messages")
+            if not isinstance(msgs, list):
+                raise ValueError("no message list")
+            return cls([Message.from_json(m) for m in msgs])
+        return read_or_set_aside(path, parse, missing=cls)
+
+
+async def _stream_into(conv: Conversation, client: httpx.AsyncClient, base_url: str,
+                       messages: list[dict], **kw) -> Message:
+    reply = conv.begin_reply()
+    try:
+        async for ev in stream_chat(client, base_url, messages, **kw):
+            if reply.state != STREAMING:
+                # Marked interrupted from outside (a worker was lost): stop reading a reply
+                # that the server is about to lose anyway.
+                raise ReplyInterrupted(reply)
+            if isinstance(ev, ChatDelta):
+                conv.append(ev.text)
+            elif isinstance(ev, ChatDone):
+                if ev.finish_reason:
+                    return conv.finish(ev.finish_reason)
+                # The stream closed without saying why it ended: the server went away.
+                conv.interrupt("the server closed the stream before the reply was finished")
+                raise ReplyInterrupted(reply)
+    except (httpx.HTTPError, ChatError, OSError) as exc:
+        conv.interrupt(f"the connection to the server was lost during this reply "
+                       f"({type(exc).__name__}: {exc})" if str(exc) else
+                       f"the connection to the server was lost during this reply ({type(exc).__name__})")
+        raise ReplyInterrupted(reply) from exc
+    except ReplyInterrupted:
+        raise
+    except BaseException:  # cancelled by the user or the app closing
+        conv.interrupt("stopped before the reply was finished")
+        raise
+    if reply.state == STREAMING:  # a stream without ChatDone (cannot happen with stream_chat)
+        conv.interrupt("the reply ended without a final message")
+        raise ReplyInterrupted(reply)
+    return reply
+
+
+async def send(conv: Conversation, client: httpx.AsyncClient, base_url: str, text: str,
+               **kw) -> Message:
+    """Add ``text`` as the user's message and stream the reply into ``conv``.
+
+    The request carries the whole conversation so far. Returns the complete reply; if the
+    stream breaks, the reply is marked interrupted (text kept) and :class:`ReplyInterrupted`
+    raised. ``kw`` goes to :func:`gui.cluster.chat.client.stream_chat` (``max_tokens``, ``seed``…).
+    """
+    conv.add_user(text)
+    return await _stream_into(conv, client, base_url, conv.request_messages(), **kw)
+
+
+async def retry(conv: Conversation, client: httpx.AsyncClient, base_url: str, **kw) -> Message:
+    """Ask again the question whose reply was interrupted (e.g. after a relaunch).
+
+    The interrupted reply stays in the transcript, marked; the new reply follows it.
+    """
+    if conv.last_interrupted is None:
+        raise RuntimeError("the last message is not an interrupted reply")
+    return await _stream_into(conv, client, base_url, conv.request_messages(), **kw)

@@ -1,0 +1,169 @@
+"""The one place where ``llama-server``'s command line is built.
+
+Two typed halves go in:
+
+* the plan's layout — ``--rpc`` endpoints in device order, ``-ngl`` and the whole-number ``-ts``
+  counts that are the exact inverse of llama.cpp's layer map (:meth:`gui.cluster.planning.plan.Plan.layout`);
+* :class:`ServerOptions` — what the user chooses besides the plan: context, where the endpoint
+  listens, the model id it shows, further arguments.
+
+:func:`layout_args` and :meth:`ServerSpec.args` turn them into strings; nothing in herd parses
+those strings back. Only what a user typed is ever parsed (:meth:`Plan.from_llama_args`,
+:func:`gui.cluster.launching.profile.load_profile`). The plan, the profile, the settings, the split
+editor's preview and the launcher all build their command line here, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from gui.cluster.launching.placement import BUFFER_LINES_LEVEL, LAYER_LINES_LEVEL
+
+#: llama-server's switch that keeps host weights as they are in the file (no CPU repacking).
+NO_REPACK_FLAG = "--no-repack"
+
+#: Options the plan and :class:`ServerOptions` own; extra arguments never repeat them (the
+#: number says whether the option takes a value).
+OWNED_FLAGS = {"-m": 1, "--model": 1, "--rpc": 1, "--fit": 1, "-ngl": 1, "--gpu-layers": 1,
+               "--n-gpu-layers": 1, "-ts": 1, "--tensor-split": 1, "-c": 1, "--ctx-size": 1,
+               "--host": 1, "--port": 1, "-lv": 1, "--verbosity": 1, "--metrics": 0, "-v": 0,
+               "-a": 1, "--alias": 1}
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """llama-server's options besides the plan.
+
+    Attributes:
+        ctx: context size (``-c``).
+        host, port: where the OpenAI-compatible endpoint listens.
+        alias: the model id the endpoint shows in ``/v1/models`` and accepts as ``model``
+            (``--alias``); None: the model file's name (:func:`model_alias`), never its path.
+        extra_args: further arguments, passed after ours (so they win where llama.cpp lets the
+            last one win).
+    """
+
+    ctx: int = 4096
+    host: str = "127.0.0.1"
+    port: int = 8080
+    alias: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.extra_args, list):  # a list from a caller: frozen dataclasses need a tuple
+            object.__setattr__(self, "extra_args", tuple(self.extra_args))
+        if int(self.ctx) <= 0:
+            raise ValueError(f"the context size must be positive, not {self.ctx!r}")
+        if not 1 <= int(self.port) <= 65535:
+            raise ValueError(f"the port must be 1…65535, not {self.port!r}")
+
+    def with_extra(self, *args: str) -> "ServerOptions":
+        """These options with ``args`` appended to the extra arguments (once each)."""
+        return replace(self, extra_args=self.extra_args + tuple(a for a in args if a not in self.extra_args))
+
+    def to_json(self) -> dict:
+        """The ``server`` section of a profile."""
+        out = {"ctx": self.ctx, "host": self.host, "port": self.port, "extra_args": list(self.extra_args)}
+        if self.alias:
+            out["alias"] = self.alias
+        return out
+
+
+_SHARD_RE = re.compile(r"-\d{5}-of-\d{5}$")
+
+
+def model_alias(model_path: str | os.PathLike) -> str:
+    """The model id an endpoint shows for ``model_path``: the file's name without ``.gguf`` (and
+    without a split model's ``-00001-of-00003``), e.g. ``Qwen2.5-7B-Instruct-Q4_K_M``."""
+    stem = Path(model_path).name
+    if stem.lower().endswith(".gguf"):
+        stem = stem[:-5]
+    return _SHARD_RE.sub("", stem) or "model"
+
+
+def layout_args(rpc: Sequence[str], ngl: int | None, tensor_split: Sequence[int]) -> list[str]:
+    """``--rpc a,b --fit off -ngl N -ts c0,c1,…`` for a layout (parts with nothing to say are
+    left out; without ``ngl`` llama.cpp's own defaults apply and ``--fit`` stays on)."""
+    a: list[str] = []
+    if rpc:
+        a += ["--rpc", ",".join(rpc)]
+    if ngl is not None:
+        # --fit (on by default) would re-plan layers and context behind our back.
+        a += ["--fit", "off", "-ngl", str(int(ngl))]
+        if tensor_split:
+            a += ["-ts", ",".join(str(int(c)) for c in tensor_split)]
+    return a
+
+
+@dataclass
+class ServerSpec:
+    """Everything that goes on ``llama-server``'s command line.
+
+    Attributes:
+        model: the GGUF file.
+        rpc: worker endpoints ``host:port`` in the plan's device order (RPC0, RPC1, …).
+        ngl: layer slots offloaded to devices (``-ngl``); the rest stay on the host CPU.
+        tensor_split: whole-number layer counts per device in model order (``-ts``), or empty.
+        ctx: context size (``-c``).
+        host, port: where the OpenAI-compatible endpoint listens.
+        alias: the model id the endpoint shows (``--alias``), or None for llama-server's default.
+        extra_args: further options, passed as they are (after ours, so they win).
+        verbosity: ``-lv`` level. 4 prints what the placement check needs (device order,
+            offload summary, weights per device); 5 adds one line per layer and ~20 debug lines
+            per generated token, which costs decode speed.
+    """
+
+    model: Path
+    rpc: list[str] = field(default_factory=list)
+    ngl: int | None = None
+    tensor_split: list[int] = field(default_factory=list)
+    ctx: int = 4096
+    host: str = "127.0.0.1"
+    port: int = 8080
+    extra_args: list[str] = field(default_factory=list)
+    verbosity: int = BUFFER_LINES_LEVEL
+    alias: str | None = None
+
+    @classmethod
+    def for_plan(cls, plan, model: str | os.PathLike, options: ServerOptions = ServerOptions(), *,
+                 verify_layers: bool = False) -> "ServerSpec":
+        """The spec that runs ``plan`` (a :class:`gui.cluster.planning.plan.Plan`) with ``options``.
+
+        The plan's own layout (its exact inverse of the layer map) goes in typed, so the
+        command line and the planner can never disagree. ``verify_layers`` runs llama-server at
+        ``-lv 5`` so that the log names every layer's device (slower decoding; for debugging).
+        """
+        rpc, ngl, ts = plan.layout()
+        return cls(model=Path(model), rpc=list(rpc), ngl=ngl, tensor_split=list(ts), ctx=int(options.ctx),
+                   host=options.host, port=int(options.port), extra_args=list(options.extra_args),
+                   alias=options.alias or model_alias(model),
+                   verbosity=LAYER_LINES_LEVEL if verify_layers else BUFFER_LINES_LEVEL)
+
+    @property
+    def options(self) -> ServerOptions:
+        """The user's half of this command line."""
+        return ServerOptions(ctx=self.ctx, host=self.host, port=self.port, alias=self.alias,
+                             extra_args=tuple(self.extra_args))
+
+    def args(self) -> list[str]:
+        """The arguments after the program name."""
+        a = ["-m", str(self.model), *layout_args(self.rpc, self.ngl, self.tensor_split)]
+        a += ["-c", str(self.ctx), "--host", self.host, "--port", str(self.port)]
+        if self.alias:
+            a += ["--alias", self.alias]
+        a += ["--metrics", "-lv", str(self.verbosity)]
+        return a + [str(x) for x in self.extra_args]
+
+    def argv(self, llama_server: str | os.PathLike) -> list[str]:
+        """The whole command line."""
+        return [str(llama_server), *self.args()]
+
+    @property
+    def url(self) -> str:
+        """Base URL of the endpoint (``/v1/chat/completions`` lives under it)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"

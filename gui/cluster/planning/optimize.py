@@ -1,0 +1,373 @@
+"""The fastest split that fits: an exact search over plans with the cost model.
+
+What is searched — every plan llama.cpp can run:
+
+* the host keeps ``h`` leading slots (``0 ≤ h ≤ n_layer + 1``);
+* any subset of the RPC workers takes part, in any ``--rpc`` order; a worker that takes part
+  lists all its devices in index order (llama.cpp numbers every device of a worker), each
+  holding a contiguous run of zero or more slots;
+* the master's local GPUs come after every RPC device, in their fixed order;
+* every device (and the host, when its free memory is known) must fit its weights, KV cache at
+  the chosen context and compute margin — the very check :func:`gui.cluster.planning.plan.estimate` makes.
+
+Why order is searched at all: with identical blocks, the cost of a run of ``k`` blocks on a
+device does not depend on where the run starts, so the order of workers barely matters — except
+for the *last* device, which holds the output layer: it computes the (often large) output matrix,
+returns the logits instead of a hidden state (``n_vocab`` vs ``n_embd`` floats per token over its
+link) and needs room for them. Per-slot times may also differ slightly. Rather than guess, the
+search is exact over orders too, and cheap enough to be:
+
+1. For one device, ``C[s][t]`` is the cost of holding slots ``s … t-1`` (∞ when it does not fit;
+   0 when empty), from prefix sums over the slots.
+2. For one worker, its devices in order combine by min-plus products of their matrices.
+3. A dynamic programme over (set of workers used so far, next free slot) adds one worker at a
+   time: ``2^W × (n+2)`` states, each extended by a min-plus row-times-matrix. For 8 workers and
+   80 layers that is 256 × 82 states — well under a second in numpy.
+4. The local GPUs' combined matrix closes the last stretch, and the best state is traced back.
+
+Memory depends on one global fact: llama.cpp runs the devices as a pipeline (extra input
+copies on each) exactly when the host keeps no slot and more than one device is in play; the
+search is split along that line so it stays exact (see :func:`fastest`).
+
+Ties go to the first plan found (fewer workers, lower host count), so results are deterministic.
+
+**What is fastest** depends on the use (``objective``): ``"chat"`` minimises the decode step
+(tokens/s while a reply streams); ``"documents"`` minimises the time to first token of a long
+prompt (:func:`gui.cluster.planning.cost_model.prompt_cost`, ``n_prompt`` tokens), where the devices'
+matrix-matrix speed and the hidden states of whole micro-batches over each link count instead.
+Both sums are additive over devices, so the same exact search serves both. The one term that is
+not additive — the overlap of micro-batches when llama.cpp runs a pipeline, for prompts longer
+than one micro-batch — is left out of the search (it only makes pipelined plans faster than
+searched) and is in the figure reported for the plan found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gui.cluster.planning.cost_model import (DEFAULT_PROMPT, N_BATCH, N_UBATCH, Measurements, PromptCost, StepCost,
+                                   _micro_batches, hop_bytes, prompt_cost, prompt_hop_bytes, step_cost)
+from gui.cluster.planning.plan import (
+    DEFAULT_UBATCH,
+    Assignment,
+    Device,
+    Plan,
+    PlanError,
+    compute_buffer_bytes,
+    estimate,
+    headroom_bytes,
+    model_order,
+)
+
+if TYPE_CHECKING:
+    from gui.cluster.llama.model import ModelInfo
+
+INF = float("inf")
+#: Above this many workers the subset search (2^W states) would be slow; no home LAN gets there.
+MAX_WORKERS = 12
+#: What Fastest can optimise: the decode speed (a chat) or the time to first token of a long
+#: prompt (documents).
+OBJECTIVES = ("chat", "documents")
+
+
+@dataclass(frozen=True)
+class FastestResult:
+    """The outcome of :func:`fastest`.
+
+    Attributes:
+        plan: the fastest plan that fits.
+        cost: its predicted decode step, broken down.
+        prompt: its predicted prompt processing of ``prompt.n_prompt`` tokens (None when the
+            prompt speeds were not measured).
+        objective: what was optimised (:data:`OBJECTIVES`).
+    """
+
+    plan: Plan
+    cost: StepCost
+    prompt: PromptCost | None = None
+    objective: str = "chat"
+
+
+class _Slots:
+    """Prefix sums over the slots of a model at one context, shared by every device."""
+
+    def __init__(self, model: ModelInfo, ctx: int, n_ubatch: int) -> None:
+        n = model.n_layer + 1
+        self.n = n
+        self.model = model
+        self.weights = np.concatenate([[0], np.cumsum(model.slot_bytes, dtype=np.int64)])
+        kv = [model.kv_bytes_per_layer(ctx, s) if s < model.n_layer else 0 for s in range(n)]
+        self.kv = np.concatenate([[0], np.cumsum(kv, dtype=np.int64)])
+        self.n_layer = model.n_layer
+        # Compute margins by (holds blocks, holds output, pipeline, first device), exactly as
+        # estimate() sizes them; the host's by (holds blocks, holds output).
+        self.cb = {(b, o, p, f): compute_buffer_bytes(model, ctx, b, o, n_ubatch, p, first=f)
+                   for b in (False, True) for o in (False, True) for p in (False, True) for f in (False, True)}
+        self.host_cb = {(b, o): compute_buffer_bytes(model, ctx, b, o, n_ubatch, not b, host=True)
+                        for b in (False, True) for o in (False, True)}
+        self.hop_mid = hop_bytes(model, False)
+        self.hop_out = hop_bytes(model, True)
+        idx = np.arange(n + 1)
+        self.s = idx[:, None]
+        self.t = idx[None, :]
+        self.valid = self.t > self.s
+
+    def margin(self, holds_blocks: np.ndarray, holds_output: np.ndarray, pipeline: bool) -> np.ndarray:
+        """The compute margin for each cell, from boolean arrays."""
+        out = np.zeros(np.broadcast(holds_blocks, holds_output, self.s).shape, dtype=np.int64)
+        first = self.s == 0  # a device from slot 0 on is the first of the pipeline
+        for b in (False, True):
+            for o in (False, True):
+                for f in (False, True):
+                    out = np.where((holds_blocks == b) & (holds_output == o) & (first == f),
+                                   self.cb[b, o, pipeline, f], out)
+        return out
+
+    def host_margin(self, h: np.ndarray) -> np.ndarray:
+        """The host's compute margin when it keeps ``h`` leading slots (a pipeline when none)."""
+        n = self.n
+        return np.where(h > 0, np.where(h == n, self.host_cb[True, True], self.host_cb[True, False]),
+                        self.host_cb[False, False])
+
+
+def _device_matrix(sl: _Slots, slot_s: Sequence[float], rtt: float, bps: float | None, free: int,
+                   pipeline: bool, ubatches: Sequence[int] = ()) -> np.ndarray:
+    """``C[s][t]``: seconds the device adds for slots ``s … t-1`` (∞ if it does not fit): to a
+    decode step, or — with ``ubatches`` (tokens per micro-batch) and ``slot_s`` the prompt
+    seconds per token — to the whole prompt."""
+    n = sl.n
+    if len(slot_s) != n:
+        raise PlanError(f"a device speed covers {len(slot_s)} slots, the model has {n}")
+    p = np.concatenate([[0.0], np.cumsum(np.asarray(slot_s, dtype=np.float64))])
+    holds_out = sl.t == n
+    if ubatches:
+        cost = np.zeros_like(p[sl.t] - p[sl.s])
+        for u in ubatches:
+            hop = np.where(holds_out, prompt_hop_bytes(sl.model, u, True), prompt_hop_bytes(sl.model, u, False))
+            cost = cost + u * (p[sl.t] - p[sl.s]) + rtt + (hop / bps if bps else 0.0)
+    else:
+        xfer = np.where(holds_out, sl.hop_out, sl.hop_mid) / bps if bps else 0.0
+        cost = p[sl.t] - p[sl.s] + rtt + xfer
+    need = (sl.weights[sl.t] - sl.weights[sl.s]) + (sl.kv[sl.t] - sl.kv[sl.s]) + sl.margin(sl.s < sl.n_layer, holds_out, pipeline)
+    c = np.where(sl.valid & (need <= free), cost, INF)
+    np.fill_diagonal(c, 0.0)  # an empty device costs nothing and needs nothing
+    return c
+
+
+def _minplus(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``R[s][t] = min_u a[s][u] + b[u][t]`` and the arg-min ``u`` (first on ties)."""
+    cand = a[:, :, None] + b[None, :, :]
+    arg = np.argmin(cand, axis=1)
+    return np.take_along_axis(cand, arg[:, None, :], axis=1)[:, 0, :], arg
+
+
+class _Group:
+    """Devices that enter the plan together, in fixed order: one worker, or the local GPUs."""
+
+    def __init__(self, devices: list[Device], mats: list[np.ndarray]) -> None:
+        self.devices = devices
+        self.partial = [mats[0]]
+        self.args: list[np.ndarray] = []
+        for m in mats[1:]:
+            r, arg = _minplus(self.partial[-1], m)
+            self.partial.append(r)
+            self.args.append(arg)
+
+    @property
+    def matrix(self) -> np.ndarray:
+        return self.partial[-1]
+
+    def split(self, s: int, t: int) -> list[int]:
+        """Slot counts per device that achieve ``matrix[s][t]``."""
+        counts = [0] * len(self.devices)
+        for k in range(len(self.devices) - 1, 0, -1):
+            u = int(self.args[k - 1][s, t])
+            counts[k] = t - u
+            t = u
+        counts[0] = t - s
+        return counts
+
+
+@dataclass
+class _Best:
+    """The best end state found so far: its cost and how to rebuild its plan."""
+
+    total: float = INF
+    build: object = None  # () -> (host_layers, counts by device key, worker order)
+
+
+def _subset_dp(groups: list[_Group], gpu_group: _Group | None, start: np.ndarray, n: int, best: _Best) -> None:
+    """Extend ``start`` (cost of the host keeping ``h`` slots) worker by worker; keep the best."""
+    w = len(groups)
+    dp = np.full((1 << w, n + 1), INF)
+    dp[0] = start
+    parent: dict[tuple[int, int], tuple[int, int, int]] = {}
+    cols = np.arange(n + 1)
+    for mask in range(1 << w):
+        row = dp[mask]
+        if not np.isfinite(row).any():
+            continue
+        for j in range(w):
+            bit = 1 << j
+            if mask & bit:
+                continue
+            cand = row[:, None] + groups[j].matrix
+            best_s = np.argmin(cand, axis=0)
+            val = cand[best_s, cols]
+            new = mask | bit
+            better = val < dp[new]
+            if better.any():
+                dp[new] = np.where(better, val, dp[new])
+                for t in np.nonzero(better)[0]:
+                    parent[(new, int(t))] = (mask, j, int(best_s[t]))
+    # Close with the local GPUs (or nothing: then the last worker must end at slot n).
+    tail = gpu_group.matrix[:, n] if gpu_group else np.where(cols == n, 0.0, INF)
+    totals = dp + tail[None, :]
+    flat = int(np.argmin(totals))
+    if not totals.flat[flat] < best.total:
+        return
+    mask, s = divmod(flat, n + 1)
+
+    def build():
+        counts: dict[str, int] = {}
+        if gpu_group:
+            counts.update(zip((d.key for d in gpu_group.devices), gpu_group.split(s, n)))
+        order: list[int] = []
+        m, t = mask, s
+        while m:
+            prev, j, s0 = parent[(m, t)]
+            counts.update(zip((d.key for d in groups[j].devices), groups[j].split(s0, t)))
+            order.append(j)
+            m, t = prev, s0
+        return t, counts, [groups[j].devices[0].endpoint for j in reversed(order)]
+
+    best.total, best.build = float(totals.flat[flat]), build
+
+
+def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measurements, ctx: int,
+            host_free_bytes: int | None = None, n_ubatch: int = DEFAULT_UBATCH,
+            skip_unmeasured: bool = False, objective: str = "chat",
+            n_prompt: int = DEFAULT_PROMPT) -> FastestResult:
+    """The plan with the lowest predicted decode step (``objective="chat"``) or time to first
+    token of an ``n_prompt``-token prompt (``"documents"``) among all plans that fit (see the
+    module doc). A device without a prompt measurement holds nothing for ``"documents"`` when
+    ``skip_unmeasured``, else it is a :class:`PlanError`.
+
+    Every device needs a compute measurement and every RPC worker a link measurement
+    (:class:`PlanError` names the first one missing) — unless ``skip_unmeasured``, which gives
+    such devices no slots (a worker's other, measured devices still take part). The host takes
+    part when
+    ``measurements.host`` is given; its memory is checked when ``host_free_bytes`` is.
+
+    Memory follows :func:`gui.cluster.planning.plan.estimate`, including llama.cpp's pipeline mode (all
+    slots offloaded to two or more devices costs each device extra input copies). So three
+    searches run: host keeps ≥ 1 slot (no pipeline); host keeps none and several devices are in
+    play (pipeline margins); host keeps none and a single device holds everything.
+    """
+    if ctx < 1:
+        raise PlanError(f"context length must be positive, got {ctx}")
+    if objective not in OBJECTIVES:
+        raise PlanError(f"Fastest optimises {' or '.join(OBJECTIVES)}, not {objective!r}")
+    docs = objective == "documents"
+    ubatches = _micro_batches(n_prompt, N_UBATCH, N_BATCH)[0] if docs else ()
+    devs = model_order(devices)
+    keys = [d.key for d in devs]
+    if len(set(keys)) != len(keys):
+        raise PlanError("a device is listed twice")
+    sl = _Slots(model, ctx, n_ubatch)
+    n = sl.n
+    endpoints = list(dict.fromkeys(d.endpoint for d in devs if d.kind == "rpc"))
+    if len(endpoints) > MAX_WORKERS:
+        raise PlanError(f"{len(endpoints)} workers is more than the fastest-plan search handles "
+                        f"({MAX_WORKERS}); leave some out")
+    speeds: dict[str, tuple] = {}
+    for d in devs:
+        try:
+            speeds[d.key] = (measurements.speed_of(d), measurements.link_of(d))
+            if docs and len(speeds[d.key][0].prompt_slot_s) != n:
+                del speeds[d.key]
+                raise PlanError(f"no prompt-speed measurement for {d.label} (measure it again)")
+        except PlanError:
+            if not skip_unmeasured:
+                raise
+    if not speeds and measurements.host is None:
+        raise PlanError("no device and no host has a speed measurement")
+    gpus = [d for d in devs if d.kind == "gpu"]
+    by_worker = [[d for d in devs if d.endpoint == ep] for ep in endpoints]
+
+    def groups_for(pipeline: bool) -> tuple[list[_Group], _Group | None]:
+        def mat(d: Device) -> np.ndarray:
+            if d.key not in speeds:  # unmeasured: may only hold nothing
+                return np.where(np.eye(n + 1, dtype=bool), 0.0, INF)
+            speed, link = speeds[d.key]
+            return _device_matrix(sl, speed.prompt_slot_s if docs else speed.slot_s, link.rtt_s,
+                                  link.bytes_per_s, d.free_bytes - headroom_bytes(d), pipeline, ubatches)
+        return ([_Group(mine, [mat(d) for d in mine]) for mine in by_worker],
+                _Group(gpus, [mat(d) for d in gpus]) if gpus else None)
+
+    # Host: leading h slots, plus its fixed work.
+    host = measurements.host_speed(n)
+    if len(host.slot_s) != n:
+        raise PlanError(f"the host speed covers {len(host.slot_s)} slots, the model has {n}")
+    if docs:
+        host_prompt = host.prompt_slot_s if len(host.prompt_slot_s) == n else (INF,) * n
+        host_cost = n_prompt * np.concatenate([[0.0], np.cumsum(host_prompt)])
+        host_cost[0] = 0.0  # (∞ × 0: a host that keeps nothing costs nothing)
+    else:
+        host_cost = measurements.host_fixed_s + np.concatenate([[0.0], np.cumsum(host.slot_s)])
+    if host_free_bytes is not None:
+        h = np.arange(n + 1)
+        need = model.input_bytes + sl.weights + sl.kv + sl.host_margin(h)
+        need = need - np.where(h == n, model.output_duplicate_bytes, 0)
+        host_cost = np.where(need <= host_free_bytes, host_cost, INF)
+
+    best = _Best()
+    plain, gpu_plain = groups_for(pipeline=False)
+    # 1. The host keeps at least one slot: llama.cpp runs no pipeline.
+    _subset_dp(plain, gpu_plain, np.where(np.arange(n + 1) > 0, host_cost, INF), n, best)
+    # 2. The host keeps none: with two or more devices in play, pipeline margins apply.
+    piped, gpu_piped = groups_for(pipeline=True)
+    _subset_dp(piped, gpu_piped, np.where(np.arange(n + 1) == 0, host_cost, INF), n, best)
+    # 3. The host keeps none and one device is all llama-server sees: no pipeline.
+    alone = [g for g in plain if len(g.devices) == 1] if not gpus else \
+        ([gpu_plain] if len(gpus) == 1 else [])
+    for g in alone:
+        total = host_cost[0] + g.matrix[0, n]
+        if total < best.total:
+            best.total = float(total)
+            best.build = (lambda g=g: (0, {g.devices[0].key: n}, [g.devices[0].endpoint]))
+    if best.build is None:
+        raise PlanError("no plan fits in the memory the devices and the host have free")
+
+    host_layers, counts, worker_order = best.build()
+    # Workers that got slots first (in the order found), then the unused ones (not in --rpc).
+    used = [ep for ep in worker_order if ep and any(counts.get(d.key) for d in devs if d.endpoint == ep)]
+    final = model_order(devs, used)
+    plan = Plan(model.n_layer, host_layers, tuple(Assignment(d, counts.get(d.key, 0)) for d in final))
+    fits = estimate(plan, model, ctx, host_free_bytes, n_ubatch)
+    if not all(f.fits for f in fits):  # the search and estimate() must agree; say so loudly if not
+        raise AssertionError(f"fastest plan does not fit: {[f.describe() for f in fits if not f.fits]}")
+    return FastestResult(plan, step_cost(plan, model, measurements),
+                         predicted_prompt(plan, model, measurements, n_prompt), objective)
+
+
+def predicted_prompt(plan: Plan, model: ModelInfo, measurements: Measurements,
+                     n_prompt: int = DEFAULT_PROMPT) -> PromptCost | None:
+    """:func:`~gui.cluster.planning.cost_model.prompt_cost` of ``plan``, or None when a device it uses
+    (or the host) has no prompt measurement."""
+    try:
+        return prompt_cost(plan, model, measurements, n_prompt)
+    except PlanError:
+        return None
+
+
+def fastest_plan(model: ModelInfo, devices: Sequence[Device], measurements: Measurements, ctx: int,
+                 host_free_bytes: int | None = None, skip_unmeasured: bool = False,
+                 objective: str = "chat") -> Plan:
+    """Just the plan of :func:`fastest`."""
+    return fastest(model, devices, measurements, ctx, host_free_bytes, skip_unmeasured=skip_unmeasured,
+                   objective=objective).plan

@@ -1,0 +1,772 @@
+"""Which layers go where: llama.cpp's layer map, plans, their command-line form and memory fit.
+
+The rules come from llama.cpp build 11434 (``../shared/handbook/llama-cpp.md``,
+src/llama-model.cpp:1558-1616):
+
+* A model has ``n_layer + 1`` *slots*: the blocks ``0 … n_layer-1`` and the output layer
+  ``n_layer``. Token embeddings always stay on the host CPU.
+* ``-ngl N`` offloads the *last* ``N`` slots; the leading ``n_layer + 1 - N`` stay on the host.
+* The offloaded slots go to the devices in *model order* — all RPC devices first, in ``--rpc``
+  order (a worker with two devices takes two places), then local GPUs — by cumulative ``-ts``
+  fractions compared in float32 (:func:`layer_map`).
+* Whole-number ``-ts`` counts are an exact inverse (:func:`layer_map_inverse`): any layout of
+  contiguous runs is reproduced slot for slot. Normalised fractions are not.
+
+A :class:`Plan` is the host's leading slot count plus an ordered list of
+:class:`Assignment` (device, slot count) in model order. :meth:`Plan.llama_args` turns it into
+``--rpc … --fit off -ngl N -ts c0,c1,…``; :meth:`Plan.from_llama_args` reads such arguments
+back exactly as llama.cpp would. :func:`estimate` checks each device's memory, and
+:func:`plan_by_memory` / :func:`plan_from_split` make the two kinds of plan users ask for.
+Reading back where llama-server really put the layers is :mod:`gui.cluster.launching.placement`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from agent.i18n import translate
+# llama-server's defaults: the micro-batch (``-ub``; compute buffers scale with it) and its
+# parallel sequences (``-np``)
+from gui.cluster.llama.model import DEFAULT_SEQUENCES, DEFAULT_UBATCH
+
+if TYPE_CHECKING:  # only for annotations; keeps this module importable without gguf
+    from gui.cluster.llama.model import ModelInfo
+
+#: llama.cpp's name for the host CPU in its placement log.
+HOST_DEVICE_NAME = "CPU"
+#: Keys of a split that mean "the host keeps these slots".
+HOST_KEYS = ("host", "cpu", "master")
+#: Tokens whose logits llama-server keeps per step (one per parallel slot, ``-np``).
+DEFAULT_OUTPUTS = DEFAULT_SEQUENCES
+#: Input copies per device under pipeline parallelism (GGML_SCHED_MAX_COPIES in ggml-backend.cpp).
+PIPELINE_COPIES = 4
+DEVICE_KINDS = ("rpc", "gpu")
+
+MiB = 1 << 20
+#: Memory llama.cpp leaves free on each GPU when it fits a model itself (``--fit-target``, 1 GiB
+#: per device by default, common/common.h): the driver and the desktop need it. herd plans GPUs
+#: with the same headroom; CPU devices have none (their free RAM already is what is left).
+GPU_HEADROOM_BYTES = 1 << 30
+
+
+def is_gpu(device: Device) -> bool:
+    """A GPU (or other accelerator) rather than a CPU: a local GPU, or a worker's device not
+    named ``CPU…`` (``Vulkan0``, ``CUDA0``, ``ROCm0`` …)."""
+    return device.kind == "gpu" or bool(device.name) and not device.name.upper().startswith("CPU")
+
+
+def headroom_bytes(device: Device | None) -> int:
+    """Free memory a plan leaves on ``device`` (:data:`GPU_HEADROOM_BYTES` on a GPU)."""
+    return GPU_HEADROOM_BYTES if device is not None and is_gpu(device) else 0
+
+
+# host:port, with IPv6 hosts in brackets ("[fe80::1]:50052")
+_ENDPOINT_RE = re.compile(r"(\[[0-9A-Za-z:.%]+\]|[^\s,:\[\]]+):\d{1,5}")
+
+
+class PlanError(ValueError):
+    """A plan, a split or llama.cpp arguments that cannot work. The message says why."""
+
+
+# --------------------------------------------------------------------------------------------
+# llama.cpp's layer map and its exact inverse
+
+
+def layer_map(n_layer: int, ngl: int, ts: Sequence[float]) -> list[int]:
+    """The device index of every slot (``-1`` = host CPU), exactly as llama.cpp computes it.
+
+    ``n_layer`` blocks plus the output slot; ``ngl`` is ``-ngl`` (negative = all slots); ``ts``
+    is ``-ts`` in model order. The cumulative fractions are float32, as in llama.cpp, so the
+    result matches llama-server slot for slot (including its rounding at run boundaries).
+    """
+    n = n_layer + 1
+    ngl = n if ngl < 0 else min(ngl, n)
+    start = n - ngl
+    if ngl == 0 or not ts:
+        return [-1] * n
+    acc: list[np.float32] = []
+    s = np.float32(0)
+    for x in ts:
+        if x < 0:
+            raise PlanError(f"tensor split values must not be negative, got {x}")
+        s = np.float32(s + np.float32(x))
+        acc.append(s)
+    if s == 0:
+        raise PlanError("all tensor split values are zero (llama.cpp would split by free memory)")
+    acc = [np.float32(a / s) for a in acc]
+    out = [-1] * start
+    k = 0
+    for i in range(start, n):
+        frac = np.float32(np.float32(i - start) / np.float32(ngl))
+        # upper_bound over a non-decreasing list: the first split point strictly above frac
+        while not acc[k] > frac:
+            k += 1
+        out.append(k)
+    return out
+
+
+def layer_map_inverse(layout: Sequence[int], n_devices: int) -> tuple[int, list[int]]:
+    """``(ngl, ts)`` with whole-number ``ts`` that makes :func:`layer_map` return ``layout``.
+
+    ``layout`` gives each slot's device index (``-1`` = host); it must be a run of host slots
+    followed by non-decreasing device indices (the only layouts llama.cpp can produce).
+    """
+    if not layout:
+        raise PlanError("a layout needs at least one slot")
+    counts = [0] * n_devices
+    host = 0
+    prev = -1
+    for slot, d in enumerate(layout):
+        if d < -1 or d >= n_devices:
+            raise PlanError(f"slot {slot}: device index {d} is outside 0…{n_devices - 1}")
+        if d == -1:
+            if prev != -1:
+                raise PlanError(f"slot {slot}: host slots must all come first")
+            host += 1
+        else:
+            if d < prev:
+                raise PlanError(f"slot {slot}: devices must be in model order (got {d} after {prev})")
+            counts[d] += 1
+        prev = d
+    return len(layout) - host, counts
+
+
+# --------------------------------------------------------------------------------------------
+# devices and plans
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device that can hold layers: a device of an RPC worker, or a local GPU of the master.
+
+    Attributes:
+        node_id: stable id of the node (the agent's ``id``; ``"master"`` for local GPUs).
+        node_name: the node's human name.
+        endpoint: ``"host:port"`` of the node's RPC server, or None for a local GPU.
+        index: the device's number on that RPC server (``ggml-rpc-server -d`` order), or the
+            local GPU's number.
+        name: the device's name as its server reports it (``CPU``, ``CUDA0``, ``Vulkan0`` …).
+        free_bytes: memory free for weights, cache and buffers.
+        total_bytes: total memory of the device.
+        kind: ``"rpc"`` (reached through ``--rpc``) or ``"gpu"`` (a GPU of the master itself).
+    """
+
+    node_id: str
+    node_name: str
+    endpoint: str | None
+    index: int = 0
+    name: str = ""
+    free_bytes: int = 0
+    total_bytes: int = 0
+    kind: str = "rpc"
+
+    def __post_init__(self) -> None:
+        if self.kind not in DEVICE_KINDS:
+            raise PlanError(f"device {self.node_id}: kind must be one of {DEVICE_KINDS}, got {self.kind!r}")
+        if self.kind == "rpc":
+            if not isinstance(self.endpoint, str) or not _ENDPOINT_RE.fullmatch(self.endpoint):
+                raise PlanError(f"device {self.node_id}: RPC endpoint must be 'host:port', got {self.endpoint!r}")
+        elif self.endpoint is not None:
+            raise PlanError(f"device {self.node_id}: a local GPU has no endpoint, got {self.endpoint!r}")
+        if not isinstance(self.index, int) or self.index < 0:
+            raise PlanError(f"device {self.node_id}: index must be a non-negative integer, got {self.index!r}")
+        if self.free_bytes < 0 or self.total_bytes < 0:
+            raise PlanError(f"device {self.node_id}: memory sizes must not be negative")
+
+    @property
+    def key(self) -> str:
+        """``node_id/index``: unique per device, stable across address changes."""
+        return f"{self.node_id}/{self.index}"
+
+    @property
+    def label(self) -> str:
+        """A short human label, e.g. ``gaming-pc CUDA0``."""
+        return f"{self.node_name} {self.name}".strip() if self.name else self.node_name
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict (see :meth:`from_json`)."""
+        return {"node_id": self.node_id, "node_name": self.node_name, "endpoint": self.endpoint,
+                "index": self.index, "name": self.name, "free_bytes": self.free_bytes,
+                "total_bytes": self.total_bytes, "kind": self.kind}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> Device:
+        """The inverse of :meth:`to_json` (types are checked by the constructor and callers)."""
+        return cls(node_id=d["node_id"], node_name=d["node_name"], endpoint=d.get("endpoint"),
+                   index=d.get("index", 0), name=d.get("name", ""),
+                   free_bytes=d.get("free_bytes", 0), total_bytes=d.get("total_bytes", 0),
+                   kind=d.get("kind", "rpc"))
+
+
+class Assignment(NamedTuple):
+    """``count`` consecutive slots on ``device`` (zero: the device is in the list but unused)."""
+
+    device: Device
+    count: int
+
+
+def model_order(devices: Iterable[Device], endpoint_order: Sequence[str] = ()) -> list[Device]:
+    """``devices`` in llama.cpp's model order: RPC devices grouped by endpoint, by index, then GPUs.
+
+    Endpoints are taken in ``endpoint_order`` first, then in order of first appearance. Local
+    GPUs keep their given order (llama.cpp lists them after every RPC device).
+    """
+    devices = list(devices)
+    order = list(dict.fromkeys(list(endpoint_order) + [d.endpoint for d in devices if d.kind == "rpc"]))
+    rank = {ep: i for i, ep in enumerate(order)}
+    rpc = sorted((d for d in devices if d.kind == "rpc"), key=lambda d: (rank[d.endpoint], d.index))
+    return rpc + [d for d in devices if d.kind == "gpu"]
+
+
+def _check_count(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise PlanError(f"{what}: expected a whole number of slots, got {value!r}")
+    if value < 0:
+        raise PlanError(f"{what}: must not be negative, got {value}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where each layer slot of a model goes.
+
+    Attributes:
+        n_layer: blocks of the model (slots are ``0 … n_layer``; ``n_layer`` is the output).
+        host_layers: leading slots kept on the master's CPU.
+        assignments: ``(device, count)`` in llama.cpp's model order; the remaining slots, in
+            order, go to these devices. Devices with count 0 are listed but hold nothing.
+    """
+
+    n_layer: int
+    host_layers: int
+    assignments: tuple[Assignment, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        items = tuple(Assignment(*a) for a in self.assignments)
+        object.__setattr__(self, "assignments", items)
+        if isinstance(self.n_layer, bool) or not isinstance(self.n_layer, int) or self.n_layer < 1:
+            raise PlanError(f"plan.n_layer: expected a positive whole number, got {self.n_layer!r}")
+        _check_count(self.host_layers, "plan.host_layers")
+        seen: set[str] = set()
+        for i, (dev, count) in enumerate(items):
+            if not isinstance(dev, Device):
+                raise PlanError(f"plan.assignments[{i}].device: expected a Device, got {dev!r}")
+            _check_count(count, f"plan.assignments[{i}].count ({dev.label})")
+            if dev.key in seen:
+                raise PlanError(f"plan.assignments[{i}]: device {dev.key} ({dev.label}) is listed twice")
+            seen.add(dev.key)
+        total = self.host_layers + sum(c for _, c in items)
+        if total != self.n_layer + 1:
+            raise PlanError(
+                f"plan: host {self.host_layers} + device counts {[c for _, c in items]} = {total} "
+                f"slots, but the model has {self.n_layer + 1} ({self.n_layer} blocks + output)")
+        self._check_order()
+
+    def _check_order(self) -> None:
+        """Model order: RPC before GPUs; one endpoint's devices together, numbered 0, 1, …"""
+        seen_gpu = False
+        done_endpoints: set[str] = set()
+        current: str | None = None
+        expect = 0
+        for i, (dev, _) in enumerate(self.assignments):
+            if dev.kind == "gpu":
+                seen_gpu = True
+                continue
+            if seen_gpu:
+                raise PlanError(f"plan.assignments[{i}]: RPC device {dev.label} comes after a local GPU; "
+                                "llama.cpp puts every RPC device before local GPUs")
+            if dev.endpoint != current:
+                if dev.endpoint in done_endpoints:
+                    raise PlanError(f"plan.assignments[{i}]: devices of {dev.endpoint} must be listed together")
+                if current is not None:
+                    done_endpoints.add(current)
+                current, expect = dev.endpoint, 0
+            if dev.index != expect:
+                raise PlanError(
+                    f"plan.assignments[{i}]: expected device {expect} of {dev.endpoint}, got {dev.index}; "
+                    "llama.cpp numbers every device of a worker in order, so list them all")
+            expect += 1
+
+    # -- views ------------------------------------------------------------------------------
+
+    @property
+    def n_slots(self) -> int:
+        """``n_layer + 1``: the blocks and the output layer."""
+        return self.n_layer + 1
+
+    @property
+    def offloaded(self) -> int:
+        """Slots on devices (llama.cpp's ``-ngl``)."""
+        return self.n_slots - self.host_layers
+
+    def devices(self) -> list[Device]:
+        """The devices of the plan, in model order."""
+        return [d for d, _ in self.assignments]
+
+    def counts(self) -> list[int]:
+        """Slot count per assignment, in model order."""
+        return [c for _, c in self.assignments]
+
+    def slots_of(self, i: int) -> range:
+        """The slots held by assignment ``i``."""
+        start = self.host_layers + sum(c for _, c in self.assignments[:i])
+        return range(start, start + self.assignments[i].count)
+
+    def host_slots(self) -> range:
+        """The slots kept on the host CPU."""
+        return range(self.host_layers)
+
+    def layer_map(self) -> list[int]:
+        """Assignment index of every slot, ``-1`` for the host."""
+        out = [-1] * self.host_layers
+        for i, (_, c) in enumerate(self.assignments):
+            out.extend([i] * c)
+        return out
+
+    def active_assignments(self) -> list[int]:
+        """Indices of the assignments llama-server will see: every device of each endpoint that
+        holds at least one slot, and every local GPU (llama-server always sees those)."""
+        eps = set(self.rpc_endpoints())
+        return [i for i, (d, _) in enumerate(self.assignments) if d.kind == "gpu" or d.endpoint in eps]
+
+    def rpc_endpoints(self) -> list[str]:
+        """``--rpc`` endpoints, unique, in order; workers that hold no slot are left out (there is
+        no reason to start or connect them)."""
+        used = {d.endpoint for d, c in self.assignments if d.kind == "rpc" and c > 0}
+        return list(dict.fromkeys(d.endpoint for d, _ in self.assignments if d.endpoint in used))
+
+    def layout(self) -> tuple[list[str], int, list[int]]:
+        """The plan as llama-server takes it: ``(rpc endpoints, ngl, tensor split)``.
+
+        One whole-number count per device llama-server will see, in model order (zero for
+        devices left out); the split is empty when there is nothing to put there.
+        """
+        active = self.active_assignments()
+        ts = [self.assignments[i].count for i in active] if active and self.offloaded > 0 else []
+        return self.rpc_endpoints(), self.offloaded, ts
+
+    def llama_args(self) -> list[str]:
+        """llama-server arguments that reproduce this plan exactly:
+        ``['--rpc', 'a,b', '--fit', 'off', '-ngl', N, '-ts', 'c0,c1,…']`` (built by
+        :func:`gui.cluster.llama.server_command.layout_args`; ``--fit off`` stops llama.cpp from
+        re-planning)."""
+        from gui.cluster.llama.server_command import layout_args
+        return layout_args(*self.layout())
+
+    def device_names(self) -> list[str | None]:
+        """The name llama-server gives each assignment's device in its log (``RPC0``, ``CUDA0``),
+        None for devices it will not see. RPC devices are numbered across all workers in
+        ``--rpc`` order (ggml-rpc.cpp numbers them with one running counter)."""
+        names: list[str | None] = [None] * len(self.assignments)
+        k = 0
+        for i in self.active_assignments():
+            dev = self.assignments[i].device
+            if dev.kind == "rpc":
+                names[i] = f"RPC{k}"
+                k += 1
+            else:
+                names[i] = dev.name or f"GPU{dev.index}"
+        return names
+
+    def expected_placement(self) -> dict[int, str]:
+        """Slot → llama.cpp device name, as llama-server's per-layer lines (``-lv 5``) name it."""
+        names = self.device_names()
+        return {slot: HOST_DEVICE_NAME if a < 0 else str(names[a]) for slot, a in enumerate(self.layer_map())}
+
+    def describe(self) -> list[str]:
+        """One human line per holder of slots (host first), for CLIs and logs."""
+        def span(r: range) -> str:
+            return "-" if not r else (f"{r.start}" if len(r) == 1 else f"{r.start}-{r.stop - 1}")
+
+        out = [f"host CPU      {self.host_layers:3d} slots  {span(self.host_slots())}"]
+        for i, (dev, count) in enumerate(self.assignments):
+            where = dev.endpoint or "local"
+            out.append(f"{dev.label:<13} {count:3d} slots  {span(self.slots_of(i))}  ({where})")
+        return out
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict: ``{"n_layer", "host_layers", "assignments": [{"device", "count"}]}``."""
+        return {"n_layer": self.n_layer, "host_layers": self.host_layers,
+                "assignments": [{"device": d.to_json(), "count": c} for d, c in self.assignments]}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> Plan:
+        """The inverse of :meth:`to_json`. Field-level checking of untrusted files is in
+        ``gui.cluster.launching.profile``; this raises :class:`PlanError` for an impossible plan."""
+        return cls(n_layer=d["n_layer"], host_layers=d["host_layers"],
+                   assignments=tuple(Assignment(Device.from_json(a["device"]), a["count"])
+                                     for a in d["assignments"]))
+
+    @classmethod
+    def from_layout(cls, n_layer: int, devices: Sequence[Device], layout: Sequence[int]) -> Plan:
+        """A plan from a slot → device-index layout (as :func:`layer_map` returns)."""
+        if len(layout) != n_layer + 1:
+            raise PlanError(f"layout has {len(layout)} slots, the model has {n_layer + 1}")
+        ngl, counts = layer_map_inverse(layout, len(devices))
+        return cls(n_layer, n_layer + 1 - ngl, tuple(Assignment(d, c) for d, c in zip(devices, counts)))
+
+    @classmethod
+    def from_llama_args(cls, args: Sequence[str], devices: Sequence[Device], n_layer: int) -> Plan:
+        """What llama-server would do with ``args`` (``--rpc``, ``-ngl``, ``-ts``), as a plan.
+
+        ``devices`` are the known devices (RPC devices of every worker, and the master's local
+        GPUs). The devices llama-server sees are each ``--rpc`` endpoint's devices by index, then
+        the local GPUs. ``-ts`` may hold fractions; missing values count as 0, as in llama.cpp;
+        no ``-ts`` (or all zeros) splits by free memory like llama.cpp's default; no ``-ngl``
+        (or ``-ngl all``) offloads every slot. This is what llama-server does with ``--fit off``;
+        with ``--fit`` on it may re-plan behind these numbers.
+        """
+        opts = _parse_opts(args)
+        eps = [e for e in (opts.get("rpc") or "").split(",") if e]
+        if len(set(eps)) != len(eps):
+            raise PlanError(f"--rpc lists an endpoint twice: {opts['rpc']}")
+        seen: list[Device] = []
+        for ep in eps:
+            mine = sorted((d for d in devices if d.kind == "rpc" and d.endpoint == ep), key=lambda d: d.index)
+            if not mine:
+                raise PlanError(f"--rpc {ep}: unknown device (no known node serves that endpoint)")
+            seen += mine
+        seen += [d for d in devices if d.kind == "gpu"]
+        ngl_text = opts.get("ngl")
+        try:
+            ngl = -1 if ngl_text is None or ngl_text == "all" else int(ngl_text)
+        except ValueError:
+            raise PlanError(f"-ngl: expected a whole number or 'all', got {ngl_text!r}") from None
+        ts_text = opts.get("ts")
+        ts: list[float] = []
+        if ts_text:
+            try:
+                ts = [float(x) for x in ts_text.replace("/", ",").split(",") if x.strip()]
+            except ValueError:
+                raise PlanError(f"-ts: expected numbers separated by commas, got {ts_text!r}") from None
+            if len(ts) > len(seen):
+                raise PlanError(f"-ts has {len(ts)} values but llama-server would see only "
+                                f"{len(seen)} device(s)")
+            if any(x < 0 for x in ts):
+                raise PlanError(f"-ts: values must not be negative, got {ts_text!r}")
+            ts += [0.0] * (len(seen) - len(ts))
+        if not ts or not any(ts):
+            ts = [float(d.free_bytes) for d in seen]
+        if not seen or not any(ts):
+            layout = [-1] * (n_layer + 1)
+        else:
+            layout = layer_map(n_layer, ngl, ts)
+        return cls.from_layout(n_layer, seen, layout)
+
+
+def _parse_opts(args: Sequence[str]) -> dict[str, str]:
+    """The llama-server options a plan is made of, from an argument list."""
+    names = {"--rpc": "rpc", "-ngl": "ngl", "--gpu-layers": "ngl", "--n-gpu-layers": "ngl",
+             "-ts": "ts", "--tensor-split": "ts"}
+    out: dict[str, str] = {}
+    args = [str(a) for a in args]
+    i = 0
+    while i < len(args):
+        a = args[i]
+        name, eq, value = a.partition("=")
+        if name in names and eq:
+            out[names[name]] = value
+        elif a in names:
+            if i + 1 >= len(args):
+                raise PlanError(f"{a}: missing value")
+            out[names[a]] = args[i + 1]
+            i += 1
+        i += 1
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# memory fit
+
+
+@dataclass(frozen=True)
+class DeviceFit:
+    """The memory a device (or the host) needs for a plan, against what it has free.
+
+    Attributes:
+        device: the device, or None for the master's CPU (the host).
+        slots: the slots it holds.
+        weights_bytes: bytes of its weights.
+        kv_bytes: bytes of its KV cache at the planned context.
+        compute_bytes: margin for its compute buffer.
+        free_bytes: what it reports free; None when unknown (then it is assumed to fit).
+    """
+
+    device: Device | None
+    slots: range
+    weights_bytes: int
+    kv_bytes: int
+    compute_bytes: int
+    free_bytes: int | None
+
+    @property
+    def is_host(self) -> bool:
+        return self.device is None
+
+    @property
+    def label(self) -> str:
+        return translate("Plan", "host CPU") if self.device is None else self.device.label
+
+    @property
+    def need_bytes(self) -> int:
+        """Weights + KV cache + compute margin."""
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes
+
+    @property
+    def headroom_bytes(self) -> int:
+        """Free memory the plan leaves on the device (:func:`headroom_bytes`); none on a device
+        that holds no slot (it is not used at all)."""
+        return headroom_bytes(self.device) if len(self.slots) else 0
+
+    @property
+    def fits(self) -> bool:
+        return self.free_bytes is None or self.need_bytes + self.headroom_bytes <= self.free_bytes
+
+    @property
+    def short_by_bytes(self) -> int:
+        """How much more free memory it would need (0 when it fits), headroom included."""
+        return 0 if self.free_bytes is None else max(0, self.need_bytes + self.headroom_bytes - self.free_bytes)
+
+    def describe(self) -> str:
+        """One human line: ``gaming-pc CPU: needs 812.0 MiB of 1024.0 MiB free — fits``."""
+        # in the user's language (see agent.i18n); the numbers stay as they are
+        have = (translate("Plan", "unknown") if self.free_bytes is None
+                else f"{self.free_bytes / MiB:.1f} MiB")
+        verdict = (translate("Plan", "fits") if self.fits else
+                   translate("Plan", "short by {size}").format(size=f"{self.short_by_bytes / MiB:.1f} MiB"))
+        if self.headroom_bytes:
+            return translate("Plan", "{device}: needs {need} (and keeps {headroom} free) of {free} free — "
+                                     "{verdict}").format(
+                device=self.label, need=f"{self.need_bytes / MiB:.1f} MiB",
+                headroom=f"{self.headroom_bytes / MiB:.0f} MiB", free=have, verdict=verdict)
+        return translate("Plan", "{device}: needs {need} of {free} free — {verdict}").format(
+            device=self.label, need=f"{self.need_bytes / MiB:.1f} MiB", free=have, verdict=verdict)
+
+
+#: Hidden-state-sized (``ub × n_embd`` f32) tensors in llama.cpp's compute buffers, by where the
+#: buffer is and whether pipeline parallelism is on (:func:`pipeline_parallel`). Measured on
+#: build 11434 (``sched_reserve: … compute buffer size``; n_embd 256–512, ctx 1024–4096, one to
+#: three workers) and rounded up: the first device of a pipeline holds 16 of them, the later
+#: ones 7, the host 10; without a pipeline a device holds 2–4 and the host 5 with blocks of its
+#: own, 2 without.
+_HIDDEN_COPIES = {("device", False): 4, ("device", True): 8, ("first", True): 16,
+                  ("host", False): 6, ("host-no-blocks", False): 3, ("host", True): 10,
+                  ("host-no-blocks", True): 10}
+
+
+def compute_buffer_bytes(model: ModelInfo, ctx: int, holds_blocks: bool, holds_output: bool,
+                         n_ubatch: int = DEFAULT_UBATCH, pipeline: bool = False,
+                         n_outputs: int = DEFAULT_OUTPUTS, *, host: bool = False,
+                         first: bool = False) -> int:
+    """A margin for the compute buffer llama.cpp reserves on a device (or, with ``host``, on the
+    host CPU) for one micro-batch of ``ub = min(n_ubatch, ctx)`` tokens, flash attention on (the
+    default where the backend supports it, as CPU and RPC-CPU do):
+
+    * the attention mask, ``ub × ctx`` f16 — :data:`PIPELINE_COPIES` of it under pipeline
+      parallelism (``pipeline``), one otherwise;
+    * copies of the hidden state, ``ub × n_embd`` f32, as many as :data:`_HIDDEN_COPIES` says
+      for the buffer's place (``first``: the first device of a pipeline);
+    * on a device with blocks, the feed-forward intermediates, three ``ub × n_ff`` f32;
+    * on the host, llama-server's output buffer: the logits of ``n_outputs`` tokens (``n_vocab``
+      f32 each; ``llama_context: CPU output buffer size``), wherever the output layer runs;
+    * 1 MiB of slack for graph metadata and alignment.
+
+    ``holds_output`` is accepted for the callers' symmetry; the output layer's own intermediates
+    are within the hidden-state copies.
+
+    Checked against the real server over the model matrix of ``bench/models`` and the demo
+    models: at or above the reported size, by at most about half of it plus 1 MiB.
+    """
+    ub = min(n_ubatch, ctx)
+    mask = ub * ctx * 2 * (PIPELINE_COPIES if pipeline else 1)
+    if host:
+        place = "host" if holds_blocks else "host-no-blocks"
+    else:
+        place = "first" if first and pipeline else "device"
+    hidden = _HIDDEN_COPIES[place, pipeline] * ub * model.embedding_length * 4
+    ffn = ub * model.feed_forward_length * 4 * 3 if holds_blocks else 0
+    logits = n_outputs * model.vocab_size * 4 if host else 0
+    return mask + hidden + ffn + logits + MiB
+
+
+def pipeline_parallel(plan: Plan) -> bool:
+    """Whether llama.cpp will enable pipeline parallelism for ``plan`` (src/llama-context.cpp):
+    more than one device in play and every slot offloaded. It then keeps
+    :data:`PIPELINE_COPIES` copies of each device's inputs, which costs memory."""
+    return plan.host_layers == 0 and len(plan.active_assignments()) > 1
+
+
+def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None = None,
+             n_ubatch: int = DEFAULT_UBATCH) -> list[DeviceFit]:
+    """Memory needs of every device of ``plan`` at context ``ctx``, then the host's as last entry.
+
+    Per device: the bytes of its slots, the f16 KV cache of its blocks at ``ctx`` tokens, and
+    :func:`compute_buffer_bytes` (for devices that hold at least one slot), against its
+    ``free_bytes`` (with more room for inputs when llama.cpp will run the devices as a pipeline,
+    :func:`pipeline_parallel`). The host (``device=None``) keeps the token embeddings and its leading slots;
+    its free memory is ``host_free_bytes`` (None: unknown, assumed to fit).
+    """
+    if plan.n_layer != model.n_layer:
+        raise PlanError(f"the plan is for {plan.n_layer} blocks but the model has {model.n_layer}")
+    if ctx < 1:
+        raise PlanError(f"context length must be positive, got {ctx}")
+    pipeline = pipeline_parallel(plan)
+    out: list[DeviceFit] = []
+    for i, (dev, count) in enumerate(plan.assignments):
+        slots = plan.slots_of(i)
+        out.append(DeviceFit(
+            device=dev, slots=slots,
+            weights_bytes=model.block_bytes(slots.start, count),
+            kv_bytes=model.kv_bytes(ctx, slots),
+            compute_bytes=compute_buffer_bytes(model, ctx, slots.start < model.n_layer, model.n_layer in slots,
+                                               n_ubatch, pipeline, first=slots.start == 0) if count else 0,
+            free_bytes=dev.free_bytes))
+    host = plan.host_slots()
+    weights = model.input_bytes + model.block_bytes(0, plan.host_layers)
+    if model.n_layer in host:
+        weights -= model.output_duplicate_bytes  # the host's own token_embd is reused
+    out.append(DeviceFit(device=None, slots=host, weights_bytes=weights,
+                         kv_bytes=model.kv_bytes(ctx, host),
+                         compute_bytes=compute_buffer_bytes(model, ctx, plan.host_layers > 0,
+                                                            model.n_layer in host, n_ubatch, pipeline,
+                                                            host=True),
+                         free_bytes=host_free_bytes))
+    return out
+
+
+def misfits(fits: Iterable[DeviceFit]) -> list[str]:
+    """Human lines for the devices that do not fit (empty when the plan fits)."""
+    return [f.describe() for f in fits if not f.fits]
+
+
+# --------------------------------------------------------------------------------------------
+# making plans
+
+
+def plan_by_memory(model: ModelInfo, devices: Sequence[Device], ctx: int,
+                   host_free_bytes: int | None = None) -> Plan:
+    """llama.cpp's default: split in proportion to each device's free memory.
+
+    Every slot is offloaded when that fits; otherwise the host keeps leading slots, one more at
+    a time, until every device fits (what ``-ngl N`` without ``-ts`` would do). The result is
+    exact: its whole-number ``-ts`` gives the very layout llama.cpp would compute from the
+    free-memory fractions. With no devices (or none with free memory) the host keeps all.
+    """
+    devs = model_order(devices)
+    free = [float(d.free_bytes) for d in devs]
+    n = model.n_layer + 1
+    if not devs or not any(free):
+        return Plan(model.n_layer, n, tuple(Assignment(d, 0) for d in devs))
+    plan = None
+    for ngl in range(n, -1, -1):
+        plan = Plan.from_layout(model.n_layer, devs, layer_map(model.n_layer, ngl, free))
+        if all(f.fits for f in estimate(plan, model, ctx, host_free_bytes)[:-1]):
+            return plan
+    return plan  # ngl = 0: nothing on the devices (always "fits" them)
+
+
+def parse_split(text: str) -> dict[str, int]:
+    """``"nodeA=10,nodeB=23,host=0"`` → ``{"nodeA": 10, "nodeB": 23, "host": 0}`` (order kept)."""
+    out: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        key, eq, value = part.rpartition("=")
+        if not eq or not key.strip():
+            raise PlanError(f"split entry {part!r}: expected NODE=COUNT")
+        key = key.strip()
+        try:
+            count = int(value)
+        except ValueError:
+            raise PlanError(f"split entry {part!r}: {value!r} is not a whole number") from None
+        if count < 0:
+            raise PlanError(f"split entry {part!r}: the count must not be negative")
+        if key in out:
+            raise PlanError(f"split names {key!r} twice")
+        out[key] = count
+    if not out:
+        raise PlanError("empty split: expected NODE=COUNT,…")
+    return out
+
+
+def _match(key: str, devices: Sequence[Device]) -> list[Device]:
+    """Devices a split key names: a device key, else a node id, name, endpoint or device name.
+
+    A key that names devices of more than one node (two nodes with the same name, or ``CPU``)
+    is ambiguous and refused: the user must say which node.
+    """
+    for attr in ("key", "node_id", "node_name", "endpoint", "name"):
+        hit = [d for d in devices if getattr(d, attr) == key]
+        if len({d.node_id for d in hit}) > 1:
+            choices = ", ".join(sorted({d.key for d in hit}))
+            raise PlanError(f"split {key!r}: names devices of several nodes; use one of {choices}")
+        if hit:
+            return hit
+    # NODE/N or NODE/DEVICE: one device of a node with several (``gaming-pc/1``,
+    # ``gaming-pc/Vulkan0``), the node by its id, name or endpoint.
+    node, slash, which = key.rpartition("/")
+    if slash and node:
+        mine = _match(node, devices)
+        hit = [d for d in mine if str(d.index) == which or d.name == which]
+        if len({d.node_id for d in mine}) == 1:
+            return hit
+    return []
+
+
+def _spread(count: int, devices: Sequence[Device]) -> list[int]:
+    """Split ``count`` slots over one node's devices in proportion to free memory (llama.cpp's
+    float32 rule; equal shares when none reports memory)."""
+    if count == 0:
+        return [0] * len(devices)
+    weights = [float(d.free_bytes) for d in devices]
+    if not any(weights):
+        weights = [1.0] * len(devices)
+    _, counts = layer_map_inverse(layer_map(count - 1, count, weights), len(devices))
+    return counts
+
+
+def plan_from_split(model: ModelInfo | int, devices: Sequence[Device], split: Mapping[str, int]) -> Plan:
+    """A plan from user counts, as in ``herd plan --split nodeA=10,nodeB=23``.
+
+    Keys name a device (``node_id/index``), a node (id, name or ``host:port`` — a node with
+    several devices shares its count among them by free memory), a local GPU by name, or the
+    host (``host``/``cpu``/``master``). Workers get ``--rpc`` places in the order the split
+    names them; devices it does not name get 0. Without a host entry the host keeps whatever
+    the counts leave of the ``n_layer + 1`` slots.
+    """
+    n_layer = model if isinstance(model, int) else model.n_layer
+    n = n_layer + 1
+    counts: dict[str, int] = {}
+    host: int | None = None
+    named_eps: list[str] = []
+    for key, count in split.items():
+        _check_count(count, f"split {key!r}")
+        if key.lower() in HOST_KEYS:
+            host = count
+            continue
+        hit = _match(key, devices)
+        if not hit:
+            known = ", ".join(sorted({d.node_name for d in devices} | {d.key for d in devices}))
+            raise PlanError(f"split {key!r}: unknown node or device (known: {known or 'none'})")
+        for dev, c in zip(hit, _spread(count, hit)):
+            if dev.key in counts:
+                raise PlanError(f"split {key!r}: device {dev.key} ({dev.label}) already has a count")
+            counts[dev.key] = c
+            if dev.kind == "rpc":
+                named_eps.append(dev.endpoint)
+    total = sum(counts.values())
+    if host is None:
+        if total > n:
+            raise PlanError(f"the split gives {total} slots but the model has only {n} "
+                            f"({n_layer} blocks + output)")
+        host = n - total
+    elif host + total != n:
+        raise PlanError(f"the split gives host {host} + devices {total} = {host + total} slots, "
+                        f"but the model has {n} ({n_layer} blocks + output)")
+    devs = model_order(devices, named_eps)
+    return Plan(n_layer, host, tuple(Assignment(d, counts.get(d.key, 0)) for d in devs))

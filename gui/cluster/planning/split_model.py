@@ -1,0 +1,274 @@
+"""The split being edited, Qt-free: a plan over the cluster's devices, with undo.
+
+:class:`SplitModel` holds what the split editor shows and changes — the model and the devices
+it is planned over, the devices the user left out, the order of the workers, the plan and its
+memory fit, and the undo history — so the editor widget only draws it and forwards the user's
+gestures. One gesture is one undoable step; a drag of the bar previews without recording until
+the handle is let go (:meth:`preview_counts`, then :meth:`set_counts`).
+
+A plan the user made (an edit, *Fastest*, an imported profile) is kept when the nodes change
+and still fits the model; a plan computed by memory is computed again for the new devices. What
+the user made is remembered by device: a node that drops out for a moment (Wi-Fi, a reboot) gives
+its slots to the host while it is gone and gets them back when it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+
+from gui.cluster.planning.plan import (Assignment, Device, DeviceFit, Plan, PlanError, estimate, model_order,
+                              plan_by_memory)
+
+log = logging.getLogger(__name__)
+
+
+class SplitModel:
+    """The split being edited (see the module docstring).
+
+    Attributes:
+        model: the :class:`~gui.cluster.llama.model.ModelInfo` planned for, or None.
+        devices: every device the plan may use (left-out ones included).
+        excluded: keys of the devices the user left out.
+        ctx: the context size the fit is estimated for.
+        host_free_bytes: RAM free on this computer (None: unknown).
+        plan: the plan shown, or None without a model.
+        fits: its memory fit per device, then the host (empty without a plan).
+        error: why the fit could not be estimated, or "".
+
+    ``subscribe(callback)`` registers ``callback(plan)``, called after every change.
+    """
+
+    def __init__(self, ctx: int = 4096) -> None:
+        self.model = None
+        self.devices: list[Device] = []
+        self.excluded: set[str] = set()
+        self.ctx = ctx
+        self.host_free_bytes: int | None = None
+        self.plan: Plan | None = None
+        self.fits: list[DeviceFit] = []
+        self.error = ""
+        self._endpoint_order: list[str] = []
+        self._history: list[Plan] = []
+        self._pos = -1
+        self._custom = False  # the plan shown was made by the user (kept when nodes change)
+        #: the slot counts of the last plan the user made, by device key (devices that are gone
+        #: included), and the host's: what a change of nodes re-applies
+        self._intent: dict[str, int] = {}
+        self._subs: list[Callable[[Plan | None], None]] = []
+
+    # -- events ------------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[Plan | None], None]) -> Callable[[], None]:
+        """Call ``callback(plan)`` after every change; returns the unsubscribe function."""
+        self._subs.append(callback)
+        return lambda: self._subs.remove(callback) if callback in self._subs else None
+
+    def _changed(self) -> None:
+        self._estimate()
+        for cb in list(self._subs):
+            try:
+                cb(self.plan)
+            except Exception:  # one broken view must not stop the others
+                log.exception("split model subscriber failed")
+
+    def _estimate(self) -> None:
+        self.fits, self.error = [], ""
+        if self.plan is not None and self.model is not None:
+            try:
+                self.fits = estimate(self.plan, self.model, self.ctx, self.host_free_bytes)
+            except PlanError as exc:
+                self.error = str(exc)
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def set_cluster(self, model, devices: list[Device], host_free_bytes: int | None = None,
+                    keep_split: bool = True) -> None:
+        """Plan ``model`` over ``devices``; keeps the user's split when it still applies. The
+        undo history starts again."""
+        old = self.plan
+        self.model = model
+        self.host_free_bytes = host_free_bytes
+        self.devices = list(devices)
+        known = {d.key for d in devices}
+        self.excluded &= known
+        plan = None
+        # Only a split the user made (an edit, Fastest, an import) is kept: a split computed by
+        # memory before the nodes were known (all slots on the host) is computed again, or
+        # `herd demo` opened with every handle stacked at the end of the bar (#17).
+        if keep_split and self._custom and old is not None and model is not None and old.n_layer == model.n_layer:
+            counts = dict(self._intent)
+            # A node that returns takes back its slots from the host only as far as the host has
+            # them (the user may have split the rest again while it was gone).
+            shown = {d.key for d, _ in old.assignments}
+            spare = old.host_layers
+            for d in self.included():
+                if d.key not in shown and counts.get(d.key, 0):
+                    counts[d.key] = min(counts[d.key], spare)
+                    spare -= counts[d.key]
+            plan = self._with_counts(old.host_layers, counts)
+        custom = plan is not None
+        if plan is None and model is not None:
+            plan = self._by_memory()
+            self._intent = {}
+        self._history, self._pos = [], -1
+        self._set(plan, record=True, intent=False)
+        self._custom = custom
+
+    def set_ctx(self, ctx: int) -> None:
+        """The context size changed: the fit is estimated again (the split stays)."""
+        if ctx != self.ctx:
+            self.ctx = ctx
+            self._changed()
+
+    # -- gestures (each one undoable step) ----------------------------------------------------
+
+    def apply_plan(self, plan: Plan) -> bool:
+        """Show ``plan`` (from *Fastest*, an imported profile …); False if it is for another model."""
+        if self.model is None or plan.n_layer != self.model.n_layer:
+            return False
+        keys = {d.key for d in plan.devices()}
+        self.excluded = {d.key for d in self.devices if d.key not in keys}
+        self._endpoint_order = [d.endpoint for d in plan.devices() if d.endpoint]
+        self._set(plan, record=True)
+        return True
+
+    def reset_by_memory(self) -> None:
+        """llama.cpp's default: in proportion to free memory."""
+        if self.model is not None:
+            self._set(self._by_memory(), record=True, intent=False)
+            self._custom = False
+            self._intent = {}
+
+    def set_counts(self, host: int, counts: list[int]) -> bool:
+        """Slot counts: the host's, then each included device's in :meth:`included` order."""
+        plan = self._from_counts(host, counts)
+        if plan is None:
+            return False
+        self._set(plan, record=True)
+        return True
+
+    def preview_counts(self, host: int, counts: list[int]) -> bool:
+        """Like :meth:`set_counts` while a handle is dragged: shown, not yet an undo step."""
+        plan = self._from_counts(host, counts)
+        if plan is None:
+            return False
+        self._set(plan, record=False)
+        return True
+
+    def set_included(self, key: str, included: bool) -> None:
+        """Leave a device out of the plan, or take it back: the slots are split by memory again
+        over the devices left."""
+        (self.excluded.discard if included else self.excluded.add)(key)
+        if self.model is not None:
+            self._set(self._by_memory(), record=True)
+
+    def move_worker(self, src: int, dst: int) -> bool:
+        """Move the worker of included device ``src`` to where the worker of device ``dst`` is
+        (llama.cpp numbers a worker's devices together, and local GPUs always come last)."""
+        devs = self.included()
+        if self.plan is None or not (0 <= src < len(devs) and 0 <= dst < len(devs)):
+            return False
+        eps = list(dict.fromkeys(d.endpoint for d in devs if d.endpoint))
+        a, b = devs[src].endpoint, devs[dst].endpoint
+        if a is None or b is None or a == b:
+            return False
+        eps.insert(eps.index(b), eps.pop(eps.index(a)))
+        counts = {d.key: c for d, c in self.plan.assignments}
+        self._endpoint_order = eps
+        plan = self._with_counts(self.plan.host_layers, counts)
+        if plan is None:
+            return False
+        self._set(plan, record=True)
+        return True
+
+    def undo(self) -> bool:
+        """Go back one step; False when there is none."""
+        if self._pos <= 0:
+            return False
+        self._pos -= 1
+        self._restore(self._history[self._pos])
+        return True
+
+    def redo(self) -> bool:
+        """Go forward one step; False when there is none."""
+        if self._pos + 1 >= len(self._history):
+            return False
+        self._pos += 1
+        self._restore(self._history[self._pos])
+        return True
+
+    def can_undo(self) -> bool:
+        return self._pos > 0
+
+    def can_redo(self) -> bool:
+        return self._pos + 1 < len(self._history)
+
+    def commit(self) -> None:
+        """Record the plan shown as a step (the end of a drag previewed with :meth:`preview_counts`)."""
+        self._record()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def included(self) -> list[Device]:
+        """The devices the plan is made over, in model order. A device left out of a worker
+        whose other devices stay is kept with no free memory: llama.cpp numbers a worker's
+        devices together (its ``-d`` list), so the split by memory gives it no slot."""
+        kept = {d.endpoint for d in self.devices if d.key not in self.excluded and d.endpoint}
+        devs = [d if d.key not in self.excluded else replace(d, free_bytes=0)
+                for d in self.devices if d.key not in self.excluded or d.endpoint in kept]
+        return model_order(devs, self._endpoint_order)
+
+    def problems(self) -> list[DeviceFit]:
+        """The fits that do not fit (empty: the plan can launch)."""
+        return [f for f in self.fits if not f.fits]
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _by_memory(self) -> Plan:
+        return plan_by_memory(self.model, self.included(), self.ctx, self.host_free_bytes)
+
+    def _with_counts(self, host: int, counts: dict[str, int]) -> Plan | None:
+        devs = self.included()
+        try:
+            cs = [counts.get(d.key, 0) for d in devs]
+            host = self.model.n_layer + 1 - sum(cs)
+            return Plan(self.model.n_layer, host, tuple(Assignment(d, c) for d, c in zip(devs, cs)))
+        except PlanError:
+            return None
+
+    def _from_counts(self, host: int, counts: list[int]) -> Plan | None:
+        devs = self.included()
+        if self.model is None or len(counts) != len(devs):
+            return None
+        try:
+            return Plan(self.model.n_layer, host, tuple(Assignment(d, c) for d, c in zip(devs, counts)))
+        except PlanError:
+            return None
+
+    def _record(self) -> None:
+        self._custom = True
+        if self.plan is not None and (self._pos < 0 or self._history[self._pos] != self.plan):
+            del self._history[self._pos + 1:]
+            self._history.append(self.plan)
+            self._pos = len(self._history) - 1
+
+    def _restore(self, plan: Plan) -> None:
+        keys = {d.key for d in plan.devices()}
+        self.excluded = {d.key for d in self.devices if d.key not in keys}
+        self._endpoint_order = [d.endpoint for d in plan.devices() if d.endpoint]
+        self._set(plan, record=False, intent=True)
+
+    def _set(self, plan: Plan | None, *, record: bool, intent: bool = True) -> None:
+        """Show ``plan``; ``record``: as an undo step; ``intent``: as what the user made (its
+        counts are re-applied when the nodes change; devices not in it keep theirs, at 0 if
+        they are in the cluster now)."""
+        self.plan = plan
+        if intent and plan is not None:
+            present = {d.key for d in self.devices}
+            self._intent = {k: c for k, c in self._intent.items() if k not in present}
+            self._intent.update({d.key: c for d, c in plan.assignments})
+        if record:
+            self._record()
+        self._changed()

@@ -1,0 +1,114 @@
+"""The model matrix against the real llama-server and two real RPC workers on loopback.
+
+For every model of :data:`cluster.model_matrix.MATRIX` — quant types F16 to Q4_K_M, grouped-query
+attention, tied embeddings, llama/qwen2/qwen3, real vocabularies — with the host keeping layers
+and with the workers holding them all: the placement check passes on whatever CPU this runs
+(repacked host buffers included), a reply in words comes back, and the memory estimate matches
+what llama-server reports per device: weights and KV cache to the printed digit, the compute
+buffer at or above the reported size by at most half of it plus 1 MiB.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cluster.model_matrix import LAYOUTS, MATRIX, SWA_MODEL, real_gemma3, require_vocab, serve_case
+from cluster.rpc_workers import start_rpc_workers
+
+from gui.cluster.launching.placement import HOST_LOADED, HOST_MAPPED, PAD_PER_TENSOR, ROUNDING_BYTES
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def matrix_file(tmp_path_factory):
+    """``matrix_file(model)``: the model's GGUF, written once per module."""
+    folder = tmp_path_factory.mktemp("matrix")
+    written = {}
+
+    def get(m):
+        if m.id not in written:
+            written[m.id] = m.write(folder, require_vocab(m.vocab))
+        return written[m.id]
+    return get
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("m", MATRIX, ids=[m.id for m in MATRIX])
+async def test_model_is_placed_as_planned_serves_and_fits_its_estimate(engine, procs, matrix_file, m, layout):
+    host, counts = LAYOUTS[layout]
+    workers = start_rpc_workers(engine, procs, 2)
+    r = await serve_case(engine, matrix_file(m), workers, host, counts)
+
+    assert r.check.ok, r.check.problems
+    assert r.check.actual == r.check.expected
+    # A real vocabulary: the reply is text, not the test tokenizer's "t123" ids.
+    assert r.reply.strip() and not r.reply.strip().startswith("t")
+    assert r.timings["predicted_n"] >= 1
+    # The host's buffers are its mapped file range plus any buffer of weights repacked for this
+    # CPU; whether there are any depends on the CPU, never on the test.
+    assert HOST_MAPPED in r.host_buffers or HOST_LOADED in r.host_buffers
+
+    for where, mem in r.memory.items():
+        if where == "host":
+            continue  # a mapped file range, not a sum of weights (the placement check reads it)
+        est, got = mem["weights"]
+        assert -ROUNDING_BYTES <= got - est <= ROUNDING_BYTES + 64 * PAD_PER_TENSOR, (where, est, got)
+        est, got = mem["kv"]
+        assert abs(got - est) <= ROUNDING_BYTES, (where, "kv", est, got)
+    for where, mem in r.memory.items():
+        est, got = mem["compute"]
+        assert got <= est <= 1.5 * got + MiB, (where, "compute", est / MiB, got / MiB)
+
+
+@pytest.mark.parametrize("ctx", [4096, 32768])
+async def test_a_sliding_window_model_gets_the_kv_cache_llama_server_allocates(engine, procs, matrix_file, ctx):
+    """Gemma 3's shape, split over the host and two workers, at the contexts people use: each
+    device's KV cache is what llama-server allocates — the window's cells for its windowed
+    layers, the whole context for the global one — not the whole context for every layer."""
+    from gui.cluster.llama.model import inspect_model
+
+    host, counts = LAYOUTS["host+2 workers"]
+    path = matrix_file(SWA_MODEL)
+    info = inspect_model(path)
+    assert info.sliding_window == 128
+    assert [i for i in range(info.n_layer) if not info.is_windowed(i)] == [5]
+    assert info.kv_cells(ctx, 0) == 1024 and info.kv_cells(ctx, 5) == ctx
+    workers = start_rpc_workers(engine, procs, 2)
+    r = await serve_case(engine, path, workers, host, counts, ctx=ctx)
+    assert r.check.ok, r.check.problems
+    assert r.reply.strip()
+    full = 0
+    for where, mem in r.memory.items():
+        est, got = mem["kv"]
+        # two caches, each printed to two decimals
+        assert abs(got - est) <= 2 * ROUNDING_BYTES, (where, "kv", est / MiB, got / MiB)
+        full += got
+    # what a whole-context estimate of every layer would have said
+    assert full < info.kv_bytes_per_layer(ctx) * info.n_layer / 2
+
+
+@pytest.fixture(scope="module")
+def gemma3_270m(tmp_path_factory):
+    return real_gemma3(tmp_path_factory.mktemp("gemma3"))
+
+
+@pytest.mark.parametrize("ctx", [4096, 32768])
+async def test_the_real_gemma3_270m_split_three_ways_gets_the_kv_cache_it_is_given(engine, procs, gemma3_270m, ctx):
+    """Real weights of a sliding-window model: 5 of its 19 slots on the host, 7 on each worker.
+    Each device's KV cache is what llama-server reports to the printed digit (133.5 MiB in all
+    at 32768 tokens, where a whole context for every layer would be 576 MiB)."""
+    from gui.cluster.llama.model import inspect_model
+
+    info = inspect_model(gemma3_270m)
+    assert info.architecture == "gemma3" and info.sliding_window == 512
+    workers = start_rpc_workers(engine, procs, 2)
+    r = await serve_case(engine, gemma3_270m, workers, 5, (7, 7), ctx=ctx, max_tokens=8,
+                         prompt="What is the capital of France?")
+    assert r.check.ok, r.check.problems
+    assert r.reply.strip()
+    for where, mem in r.memory.items():
+        est, got = mem["kv"]
+        assert abs(got - est) <= 2 * ROUNDING_BYTES, (where, "kv", est / MiB, got / MiB)
+    total = sum(mem["kv"][1] for mem in r.memory.values())
+    assert abs(total - info.kv_bytes(ctx, range(info.n_slots))) <= 2 * ROUNDING_BYTES * len(r.memory)
