@@ -20,16 +20,16 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gui.translations import message_sources  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 TS = ROOT / "resources" / "translations" / "herd_zh_CN.ts"
 
 
 def sources() -> list[str]:
     """The files whose strings the app shows (as the translation test reads them)."""
-    return [str(p) for p in [ROOT / "gui" / "app.py", ROOT / "gui" / "session.py",
-                             *sorted((ROOT / "gui" / "widgets").rglob("*.py")),
-                             *sorted((ROOT / "gui" / "cluster").rglob("*.py")),
-                             *sorted((ROOT / "agent").rglob("*.py"))]]
+    return [str(p) for p in message_sources()]
 
 
 def extracted() -> set[tuple[str, str]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from gui.translations import TRANSLATIONS, TsTranslator, load_translator
+from gui.translations import TRANSLATIONS, TsTranslator, load_translator, message_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 TS = TRANSLATIONS / "herd_zh_CN.ts"
@@ -32,11 +32,7 @@ def test_every_string_in_the_code_has_a_finished_translation(tmp_path):
     tool = shutil.which("pyside6-lupdate")
     assert tool, "pyside6-lupdate comes with PySide6-Essentials"
     fresh = tmp_path / "fresh.ts"
-    sources = [str(p) for p in [ROOT / "gui" / "app.py", ROOT / "gui" / "session.py",
-                                *sorted((ROOT / "gui" / "widgets").glob("*.py")),
-                                # the Qt-free core's messages, marked with agent.i18n.translate
-                                *sorted((ROOT / "gui" / "cluster").glob("*.py")),
-                                *sorted((ROOT / "agent").glob("*.py"))]]
+    sources = [str(p) for p in message_sources()]
     subprocess.run([tool, *sources, "-ts", str(fresh)], check=True, capture_output=True)
     wanted = set(_messages(fresh))
     assert len(wanted) > 100
