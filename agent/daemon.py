@@ -23,19 +23,19 @@ from agent import __version__
 from agent import protocol as P
 from agent.api import build_app
 from agent.api_guard import KEEPALIVE_TIMEOUT, ConnectionGuard, GuardedSite, PeerErrorLog, raise_fd_limit
-from agent.engine import choose_engine
 from agent.echo import EchoServer
+from agent.engine_lookup import choose_engine
 from agent.hardware import LoadMeter, hardware_summary, nics
 from agent.identity import Identity, load_or_create, peer_fingerprint, server_context, trust
 from agent.lease import Leases
 from agent.pairing import AgentPairing, PinFile
-from agent.ratelog import RateLimitedLog
 from agent.process_memory import release_free_heap
+from agent.ratelog import RateLimitedLog
 from agent.relay import RpcRelay
 from agent.rpc_server import RpcOptions, RpcSupervisor
+from agent.settings import AgentState, Settings, default_state_dir
 from agent.weight_cache import WeightCache
 from agent.weight_cache import default_root as default_cache_root
-from agent.settings import AgentState, Settings, default_state_dir
 
 log = logging.getLogger("herd.agent")
 

@@ -1,6 +1,6 @@
 """Supervising llama.cpp's RPC worker (``ggml-rpc-server``): start, stop, probe, restart.
 
-Three facts about the worker shape this module (see the llama.cpp handbook):
+Three facts about the worker shape this module (``docs/llama-cpp.md``):
 
 * Its banner goes to **stdout and is not flushed to a pipe**, so a supervisor reading a pipe may
   see nothing until the process exits. Readiness and the device list therefore come from the

@@ -86,7 +86,7 @@ class Settings:
         mdns: advertise over mDNS at all.
         mdns_interfaces: IPs to advertise on (empty = every interface).
         engine_dir: folder of the llama.cpp programs (empty = the usual lookup), run as the
-            build it is (its backend is read from the build: :func:`agent.engine.identify`).
+            build it is (its backend is read from the build: :func:`agent.engine_lookup.identify`).
         backend: which managed llama.cpp build to run: ``auto`` (a GPU build that finds a GPU
             here, else the CPU build), ``cpu``, ``vulkan`` or ``cuda``; with ``engine_dir``
             the agent only says so when the folder holds another build.

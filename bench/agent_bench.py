@@ -39,7 +39,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.client import AgentClient  # noqa: E402
-from agent.engine import find_engine  # noqa: E402
+from agent.engine_lookup import find_engine  # noqa: E402
 
 READY = re.compile(r"herd-agent ready api=(\S+) rpc=(\d+)")
 
@@ -53,7 +53,7 @@ def free_port() -> int:
 def make_model(path: Path) -> Path:
     """A 32-layer, ~830 MB f16 demo model: decode on one core takes well over 20 ms/token even
     on a quiet machine (16 layers measured 17 ms/token here)."""
-    from gui.cluster.models.generate import DemoShape, write_demo_model  # bench only; agent/ stays gui-free
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model  # bench only; agent/ stays gui-free
 
     if not path.exists():
         print(f"writing demo model {path} …", file=sys.stderr)
@@ -252,7 +252,7 @@ def main() -> int:
     ratio = statistics.median(ratios)
     q1, _, q3 = statistics.quantiles(ratios, n=4)
     extra_us = (rtt_relay - rtt_direct) * 1e6
-    # Per token the master makes one GET_TENSOR round trip per RPC device (handbook), so the
+    # Per token the master makes one GET_TENSOR round trip per RPC device (docs/llama-cpp.md), so the
     # relay's cost per token is about one extra relay hop.
     est = d_ms / (d_ms + extra_us / 1000)
     rows = [

@@ -26,12 +26,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from agent.client import AgentClient  # noqa: E402
-from agent.engine import find_engine  # noqa: E402
 from cluster.agents import start_agent  # noqa: E402
 from conftest import ProcessJar  # noqa: E402
-from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
 from resilience.load import MIX, chat_streams, load_agent, loopback_cluster  # noqa: E402
+
+from agent.client import AgentClient  # noqa: E402
+from agent.engine_lookup import find_engine  # noqa: E402
+from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
 
 
 class Procs(ProcessJar):

@@ -30,10 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from agent.engine import find_engine  # noqa: E402
-from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
 from lan import Lan, can_build_lan  # noqa: E402
 from resilience.faults import FAULTS, LINK_DOWN, run_fault  # noqa: E402
+
+from agent.engine_lookup import find_engine  # noqa: E402
+from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
 
 
 async def main() -> int:

@@ -31,11 +31,11 @@ import httpx  # noqa: E402
 from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from agent.engine import find_engine  # noqa: E402
+from agent.engine_lookup import find_engine  # noqa: E402
 from gui.app import freeze_startup_objects  # noqa: E402
-from gui.cluster.llama.server_start import machine_args  # noqa: E402
 from gui.bridge import AsyncBridge  # noqa: E402
-from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.llama.server_start import machine_args  # noqa: E402
 from gui.session import ClusterSession  # noqa: E402
 from gui.widgets.chat_pane import ChatPane  # noqa: E402
 

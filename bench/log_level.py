@@ -35,12 +35,14 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from agent.engine import find_engine  # noqa: E402
 from cluster.rpc_workers import start_rpc_workers  # noqa: E402
 from conftest import ProcessJar, free_port  # noqa: E402
-from gui.cluster.launching import launcher as L  # noqa: E402
+
+from agent.engine_lookup import find_engine  # noqa: E402
 from gui.cluster.chat.client import chat  # noqa: E402
-from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.llama import server_process as L  # noqa: E402
+from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec  # noqa: E402
 from gui.cluster.llama.server_start import machine_args  # noqa: E402
 
 LEVELS = (3, 4, 5)
@@ -62,9 +64,7 @@ async def one_launch(engine, model: Path, workers: list[str], level: int, layers
     token: log lines printed, llama-server's CPU ms, this process's CPU ms)."""
     host = 1
     rest = layers + 1 - host
-    spec = L.ServerSpec(model=model, rpc=workers, ngl=rest, tensor_split=[rest // 2, rest - rest // 2],
-                        ctx=1024, port=free_port(), verbosity=level,
-                        extra_args=["-np", "1", *machine_args(engine.llama_server)])
+    spec = ServerSpec(model=model, rpc=workers, ngl=rest, tensor_split=[rest // 2, rest - rest // 2], verbosity=level, options=ServerOptions(ctx=1024, port=free_port(), extra_args=["-np", "1", *machine_args(engine.llama_server)]))
     # A ServerProcess of its own (it counts every line), so what this CPU needs is added here.
     srv = CountingServer(engine.llama_server, spec)
     await srv.start()

@@ -33,17 +33,18 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from agent.client import measure_echo_rtt  # noqa: E402
-from agent.engine import find_engine  # noqa: E402
 from cluster.agents import start_agent  # noqa: E402
 from cluster.rpc_workers import start_rpc_workers  # noqa: E402
 from conftest import ProcessJar, free_port  # noqa: E402
-from gui.cluster.launching import launcher as L  # noqa: E402
-from gui.cluster.nodes import telemetry as T  # noqa: E402
+
+from agent.client import measure_echo_rtt  # noqa: E402
+from agent.engine_lookup import find_engine  # noqa: E402
 from gui.cluster.chat.client import chat  # noqa: E402
-from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
-from gui.cluster.nodes.discovery import Discovery  # noqa: E402
+from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec  # noqa: E402
 from gui.cluster.llama.server_start import ServerStart  # noqa: E402
+from gui.cluster.nodes import telemetry as T  # noqa: E402
+from gui.cluster.nodes.discovery import Discovery  # noqa: E402
 from gui.cluster.nodes.records import TokenStore  # noqa: E402
 
 
@@ -97,8 +98,7 @@ async def decode_agreement(tmp: Path, runs: int, tokens: int) -> list[tuple[floa
         class _Procs:
             popen = staticmethod(jar.popen)
         workers = start_rpc_workers(eng, _Procs, 2)
-        spec = L.ServerSpec(model=model, rpc=workers, ngl=9, tensor_split=[4, 5], ctx=2048,
-                            port=free_port(), extra_args=["-np", "1"])
+        spec = ServerSpec(model=model, rpc=workers, ngl=9, tensor_split=[4, 5], options=ServerOptions(ctx=2048, port=free_port(), extra_args=["-np", "1"]))
         start = ServerStart(eng.llama_server, spec)
         out = []
         try:

@@ -30,7 +30,7 @@ MiB = 1 << 20
 
 
 def shapes(embd: int, layers: int):
-    from gui.cluster.models.generate import DemoShape
+    from gui.cluster.llama.random_model import DemoShape
 
     ff = embd * 11 // 4 // 256 * 256
     common = dict(layers=layers, embd=embd, kv_heads=2, head_dim=128, quant="Q4_K_M", tied=True)
@@ -47,11 +47,11 @@ def shapes(embd: int, layers: int):
 
 
 async def run(embd: int, layers: int, tokens: int, threads: int) -> list[tuple]:
-    from gui.cluster.planning.cost_model import DeviceSpeed
-    from gui.cluster.models.generate import write_demo_model
-    from agent.engine import find_engine
-    from gui.cluster.planning.measure import measure_compute
+    from agent.engine_lookup import find_engine
     from gui.cluster.llama.model import inspect_model
+    from gui.cluster.llama.random_model import write_demo_model
+    from gui.cluster.planning.cost_model import DeviceSpeed
+    from gui.cluster.planning.measure import measure_compute
 
     engine = find_engine()
     folder = Path(tempfile.mkdtemp(prefix="herd-moe-bench-"))

@@ -16,8 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gui.cluster.planning.cost_model import DeviceSpeed, LinkSpeed, Measurements  # noqa: E402
 from gui.cluster.llama.model import ModelInfo  # noqa: E402
+from gui.cluster.llama.server_command import layout_args  # noqa: E402
+from gui.cluster.planning.cost_model import DeviceSpeed, LinkSpeed, Measurements  # noqa: E402
 from gui.cluster.planning.optimize import fastest  # noqa: E402
 from gui.cluster.planning.plan import Device  # noqa: E402
 
@@ -59,7 +60,7 @@ def main() -> None:
             t0 = time.perf_counter()
             result = fastest(model, devices, meas, ctx=4096, host_free_bytes=16 * 1024 * MiB)
             times.append(time.perf_counter() - t0)
-        args = result.plan.llama_args()
+        args = layout_args(*result.plan.layout())
         ts = args[args.index("-ts") + 1] if "-ts" in args else "-"
         print(f"{workers:7d} {len(devices):7d} {n_layer:6d} {statistics.median(times):9.3f}  "
               f"host {result.plan.host_layers}, -ts {ts}")

@@ -10,27 +10,37 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
 import platform
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
 from PySide6 import __version__ as PYSIDE_VERSION
 from PySide6.QtCore import QLocale, Qt, QTimer, qVersion
 from PySide6.QtGui import QAction, QActionGroup, QIcon, QKeySequence
-from PySide6.QtWidgets import (QApplication, QMainWindow, QMenu, QMessageBox, QSplitter,
-                               QSystemTrayIcon, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QApplication,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QSplitter,
+    QSystemTrayIcon,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
-from agent.engine import PINNED_BUILD, find_engine
+from agent.engine_lookup import PINNED_BUILD, find_engine
 from gui import __version__
 from gui.bridge import AsyncBridge
+from gui.cluster import workspace as W
+from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.nodes.network_errors import explain
+from gui.cluster.planning.devices import host_free_bytes
 from gui.launch_flow import LaunchFlow
 from gui.profile_actions import ProfileActions
-from gui.cluster.nodes.network_errors import explain
-from gui.cluster.llama.server_command import ServerOptions
-from gui.cluster import workspace as W
 from gui.session import ClusterSession
 from gui.settings import COUNTDOWN_CHOICES, OPTIONS, REJOIN_CHOICES, Settings
 from gui.translations import install_translator
@@ -361,7 +371,7 @@ class MainWindow(QMainWindow):
         if sig == self._device_sig and not force:
             return
         self._device_sig = sig
-        self.editor.set_cluster(self.model, devices, psutil.virtual_memory().available)
+        self.editor.set_cluster(self.model, devices, host_free_bytes())
         self._split_for_demo(devices)
 
     def _split_for_demo(self, devices: list) -> None:
@@ -534,7 +544,7 @@ class MainWindow(QMainWindow):
 
     def confirm_quit(self) -> bool:
         """While the cluster serves, ask before quitting stops it (#17); True: go ahead."""
-        if self.session.launcher is None:
+        if self.session.supervisor is None:
             return True
         box = QMessageBox(QMessageBox.Icon.Question, self.tr("Quit llama-herd"),
                           self.tr("The cluster is serving. Quitting stops llama-server and the workers herd "

@@ -17,6 +17,9 @@ from PySide6.QtCore import QObject, Signal
 
 from gui.bridge import AsyncBridge, describe_error
 from gui.cluster.models import hub as H
+from gui.cluster.planning.devices import host_free_bytes
+
+
 class HubSession(QObject):
     """Connects a :class:`gui.widgets.hub_dialog.HubDialog` to the hub.
 
@@ -148,14 +151,12 @@ def open_hub_dialog(parent, bridge: AsyncBridge, settings, devices: Callable[[],
     """Show the *Get model* dialog over ``parent`` (the window), wired to a :class:`HubSession`;
     a verified download is opened with ``open_model(path)``. Returns the dialog (its
     ``session`` attribute is the :class:`HubSession`)."""
-    import psutil
-
     from gui.widgets.hub_dialog import HubDialog
 
     session_models = Path(settings.get("hub/models_dir") or H.models_dir())
     dialog = HubDialog(parent, endpoint=settings.get("hub/endpoint"), ctx=ctx, models_dir=str(session_models))
     dialog.session = HubSession(dialog, bridge, settings, devices,
-                                lambda: int(psutil.virtual_memory().available), parent=dialog)
+                                host_free_bytes, parent=dialog)
     dialog.session.modelReady.connect(open_model)
     dialog.finished.connect(lambda _r: dialog.session.cancel())
     dialog.show()

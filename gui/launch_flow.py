@@ -11,8 +11,10 @@ signals then drive the views. The window builds it and wires the views' intentio
 
 from __future__ import annotations
 
-import psutil
 from PySide6.QtCore import QObject, QTimer
+
+from gui.cluster.failover.text import describe_event
+from gui.cluster.planning.devices import host_free_bytes
 
 
 class LaunchFlow(QObject):
@@ -37,14 +39,14 @@ class LaunchFlow(QObject):
 
     def find_fastest(self):
         """Ask the planner for the fastest split (measures the nodes first, once per model)."""
-        if self.workspace.model is None or not self.engine.complete or self.session.launcher is not None:
+        if self.workspace.model is None or not self.engine.complete or self.session.supervisor is not None:
             return None
         self.editor.set_fastest_available(False)
         self.editor.show_summary(self.tr("Measuring the nodes to find the fastest split…"))
         devices = self.workspace.planned_devices()
         self.session.fastest_for = self.editor.fastest_objective()  # chat or documents (#16)
         call = self.session.fastest(self.engine, self.workspace.model, devices, self.workspace.options.ctx,
-                                    psutil.virtual_memory().available)
+                                    host_free_bytes())
         call.finished.connect(lambda plan, devices=devices: self._show_fastest(plan, devices))
         call.failed.connect(lambda exc: self.editor.show_summary(
             self.tr("Could not find the fastest split: %1").replace("%1", str(exc))))
@@ -80,7 +82,7 @@ class LaunchFlow(QObject):
             why = self.tr("Open a model first.")
         elif not self.engine.complete:
             why = self.tr("The llama.cpp engine is missing; run herd engine install.")
-        elif self.session.launcher is not None:
+        elif self.session.supervisor is not None:
             why = self.tr("Stop the cluster first: measuring needs the nodes' workers free.")
         self.editor.set_fastest_available(not why, why)
 
@@ -96,7 +98,7 @@ class LaunchFlow(QObject):
             self.launch.refuse([self.tr("Open a model first.")])
             return
         errors = check_request(request, self.workspace.nodes.values(), self.engine,
-                               host_free_bytes=psutil.virtual_memory().available)
+                               host_free_bytes=host_free_bytes())
         if any(f.code == "does-not-fit" for f in errors):
             # (the editor shows the same estimate, per device and in the user's language)
             self.launch.refuse([self.tr("The plan does not fit.")] + self.editor.problems() + [self.editor.fit_hint()])
@@ -139,7 +141,7 @@ class LaunchFlow(QObject):
 
     def running_plan(self):
         """The plan the cluster serves now (after a failover, the survivors' plan), or None."""
-        sup = self.session.launcher
+        sup = self.session.supervisor
         launcher = getattr(sup, "launcher", None) if sup is not None else None
         return getattr(launcher, "plan", None)
 
@@ -155,7 +157,7 @@ class LaunchFlow(QObject):
 
     def relaunch_with_shown_split(self) -> None:
         """Stop the running cluster, then Start it again with the split shown."""
-        if self.session.launcher is None:
+        if self.session.supervisor is None:
             self.start()
             return
         self._relaunch_pending = True
@@ -177,7 +179,7 @@ class LaunchFlow(QObject):
         self.update_fastest_button()
         if self.win.tray is not None:
             self.win.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", "ready"))
-        launcher = self.session.launcher
+        launcher = self.session.supervisor
         self.workspace.set_running(launcher.launcher.request if launcher is not None else None)
         self.launch.show_placement(check, launcher.notes if launcher is not None else ())
         self.launch.set_endpoint(self.session.server_url)
@@ -193,18 +195,18 @@ class LaunchFlow(QObject):
             return  # _launched announces ready, together with the placement check
         self.launch.set_state(state, error)
         if state in ("failed", "stopped"):
-            if self.session.launcher is None:
+            if self.session.supervisor is None:
                 self.workspace.set_running(None)
             self.chat.set_send(None)
             QTimer.singleShot(0, self.update_fastest_button)
             QTimer.singleShot(0, self.show_split_differs)
             if state == "failed":
                 self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
-                if self.session.launcher is not None:
+                if self.session.supervisor is not None:
                     # The failover supervisor takes over from here (it relaunches, or waits for a
                     # node or for the user); Stop stays the way out.
                     self.launch.hold_for_recovery()
-            elif self.session.launcher is not None:
+            elif self.session.supervisor is not None:
                 # Stopped by the failover supervisor to relaunch (the user's Stop clears the
                 # launcher first): the chat waits for it, and Stop stays the way out.
                 self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
@@ -215,28 +217,28 @@ class LaunchFlow(QObject):
 
     def on_failover(self, ev) -> None:
         """What the failover supervisor says: a lost node, a countdown, serving again…"""
-        from gui.cluster.failover import supervisor as F
+        from gui.cluster.failover import events as E
         self.banner.show_event(ev, self.session.failover_nodes)
-        if ev.kind in (F.LOST, F.SERVER_EXITED):
+        if ev.kind in (E.EventKind.LOST, E.EventKind.SERVER_EXITED):
             # The reply in flight (if any) is marked interrupted by the chat pane; sending waits
             # for the relaunch, after which the conversation so far is resent.
             self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
                                                    "continues once it serves again."))
-        bad = {F.LOST, F.NO_FIT, F.RECOVERY_FAILED, F.SERVER_EXITED}
-        color = "#2ca02c" if ev.kind == F.RECOVERED else ("#d62728" if ev.kind in bad else "#e6a700")
-        if ev.kind != F.COUNTDOWN_TICK:
-            self.launch.append_log(["[herd] " + ev.message, *ev.lines])
-        self.win.statusBar().showMessage(ev.message, 15000)
-        if ev.kind == F.RECOVERED:
-            sup = self.session.launcher
+        bad = {E.EventKind.LOST, E.EventKind.NO_FIT, E.EventKind.RECOVERY_FAILED, E.EventKind.SERVER_EXITED}
+        color = "#2ca02c" if ev.kind == E.EventKind.RECOVERED else ("#d62728" if ev.kind in bad else "#e6a700")
+        if ev.kind != E.EventKind.COUNTDOWN_TICK:
+            self.launch.append_log(["[herd] " + describe_event(ev), *ev.lines])
+        self.win.statusBar().showMessage(describe_event(ev), 15000)
+        if ev.kind == E.EventKind.RECOVERED:
+            sup = self.session.supervisor
             self.workspace.set_running(sup.launcher.request if sup is not None else None)
             self.launch.set_state("ready")
             self.show_split_differs()
             self.launch.set_endpoint(self.session.server_url)
             self.chat.set_send(self.session.chat_sender())
-        self.launch.set_status(ev.message, color)
+        self.launch.set_status(describe_event(ev), color)
         if self.win.tray is not None:
-            self.win.tray.setToolTip("llama-herd: " + ev.message)
+            self.win.tray.setToolTip("llama-herd: " + describe_event(ev))
 
     def stop(self):
         """Stop llama-server and the workers the launch started; returns the bridge call."""

@@ -11,7 +11,7 @@ from gui import __version__
 # Each module registers its sub-commands with ``register(subparsers)``.
 COMMAND_MODULES = [
     "gui.cli.engine",
-    "gui.cli.cluster",
+    "gui.cli.cluster_commands",
     "gui.cli.demo",
     "gui.cli.bench",
     "gui.cli.model",

@@ -72,8 +72,8 @@ class ProfileActions(QObject):
 
     def read(self, path: str):
         """``(profile, differences from the live cluster)``, or None after telling the user why not."""
-        from gui.cluster.llama.model import ModelError, inspect_model
         from gui.cluster.launching.profile import ProfileError, diff_profile, load_profile
+        from gui.cluster.llama.model import ModelError, inspect_model
 
         try:
             profile = load_profile(path)

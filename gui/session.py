@@ -19,19 +19,27 @@ import contextlib
 import logging
 
 import httpx
-import psutil
 from PySide6.QtCore import QObject, Qt, Signal
 
 from agent.client import AgentError, measure_echo_rtt
 from gui.bridge import AsyncBridge, Call
 from gui.cluster.chat.client import stream_chat
+from gui.cluster.failover.events import EventKind
+from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy, supervise
+from gui.cluster.launching.request import preflight
+from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.nodes.discovery import Discovery, NodeEvent
-from gui.cluster.failover.supervisor import RECOVERED, ClusterSupervisor, FailoverPolicy
-from gui.cluster.launching.request import preflight, supervise
-from gui.cluster.launching.launcher import LaunchError, devices_from_status
 from gui.cluster.nodes.network_errors import explain
-from gui.cluster.nodes.telemetry import (recording_replies, LinkSampler, MetricsSampler, NodeStatusSampler, Sample, ServerSampler,
-                                   Telemetry)
+from gui.cluster.nodes.telemetry import (
+    LinkSampler,
+    MetricsSampler,
+    NodeStatusSampler,
+    Sample,
+    ServerSampler,
+    Telemetry,
+    recording_replies,
+)
+from gui.cluster.planning.devices import host_free_bytes, node_devices
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +52,7 @@ class ClusterSession(QObject):
         sample(object): a telemetry :class:`Sample` (link RTT, node status, server metrics).
         serverState(str, str): llama-server's state and, when it failed, why.
         serverLog(list): new lines of llama-server's log, in order.
-        failover(object): a :class:`~gui.cluster.failover.supervisor.FailoverEvent` — a worker was lost,
+        failover(object): a :class:`~gui.cluster.failover.events.FailoverEvent` — a worker was lost,
             the countdown to the relaunch on the survivors, serving again, a node came back.
             :meth:`cancel_failover` and :meth:`choose_failover` answer it.
         replyInterrupted(str): a worker was lost while a chat reply streamed: the reply is
@@ -82,7 +90,7 @@ class ClusterSession(QObject):
         self.status_interval = status_interval
         self.discovery: Discovery | None = None
         self.telemetry: Telemetry | None = None
-        self.launcher: ClusterSupervisor | None = None
+        self.supervisor: ClusterSupervisor | None = None
         #: How a lost worker is handled (auto-recover, countdown…); the settings dialog sets it.
         self.failover_policy = FailoverPolicy()
         self.failover_nodes: list[str] = []
@@ -237,7 +245,7 @@ class ClusterSession(QObject):
             out = []
             for nid in node_ids:
                 node = self.discovery.nodes[nid]
-                out += devices_from_status(node, await self._status(nid))
+                out += node_devices(node, await self._status(nid))
             return out
         return self.bridge.submit(go(), "devices", timeout=15)
 
@@ -249,7 +257,7 @@ class ClusterSession(QObject):
         (result: list of :class:`~gui.cluster.launching.doctor.Finding`)."""
         async def go():
             return await preflight(request, self.discovery.nodes.values(), self.discovery.client, engine,
-                                   host_free_bytes=int(psutil.virtual_memory().available))
+                                   host_free_bytes=host_free_bytes())
         return self.bridge.submit(go(), "doctor", timeout=60)
 
     def launch(self, llama_server, request, *, timeout: float = 300.0) -> Call:
@@ -257,34 +265,34 @@ class ClusterSession(QObject):
         return self.bridge.submit(self._launch(llama_server, request, timeout), "launch")
 
     async def _launch(self, llama_server, request, timeout):
-        if self.launcher is not None:
+        if self.supervisor is not None:
             raise LaunchError(self.tr("a cluster is already running; stop it first"))
         policy = self.failover_policy
         # A supervised launch: a lost worker is detected, explained and the model relaunched on
         # the survivors at the same endpoint (see gui.cluster.failover.supervisor).
-        self.launcher = supervise(
+        self.supervisor = supervise(
             request, self.discovery.nodes.values(), self.discovery.client, llama_server, policy=policy,
-            host_free_bytes=lambda: int(psutil.virtual_memory().available),
+            host_free_bytes=host_free_bytes,
             probe_client_for=lambda n: self.discovery.client(n, timeout=policy.poll_timeout),
             conversation=_ReplyInterrupter(self._relay))
         self._relay.emit("state", ("starting", ""))
-        launcher = self.launcher
-        launcher.on_transfer = lambda ev: self._relay.emit("transfer", ev)
+        supervisor = self.supervisor
+        supervisor.on_transfer = lambda ev: self._relay.emit("transfer", ev)
         loop = asyncio.get_running_loop()
-        self._log_task = loop.create_task(self._pump_log(launcher))
+        self._log_task = loop.create_task(self._pump_log(supervisor))
         try:
-            check = await launcher.start(timeout)
+            check = await supervisor.start(timeout)
         except BaseException as exc:
-            self.launcher = None
+            self.supervisor = None
             await self._end_log_pump()
             if isinstance(exc, asyncio.CancelledError):
                 self._relay.emit("state", ("stopped", ""))
             else:
                 self._relay.emit("state", ("failed", str(exc)))
             raise
-        launcher.server.on_state(lambda st, err: self._relay.emit("state", (st, err or "")))
-        launcher.subscribe(self._on_failover)
-        self.server_url = launcher.spec.url
+        supervisor.server.on_state(lambda st, err: self._relay.emit("state", (st, err or "")))
+        supervisor.subscribe(self._on_failover)
+        self.server_url = supervisor.spec.url
         self._relay.emit("state", ("ready", ""))
         client = await self.http()
         self._server_samplers = [MetricsSampler(client, self.server_url, interval=1.0),
@@ -296,14 +304,14 @@ class ClusterSession(QObject):
 
     def _on_failover(self, ev) -> None:
         # Loop thread. The relaunched server is a new process: say when it serves again.
-        sup = self.launcher
+        sup = self.supervisor
         if sup is not None:
             # (one assignment of a new list: the GUI thread reads a whole list, old or new)
             self.failover_nodes = sorted(n.name for nid, n in sup.nodes.items() if nid not in sup.lost)
         self._relay.emit("failover", ev)
-        if ev.kind == RECOVERED:
+        if ev.kind == EventKind.RECOVERED:
             self._relay.emit("state", ("ready", ""))
-            self.launcher.server.on_state(lambda st, err: self._relay.emit("state", (st, err or "")))
+            self.supervisor.server.on_state(lambda st, err: self._relay.emit("state", (st, err or "")))
 
     def set_failover_policy(self, *, auto_recover: bool, countdown: float, rejoin: str) -> None:
         """How a lost worker is handled from now on, also by the launch running now (it holds
@@ -318,8 +326,8 @@ class ClusterSession(QObject):
     def cancel_failover(self) -> Call:
         """Stop the countdown to an automatic relaunch (the cluster then waits for a choice)."""
         async def go():
-            if self.launcher is not None:
-                self.launcher.cancel()
+            if self.supervisor is not None:
+                self.supervisor.cancel()
         return self.bridge.submit(go(), "cancel relaunch", timeout=10)
 
     def choose_failover(self, option: str) -> Call:
@@ -327,18 +335,18 @@ class ClusterSession(QObject):
         now), ``wait``, ``host`` (more layers on this computer) or ``rejoin`` (use a returned
         node again). The call finishes once the relaunch it starts is done."""
         async def go():
-            if self.launcher is None:
+            if self.supervisor is None:
                 raise LaunchError(self.tr("No cluster is running."))
-            await self.launcher.choose(option)
+            await self.supervisor.choose(option)
         return self.bridge.submit(go(), "relaunch", timeout=self.failover_policy.load_timeout + 60)
 
-    async def _pump_log(self, launcher: ClusterSupervisor) -> None:
+    async def _pump_log(self, supervisor: ClusterSupervisor) -> None:
         # The server's log is a deque filled on this loop; forward new lines a few times a second.
         last_line = None
         last_server = None
         last_state = None
         while True:
-            server = launcher.server
+            server = supervisor.server
             if server is not None:
                 if server is not last_server:
                     last_server, last_line = server, None
@@ -375,14 +383,14 @@ class ClusterSession(QObject):
         for s in self._server_samplers:
             await self.telemetry.remove(s)
         self._server_samplers = []
-        launcher, self.launcher = self.launcher, None
+        supervisor, self.supervisor = self.supervisor, None
         self.server_url = None
-        if launcher is not None:
-            await launcher.stop()
+        if supervisor is not None:
+            await supervisor.stop()
             # one last flush of the log so the end of it is visible
             await asyncio.sleep(0.3)
         await self._end_log_pump()
-        if launcher is not None:
+        if supervisor is not None:
             self._relay.emit("state", ("stopped", ""))
 
     # ------------------------------------------------------------ fastest

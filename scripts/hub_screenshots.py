@@ -36,7 +36,7 @@ def render(lang: str, out: Path) -> Path:
     os.environ["XDG_CACHE_HOME"] = str(tmp / "cache")    # fresh measurements
     from cluster.hub_server import HubServer, Repo, demo_repo_files
 
-    from agent.engine import find_engine
+    from agent.engine_lookup import find_engine
     from gui.cluster.demo_cluster import DemoCluster
 
     app = qt_app(lang)

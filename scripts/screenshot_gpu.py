@@ -33,9 +33,9 @@ def main() -> int:
     from cluster.agents import start_agent
     from conftest import ProcessJar
 
-    from agent.engine import find_engine
-    from gui.cluster.llama import engine as engine_mgr
-    from gui.cluster.models.generate import DemoShape, vocab_tokenizer, write_demo_model
+    from agent.engine_lookup import find_engine
+    from gui.cluster.llama import engine_manager as engine_mgr
+    from gui.cluster.llama.random_model import DemoShape, vocab_tokenizer, write_demo_model
 
     if not find_engine(backend="vulkan").complete:
         raise SystemExit("no Vulkan build: run `herd engine install --from-source --backend vulkan`")

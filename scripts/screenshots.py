@@ -107,7 +107,7 @@ def render(lang: str, out: Path) -> list[Path]:
     tmp = Path(tempfile.mkdtemp(prefix="herd-shots-"))
     os.environ["HERD_CONFIG_DIR"] = str(tmp / "config")  # fresh pairings, not the user's
     sys.path.insert(0, str(ROOT))
-    from agent.engine import find_engine
+    from agent.engine_lookup import find_engine
     from gui.cluster.demo_cluster import DemoCluster
 
     app = qt_app(lang)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from lan import can_build_lan
 
-from agent.engine import PINNED_BUILD, Engine, find_engine
-from gui.cluster.models.generate import DemoShape, write_demo_model
+from agent.engine_lookup import PINNED_BUILD, Engine, find_engine
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
 # After every test: nothing it started still runs, nothing it changed stays changed (#27).
 pytest_plugins = ["leak_guard"]

@@ -28,7 +28,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from agent.engine import MANIFEST_NAME, Engine, exe_name, find_engine
+from agent.engine_lookup import MANIFEST_NAME, Engine, exe_name, find_engine
 
 WRAPPER = r'''
 import ctypes, os, signal, subprocess, sys

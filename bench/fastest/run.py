@@ -50,20 +50,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from agent.client import AgentClient  # noqa: E402
-from agent.engine import find_engine  # noqa: E402
-from gui.cluster.planning import measure as M  # noqa: E402
-from gui.cluster.planning.cost_model import step_cost  # noqa: E402
-from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
-from gui.cluster.llama.server_command import ServerSpec  # noqa: E402
-from gui.cluster.llama.server_start import ServerStart  # noqa: E402
-from gui.cluster.llama.model import inspect_model  # noqa: E402
-from gui.cluster.planning.optimize import fastest  # noqa: E402
-from gui.cluster.launching.placement import layout_from_log  # noqa: E402
-from gui.cluster.planning.plan import Assignment, Device, Plan, estimate  # noqa: E402
 from cluster.rpc_workers import wait_port  # noqa: E402
 from cpu_quota import CpuQuota  # noqa: E402  (next to this file)
 from lan import Lan, can_build_lan  # noqa: E402
+
+from agent.client import AgentClient  # noqa: E402
+from agent.engine_lookup import find_engine  # noqa: E402
+from gui.cluster.launching.placement import layout_from_log  # noqa: E402
+from gui.cluster.llama.model import inspect_model  # noqa: E402
+from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec  # noqa: E402
+from gui.cluster.llama.server_start import ServerStart  # noqa: E402
+from gui.cluster.planning import measure as M  # noqa: E402
+from gui.cluster.planning.cost_model import step_cost  # noqa: E402
+from gui.cluster.planning.optimize import fastest  # noqa: E402
+from gui.cluster.planning.plan import Assignment, Device, Plan, estimate  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DELAY_PROXY = REPO / "bench" / "delay_proxy.py"
@@ -235,9 +236,7 @@ async def run_plan(engine, model: Path, spec: ServerSpec, tokens: int, runs: int
 
 def plan_spec(plan: Plan, model: Path, port: int, host_threads: int) -> ServerSpec:
     active = plan.active_assignments()
-    return ServerSpec(model=model, rpc=plan.rpc_endpoints(), ngl=plan.offloaded,
-                      tensor_split=[plan.assignments[i].count for i in active], ctx=CTX, port=port,
-                      extra_args=["-t", str(host_threads)])
+    return ServerSpec(model=model, rpc=plan.rpc_endpoints(), ngl=plan.offloaded, tensor_split=[plan.assignments[i].count for i in active], options=ServerOptions(ctx=CTX, port=port, extra_args=["-t", str(host_threads)]))
 
 
 def split_of(plan: Plan) -> dict[str, int]:
@@ -330,8 +329,7 @@ async def bench_shape(engine, name: str, workers: list[Worker], model: Path, arg
             return r
 
         # (a) exactly what llama.cpp does without -ts: its own split by free memory.
-        a_spec = ServerSpec(model=model, rpc=[d.endpoint for d in devices], ngl=info.n_layer + 1,
-                            tensor_split=[], ctx=CTX, port=port, extra_args=["-t", str(args.host_threads)])
+        a_spec = ServerSpec(model=model, rpc=[d.endpoint for d in devices], ngl=info.n_layer + 1, tensor_split=[], options=ServerOptions(ctx=CTX, port=port, extra_args=["-t", str(args.host_threads)]))
         a = await measure("default", None, a_spec)
         b = await measure("fastest", best.plan)
         order = best.plan.devices()

@@ -37,9 +37,9 @@ from cluster.model_matrix import MATRIX, SWA_MODEL, serve_case  # noqa: E402
 from cluster.rpc_workers import start_rpc_workers  # noqa: E402
 from conftest import ProcessJar  # noqa: E402
 
-from agent.engine import find_engine  # noqa: E402
-from gui.cluster.llama import engine as engine_mgr  # noqa: E402
-from gui.cluster.models.generate import vocab_tokenizer, write_demo_model  # noqa: E402
+from agent.engine_lookup import find_engine  # noqa: E402
+from gui.cluster.llama import engine_manager as engine_mgr  # noqa: E402
+from gui.cluster.llama.random_model import vocab_tokenizer, write_demo_model  # noqa: E402
 
 MiB = 1 << 20
 HERE = Path(__file__).resolve().parent

@@ -4,7 +4,7 @@ the shapes of real models, and what that costs a second start over 1 GbE.
 ``ggml-rpc`` asks a worker's cache for a tensor (``SET_TENSOR_HASH``) only when the tensor is
 larger than 10 MiB; every smaller one travels on every start. Which tensors those are follows
 from the model's shape and quant mix, computed here with the same tensor types llama-quantize
-gives a Q4_K_M file (:func:`gui.cluster.models.generate.tensor_type`). Counted is what a worker
+gives a Q4_K_M file (:func:`gui.cluster.llama.random_model.tensor_type`). Counted is what a worker
 holding every block and the output layer receives (the token embeddings stay on the host).
 
     python bench/scale/cache_threshold.py            # prints a Markdown table
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gui.cluster.models.generate import DemoShape, tensor_bytes, tensor_type  # noqa: E402
+from gui.cluster.llama.random_model import DemoShape, tensor_bytes, tensor_type  # noqa: E402
 
 MiB = 1 << 20
 THRESHOLD = 10 * MiB

@@ -13,7 +13,7 @@ Three workers, each a real ``herd-agent`` (its RPC relay counts the bytes, its w
 llama-server runs on the master (the root namespace) and keeps no layers itself.
 
 **Part A — start-up** with a Q4_K_M model of the model matrix's Llama/GQA kind, at least 4 GB
-(written once with :mod:`gui.cluster.models.generate` into a cache folder, never into git), split as
+(written once with :mod:`gui.cluster.llama.random_model` into a cache folder, never into git), split as
 llama.cpp splits by free memory: the first start (empty worker caches) against the transfer limit
 (each worker's slice ÷ its link's rate, added up, since llama.cpp sends the tensors one after the
 other), the second start (caches filled), and the progress bar's last figures against the weights
@@ -44,26 +44,26 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "bench" / "fastest")]
 
 import httpx  # noqa: E402
-
-from agent.engine import find_engine  # noqa: E402
 from cluster.agents import pair_all, start_agent  # noqa: E402
 from cpu_quota import CpuQuota  # noqa: E402
-from gui.cluster.llama import engine as engine_mgr  # noqa: E402
+from lan import Lan, can_build_lan  # noqa: E402
+from run import grid_splits, machine_description  # noqa: E402  (bench/fastest/run.py)
+
+from agent.engine_lookup import find_engine  # noqa: E402
+from gui.cluster.launching.launcher import ClusterLauncher  # noqa: E402
+from gui.cluster.launching.request import LaunchRequest  # noqa: E402
+from gui.cluster.launching.transfer import slice_bytes  # noqa: E402
+from gui.cluster.llama import engine_manager as engine_mgr  # noqa: E402
+from gui.cluster.llama.model import inspect_model  # noqa: E402
+from gui.cluster.llama.random_model import shape_for_size, vocab_tokenizer, with_vocab, write_demo_model  # noqa: E402
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec  # noqa: E402
+from gui.cluster.llama.server_start import ServerStart  # noqa: E402
+from gui.cluster.nodes.discovery import Discovery  # noqa: E402
+from gui.cluster.nodes.records import TokenStore  # noqa: E402
 from gui.cluster.planning import measure as M  # noqa: E402
 from gui.cluster.planning import plan as P  # noqa: E402
 from gui.cluster.planning.cost_model import step_cost  # noqa: E402
-from gui.cluster.models.generate import (shape_for_size, vocab_tokenizer, with_vocab,  # noqa: E402
-                                    write_demo_model)
-from gui.cluster.nodes.discovery import Discovery, TokenStore  # noqa: E402
-from gui.cluster.launching.request import LaunchRequest  # noqa: E402
-from gui.cluster.launching.launcher import ClusterLauncher, spec_from_plan  # noqa: E402
-from gui.cluster.llama.server_start import ServerStart  # noqa: E402
-from gui.cluster.llama.server_command import ServerOptions  # noqa: E402
-from gui.cluster.llama.model import inspect_model  # noqa: E402
 from gui.cluster.planning.optimize import fastest, predicted_prompt  # noqa: E402
-from gui.cluster.launching.transfer import slice_bytes  # noqa: E402
-from lan import Lan, can_build_lan  # noqa: E402
-from run import grid_splits, machine_description  # noqa: E402  (bench/fastest/run.py)
 
 HERE = Path(__file__).resolve().parent
 DELAY_PROXY = REPO / "bench" / "delay_proxy.py"
@@ -130,22 +130,19 @@ async def prompt_and_decode(url: str, tokens: int, runs: int) -> tuple[float, fl
 
 async def run_plan(engine, model: Path, plan, tokens: int, runs: int, nodes: list, client_for) -> dict:
     """llama-server with ``plan`` through the workers' TLS forwarders (as a launch runs it)."""
-    from dataclasses import replace
-
     from gui.cluster.nodes import tunnel
-    spec = spec_from_plan(plan, model, ctx=CTX, port=M._free_port(), extra_args=["-t", "1"])
+    spec = ServerSpec.for_plan(plan, model, ServerOptions(ctx=CTX, port=M._free_port(), extra_args=("-t", "1")))
     used = [n for n in nodes if n.rpc_endpoint in spec.rpc]
     clients = [client_for(n) for n in used]
     forwarders = await tunnel.open_forwarders(zip(used, clients))
-    spec = replace(spec, rpc=[forwarders[ep].endpoint if ep in forwarders else ep for ep in spec.rpc])
+    spec = tunnel.route(spec, forwarders)
     start = ServerStart(engine.require_llama_server(), spec)
     try:
         server = await start.run(600)
         tps, ttft, steps, prompts = await prompt_and_decode(server.url, tokens, runs)
     finally:
         await start.stop()
-        for f in forwarders.values():
-            await f.close()
+        await tunnel.close_forwarders(forwarders)
         for c in clients:
             await c.aclose()
     return {"split": {d.node_name: c for d, c in plan.assignments if c}, "decode_tps": tps, "ttft_s": ttft,
@@ -190,7 +187,7 @@ async def startup(engine, model: Path, plan, nodes: dict, client_for, info) -> d
     took = time.monotonic() - t0
     from gui.cluster.nodes import tunnel
     # (llama-server names the local forwarders; mapped back to the workers' endpoints)
-    placement = tunnel.unmap(launcher, launcher.server.placement())
+    placement = tunnel.unmap(launcher.server.placement(), launcher.forwarders)
     await launcher.stop()
     last = events[-1]
     first, done = marks.get("first_byte", took), marks.get("all_bytes", took)
@@ -260,8 +257,8 @@ async def main_async(args) -> int:
         devices = []
         for n in by_name.values():
             async with client_for(n) as c:
-                from gui.cluster.launching.launcher import devices_from_status
-                devices.extend(devices_from_status(n, await c.status()))
+                from gui.cluster.planning.devices import node_devices
+                devices.extend(node_devices(n, await c.status()))
 
         # --- Part A: start-up of the big model, llama.cpp's split by free memory ----------------------
         info = inspect_model(big)

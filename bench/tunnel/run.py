@@ -41,9 +41,9 @@ sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 
-from agent.engine import find_engine  # noqa: E402
+from agent.engine_lookup import find_engine  # noqa: E402
 from agent.identity import load_or_create  # noqa: E402
-from gui.cluster.models.generate import DemoShape, write_demo_model  # noqa: E402
+from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
 
 # A relay process: `relay.py MODE LISTEN_PORT TARGET_PORT DIR` (MODE plain | tls-relay | forwarder)
 RELAY = r"""

@@ -16,7 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-from agent.engine import EngineError, find_engine
+from agent.engine_lookup import EngineError, find_engine
+from gui.cluster.planning.devices import host_free_bytes
 
 MiB = 1 << 20
 #: The model measured when none is given: a demo model big enough that compute shows.
@@ -54,7 +55,7 @@ def _parse_target(text: str) -> tuple[str, str]:
 def _default_model() -> Path:
     from platformdirs import user_cache_dir
 
-    from gui.cluster.models.generate import shape_for_size, write_demo_model
+    from gui.cluster.llama.random_model import shape_for_size, write_demo_model
 
     shape = shape_for_size(DEFAULT_DEMO_BYTES, layers=8)
     path = Path(user_cache_dir("llama-herd")) / "bench" / f"demo-{shape.layers}L-{shape.embd}E.gguf"
@@ -93,8 +94,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 async def _bench(args, engine, model: Path, info, targets: list[tuple[str, str]]) -> int:
-    import psutil
-
     from gui.cluster.planning import measure as M
     cache = M.MeasurementCache(args.cache_dir)
     fp = M.model_fingerprint(model)
@@ -114,7 +113,7 @@ async def _bench(args, engine, model: Path, info, targets: list[tuple[str, str]]
             failed = True
             continue
         free = m.link.devices[0][0] if m.link and m.link.devices else (
-            int(psutil.virtual_memory().available) if ep is None else None)
+            host_free_bytes() if ep is None else None)
         rows.append((m, cached is not None, free))
     if args.json:
         print(json.dumps({"model": {"path": str(model), "name": info.name, "n_layer": info.n_layer,

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.engine import EngineError
+from agent.engine_lookup import EngineError
 from gui.cluster.demo_cluster import DemoCluster, ensure_demo_model, ensure_engine
 
 __all__ = ["DemoCluster", "cmd_demo", "ensure_demo_model", "ensure_engine", "register"]

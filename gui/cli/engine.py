@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from agent.engine import (
+from agent.engine_lookup import (
     PINNED_BUILD,
     Engine,
     EngineError,
@@ -19,9 +19,9 @@ from agent.engine import (
     installed_backends,
 )
 from gui.cli.progress import TerminalProgress
-from gui.cluster.llama import engine as engine_mgr
+from gui.cluster.llama import engine_manager as engine_mgr
 from gui.cluster.llama import repack_probe
-from gui.cluster.models.generate import (
+from gui.cluster.llama.random_model import (
     ARCHITECTURES,
     QUANT_TYPES,
     DemoShape,

@@ -11,7 +11,7 @@ import asyncio
 
 from agent.client import AgentError
 from agent.identity import display_fingerprint
-from gui.cli.cluster import CommandError, _runner
+from gui.cli.common import CommandError, command_runner
 from gui.cluster.nodes.discovery import Discovery
 from gui.cluster.nodes.records import KnownAddresses, PairingStore, master_identity
 
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``unpair`` and ``key`` to ``herd``'s parser."""
     p = sub.add_parser("unpair", help="forget a paired node (and tell it to forget this master)")
     p.add_argument("node", help="the node's name, id or HOST[:PORT]")
-    p.set_defaults(func=_runner(cmd_unpair))
+    p.set_defaults(func=command_runner(cmd_unpair))
     p = sub.add_parser("key", help="show this master's key fingerprint")
     p.set_defaults(func=lambda args: print(display_fingerprint(master_identity().fingerprint, 16)) or 0)
 

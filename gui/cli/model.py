@@ -21,7 +21,10 @@ import json
 import sys
 from pathlib import Path
 
-from gui.cli.cluster import CommandError, _cluster_nodes, _devices, _discover, _host_free, _runner
+from gui.cli.common import CommandError, add_finding_options, command_runner, devices_of, discover
+from gui.cluster.llama.server_command import DEFAULT_CTX
+from gui.cluster.nodes.records import usable_nodes
+from gui.cluster.planning.devices import host_free_bytes
 
 MB = 1e6
 
@@ -36,29 +39,23 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="the hub's address, e.g. a mirror (default: $HF_ENDPOINT or huggingface.co)")
 
     def fit_options(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--ctx", type=int, default=4096, help="context size to fit (default 4096)")
+        q.add_argument("--ctx", type=int, default=DEFAULT_CTX, help=f"context size to fit (default {DEFAULT_CTX})")
         q.add_argument("--revision", help="branch, tag or commit (default: main)")
-        g = q.add_argument_group("finding nodes")
-        g.add_argument("--timeout", type=float, default=2.0, metavar="S", help="seconds to browse mDNS (default 2)")
-        g.add_argument("--add", action="append", default=[], metavar="ADDR",
-                       help="also use the agent at HOST[:PORT] (remembered); repeatable")
-        g.add_argument("--interface", action="append", default=None, metavar="IP",
-                       help="browse mDNS only on the interface with this address; repeatable")
-        g.add_argument("--no-mdns", action="store_true", help="do not browse; use added addresses only")
+        add_finding_options(q, 2.0)
 
     q = msub.add_parser("search", help="find GGUF repositories by name")
     q.add_argument("query", help="part of the name, e.g. qwen2.5 7b")
     q.add_argument("--limit", type=int, default=20)
     q.add_argument("--json", action="store_true", help="print JSON")
     hub_options(q)
-    q.set_defaults(func=_runner(cmd_search), command="model search")
+    q.set_defaults(func=command_runner(cmd_search), command="model search")
 
     q = msub.add_parser("files", help="a repository's GGUF files: size, quant, fit, split, speed")
     q.add_argument("repo", help="the repository, OWNER/NAME")
     q.add_argument("--json", action="store_true", help="print JSON")
     hub_options(q)
     fit_options(q)
-    q.set_defaults(func=_runner(cmd_files), command="model files")
+    q.set_defaults(func=command_runner(cmd_files), command="model files")
 
     q = msub.add_parser("get", help="download a GGUF model (resumable, verified); prints its path last")
     q.add_argument("repo", help="the repository, OWNER/NAME")
@@ -104,14 +101,14 @@ async def _fits(args, hub, files):
     from gui.cluster.models import hub as H
     if args.ctx < 1:
         raise CommandError(f"--ctx must be a positive number of tokens, got {args.ctx}", 2)
-    disc = await _discover(args)
+    disc = await discover(args)
     try:
-        nodes = _cluster_nodes(disc)
-        devices = await _devices(disc, nodes)
+        nodes = usable_nodes(disc.nodes.values())
+        devices = await devices_of(disc, nodes)
     finally:
         await disc.stop()
     measured = H.cluster_measurements(devices)
-    fits = await _in_thread(H.assess_repo, hub, files, devices, args.ctx, host_free_bytes=_host_free(),
+    fits = await _in_thread(H.assess_repo, hub, files, devices, args.ctx, host_free_bytes=host_free_bytes(),
                             measured=measured)
     return nodes, fits, H.suggest(fits)
 
@@ -189,8 +186,8 @@ async def _choose(args: argparse.Namespace):
 def cmd_get(args: argparse.Namespace) -> int:
     """Choose (on an event loop: node discovery), then download in this thread, so that Ctrl-C
     stops the download at once and keeps the partial file for the next run."""
-    from gui.cluster.models import hub as H
     from gui.cli.progress import TerminalProgress
+    from gui.cluster.models import hub as H
 
     try:
         hub, files, model = asyncio.run(_choose(args))

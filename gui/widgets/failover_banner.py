@@ -14,7 +14,9 @@ import math
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
 
-from gui.cluster.failover import supervisor as F
+from gui.cluster.failover import events as E
+from gui.cluster.failover.text import describe_event
+
 #: How long "serving again" stays up before the banner hides by itself (ms).
 RECOVERED_HIDE_MS = 8000
 
@@ -66,10 +68,10 @@ class FailoverBanner(QFrame):
         self.rejoin_button = QPushButton()
         self.close_button = QPushButton(self.tr("Hide"))
         self.cancel_button.clicked.connect(self.cancelRequested)
-        self.recover_button.clicked.connect(lambda: self._choose(F.OPT_RECOVER))
-        self.wait_button.clicked.connect(lambda: self._choose(F.OPT_WAIT))
-        self.host_button.clicked.connect(lambda: self._choose(F.OPT_HOST))
-        self.rejoin_button.clicked.connect(lambda: self._choose(F.OPT_REJOIN))
+        self.recover_button.clicked.connect(lambda: self._choose(E.OPT_RECOVER))
+        self.wait_button.clicked.connect(lambda: self._choose(E.OPT_WAIT))
+        self.host_button.clicked.connect(lambda: self._choose(E.OPT_HOST))
+        self.rejoin_button.clicked.connect(lambda: self._choose(E.OPT_REJOIN))
         self.close_button.clicked.connect(self.hide)
 
         text = QVBoxLayout()
@@ -99,76 +101,76 @@ class FailoverBanner(QFrame):
         the names of the nodes a relaunch can use (for the countdown's words)."""
         kind = ev.kind
         self._hide_timer.stop()
-        if kind == F.LOST:
+        if kind == E.EventKind.LOST:
             self.lost_node = ev.node
-            self._loss = ev.message
+            self._loss = describe_event(ev)
             self._plan_nodes = None
-            self._set(_BAD, self.tr("%1 was lost").replace("%1", ev.node or "?"), ev.message)
+            self._set(_BAD, self.tr("%1 was lost").replace("%1", ev.node or "?"), describe_event(ev))
             self._counting = False
             self.countdown.clear()
             self.options = ()
-        elif kind == F.SERVER_EXITED:
-            self._loss = ev.message
+        elif kind == E.EventKind.SERVER_EXITED:
+            self._loss = describe_event(ev)
             self._plan_nodes = None
-            self._set(_BAD, self.tr("llama-server stopped"), ev.message)
+            self._set(_BAD, self.tr("llama-server stopped"), describe_event(ev))
             self._counting = False
             self.countdown.clear()
             self.options = ()
-        elif kind == F.REPLANNED:
+        elif kind == E.EventKind.REPLANNED:
             # The reason for the loss stays beside the new plan; and a lost node the new plan
             # uses again (its agent restarted its worker) is said to be back, not lost (#17).
             self._plan_nodes = tuple(ev.nodes)
             if self.lost_node and self.lost_node in ev.nodes:
                 self.title.setText(self.tr("%1 dropped out and answers again; relaunching with it")
                                    .replace("%1", self.lost_node))
-            self.detail.setText("\n".join(t for t in (self._loss, ev.message) if t))
-        elif kind == F.COUNTDOWN_TICK:
+            self.detail.setText("\n".join(t for t in (self._loss, describe_event(ev)) if t))
+        elif kind == E.EventKind.COUNTDOWN_TICK:
             planned = self._plan_nodes if self._plan_nodes is not None else nodes
             where = ", ".join(planned) if planned else self.tr("this computer alone")
             self.countdown.setText(self.tr("Relaunching on %1 in %2 s…")
                                    .replace("%1", where).replace("%2", str(math.ceil(ev.seconds or 0))))
             self._counting = True
             self.options = ev.options
-        elif kind == F.CANCELLED:
+        elif kind == E.EventKind.CANCELLED:
             self._counting = False
             self.countdown.setText(self.tr("Automatic relaunch cancelled. The cluster stays down "
                                            "until you relaunch it."))
-        elif kind == F.NO_FIT:
+        elif kind == E.EventKind.NO_FIT:
             self._set(_BAD, self.tr("The model does not fit without %1")
-                      .replace("%1", self.lost_node or self.tr("the lost node")), ev.message)
+                      .replace("%1", self.lost_node or self.tr("the lost node")), describe_event(ev))
             self._counting = False
             self.countdown.clear()
             self.options = ev.options
-        elif kind == F.WAITING_EV:
+        elif kind == E.EventKind.WAITING:
             self._counting = False
             if not self.countdown.text():
-                self.countdown.setText(self.tr("Waiting: %1").replace("%1", ev.message))
+                self.countdown.setText(self.tr("Waiting: %1").replace("%1", describe_event(ev)))
             self.options = ev.options
-        elif kind == F.RELAUNCHING_EV:
-            self._set(_BUSY, self.tr("Relaunching…"), ev.message)
+        elif kind == E.EventKind.RELAUNCHING:
+            self._set(_BUSY, self.tr("Relaunching…"), describe_event(ev))
             self._counting = False
             self.countdown.clear()
             self.options = ()
-        elif kind == F.RECOVERY_FAILED:
-            self._set(_BAD, self.tr("Could not relaunch"), ev.message)
+        elif kind == E.EventKind.RECOVERY_FAILED:
+            self._set(_BAD, self.tr("Could not relaunch"), describe_event(ev))
             self._counting = False
             self.options = ()
-        elif kind == F.RECOVERED:
-            self._set(_GOOD, self.tr("Serving again — you can continue the conversation"), ev.message)
+        elif kind == E.EventKind.RECOVERED:
+            self._set(_GOOD, self.tr("Serving again — you can continue the conversation"), describe_event(ev))
             self._counting = False
             self.countdown.clear()
             self.options = ()
             self.lost_node = None
             self._plan_nodes = None
             self._hide_timer.start(RECOVERED_HIDE_MS)
-        elif kind == F.RETURNED:
+        elif kind == E.EventKind.RETURNED:
             self.returned_node = ev.node
-            if F.OPT_REJOIN in ev.options:
-                self._set(_BUSY, self.tr("%1 is back").replace("%1", ev.node or "?"), ev.message)
-                self.options = tuple(dict.fromkeys(self.options + (F.OPT_REJOIN,)))
+            if E.OPT_REJOIN in ev.options:
+                self._set(_BUSY, self.tr("%1 is back").replace("%1", ev.node or "?"), describe_event(ev))
+                self.options = tuple(dict.fromkeys(self.options + (E.OPT_REJOIN,)))
             else:
                 self._set(_BUSY, self.tr("%1 is back; re-planning with it").replace("%1", ev.node or "?"),
-                          ev.message)
+                          describe_event(ev))
                 self.options = ()
         self._update_buttons()
         self.show()
@@ -213,9 +215,9 @@ class FailoverBanner(QFrame):
 
     def _update_buttons(self) -> None:
         self.cancel_button.setVisible(self._counting)
-        self.recover_button.setVisible(F.OPT_RECOVER in self.options)
-        self.wait_button.setVisible(F.OPT_WAIT in self.options)
+        self.recover_button.setVisible(E.OPT_RECOVER in self.options)
+        self.wait_button.setVisible(E.OPT_WAIT in self.options)
         self.wait_button.setText(self.tr("Wait for %1").replace("%1", self.lost_node or self.tr("the lost node")))
-        self.host_button.setVisible(F.OPT_HOST in self.options)
-        self.rejoin_button.setVisible(F.OPT_REJOIN in self.options)
+        self.host_button.setVisible(E.OPT_HOST in self.options)
+        self.rejoin_button.setVisible(E.OPT_REJOIN in self.options)
         self.rejoin_button.setText(self.tr("Use %1 again").replace("%1", self.returned_node or "?"))

@@ -8,14 +8,26 @@ its RPC worker. The panel's own button adds a node by address, for networks wher
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from collections import deque
+from collections.abc import Mapping
 
 from PySide6.QtCore import QPointF, QRegularExpression, QSize, Qt, Signal
 from PySide6.QtGui import QPainter, QPen, QPolygonF, QRegularExpressionValidator
-from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFrame, QGridLayout, QHBoxLayout, QInputDialog, QLabel,
-                               QLineEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from agent.identity import display_fingerprint
 from agent.pairing import normalise_pin

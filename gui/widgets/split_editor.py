@@ -17,11 +17,23 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit, QPushButton,
-                               QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
-from gui.cluster.planning.plan import Device, DeviceFit, Plan
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+from gui.cluster.planning.plan import Device, DeviceFit, Plan
 from gui.cluster.planning.split_model import SplitModel
 from gui.widgets.feedback import flash_copied
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar

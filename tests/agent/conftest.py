@@ -14,12 +14,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import free_port
 
 from agent.client import AgentClient
 from agent.daemon import Agent
 from agent.identity import load_or_create
 from agent.settings import Settings, load_state
-from conftest import free_port
 
 
 @pytest.fixture

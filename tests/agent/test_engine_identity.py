@@ -1,4 +1,4 @@
-"""What an engine is, read from the engine itself (agent.engine.identify, #26): herd's
+"""What an engine is, read from the engine itself (agent.engine_lookup.identify, #26): herd's
 engine.json where there is one; for a folder built by hand, what its programs report and the
 backend libraries beside them. Against the real builds (CPU and Vulkan) and copies of them."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from e2e.gpu import GPU_ENV, vulkan_engine  # noqa: F401 - a fixture
 
-from agent.engine import (
+from agent.engine_lookup import (
     MANIFEST_NAME,
     PINNED_BUILD,
     Engine,

@@ -12,13 +12,14 @@ from conftest import free_port
 
 from agent.identity import fingerprint_of_pem
 from agent.weight_cache import DISK_RESERVE, WeightCache, default_root
-from gui.cluster.planning import plan as P
-from gui.cluster.models.generate import DemoShape, write_demo_model
-from gui.cluster.nodes.discovery import Discovery, TokenStore
-from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.launching.launcher import ClusterLauncher
+from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
 from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.nodes.discovery import Discovery
+from gui.cluster.nodes.records import TokenStore
+from gui.cluster.planning import plan as P
 
 MiB = 1 << 20
 

@@ -17,8 +17,8 @@ from cluster.agents import start_agent
 from conftest import free_port
 from e2e.herd_cli import HERD, HerdUp, herd, rpc_children, same_but_forwarders
 
-from gui.cluster.llama.model import inspect_model
 from gui.cluster.launching.profile import load_profile
+from gui.cluster.llama.model import inspect_model
 
 pytestmark = pytest.mark.engine
 

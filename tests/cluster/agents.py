@@ -134,7 +134,7 @@ async def pair_all(disc, agents: list[RunningAgent]) -> tuple[dict, list]:
     """Add each agent to ``disc`` (a :class:`gui.cluster.nodes.discovery.Discovery`) by address, pair
     it with its PIN, and read its devices; returns ``({node id: node}, [Device, …])`` in the
     agents' order."""
-    from gui.cluster.launching.launcher import devices_from_status
+    from gui.cluster.planning.devices import node_devices
 
     nodes, devices = {}, []
     for agent in agents:
@@ -143,5 +143,5 @@ async def pair_all(disc, agents: list[RunningAgent]) -> tuple[dict, list]:
         node = disc.nodes[node.id]
         nodes[node.id] = node
         async with disc.client(node) as c:
-            devices.extend(devices_from_status(node, await c.status()))
+            devices.extend(node_devices(node, await c.status()))
     return nodes, devices

@@ -358,7 +358,7 @@ DEMO_QUANTS = ("Q4_K_M", "Q8_0", "F16")
 def demo_repo_files(d: Path, layers: int = 8, embd: int = 256, ff: int = 512) -> dict[str, Path]:
     """A repository's files: three quants of one demo model (``Tiny-Q4_K_M.gguf`` …), the Q8_0
     one again as a split GGUF of two files under ``split/``, and a README."""
-    from gui.cluster.models.generate import DemoShape, write_demo_model
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
     files = {}
     for q in DEMO_QUANTS:

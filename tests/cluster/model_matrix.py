@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gui.cluster.llama import engine as engine_mgr
-from gui.cluster.models.generate import DemoShape, Tokenizer, vocab_tokenizer, write_demo_model
+from gui.cluster.llama import engine_manager as engine_mgr
+from gui.cluster.llama.random_model import DemoShape, Tokenizer, vocab_tokenizer, write_demo_model
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -117,15 +117,15 @@ async def serve_case(engine, model_path: Path, workers: list[str], host: int, co
     """Launch ``model_path`` with ``host`` slots on the host and ``counts`` on ``workers``, check
     the placement, get one reply, and compare the memory estimate with what llama-server says."""
     import httpx
-
     from conftest import free_port
+
     from gui.cluster.chat.client import chat
+    from gui.cluster.launching.placement import check_placement
     from gui.cluster.launching.request import LaunchRequest
     from gui.cluster.llama.model import inspect_model
-    from gui.cluster.launching.placement import check_placement
-    from gui.cluster.planning.plan import Device, Plan, estimate
     from gui.cluster.llama.server_command import ServerOptions
     from gui.cluster.llama.server_start import serving
+    from gui.cluster.planning.plan import Device, Plan, estimate
 
     info = inspect_model(model_path)
     gib = 1 << 30

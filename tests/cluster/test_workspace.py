@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 
 from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.nodes.records import Node
 from gui.cluster.planning.plan import Device, Plan
-from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.workspace import MODEL, NODES, OPTIONS, RUNNING, STATUS, Workspace
 
 GiB = 1 << 30

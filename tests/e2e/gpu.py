@@ -16,7 +16,7 @@ import subprocess
 import pytest
 from e2e.herd_cli import HERD, HerdUp, rpc_children
 
-from agent.engine import find_engine, list_devices
+from agent.engine_lookup import find_engine, list_devices
 
 GPU_ENV = {"GGML_VK_VISIBLE_DEVICES": "0"}
 

@@ -29,8 +29,8 @@ from e2e.gpu import GPU_ENV, gpus_found, herd_up, stop, vulkan_engine, worker_de
 from e2e.herd_cli import HERD, herd
 from lan import Lan
 
-from agent.engine import MANIFEST_NAME, PINNED_BUILD
-from gui.cluster.models.generate import DemoShape, write_demo_model
+from agent.engine_lookup import MANIFEST_NAME, PINNED_BUILD
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow]
 

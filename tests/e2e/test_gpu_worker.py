@@ -21,7 +21,7 @@ from e2e.gpu import GPU_ENV, herd_up, stop, vulkan_engine, worker_devices  # noq
 from e2e.herd_cli import herd
 from lan import Lan
 
-from gui.cluster.models.generate import DemoShape, write_demo_model
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow]
 

@@ -20,9 +20,10 @@ from e2e.herd_cli import HERD, HerdUp, gone, herd, rpc_children
 from lan import Lan
 
 from agent.client import AgentClient
-from gui.cluster.launching import launcher as L
-from gui.cluster.llama.server_start import serving
 from gui.cluster.chat.client import chat
+from gui.cluster.llama import server_process as L
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+from gui.cluster.llama.server_start import serving
 from gui.cluster.nodes.discovery import Discovery
 from gui.cluster.nodes.records import TokenStore, master_identity
 
@@ -131,8 +132,7 @@ async def test_llama_server_connecting_without_the_masters_link_is_refused_and_e
              "asyncio.run(go())\n")
     r = m.run([sys.executable, "-c", start, a.api_url, a.node_id], env=env)
     assert r.returncode == 0, r.stderr
-    spec = L.ServerSpec(model=demo_model, rpc=[f"{a_host.ip}:{RPC}"], ngl=9, ctx=256, host="127.0.0.1",
-                        port=free_port())
+    spec = ServerSpec(model=demo_model, rpc=[f"{a_host.ip}:{RPC}"], ngl=9, options=ServerOptions(ctx=256, host="127.0.0.1", port=free_port()))
     with pytest.raises(L.LaunchError, match="only a paired master's key through"):
         async with serving(engine.llama_server, spec, timeout=60):
             pass

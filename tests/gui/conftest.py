@@ -22,8 +22,9 @@ def app_state_restored(qapp):
     import gc
     import signal
 
-    from agent import i18n
     from person import revive_event_loops
+
+    from agent import i18n
 
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     style, names = qapp.style().name(), (qapp.applicationName(), qapp.organizationName(),
@@ -58,12 +59,11 @@ def bridge(qapp):
 @pytest.fixture(scope="module")
 def llama_server(engine, demo_model, tmp_path_factory):
     """A real llama-server on loopback serving the demo model; yields its base URL."""
+    import socket
     import subprocess
     import time
 
     import httpx
-
-    import socket
 
     from gui.cluster.llama.server_start import machine_args
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-
 pytestmark = pytest.mark.engine
 
 
@@ -40,8 +39,8 @@ def _model_too_long_for_this_machine(path, ctx, like):
     stay small (a few MB on a machine with a few hundred GB)."""
     import psutil
 
-    from gui.cluster.models.generate import DemoShape, write_demo_model
     from gui.cluster.llama.model import inspect_model
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
     info = inspect_model(like)
     layers = -(-8 * psutil.virtual_memory().total // info.kv_bytes_per_layer(ctx))
@@ -79,7 +78,7 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
     assert "Not started" in win.launch.status.text() and "short by" in win.launch.status.text(), \
         win.launch.status.text()
-    assert win.session.launcher is None
+    assert win.session.supervisor is None
 
     # 4. open the demo model; the editor plans over both nodes, and it fits
     assert win.open_model(str(demo_model))
@@ -140,7 +139,7 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     qtbot.waitUntil(lambda: ("tps", "decode") in win.dashboard.series, timeout=10000)
 
     # 8. Stop: llama-server and the workers herd started are stopped
-    server = win.session.launcher.server
+    server = win.session.supervisor.server
     qtbot.mouseClick(win.launch.stop_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.launch.state == "stopped", timeout=30000)
     assert server.returncode is not None
@@ -175,7 +174,7 @@ def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_mo
     # llama-server dies under the app: the window says so in words, and the failover
     # supervisor brings the cluster back at the same endpoint
     endpoint = win.launch.endpoint.text()
-    os.kill(win.session.launcher.server.pid, signal.SIGKILL)
+    os.kill(win.session.supervisor.server.pid, signal.SIGKILL)
     qtbot.waitUntil(lambda: win.launch.state == "failed", timeout=15000)
     assert win.launch.status.text().startswith("Failed:") and len(win.launch.status.text()) > len("Failed: ")
     assert not win.chat.send_button.isEnabled() and "llama-server stopped" in win.chat.status.text()
@@ -188,7 +187,7 @@ def test_server_crash_and_lost_node_are_explained(qtbot, window, agents, demo_mo
         assert win.chat.send_text("still there?")
     assert sig.args[0].pieces == 4, win.chat.status.text()
     win.launch_flow.stop()
-    qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
+    qtbot.waitUntil(lambda: win.session.supervisor is None and win.launch.state == "stopped", timeout=30000)
     qtbot.waitUntil(lambda: all((win.node_status[i].get("rpc") or {}).get("state") == "stopped"
                                 for i in ids.values()), timeout=15000)
 

@@ -10,13 +10,15 @@ import subprocess
 import sys
 
 import pytest
+from conftest import free_port
 from PySide6.QtWidgets import QApplication
 
 from agent import i18n
-from conftest import free_port
-from gui.cluster.launching import launcher as L
-from gui.cluster.llama.server_start import serving
+from gui.cluster.failover.text import describe_event
 from gui.cluster.launching.doctor import ERROR, check_cluster
+from gui.cluster.llama import server_process as L
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+from gui.cluster.llama.server_start import serving
 from gui.cluster.nodes.records import Node
 from gui.translations import install_translator
 
@@ -68,7 +70,7 @@ async def test_port_in_use_failure_is_chinese_in_the_window(zh_cn, qtbot, engine
         s.listen()
         port = s.getsockname()[1]
         with pytest.raises(L.LaunchError) as exc:
-            async with serving(engine.llama_server, L.ServerSpec(model=demo_model, ctx=256, port=port), timeout=60):
+            async with serving(engine.llama_server, ServerSpec(model=demo_model, options=ServerOptions(ctx=256, port=port)), timeout=60):
                 pass
     panel = LaunchPanel()
     qtbot.addWidget(panel)
@@ -136,7 +138,9 @@ def test_herd_up_failure_stays_english(tmp_path, engine, demo_model):
 
 
 def test_placement_problem_is_chinese_in_the_window(zh_cn, qtbot):
-    from gui.cluster.launching.placement import BUFFER_LINES_LEVEL, check_placement, parse_placement
+    from gui.cluster.launching.placement import check_placement
+    from gui.cluster.llama.placement_log import parse_placement
+    from gui.cluster.llama.server_command import BUFFER_LINES_LEVEL
     from gui.cluster.planning.plan import Plan
     from gui.widgets.launch_panel import LaunchPanel
 
@@ -214,4 +218,4 @@ def test_failover_events_are_said_in_chinese_in_the_app(zh_cn):
     from gui.cluster.failover.events import EventKind, FailoverEvent
 
     ev = FailoverEvent(EventKind.REPLANNED, nodes=("a", "b"), back=("b",))
-    assert ev.message == "新的分层方案：a, b（b 已恢复）", ev.message
+    assert describe_event(ev) == "新的分层方案：a, b（b 已恢复）", describe_event(ev)

@@ -19,6 +19,7 @@ from PySide6.QtCore import Qt
 
 from gui.app import MainWindow
 from gui.bridge import AsyncBridge
+from gui.cluster.failover import events as E
 from gui.cluster.failover import supervisor as F
 from gui.cluster.nodes.health import Loss, LossCause
 from gui.session import ClusterSession
@@ -34,37 +35,37 @@ def test_banner_offers_what_the_supervisor_offers(qtbot):
     banner.optionChosen.connect(chosen.append)
     assert banner.isHidden()
 
-    banner.show_event(F.FailoverEvent(F.LOST, node="b", host="10.0.0.2",
+    banner.show_event(F.FailoverEvent(E.EventKind.LOST, node="b", host="10.0.0.2",
                                       loss=Loss(None, LossCause.AGENT_SILENT, "ConnectError: refused")))
     assert not banner.isHidden() and banner.title.text() == "b was lost"
     assert banner.detail.text() == ("b (10.0.0.2) was lost: its agent does not answer: connection refused "
                                     "(herd-agent is not running there any more)"), banner.detail.text()
-    banner.show_event(F.FailoverEvent(F.NO_FIT, misfits=("a: needs 3.1 GiB, has 2.0 GiB",), lost=("b",),
-                                      options=(F.OPT_WAIT, F.OPT_HOST)))
+    banner.show_event(F.FailoverEvent(E.EventKind.NO_FIT, misfits=("a: needs 3.1 GiB, has 2.0 GiB",), lost=("b",),
+                                      options=(E.OPT_WAIT, E.OPT_HOST)))
     assert "does not fit on what is left (a: needs 3.1 GiB, has 2.0 GiB)" in banner.detail.text()
     assert "wait for b to come back" in banner.detail.text()
     assert banner.wait_button.isVisibleTo(banner) and banner.wait_button.text() == "Wait for b"
     assert banner.host_button.isVisibleTo(banner)
     assert not banner.recover_button.isVisibleTo(banner) and not banner.cancel_button.isVisibleTo(banner)
     qtbot.mouseClick(banner.host_button, Qt.MouseButton.LeftButton)
-    assert chosen == [F.OPT_HOST]
+    assert chosen == [E.OPT_HOST]
     assert not banner.host_button.isVisibleTo(banner)  # one click, one intention
 
     # waiting for the node; it comes back and is offered alongside
-    banner.show_event(F.FailoverEvent(F.WAITING_EV, wait=F.WaitReason.FOR_NODES, lost=("b",),
-                                      options=(F.OPT_WAIT, F.OPT_HOST)))
+    banner.show_event(F.FailoverEvent(E.EventKind.WAITING, wait=F.WaitReason.FOR_NODES, lost=("b",),
+                                      options=(E.OPT_WAIT, E.OPT_HOST)))
     assert banner.countdown.text() == "Waiting: waiting for b to come back"
-    banner.show_event(F.FailoverEvent(F.RETURNED, node="b", back=("b",), options=(F.OPT_REJOIN,)))
+    banner.show_event(F.FailoverEvent(E.EventKind.RETURNED, node="b", back=("b",), options=(E.OPT_REJOIN,)))
     assert banner.detail.text() == "b is back; re-plan with it to use it again"
     assert banner.rejoin_button.isVisibleTo(banner) and banner.rejoin_button.text() == "Use b again"
     assert banner.wait_button.isVisibleTo(banner)
     qtbot.mouseClick(banner.rejoin_button, Qt.MouseButton.LeftButton)
-    assert chosen == [F.OPT_HOST, F.OPT_REJOIN]
+    assert chosen == [E.OPT_HOST, E.OPT_REJOIN]
 
     banner.choice_failed()  # refused (the supervisor moved on meanwhile): offered again
     assert banner.rejoin_button.isVisibleTo(banner) and banner.wait_button.isVisibleTo(banner)
 
-    banner.show_event(F.FailoverEvent(F.RECOVERED, url="http://127.0.0.1:8080", nodes=("a",), seconds=3.04))
+    banner.show_event(F.FailoverEvent(E.EventKind.RECOVERED, url="http://127.0.0.1:8080", nodes=("a",), seconds=3.04))
     assert banner.title.text().startswith("Serving again")
     assert banner.detail.text() == "serving again at http://127.0.0.1:8080 on a, 3.0 s after the loss"
     assert not any(b.isVisibleTo(banner) for b in (banner.rejoin_button, banner.wait_button, banner.host_button))
@@ -78,10 +79,10 @@ def test_banner_speaks_chinese(qtbot, qapp, tmp_path):
     try:
         banner = FailoverBanner()
         qtbot.addWidget(banner)
-        banner.show_event(F.FailoverEvent(F.LOST, node="b", host="10.0.0.2",
+        banner.show_event(F.FailoverEvent(E.EventKind.LOST, node="b", host="10.0.0.2",
                                           loss=Loss(None, LossCause.WORKER_STOPPED)))
-        banner.show_event(F.FailoverEvent(F.COUNTDOWN_TICK, nodes=("a",), seconds=3.2,
-                                          options=(F.OPT_RECOVER,)), ["a"])
+        banner.show_event(F.FailoverEvent(E.EventKind.COUNTDOWN_TICK, nodes=("a",), seconds=3.2,
+                                          options=(E.OPT_RECOVER,)), ["a"])
         assert banner.title.text() == "b 已失联"
         assert banner.countdown.text() == "4 秒后在 a 上重新启动…"
         assert banner.recover_button.text() == "立即重新启动" and banner.cancel_button.text() == "取消"
@@ -168,8 +169,8 @@ def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents,
 
     # Cancel: the relaunch does not happen; the server stays down; Relaunch now is offered
     qtbot.mouseClick(banner.cancel_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: any(e.kind == F.CANCELLED for e in events), timeout=5000)
-    qtbot.waitUntil(lambda: win.session.launcher.state == F.WAITING, timeout=5000)
+    qtbot.waitUntil(lambda: any(e.kind == E.EventKind.CANCELLED for e in events), timeout=5000)
+    qtbot.waitUntil(lambda: win.session.supervisor.state == F.WAITING, timeout=5000)
     assert not banner.cancel_button.isVisible() and banner.recover_button.isVisible()
     assert "cancelled" in banner.countdown.text()
     assert _health(url) is None
@@ -177,7 +178,7 @@ def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents,
 
     # Relaunch now: back on the same URL, and the chat carries on
     qtbot.mouseClick(banner.recover_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: any(e.kind == F.RECOVERED for e in events), timeout=60000)
+    qtbot.waitUntil(lambda: any(e.kind == E.EventKind.RECOVERED for e in events), timeout=60000)
     qtbot.waitUntil(lambda: win.launch.state == "ready", timeout=10000)
     assert win.session.server_url == url and win.launch.endpoint.text() == endpoint
     assert _health(url) == 200
@@ -193,18 +194,18 @@ def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents,
     assert win.session.failover_policy.auto_recover is False
     seen = len(events)
     _kill_rpc_worker(qtbot, win, ids["demo-b"])
-    qtbot.waitUntil(lambda: any(e.kind == F.WAITING_EV for e in events[seen:]), timeout=15000)
-    assert any(e.kind == F.LOST and e.node == "demo-b" for e in events[seen:])
-    assert not any(e.kind == F.COUNTDOWN_TICK for e in events[seen:])
+    qtbot.waitUntil(lambda: any(e.kind == E.EventKind.WAITING for e in events[seen:]), timeout=15000)
+    assert any(e.kind == E.EventKind.LOST and e.node == "demo-b" for e in events[seen:])
+    assert not any(e.kind == E.EventKind.COUNTDOWN_TICK for e in events[seen:])
     assert banner.isVisible() and "demo-b" in banner.title.text()
     assert not banner.cancel_button.isVisible() and banner.recover_button.isVisible()
     assert _seconds_left(win) is None and "auto-recover is off" in banner.countdown.text()
     qtbot.mouseClick(banner.recover_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: any(e.kind == F.RECOVERED for e in events[seen:]), timeout=60000)
+    qtbot.waitUntil(lambda: any(e.kind == E.EventKind.RECOVERED for e in events[seen:]), timeout=60000)
     assert _health(url) == 200
 
     win.launch_flow.stop()
-    qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
+    qtbot.waitUntil(lambda: win.session.supervisor is None and win.launch.state == "stopped", timeout=30000)
     assert banner.isHidden()
 
 
@@ -223,17 +224,17 @@ def test_a_node_that_returns_is_offered_and_used_again(qtbot, window, agents, de
     try:
         qtbot.waitUntil(lambda: banner.isVisible() and "demo-b" in banner.title.text(), timeout=5000)
         assert "does not answer" in banner.detail.text(), banner.detail.text()
-        qtbot.waitUntil(lambda: any(e.kind == F.RECOVERED for e in events), timeout=60000)
-        assert not any(e.kind == F.COUNTDOWN_TICK for e in events)
-        assert [n.name for n in win.session.launcher.launcher.planned_nodes()] == ["demo-a"]
+        qtbot.waitUntil(lambda: any(e.kind == E.EventKind.RECOVERED for e in events), timeout=60000)
+        assert not any(e.kind == E.EventKind.COUNTDOWN_TICK for e in events)
+        assert [n.name for n in win.session.supervisor.launcher.planned_nodes()] == ["demo-a"]
         assert _health(url) == 200
     finally:
         os.kill(b.proc.pid, signal.SIGCONT)
     qtbot.waitUntil(lambda: banner.rejoin_button.isVisible(), timeout=15000)
     assert banner.rejoin_button.text() == "Use demo-b again" and "demo-b" in banner.title.text()
     qtbot.mouseClick(banner.rejoin_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: sum(e.kind == F.RECOVERED for e in events) == 2, timeout=60000)
-    assert sorted(n.name for n in win.session.launcher.launcher.planned_nodes()) == ["demo-a", "demo-b"]
+    qtbot.waitUntil(lambda: sum(e.kind == E.EventKind.RECOVERED for e in events) == 2, timeout=60000)
+    assert sorted(n.name for n in win.session.supervisor.launcher.planned_nodes()) == ["demo-a", "demo-b"]
     assert win.session.server_url == url and _health(url) == 200
     win.launch_flow.stop()
-    qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
+    qtbot.waitUntil(lambda: win.session.supervisor is None and win.launch.state == "stopped", timeout=30000)

@@ -13,6 +13,7 @@ import signal
 
 import pytest
 
+from gui.cluster.failover import events as E
 from gui.cluster.failover import supervisor as F
 from gui.cluster.nodes.health import Loss, LossCause
 from gui.widgets.failover_banner import FailoverBanner
@@ -21,22 +22,22 @@ from gui.widgets.failover_banner import FailoverBanner
 def test_a_lost_node_in_the_new_plan_is_said_to_be_back(qtbot):
     banner = FailoverBanner()
     qtbot.addWidget(banner)
-    banner.show_event(F.FailoverEvent(F.LOST, node="demo-b", host="127.0.0.1",
+    banner.show_event(F.FailoverEvent(E.EventKind.LOST, node="demo-b", host="127.0.0.1",
                                       loss=Loss(None, LossCause.WORKER_REPLACED)))
-    banner.show_event(F.FailoverEvent(F.REPLANNED, nodes=("demo-a", "demo-b")))
+    banner.show_event(F.FailoverEvent(E.EventKind.REPLANNED, nodes=("demo-a", "demo-b")))
     assert banner.title.text() == "demo-b dropped out and answers again; relaunching with it"
     assert "its RPC worker crashed" in banner.detail.text() and "new plan on demo-a, demo-b" in banner.detail.text()
     # the survivors the session knows leave the lost node out; the plan does not
-    banner.show_event(F.FailoverEvent(F.COUNTDOWN_TICK, seconds=4.2, options=(F.OPT_RECOVER,)), ["demo-a"])
+    banner.show_event(F.FailoverEvent(E.EventKind.COUNTDOWN_TICK, seconds=4.2, options=(E.OPT_RECOVER,)), ["demo-a"])
     assert banner.countdown.text() == "Relaunching on demo-a, demo-b in 5 s…"
 
 
 def test_a_lost_node_left_out_stays_lost(qtbot):
     banner = FailoverBanner()
     qtbot.addWidget(banner)
-    banner.show_event(F.FailoverEvent(F.LOST, node="demo-b", host="127.0.0.1",
+    banner.show_event(F.FailoverEvent(E.EventKind.LOST, node="demo-b", host="127.0.0.1",
                                       loss=Loss(None, LossCause.AGENT_SILENT, "ReadTimeout")))
-    banner.show_event(F.FailoverEvent(F.REPLANNED, nodes=("demo-a",)))
+    banner.show_event(F.FailoverEvent(E.EventKind.REPLANNED, nodes=("demo-a",)))
     assert banner.title.text() == "demo-b was lost"
     assert "does not answer" in banner.detail.text() and "new plan on demo-a" in banner.detail.text()
 
@@ -57,8 +58,8 @@ def test_killed_worker_restarted_by_its_agent(qtbot, window, agents, demo_model,
     with qtbot.waitSignal(call.done, timeout=10000):
         pass
     os.kill(call.future.result()["rpc"]["pid"], signal.SIGKILL)
-    qtbot.waitUntil(lambda: any(e.kind == F.REPLANNED for e in events), timeout=20000)
-    replanned = next(e for e in events if e.kind == F.REPLANNED)
+    qtbot.waitUntil(lambda: any(e.kind == E.EventKind.REPLANNED for e in events), timeout=20000)
+    replanned = next(e for e in events if e.kind == E.EventKind.REPLANNED)
     qtbot.waitUntil(lambda: "in " in banner.countdown.text(), timeout=10000)
     assert "RPC worker" in banner.detail.text(), banner.detail.text()
     assert replanned.message in banner.detail.text()
@@ -70,4 +71,4 @@ def test_killed_worker_restarted_by_its_agent(qtbot, window, agents, demo_model,
         assert "demo-b" not in banner.countdown.text(), banner.countdown.text()
     assert banner.cancel_button.isVisible() and banner.recover_button.isVisible()
     win.launch_flow.stop()
-    qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
+    qtbot.waitUntil(lambda: win.session.supervisor is None and win.launch.state == "stopped", timeout=30000)

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from repack_crash import crashes, crashing_engine
 
 from gui.cluster.llama import repack_probe
-from gui.cluster.models.generate import DemoShape, write_demo_model
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
 pytestmark = pytest.mark.engine
 

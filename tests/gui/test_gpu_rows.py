@@ -10,11 +10,11 @@ import os
 
 import pytest
 from cluster.agents import start_agent
-from e2e.herd_cli import rpc_children
 from e2e.gpu import GPU_ENV, vulkan_engine  # noqa: F401  (the fixture)
+from e2e.herd_cli import rpc_children
 from PySide6.QtCore import Qt
 
-from gui.cluster.models.generate import DemoShape, write_demo_model
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

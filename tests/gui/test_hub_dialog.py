@@ -14,8 +14,13 @@ from cluster.hub_server import HubServer, Repo, demo_repo_files
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
-from gui.cluster.planning.measure import (ComputeMeasurement, LinkMeasurement, MeasurementCache, NodeMeasurement,
-                                 default_cache_dir)
+from gui.cluster.planning.measure import (
+    ComputeMeasurement,
+    LinkMeasurement,
+    MeasurementCache,
+    NodeMeasurement,
+    default_cache_dir,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

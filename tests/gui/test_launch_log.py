@@ -5,7 +5,6 @@ lines*, and the newest line is in view from the start. A real cluster on loopbac
 from __future__ import annotations
 
 import pytest
-
 from person import click
 
 pytestmark = pytest.mark.engine
@@ -30,7 +29,7 @@ def test_routine_lines_hidden_and_newest_in_view(qtbot, make_window, agents, dem
     click(qtbot, panel.debug_box)
     assert IDLE not in panel.log.toPlainText()
     win.launch_flow.stop()
-    qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
+    qtbot.waitUntil(lambda: win.session.supervisor is None and win.launch.state == "stopped", timeout=30000)
 
 
 def test_the_newest_line_stays_in_view_unless_the_user_scrolls_back(qtbot):

@@ -19,8 +19,8 @@ def test_app_start_and_herd_up_run_the_same_command_line(qtbot, make_window, age
                                                           procs, tmp_path):
     win = make_window(browse=False)
     launch_on_both(win, agents, demo_model)
-    app_argv = psutil.Process(win.session.launcher.server.pid).cmdline()
-    app_planned = win.session.launcher.launcher.request.argv(win.engine.llama_server)
+    app_argv = psutil.Process(win.session.supervisor.server.pid).cmdline()
+    app_planned = win.session.supervisor.launcher.request.argv(win.engine.llama_server)
     assert same_but_forwarders(app_argv, app_planned)
     assert app_argv[app_argv.index("-c") + 1] == "512"
     assert app_argv[app_argv.index("--alias") + 1] == demo_model.stem
@@ -65,7 +65,7 @@ def test_a_lost_worker_interrupts_the_reply_in_the_chats_own_transcript(qtbot, m
                                                                          launch_on_both):
     """The failover supervisor marks the reply in flight interrupted, with the lost node's
     name, in the chat pane's Conversation — the one transcript, which the next question sends."""
-    from gui.cluster.failover import supervisor as F
+    from gui.cluster.failover import events as E
     win = make_window(browse=False, **{"failover/countdown": 0})
     events = []
     win.session.failover.connect(events.append)
@@ -77,7 +77,7 @@ def test_a_lost_worker_interrupts_the_reply_in_the_chats_own_transcript(qtbot, m
     with qtbot.waitSignal(call.done, timeout=10000):
         pass
     os.kill(call.future.result().rpc.pid, signal.SIGKILL)
-    qtbot.waitUntil(lambda: any(e.kind == F.RECOVERED for e in events), timeout=90000)
+    qtbot.waitUntil(lambda: any(e.kind == E.EventKind.RECOVERED for e in events), timeout=90000)
     qtbot.waitUntil(lambda: not win.chat.busy(), timeout=30000)
     reply = win.chat.conversation.messages[-1]
     assert reply.role == "assistant" and reply.state == "interrupted" and reply.content

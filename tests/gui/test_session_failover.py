@@ -8,12 +8,13 @@ import pytest
 from cluster.agents import start_agent
 from conftest import free_port
 
-from gui.cluster.planning import plan as P
-from gui.cluster.failover.supervisor import LOST, RECOVERED, FailoverPolicy
+from gui.cluster.failover.events import EventKind
+from gui.cluster.failover.supervisor import FailoverPolicy
 from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import inspect_model
-from gui.cluster.nodes.records import TokenStore
 from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.nodes.records import TokenStore
+from gui.cluster.planning import plan as P
 from gui.session import ClusterSession
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -44,11 +45,11 @@ def test_session_reports_a_lost_worker_and_serves_again(qtbot, bridge, procs, tm
         result(qtbot, session.launch(engine.llama_server, request), timeout=120000)
         url = session.server_url
         b.proc.kill()
-        qtbot.waitUntil(lambda: any(e.kind == RECOVERED for e in events), timeout=60000)
-        lost = next(e for e in events if e.kind == LOST)
+        qtbot.waitUntil(lambda: any(e.kind == EventKind.RECOVERED for e in events), timeout=60000)
+        lost = next(e for e in events if e.kind == EventKind.LOST)
         assert lost.node == "b" and "does not answer" in lost.message
         assert session.server_url == url == f"http://127.0.0.1:{port}"
-        assert [n.name for n in session.launcher.launcher.planned_nodes()] == ["a"]
+        assert [n.name for n in session.supervisor.launcher.planned_nodes()] == ["a"]
     finally:
         with qtbot.waitSignal(session.stop_launch().done, timeout=30000):
             pass

@@ -4,9 +4,8 @@ with *Relaunch with this split* to use it (#17: Start was greyed out with no wor
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QPoint, Qt
-
 from person import click
+from PySide6.QtCore import QPoint, Qt
 
 pytestmark = pytest.mark.engine
 
@@ -42,10 +41,10 @@ def test_edit_while_serving_then_relaunch(qtbot, make_window, agents, demo_model
     shown = ed.plan()
 
     click(qtbot, ed.relaunch_button)
-    qtbot.waitUntil(lambda: win.launch.state == "stopped" or win.session.launcher is None, timeout=30000)
+    qtbot.waitUntil(lambda: win.launch.state == "stopped" or win.session.supervisor is None, timeout=30000)
     qtbot.waitUntil(lambda: win.launch.state == "ready", timeout=120000)
     assert win.launch_flow.running_plan().host_layers == shown.host_layers
     assert win.launch_flow.layout_of(win.launch_flow.running_plan()) == win.launch_flow.layout_of(ed.plan())
     assert ed.differs.isHidden()
     win.launch_flow.stop()
-    qtbot.waitUntil(lambda: win.session.launcher is None and win.launch.state == "stopped", timeout=30000)
+    qtbot.waitUntil(lambda: win.session.supervisor is None and win.launch.state == "stopped", timeout=30000)

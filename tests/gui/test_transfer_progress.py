@@ -10,8 +10,8 @@ import time
 import pytest
 
 from gui.cli.progress import TransferPrinter
-from gui.cluster.nodes.telemetry import Sample
 from gui.cluster.launching.transfer import TransferTracker
+from gui.cluster.nodes.telemetry import Sample
 from gui.widgets.dashboard import Dashboard
 from gui.widgets.launch_panel import LaunchPanel
 

@@ -7,7 +7,7 @@ import argparse
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from agent.engine import find_engine
+from agent.engine_lookup import find_engine
 from gui.app import MainWindow, run_app
 from gui.settings import Settings
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from person import answer_dialog, check, use_menu
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog, QLabel
 
 from agent import i18n
 from gui.translations import install_translator
-from person import answer_dialog, check, use_menu
 
 
 @pytest.fixture
@@ -48,9 +48,9 @@ def test_the_file_dialog_speaks_chinese(zh_cn, qtbot, make_window, tmp_path, mon
 
 
 def test_the_import_review_speaks_chinese(zh_cn, qtbot, demo_model):
+    from gui.cluster.launching.profile import diff_profile, make_profile
     from gui.cluster.llama.model import inspect_model
     from gui.cluster.planning.plan import Assignment, Device, Plan
-    from gui.cluster.launching.profile import diff_profile, make_profile
     from gui.widgets.profile_dialog import ProfileDiffDialog
 
     model = inspect_model(demo_model)

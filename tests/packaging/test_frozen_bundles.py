@@ -19,10 +19,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 from agent.identity import client_context
-
-from conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "packaging" / "pyinstaller" / "build.sh"
@@ -99,7 +98,7 @@ async def test_frozen_agent_runs_the_rpc_worker_bundled_beside_it(frozen_agent, 
     import psutil
 
     from agent.client import AgentClient
-    from agent.engine import PINNED_RPC_PROTO, rpc_hello
+    from agent.engine_lookup import PINNED_RPC_PROTO, rpc_hello
 
     bundle = frozen_agent.parent
     copied = []

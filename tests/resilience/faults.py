@@ -19,15 +19,17 @@ import httpx
 from cluster.agents import RunningAgent, start_agent
 from conftest import free_port
 
-from gui.cluster.planning import plan as P
 from gui.cluster.chat.conversation import COMPLETE, INTERRUPTED, Conversation, ReplyInterrupted, retry, send
-from gui.cluster.nodes.discovery import Discovery
-from gui.cluster.failover.supervisor import LOST, RECOVERED, RETURNED, ClusterSupervisor, FailoverPolicy
-from gui.cluster.launching.launcher import devices_from_status
+from gui.cluster.failover.events import EventKind
+from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
+from gui.cluster.failover.text import describe_event
 from gui.cluster.launching.request import LaunchRequest
-from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.nodes.discovery import Discovery
 from gui.cluster.nodes.records import TokenStore
+from gui.cluster.planning import plan as P
+from gui.cluster.planning.devices import node_devices
 
 RPC_KILL = "kill -9 RPC worker"
 AGENT_KILL = "kill -9 agent"
@@ -118,7 +120,7 @@ async def run_fault(fault: str, engine, model: Path, tmp: Path, lan=None, *, rej
         devices = []
         for node in nodes.values():
             async with disc.client(node) as c:
-                devices.extend(devices_from_status(node, await c.status()))
+                devices.extend(node_devices(node, await c.status()))
         info = inspect_model(model)
         plan = P.plan_from_split(info, devices, {"a": 4, "b": 5})
         conv = Conversation()
@@ -152,7 +154,7 @@ async def run_fault(fault: str, engine, model: Path, tmp: Path, lan=None, *, rej
             else:
                 raise ValueError(f"unknown fault {fault!r}")
 
-            lost = await _wait(lambda: next((e for e in sup.events if e.kind == LOST and e.node == "b"), None),
+            lost = await _wait(lambda: next((e for e in sup.events if e.kind == EventKind.LOST and e.node == "b"), None),
                                30, "the supervisor to report b lost")
             result.detect_s = lost.at - t0
             result.lost_message = lost.message
@@ -160,7 +162,7 @@ async def run_fault(fault: str, engine, model: Path, tmp: Path, lan=None, *, rej
                 await asyncio.wait_for(long, 30)
             except ReplyInterrupted:
                 pass
-            await _wait(lambda: any(e.kind == RECOVERED for e in sup.events), 60, "the cluster to serve again")
+            await _wait(lambda: any(e.kind == EventKind.RECOVERED for e in sup.events), 60, "the cluster to serve again")
             again = await retry(conv, http, sup.url, max_tokens=8)
             result.recover_s = time.monotonic() - t0
             msgs = conv.messages
@@ -174,17 +176,17 @@ async def run_fault(fault: str, engine, model: Path, tmp: Path, lan=None, *, rej
                 assert fault == LINK_DOWN
                 t_up = time.monotonic()
                 lan["b"].link(True)
-                back = await _wait(lambda: next((e for e in sup.events if e.kind == RETURNED), None),
+                back = await _wait(lambda: next((e for e in sup.events if e.kind == EventKind.RETURNED), None),
                                    30, "the supervisor to notice b is back")
                 result.returned_s = back.at - t_up
-                n_recovered = sum(e.kind == RECOVERED for e in sup.events)
+                n_recovered = sum(e.kind == EventKind.RECOVERED for e in sup.events)
                 await sup.rejoin()
-                await _wait(lambda: sum(e.kind == RECOVERED for e in sup.events) > n_recovered, 60,
-                            "the cluster to serve again with b:\n" + "\n".join(e.message for e in sup.events))
+                await _wait(lambda: sum(e.kind == EventKind.RECOVERED for e in sup.events) > n_recovered, 60,
+                            "the cluster to serve again with b:\n" + "\n".join(describe_event(e) for e in sup.events))
                 assert {n.name for n in sup.launcher.planned_nodes()} == {"a", "b"}
                 done = await send(conv, http, sup.url, "Welcome back.", max_tokens=8)
                 assert done.state == COMPLETE
-        result.events = [(round(e.at - t0, 2), e.kind, e.message) for e in sup.events]
+        result.events = [(round(e.at - t0, 2), e.kind, describe_event(e)) for e in sup.events]
         return result
     finally:
         if sup is not None:

@@ -16,14 +16,14 @@ import httpx
 from cluster.agents import pair_all, start_agent
 from conftest import free_port
 
-from gui.cluster.planning import plan as P
 from gui.cluster.chat.client import ChatDone, chat
-from gui.cluster.nodes.discovery import Discovery
 from gui.cluster.launching.launcher import ClusterLauncher
 from gui.cluster.launching.request import LaunchRequest
-from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.nodes.discovery import Discovery
 from gui.cluster.nodes.records import TokenStore
+from gui.cluster.planning import plan as P
 
 # What a master's app does all day: liveness pings, status for the dashboard, the worker log.
 MIX = (("GET", "/api/v1/ping", False), ("GET", "/api/v1/status", True),

@@ -18,12 +18,11 @@ from hypothesis import strategies as st
 from lan import Lan
 
 from agent import protocol as P
-from agent.settings import (STATE_NAME, Settings, SettingsError, dump_settings, load_settings,
-                            load_state)
+from agent.settings import STATE_NAME, Settings, SettingsError, dump_settings, load_settings, load_state
+from gui.cluster.launching.profile import ProfileError, load_profile, make_profile, profile_from_json, save_profile
 from gui.cluster.llama.model import ModelError, inspect_model
 from gui.cluster.nodes.records import Node
 from gui.cluster.planning.plan import Device, Plan
-from gui.cluster.launching.profile import ProfileError, load_profile, make_profile, profile_from_json, save_profile
 
 # --- raw requests ------------------------------------------------------------------------------
 

@@ -13,9 +13,8 @@ import pytest
 from conftest import free_port
 
 from agent.files import CorruptFile
-from gui.cluster.chat.conversation import (COMPLETE, INTERRUPTED, STREAMING, Conversation,
-                                      ReplyInterrupted, retry, send)
-from gui.cluster.llama.server_command import ServerSpec
+from gui.cluster.chat.conversation import COMPLETE, INTERRUPTED, STREAMING, Conversation, ReplyInterrupted, retry, send
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec
 from gui.cluster.llama.server_process import READY
 from gui.cluster.llama.server_start import ServerStart
 
@@ -88,7 +87,7 @@ def test_save_load_roundtrip_and_corrupt_file(tmp_path):
 @pytest.mark.engine
 async def test_real_server_killed_mid_reply_marks_it_and_a_new_server_continues(engine, demo_model):
     port = free_port()
-    spec = ServerSpec(model=demo_model, ctx=2048, port=port, extra_args=["-np", "1"], verbosity=3)
+    spec = ServerSpec(model=demo_model, verbosity=3, options=ServerOptions(ctx=2048, port=port, extra_args=["-np", "1"]))
     conv = Conversation()
     first_start = ServerStart(engine.llama_server, spec)
     again_start = ServerStart(engine.llama_server, spec)

@@ -20,14 +20,16 @@ from lan import Lan
 from resilience.faults import LINK_DOWN, RPC_KILL, run_fault
 
 from agent.protocol import AgentStatus
+from gui.cluster.failover import events as E
 from gui.cluster.failover import supervisor as F
-from gui.cluster.planning import plan as P
-from gui.cluster.nodes.discovery import Discovery
-from gui.cluster.launching.launcher import devices_from_status
+from gui.cluster.failover.text import describe_event
 from gui.cluster.launching.request import LaunchRequest
-from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.nodes.discovery import Discovery
 from gui.cluster.nodes.records import TokenStore
+from gui.cluster.planning import plan as P
+from gui.cluster.planning.devices import node_devices
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -69,7 +71,7 @@ async def supervised(engine, demo_model, procs, tmp_path, policy):
             await disc.pair(node, agent.pin())
             nodes[node.id] = node = disc.nodes[node.id]
             async with disc.client(node) as c:
-                devices.extend(devices_from_status(node, await c.status()))
+                devices.extend(node_devices(node, await c.status()))
         info = inspect_model(demo_model)
         request = LaunchRequest(P.plan_from_split(info, devices, {"a": 4, "b": 5}), info,
                                 ServerOptions(ctx=512, port=free_port(), extra_args=("--threads", "1")), threads=1)
@@ -87,7 +89,7 @@ async def until(sup, pred, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not pred():
         if time.monotonic() > deadline:
-            raise AssertionError("timed out; events:\n" + "\n".join(e.message for e in sup.events))
+            raise AssertionError("timed out; events:\n" + "\n".join(describe_event(e) for e in sup.events))
         await asyncio.sleep(0.05)
 
 
@@ -100,13 +102,13 @@ async def test_cancel_choose_and_the_restarted_agent_rejoins(engine, demo_model,
         b.proc.kill()
         b.proc.wait(timeout=10)
         await until(sup, lambda: sup.state == F.COUNTDOWN)
-        assert any(e.kind == F.COUNTDOWN_TICK and "relaunching on a in" in e.message for e in sup.events)
+        assert any(e.kind == E.EventKind.COUNTDOWN_TICK and "relaunching on a in" in describe_event(e) for e in sup.events)
         sup.cancel()
         await until(sup, lambda: sup.state == F.WAITING)
-        assert F.OPT_RECOVER in sup.options and any(e.kind == F.CANCELLED for e in sup.events)
+        assert E.OPT_RECOVER in sup.options and any(e.kind == E.EventKind.CANCELLED for e in sup.events)
         with pytest.raises(ValueError, match="not possible now"):
-            await sup.choose(F.OPT_REJOIN)
-        await sup.choose(F.OPT_RECOVER)
+            await sup.choose(E.OPT_REJOIN)
+        await sup.choose(E.OPT_RECOVER)
         assert sup.state == F.SERVING and [n.name for n in sup.launcher.planned_nodes()] == ["a"]
 
         # The agent comes back (its service manager restarts it): same ports, same state folder.
@@ -114,12 +116,12 @@ async def test_cancel_choose_and_the_restarted_agent_rejoins(engine, demo_model,
         again = start_agent(procs.popen, tmp_path, "b", mdns=False, api_port=port_of(b.api_url),
                             rpc_port=b.rpc_port, echo_port=b.echo_port)
         assert again.node_id == b.node_id  # same identity and pairing: no new PIN needed
-        await until(sup, lambda: any(e.kind == F.RETURNED for e in sup.events))
-        assert F.OPT_REJOIN in sup.options
+        await until(sup, lambda: any(e.kind == E.EventKind.RETURNED for e in sup.events))
+        assert E.OPT_REJOIN in sup.options
         await sup.rejoin()
         assert sup.state == F.SERVING
         assert sorted(n.name for n in sup.launcher.planned_nodes()) == ["a", "b"]
-        assert sup.launcher.plan is sup.first_plan  # everyone back: the user's own split again
+        assert sup.launcher.plan is sup.request.plan  # everyone back: the user's own split again
 
 
 async def test_a_server_that_keeps_dying_is_relaunched_then_left_alone(engine, demo_model, procs, tmp_path):
@@ -131,11 +133,11 @@ async def test_a_server_that_keeps_dying_is_relaunched_then_left_alone(engine, d
             os.kill(sup.server.pid, signal.SIGKILL)
             await until(sup, lambda: sup.state != F.SERVING)
         await until(sup, lambda: sup.state == F.WAITING)
-        exits = [e for e in sup.events if e.kind == F.SERVER_EXITED]
+        exits = [e for e in sup.events if e.kind == E.EventKind.SERVER_EXITED]
         assert len(exits) == F.MAX_QUICK_FAILURES and "killed by signal SIGKILL" in exits[0].message
-        assert sum(e.kind == F.RECOVERED for e in sup.events) == F.MAX_QUICK_FAILURES - 1
-        assert "not relaunching again" in sup.events[-1].message and sup.options == (F.OPT_RECOVER,)
-        assert not any(e.kind == F.LOST for e in sup.events)  # no node was blamed
+        assert sum(e.kind == E.EventKind.RECOVERED for e in sup.events) == F.MAX_QUICK_FAILURES - 1
+        assert "not relaunching again" in sup.events[-1].message and sup.options == (E.OPT_RECOVER,)
+        assert not any(e.kind == E.EventKind.LOST for e in sup.events)  # no node was blamed
         await sup.recover_now()
         assert sup.state == F.SERVING
 
@@ -166,7 +168,7 @@ async def test_no_fit_on_the_survivor_offers_waiting_or_more_host_layers(
     info = inspect_model(demo_model)
     policy = F.FailoverPolicy(countdown=0, busy_wait=2)
     async with supervised(engine, demo_model, procs, tmp_path, policy) as (sup, agents):
-        a_dev = next(d for d, _ in sup.first_plan.assignments if d.node_name == "a")
+        a_dev = next(d for d, _ in sup.request.plan.assignments if d.node_name == "a")
         # a has room for 4 slots only and this computer for the embeddings only, sized for a plan
         # on a alone (no pipeline then: the first plan's two workers made one, whose input
         # copies cost every device more).
@@ -181,31 +183,31 @@ async def test_no_fit_on_the_survivor_offers_waiting_or_more_host_layers(
         b.proc.kill()
         b.proc.wait(timeout=10)
         await until(sup, lambda: sup.state == F.WAITING)
-        no_fit = next(e for e in sup.events if e.kind == F.NO_FIT)
+        no_fit = next(e for e in sup.events if e.kind == E.EventKind.NO_FIT)
         assert "does not fit" in no_fit.message and "wait for b" in no_fit.message
-        assert no_fit.options == (F.OPT_WAIT, F.OPT_HOST) and F.OPT_HOST in sup.options
-        assert not any(e.kind == F.RELAUNCHING_EV for e in sup.events)
-        await sup.choose(F.OPT_WAIT)
-        assert sup.state == F.WAITING and sup.options == (F.OPT_WAIT, F.OPT_HOST)
+        assert no_fit.options == (E.OPT_WAIT, E.OPT_HOST) and E.OPT_HOST in sup.options
+        assert not any(e.kind == E.EventKind.RELAUNCHING for e in sup.events)
+        await sup.choose(E.OPT_WAIT)
+        assert sup.state == F.WAITING and sup.options == (E.OPT_WAIT, E.OPT_HOST)
         # The user would rather run now, slowly: more layers on this computer.
-        await sup.choose(F.OPT_HOST)
+        await sup.choose(E.OPT_HOST)
         assert sup.state == F.SERVING, sup.events[-1].message
         assert sup.launcher.plan.host_layers > 0
         assert [n.name for n in sup.launcher.planned_nodes()] == ["a"]
-        assert "more layers on this computer" in next(e for e in sup.events if e.kind == F.RELAUNCHING_EV).message
+        assert "more layers on this computer" in next(e for e in sup.events if e.kind == E.EventKind.RELAUNCHING).message
 
         port_of = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
         # When b is back, a and this computer have the room the first plan takes again (as a
         # pipeline of two workers, which keeps more input copies on every device).
-        first = P.estimate(sup.first_plan, info, 512)
+        first = P.estimate(sup.request.plan, info, 512)
         a_room[0] = next(f for f in first if f.device is not None and f.device.node_name == "a").need_bytes + 4096
         sup.health.reset_clients()
         sup.host_free_bytes = lambda: first[-1].need_bytes + 4096
         start_agent(procs.popen, tmp_path, "b", mdns=False, api_port=port_of(b.api_url),
                     rpc_port=b.rpc_port, echo_port=b.echo_port)
-        await until(sup, lambda: F.OPT_REJOIN in sup.options)
+        await until(sup, lambda: E.OPT_REJOIN in sup.options)
         await sup.rejoin()
-        assert sup.state == F.SERVING and sup.launcher.plan is sup.first_plan
+        assert sup.state == F.SERVING and sup.launcher.plan is sup.request.plan
     # every state the supervisor went through was a move its state machine allows (F.MOVES)
     assert not [r.getMessage() for r in caplog.records if "unexpected move" in r.getMessage()]
 
@@ -219,12 +221,12 @@ async def test_auto_recover_off_waits_and_offers_the_returned_node(engine, demo_
         b.proc.terminate()  # a clean stop
         b.proc.wait(timeout=10)
         await until(sup, lambda: sup.state == F.WAITING)
-        assert sup.options == (F.OPT_RECOVER,) and "auto-recover is off" in sup.events[-1].message
+        assert sup.options == (E.OPT_RECOVER,) and "auto-recover is off" in sup.events[-1].message
         port_of = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
         start_agent(procs.popen, tmp_path, "b", mdns=False, api_port=port_of(b.api_url),
                     rpc_port=b.rpc_port, echo_port=b.echo_port)
-        await until(sup, lambda: F.OPT_REJOIN in sup.options)
-        assert sup.state == F.WAITING and sup.options == (F.OPT_RECOVER, F.OPT_REJOIN)
-        assert not any(e.kind == F.RELAUNCHING_EV for e in sup.events)
-        await sup.choose(F.OPT_REJOIN)
-        assert sup.state == F.SERVING and sup.launcher.plan is sup.first_plan
+        await until(sup, lambda: E.OPT_REJOIN in sup.options)
+        assert sup.state == F.WAITING and sup.options == (E.OPT_RECOVER, E.OPT_REJOIN)
+        assert not any(e.kind == E.EventKind.RELAUNCHING for e in sup.events)
+        await sup.choose(E.OPT_REJOIN)
+        assert sup.state == F.SERVING and sup.launcher.plan is sup.request.plan

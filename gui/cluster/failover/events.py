@@ -3,7 +3,7 @@
 A :class:`FailoverEvent` says what happened (its :class:`EventKind`) and the facts of it — which
 node, why, which nodes a new plan uses, how long is left — but no sentence: the words are made
 at the edge, by :func:`gui.cluster.failover.text.describe_event`, for the app's banner, the log
-and ``herd up`` alike (``event.message`` is that sentence). The state machine that makes these
+and ``herd up`` alike. The state machine that makes these
 events is :class:`gui.cluster.failover.supervisor.ClusterSupervisor`.
 """
 
@@ -54,7 +54,7 @@ OPT_REJOIN = "rejoin"        # re-plan with the node that came back
 
 @dataclass(frozen=True)
 class FailoverEvent:
-    """Something the user should see, as facts; ``message`` is its sentence.
+    """Something the user should see, as facts (its sentence: :func:`~gui.cluster.failover.text.describe_event`).
 
     Attributes:
         kind: what happened (:class:`EventKind`).
@@ -101,11 +101,3 @@ class FailoverEvent:
     relaunched: bool = False
     problems: tuple[str, ...] = ()
     at: float = field(default_factory=time.monotonic)
-
-    @property
-    def message(self) -> str:
-        """The event in one sentence of the user's language
-        (:func:`gui.cluster.failover.text.describe_event`)."""
-        from gui.cluster.failover.text import describe_event  # the words live at the edge
-
-        return describe_event(self)

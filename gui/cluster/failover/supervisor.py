@@ -36,19 +36,28 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 
 from agent.client import AgentError
 from agent.i18n import translate
 from agent.protocol import WorkerState
-from gui.cluster.failover.events import (OPT_HOST, OPT_RECOVER, OPT_REJOIN, OPT_WAIT, EventKind,
-                                         FailoverEvent, WaitReason)
+from gui.cluster.failover.events import (
+    OPT_HOST,
+    OPT_RECOVER,
+    OPT_REJOIN,
+    OPT_WAIT,
+    EventKind,
+    FailoverEvent,
+    WaitReason,
+)
 from gui.cluster.failover.text import describe_event, interruption_note
+from gui.cluster.launching.launcher import ClusterLauncher
+from gui.cluster.launching.request import LaunchRequest, nodes_for_plan
+from gui.cluster.llama.server_process import FAILED, LaunchError
 from gui.cluster.nodes.health import NodeHealth
-from gui.cluster.launching.request import nodes_for_plan
-from gui.cluster.launching.launcher import FAILED, ClusterLauncher, LaunchError, devices_from_status
+from gui.cluster.planning.devices import node_devices
 
 log = logging.getLogger(__name__)
 
@@ -83,19 +92,6 @@ MOVES: dict[FailoverState, frozenset[FailoverState]] = {
     RELAUNCHING: frozenset({SERVING, WAITING}),
     WAITING: frozenset({RECOVERING, RELAUNCHING, WAITING}),
 }
-
-# The event kinds, by their names of old (:class:`~gui.cluster.failover.events.EventKind`).
-LOST = EventKind.LOST
-SERVER_EXITED = EventKind.SERVER_EXITED
-REPLANNED = EventKind.REPLANNED
-NO_FIT = EventKind.NO_FIT
-COUNTDOWN_TICK = EventKind.COUNTDOWN_TICK
-CANCELLED = EventKind.CANCELLED
-RELAUNCHING_EV = EventKind.RELAUNCHING
-RECOVERED = EventKind.RECOVERED
-RECOVERY_FAILED = EventKind.RECOVERY_FAILED
-WAITING_EV = EventKind.WAITING
-RETURNED = EventKind.RETURNED
 
 #: llama-server stopping this soon after a relaunch, with no node to blame, counts as a quick
 #: failure; after this many in a row the supervisor stops relaunching and waits for the user.
@@ -149,14 +145,14 @@ class ClusterSupervisor:
     Attributes:
         state: ``starting``, ``serving``, ``recovering``, ``countdown``, ``relaunching``,
             ``waiting`` or ``stopped``.
-        request: the request the next relaunch starts from (the first plan's, plus what a launch
-            had to change, such as ``--no-repack``).
+        request: the user's request; a relaunch starts it with another plan (what this machine
+            must add to llama-server, such as ``--no-repack``, each start adds again).
         launcher: the current :class:`ClusterLauncher`.
         notes: what the launches had to do differently, for the user (:attr:`ClusterLauncher.notes`).
         lost: {node id: node} lost and not back yet.
         options: what :meth:`choose` accepts now.
         events: every :class:`~gui.cluster.failover.events.FailoverEvent` so far (facts; their
-            words are :attr:`~gui.cluster.failover.events.FailoverEvent.message`).
+            words are :func:`~gui.cluster.failover.text.describe_event`).
 
     ``subscribe(callback)`` registers ``callback(event)`` for every :class:`FailoverEvent`.
     """
@@ -170,8 +166,6 @@ class ClusterSupervisor:
                  conversation=None) -> None:
         self.llama_server = llama_server
         self.request = request
-        self.first_plan = request.plan
-        self.model_info = request.model
         self.nodes = dict(nodes)
         self.client_for = client_for
         self.probe_client_for = probe_client_for or client_for
@@ -409,15 +403,15 @@ class ClusterSupervisor:
         facts = dict(node=back[0].name, host=back[0].host, back=names)
         if self.state == WAITING and (self._pending_plan is None or self.policy.auto_recover):
             # The cluster was waiting for exactly this (or auto-recover is on): go.
-            self._emit(RETURNED, **facts)
+            self._emit(EventKind.RETURNED, **facts)
             self._run_recovery(self._replan_and_relaunch(back=names, stop_first=True, immediate=True))
         elif self.policy.rejoin == "auto":
-            self._emit(RETURNED, **facts)
+            self._emit(EventKind.RETURNED, **facts)
             self._run_recovery(self._replan_and_relaunch(back=names, stop_first=True, immediate=False))
         else:
             self.options = tuple(dict.fromkeys(self.options + (OPT_REJOIN,)))
             self._back = tuple(dict.fromkeys(self._back + names))
-            self._emit(RETURNED, options=(OPT_REJOIN,), **facts)
+            self._emit(EventKind.RETURNED, options=(OPT_REJOIN,), **facts)
 
     # --- recovering ---------------------------------------------------------------------------
 
@@ -437,9 +431,9 @@ class ClusterSupervisor:
         for loss in lost:
             node = loss.node
             self.lost[node.id] = node
-            self._emit(LOST, node=node.name, host=node.host, loss=loss)
+            self._emit(EventKind.LOST, node=node.name, host=node.host, loss=loss)
         if not lost:
-            self._emit(SERVER_EXITED, error=server_error)
+            self._emit(EventKind.SERVER_EXITED, error=server_error)
         if self.conversation is not None:
             self.conversation.interrupt(interruption_note(lost, server_error))
         # A server that keeps dying soon after each relaunch with no node to blame (a bad
@@ -514,26 +508,26 @@ class ClusterSupervisor:
                 except AgentError:
                     self.lost[node.id] = node
             alive = {n.id for n, _ in survivors}
-            first_ids = {d.node_id for d, c in self.first_plan.assignments if c and d.kind == "rpc"}
+            first_ids = {d.node_id for d, c in self.request.plan.assignments if c and d.kind == "rpc"}
             if first_ids <= alive:
-                plan = self.first_plan  # everyone is back: the user's own split
+                plan = self.request.plan  # everyone is back: the user's own split
             else:
                 devices = []
                 for node, status in survivors:
-                    devices.extend(devices_from_status(node, status))
-                plan = P.plan_by_memory(self.model_info, devices, self.request.options.ctx,
+                    devices.extend(node_devices(node, status))
+                plan = P.plan_by_memory(self.request.model, devices, self.request.options.ctx,
                                         host_free_bytes=self.host_free_bytes())
-            bad = P.misfits(P.estimate(plan, self.model_info, self.request.options.ctx,
+            bad = P.misfits(P.estimate(plan, self.request.model, self.request.options.ctx,
                                        host_free_bytes=self.host_free_bytes()))
             used = tuple(n.name for n in nodes_for_plan(plan, [n for n, _ in survivors], strict=False))
             self._pending_plan = plan
             self._back = ()
             if bad:
-                self._emit(NO_FIT, misfits=tuple(bad), lost=self._lost_names(),
+                self._emit(EventKind.NO_FIT, misfits=tuple(bad), lost=self._lost_names(),
                            options=(OPT_WAIT, OPT_HOST), lines=tuple(plan.describe()))
                 self._wait_for_lost((OPT_WAIT, OPT_HOST))
                 return
-            self._emit(REPLANNED, back=back, lines=tuple(plan.describe()), nodes=used)
+            self._emit(EventKind.REPLANNED, back=back, lines=tuple(plan.describe()), nodes=used)
             if not immediate and not self.policy.auto_recover:
                 self._set_waiting(WaitReason.FOR_CHOICE, (OPT_RECOVER,), nodes=used)
                 return
@@ -545,7 +539,7 @@ class ClusterSupervisor:
             raise
         except Exception as exc:
             log.exception("recovery failed")
-            self._emit(RECOVERY_FAILED, error=str(exc))
+            self._emit(EventKind.RECOVERY_FAILED, error=str(exc))
             self._set_waiting(WaitReason.FOR_NODES, (OPT_RECOVER,) if self._pending_plan else ())
 
     async def _countdown(self, where: tuple[str, ...]) -> bool:
@@ -557,13 +551,13 @@ class ClusterSupervisor:
             left = end - time.monotonic()
             if left <= 0:
                 return True
-            self._emit(COUNTDOWN_TICK, nodes=where, seconds=left, options=(OPT_RECOVER,))
+            self._emit(EventKind.COUNTDOWN_TICK, nodes=where, seconds=left, options=(OPT_RECOVER,))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._cancel.wait(), min(1.0, left))
             if self._cancel.is_set():
                 if self._stopping:
                     return False
-                self._emit(CANCELLED)
+                self._emit(EventKind.CANCELLED)
                 self._set_waiting(WaitReason.CANCELLED, (OPT_RECOVER,), nodes=where)
                 return False
 
@@ -576,14 +570,14 @@ class ClusterSupervisor:
     def _set_waiting(self, why: WaitReason, options: tuple[str, ...], **facts) -> None:
         self._enter(WAITING)
         self.options = options + ((OPT_REJOIN,) if OPT_REJOIN in self.options else ())
-        self._emit(WAITING_EV, wait=why, options=self.options, **facts)
+        self._emit(EventKind.WAITING, wait=why, options=self.options, **facts)
 
     async def _relaunch(self, plan, forced: bool = False) -> None:
         if plan is None:
             raise LaunchError(translate("Failover", "there is no plan to relaunch"))
         self._enter(RELAUNCHING)
         self.options = ()
-        self._emit(RELAUNCHING_EV, url=self.url, forced=forced)
+        self._emit(EventKind.RELAUNCHING, url=self.url, forced=forced)
         for attempt in (1, 2):
             launcher = self._make_launcher(plan)
             try:
@@ -592,7 +586,7 @@ class ClusterSupervisor:
             except (LaunchError, AgentError) as exc:
                 if attempt == 1 and getattr(exc, "code", None) == "worker-busy" and await self._free_held(launcher):
                     continue
-                self._emit(RECOVERY_FAILED, error=str(exc), relaunched=True)
+                self._emit(EventKind.RECOVERY_FAILED, error=str(exc), relaunched=True)
                 self._set_waiting(WaitReason.FOR_NODES, (OPT_RECOVER,))
                 return
         await self._adopt(launcher)
@@ -600,5 +594,22 @@ class ClusterSupervisor:
         self._enter(SERVING)
         took = time.monotonic() - self._lost_at if self._lost_at else None
         self._lost_at = None  # a later re-plan (a node's return) is not a recovery from this loss
-        self._emit(RECOVERED, url=self.url, nodes=tuple(n.name for n in launcher.planned_nodes()), seconds=took,
+        self._emit(EventKind.RECOVERED, url=self.url, nodes=tuple(n.name for n in launcher.planned_nodes()), seconds=took,
                    problems=() if check.ok else tuple(check.problems))
+
+
+def supervise(request: LaunchRequest, nodes: Iterable, client_for: Callable, llama_server, *,
+              policy: FailoverPolicy | None = None, probe_client_for: Callable | None = None,
+              host_free_bytes: Callable[[], int | None] | None = None,
+              conversation=None) -> ClusterSupervisor:
+    """The :class:`~gui.cluster.failover.supervisor.ClusterSupervisor` for ``request``, not started yet
+    (callers follow its log and may cancel while it loads; :meth:`ClusterSupervisor.start` starts it).
+
+    ``nodes`` may hold more nodes than the plan uses; the supervisor keeps those the plan uses
+    (a relaunch after a loss re-plans over them). An unknown endpoint fails here, before
+    anything starts.
+    """
+    used = nodes_for_plan(request.plan, nodes)
+    return ClusterSupervisor(llama_server, request, {n.id: n for n in used}, client_for, policy=policy,
+                             probe_client_for=probe_client_for, host_free_bytes=host_free_bytes,
+                             conversation=conversation)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from agent.i18n import translate
-from gui.cluster.failover.events import EventKind, FailoverEvent, OPT_REJOIN, WaitReason
+from gui.cluster.failover.events import OPT_REJOIN, EventKind, FailoverEvent, WaitReason
 from gui.cluster.nodes.health import Loss, LossCause
 
 

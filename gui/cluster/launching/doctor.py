@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.client import AgentClient, AgentError, measure_echo_rtt
-from agent.engine import PINNED_BUILD, Engine, EngineIdentity, identify
+from agent.engine_lookup import PINNED_BUILD, Engine, EngineIdentity, identify
 from agent.hardware import nics
 from agent.i18n import translate
 from agent.protocol import AgentStatus, WorkerState
@@ -63,7 +63,7 @@ def has_errors(findings: list[Finding]) -> bool:
 
 
 def check_engine(engine: Engine, identity: EngineIdentity | None = None) -> list[Finding]:
-    """The master's own llama.cpp programs (``identity``: what :func:`agent.engine.identify`
+    """The master's own llama.cpp programs (``identity``: what :func:`agent.engine_lookup.identify`
     found them to be, when it was asked)."""
     if engine.llama_server is None:
         return [Finding(ERROR, "master", translate("Doctor", "No llama-server found on this machine; "

@@ -13,82 +13,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.client import ReadyWorker, WorkerUnavailable
 from agent.i18n import translate
-from agent.protocol import AgentStatus, WorkerState
+from agent.protocol import WorkerState
 from gui.cluster.launching import transfer
-from gui.cluster.nodes import tunnel
 from gui.cluster.launching.placement import PlacementCheck, check_placement
-from gui.cluster.llama.server_command import NO_REPACK_FLAG, ServerOptions, ServerSpec
-from gui.cluster.llama.server_process import (
-    FAILED,
-    LOADING,
-    READY,
-    STARTING,
-    STOPPED,
-    STOPPING,
-    LaunchError,
-    ServerProcess,
-    explain_failure,
-    last_lines,
-    startup_step,
-)
+from gui.cluster.launching.request import LaunchRequest, nodes_for_plan
+from gui.cluster.llama.server_command import ServerSpec
+from gui.cluster.llama.server_process import LaunchError, ServerProcess, last_lines, startup_step
 from gui.cluster.llama.server_start import ServerStart
-
-__all__ = ["ServerSpec", "ServerOptions", "ServerProcess", "ClusterLauncher", "LaunchError", "NO_REPACK_FLAG",
-           "FAILED", "LOADING", "READY", "STARTING", "STOPPED", "STOPPING", "explain_failure"]
+from gui.cluster.nodes import tunnel
 
 log = logging.getLogger(__name__)
-
-
-# --- a whole cluster: agents' workers + llama-server ------------------------------------------
-
-def spec_from_plan(plan, model: str | os.PathLike, *, ctx: int, host: str = "127.0.0.1",
-                   port: int = 8080, extra_args: list[str] | None = None, alias: str | None = None,
-                   verify_layers: bool = False) -> ServerSpec:
-    """:meth:`ServerSpec.for_plan` with the server options as keywords."""
-    return ServerSpec.for_plan(plan, model, ServerOptions(ctx=ctx, host=host, port=port, alias=alias,
-                                                          extra_args=tuple(extra_args or ())),
-                               verify_layers=verify_layers)
-
-
-def devices_from_status(node, status: AgentStatus | dict):
-    """The plan :class:`~gui.cluster.planning.plan.Device` list of a node from its agent's ``status``
-    (an :class:`~agent.protocol.AgentStatus`, or the decoded document).
-
-    A node whose engine offers more than its CPU (a GPU build that finds a GPU) has a device per
-    GPU and one for its CPU, in the order its worker is then started with (``-d Vulkan0,CPU``),
-    with the worker's live free memory when it already runs with exactly those. Otherwise, while
-    the worker runs, the devices it exposes; when it does not run yet, one CPU device with the
-    RAM free — what ``ggml-rpc-server`` exposes on a machine without a GPU.
-    """
-    from gui.cluster.planning.plan import Device  # the planner is optional for ServerProcess users
-
-    status = AgentStatus.of(status)
-    found = status.rpc.devices
-    if status.offers_gpu:
-        offered = status.engine_devices
-        if [d.name for d in found] == [d.name for d in offered]:
-            free = [f.free_bytes for f in found]  # the running worker's own view, live
-        else:
-            free = [d.free_bytes for d in offered]
-        return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=i,
-                       name=d.name, free_bytes=f, total_bytes=d.total_bytes)
-                for i, (d, f) in enumerate(zip(offered, free))]
-    if found:
-        return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=d.index,
-                       name=d.name, free_bytes=d.free_bytes, total_bytes=d.total_bytes) for d in found]
-    return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=0,
-                   name="CPU", free_bytes=status.ram_free_bytes, total_bytes=status.ram_total_bytes)]
-
-
-def offers_gpu(status: AgentStatus | dict) -> bool:
-    """Whether a node's engine offers a GPU (its agent's ``status``)."""
-    return AgentStatus.of(status).offers_gpu
 
 
 def worker_devices(plan, endpoint: str, gpu_node: bool) -> list[str] | None:
@@ -139,39 +78,46 @@ class ClusterLauncher:
         worker_timeout: seconds a worker may take to become ready.
 
     Attributes:
-        plan, model_info: the request's plan and model.
-        spec: the :class:`ServerSpec` llama-server runs with.
-        server: the :class:`ServerProcess` once started.
-        server_start: the :class:`~gui.cluster.llama.server_start.ServerStart` that started it (what it
-            had to add, how often llama-server crashed on the way).
-        check: the :class:`PlacementCheck` after :meth:`start`.
+        request: the :class:`~gui.cluster.launching.request.LaunchRequest` it starts; never
+            changed (a relaunch is a new launcher with a new request).
+        spec: the :class:`~gui.cluster.llama.server_command.ServerSpec` llama-server runs with:
+            the request's, then (once started) what ran, with ``--rpc`` through the forwarders
+            and what this machine needs added.
+        forwarders: {worker endpoint: :class:`~gui.cluster.nodes.tunnel.Forwarder`} this launch
+            opened (closed by :meth:`stop`).
+        server: the :class:`~gui.cluster.llama.server_process.ServerProcess` once started.
+        server_start: the :class:`~gui.cluster.llama.server_start.ServerStart` that started it
+            (what it had to add, how often llama-server crashed on the way).
+        check: the :class:`~gui.cluster.launching.placement.PlacementCheck` after :meth:`start`.
         notes: what the launch had to do differently, for the user (translated): e.g. that
             llama-server crashed in llama.cpp's weight repacking and was started again with
             ``--no-repack`` (:class:`~gui.cluster.llama.server_start.ServerStart`).
+        on_transfer: ``on_transfer(event)``: each worker's weights by the byte while llama-server
+            loads (a :class:`~gui.cluster.launching.transfer.TransferEvent` per poll).
     """
 
-    def __init__(self, llama_server, request, nodes: dict, client_for: Callable, *,
+    def __init__(self, llama_server, request: LaunchRequest, nodes: dict, client_for: Callable, *,
                  worker_timeout: float = 30.0) -> None:
         self.llama_server = llama_server
         self.request = request
-        self.plan = request.plan
-        self.model_info = request.model
         self.nodes = nodes
         self.client_for = client_for
-        self.spec = request.spec()
-        self.threads = request.threads
+        self.spec: ServerSpec = request.spec()
         self.worker_timeout = worker_timeout
         self.workers: list[WorkerHandle] = []
+        self.forwarders: dict[str, tunnel.Forwarder] = {}
         self.server_start: ServerStart | None = None
         self.check: PlacementCheck | None = None
         self.notes: list[str] = []
-        #: ``on_transfer(event)``: each worker's weights by the byte while llama-server loads (a
-        #: :class:`~gui.cluster.launching.transfer.TransferEvent` per poll; see :func:`transfer.watch_launch`)
         self.on_transfer: Callable | None = None
+
+    @property
+    def plan(self):
+        """The request's :class:`~gui.cluster.planning.plan.Plan`."""
+        return self.request.plan
 
     def planned_nodes(self) -> list:
         """The nodes whose workers the plan uses, in ``--rpc`` order."""
-        from gui.cluster.launching.request import nodes_for_plan
         return nodes_for_plan(self.plan, self.nodes.values())
 
     async def start_workers(self) -> None:
@@ -182,7 +128,7 @@ class ClusterLauncher:
             self.workers.append(handle)
             # (a worker that runs with other devices is restarted with the plan's: device
             # numbers in the plan are positions in its -d list)
-            handle.worker = ReadyWorker(client, threads=self.threads, timeout=self.worker_timeout,
+            handle.worker = ReadyWorker(client, threads=self.request.threads, timeout=self.worker_timeout,
                                         devices=lambda st, ep=node.rpc_endpoint: worker_devices(self.plan, ep,
                                                                                                 st.offers_gpu))
             try:
@@ -208,11 +154,13 @@ class ClusterLauncher:
     async def start(self, timeout: float = 300.0) -> PlacementCheck:
         """Workers, then llama-server; returns the placement check. On failure everything
         started so far is stopped again and :class:`LaunchError` says why."""
-        watch = transfer.watch_launch(self)
+        watch = transfer.watch_launch(self.plan, self.request.model, self.nodes.values(), self.workers,
+                                      lambda: self.server is not None, self.on_transfer)
         try:
             await self.start_workers()
-            self.spec = await tunnel.route(self)  # --rpc through the local TLS forwarders (#13)
-            self.server_start = ServerStart(self.llama_server, self.spec)
+            # --rpc through the local TLS forwarders (#13)
+            self.forwarders = await tunnel.open_forwarders((h.node, h.client) for h in self.workers)
+            self.server_start = ServerStart(self.llama_server, tunnel.route(self.spec, self.forwarders))
             try:
                 await self.server_start.run(timeout)
             except LaunchError:
@@ -221,7 +169,8 @@ class ClusterLauncher:
             finally:
                 self.spec = self.server_start.spec  # what ran: with what this machine needs
                 self.notes.extend(n for n in self.server_start.notes if n not in self.notes)
-            self.check = check_placement(self.plan, tunnel.unmap(self, self.server.placement()), self.model_info)
+            self.check = check_placement(self.plan, tunnel.unmap(self.server.placement(), self.forwarders),
+                                         self.request.model)
             await transfer.stop_watch(watch, final=True)
             return self.check
         except BaseException:
@@ -260,7 +209,7 @@ class ClusterLauncher:
         """Stop llama-server, then the workers this launcher started; close the clients."""
         if self.server_start is not None:
             await self.server_start.stop()
-        await tunnel.close(self)
+        await tunnel.close_forwarders(self.forwarders)
         for h in reversed(self.workers):
             try:
                 if h.worker is not None:

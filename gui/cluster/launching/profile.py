@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.files import write_atomic
 from agent.i18n import translate
-from gui.cluster.planning.plan import Assignment, Device, Plan, PlanError
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+from gui.cluster.planning.plan import Assignment, Device, Plan, PlanError
 
 if TYPE_CHECKING:
     from gui.cluster.llama.model import ModelInfo
@@ -310,7 +310,7 @@ def make_profile(plan: Plan, model: ModelInfo, nodes: Iterable[Any], *, engine: 
 
     ``nodes`` are the live node records (``gui.cluster.nodes.records.Node`` or dicts with ``id``,
     ``name``, ``host``, ``api_port``, ``fingerprint``); only the nodes the plan uses are kept.
-    ``engine`` is an ``agent.engine.Engine`` (its ``build`` and ``rpc_proto``). Server options are
+    ``engine`` is an ``agent.engine_lookup.Engine`` (its ``build`` and ``rpc_proto``). Server options are
     ``server`` (the launch's own), with ``ctx``, ``host``, ``port`` and ``extra_args`` replacing
     its fields when given.
     """

@@ -1,12 +1,13 @@
-"""The one launch pipeline: a :class:`LaunchRequest`, its :func:`preflight`, then :func:`launch`.
+"""What a launch is: a :class:`LaunchRequest`, the nodes it uses, and its :func:`preflight`.
 
 ``herd up``, the app's Start and the failover relaunch all go through here::
 
     request = LaunchRequest(plan, model_info, ServerOptions(ctx=8192), threads=None)
     findings = await preflight(request, nodes, client_for, engine, host_free_bytes=free)
     if not has_errors(findings):
-        cluster = await launch(request, nodes, client_for, engine.llama_server)
-        cluster.check        # llama-server's placement, compared with the plan
+        supervisor = supervise(request, nodes, client_for, engine.llama_server)
+        await supervisor.start()   # gui.cluster.failover.supervisor
+        supervisor.check           # llama-server's placement, compared with the plan
 
 The request is made once, when the user asks to start; everything after reads that same
 request, so an edit made while the doctor runs cannot make the plan and the options disagree.
@@ -20,11 +21,10 @@ from typing import TYPE_CHECKING
 
 from agent.i18n import translate
 from gui.cluster.launching import doctor as doc
-from gui.cluster.launching.launcher import LaunchError
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+from gui.cluster.llama.server_process import LaunchError
 
 if TYPE_CHECKING:
-    from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
     from gui.cluster.llama.model import ModelInfo
     from gui.cluster.planning.plan import Plan
 
@@ -132,39 +132,6 @@ async def preflight(request: LaunchRequest, nodes: Iterable, client_for: Callabl
     nodes = list(nodes)
     findings = check_request(request, nodes, engine, host_free_bytes=host_free_bytes)
     if doctor:
-        ready = [n for n in nodes_for_plan(request.plan, nodes, strict=False) if n.reachable and n.paired]
+        ready = [n for n in nodes_for_plan(request.plan, nodes, strict=False) if n.usable]
         findings += await doc.check_cluster(ready, client_for, engine)
     return findings
-
-
-async def launch(request: LaunchRequest, nodes: Iterable, client_for: Callable, llama_server, *,
-                 policy: "FailoverPolicy | None" = None, probe_client_for: Callable | None = None,
-                 host_free_bytes: Callable[[], int | None] | None = None, conversation=None,
-                 timeout: float = 300.0) -> "ClusterSupervisor":
-    """Start ``request`` on the cluster and watch it: returns the serving
-    :class:`~gui.cluster.failover.supervisor.ClusterSupervisor`, whose ``check`` is the placement check.
-    Raises :class:`LaunchError` (everything started is stopped again)."""
-    supervisor = supervise(request, nodes, client_for, llama_server, policy=policy,
-                           probe_client_for=probe_client_for, host_free_bytes=host_free_bytes,
-                           conversation=conversation)
-    await supervisor.start(timeout)
-    return supervisor
-
-
-def supervise(request: LaunchRequest, nodes: Iterable, client_for: Callable, llama_server, *,
-              policy: "FailoverPolicy | None" = None, probe_client_for: Callable | None = None,
-              host_free_bytes: Callable[[], int | None] | None = None,
-              conversation=None) -> "ClusterSupervisor":
-    """The :class:`~gui.cluster.failover.supervisor.ClusterSupervisor` for ``request``, not started yet
-    (for callers that follow its log or may cancel while it loads; :func:`launch` starts it).
-
-    ``nodes`` may hold more nodes than the plan uses; the supervisor keeps those the plan uses
-    (a relaunch after a loss re-plans over them). An unknown endpoint fails here, before
-    anything starts.
-    """
-    from gui.cluster.failover.supervisor import ClusterSupervisor
-
-    used = nodes_for_plan(request.plan, nodes)
-    return ClusterSupervisor(llama_server, request, {n.id: n for n in used}, client_for, policy=policy,
-                             probe_client_for=probe_client_for, host_free_bytes=host_free_bytes,
-                             conversation=conversation)

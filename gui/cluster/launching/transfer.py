@@ -239,10 +239,13 @@ class TransferTracker:
 
 
 class LaunchWatch:
-    """Polls a launcher's workers while llama-server loads (made by :func:`watch_launch`)."""
+    """Polls a launch's workers while llama-server loads (made by :func:`watch_launch`)."""
 
-    def __init__(self, launcher, callback: Callable[[TransferEvent], None], interval: float) -> None:
-        self.launcher = launcher
+    def __init__(self, plan, model, nodes, workers: list, server_started: Callable[[], bool],
+                 callback: Callable[[TransferEvent], None], interval: float) -> None:
+        self.plan, self.model, self.nodes = plan, model, nodes
+        self.workers = workers
+        self.server_started = server_started
         self.callback = callback
         self.interval = interval
         self.tracker: TransferTracker | None = None
@@ -251,14 +254,8 @@ class LaunchWatch:
 
     def _ensure_tracker(self) -> TransferTracker | None:
         if self.tracker is None:
-            launcher = self.launcher
-            info = getattr(launcher, "model_info", None)
-            if info is None and hasattr(launcher, "_model_info"):
-                info = launcher._model_info()
-            if info is None:
-                return None
-            names = {n.rpc_endpoint: n.name for n in launcher.nodes.values()}
-            self.tracker = TransferTracker(slice_bytes(launcher.plan, info), names, clock=self._clock)
+            names = {n.rpc_endpoint: n.name for n in self.nodes}
+            self.tracker = TransferTracker(slice_bytes(self.plan, self.model), names, clock=self._clock)
         return self.tracker
 
     _clock = staticmethod(time.monotonic)
@@ -276,9 +273,9 @@ class LaunchWatch:
             except Exception as exc:  # an agent that misses a poll keeps its last figures
                 log.debug("transfer poll of %s failed: %s", ep, exc)
 
-        handles = {h.node.rpc_endpoint: h for h in list(self.launcher.workers)}
+        handles = {h.node.rpc_endpoint: h for h in list(self.workers)}
         await asyncio.gather(*(one(ep, h) for ep, h in handles.items()))
-        if self.launcher.server is None:
+        if not self.server_started():
             return None
         ev = tracker.update(counters)
         self.last = ev
@@ -309,16 +306,21 @@ class LaunchWatch:
         return self.last
 
 
-def watch_launch(launcher, interval: float | None = None) -> LaunchWatch | None:
-    """While ``launcher`` (a :class:`~gui.cluster.launching.launcher.ClusterLauncher`) starts, poll its
-    workers' agents and pass a :class:`TransferEvent` to ``launcher.on_transfer`` after each
-    poll; returns the :class:`LaunchWatch` (stop it once llama-server is up, see
-    :func:`stop_watch`), or None when nobody listens. The slices come from the launcher's plan
-    and model."""
-    callback = getattr(launcher, "on_transfer", None)
+def watch_launch(plan, model, nodes, workers: list, server_started: Callable[[], bool],
+                 callback: Callable[[TransferEvent], None] | None,
+                 interval: float | None = None) -> LaunchWatch | None:
+    """While a launch starts, poll its workers' agents and pass a :class:`TransferEvent` to
+    ``callback`` after each poll; returns the :class:`LaunchWatch` (stop it once llama-server is
+    up, see :func:`stop_watch`), or None when nobody listens (``callback`` None).
+
+    ``plan`` and ``model`` (its :class:`~gui.cluster.llama.model.ModelInfo`) give each worker's
+    slice; ``nodes`` name the workers; ``workers`` is the launch's list of worker handles (read
+    at each poll: it fills as the workers start); ``server_started()`` says whether llama-server
+    runs yet (no event before it does)."""
     if callback is None:
         return None
-    return LaunchWatch(launcher, callback, POLL_INTERVAL if interval is None else interval)
+    return LaunchWatch(plan, model, list(nodes), workers, server_started, callback,
+                       POLL_INTERVAL if interval is None else interval)
 
 
 async def stop_watch(watch: LaunchWatch | None, final: bool = False) -> None:

@@ -3,7 +3,7 @@
 :func:`inspect_model` reads only the header and the tensor infos of a GGUF file (the ``gguf``
 package memory-maps the file; no weight is read), and returns a :class:`ModelInfo`: the
 architecture, the layer count, the context length, the attention shape (for the KV cache) and
-the bytes of every *layer slot* the way llama.cpp places them (``../shared/handbook/llama-cpp.md``):
+the bytes of every *layer slot* the way llama.cpp places them (``docs/llama-cpp.md``):
 
 * slots ``0 … n_layer-1`` are the transformer blocks (tensors ``blk.{i}.*``);
 * slot ``n_layer`` is the output layer (``output_norm.*``, ``output.*``). A model without

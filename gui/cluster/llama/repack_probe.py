@@ -32,11 +32,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.engine import managed_engine_root
+from agent.engine_lookup import managed_engine_root
 from agent.files import CorruptFile, parse_json_object, read_or_set_aside, write_json_atomic
 from agent.hardware import cpu_model
 from agent.i18n import translate
-from gui.cluster.llama.server_command import NO_REPACK_FLAG, ServerSpec
+from gui.cluster.llama.server_command import NO_REPACK_FLAG, ServerOptions, ServerSpec
 from gui.cluster.llama.server_process import CRASH_SIGNALS, FAILED, LaunchError, ServerProcess, signal_name
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ def _free_port() -> int:
 def _probe_model(folder: Path, quant: str) -> Path:
     """A two-block model of ``quant`` whose matrices every repacking kernel takes (rows and
     columns multiples of 256)."""
-    from gui.cluster.models.generate import DemoShape, write_demo_model
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
     return write_demo_model(folder / f"probe-{quant}.gguf", DemoShape(layers=2, embd=256, ff=512, quant=quant))
 
@@ -214,7 +214,7 @@ def _probe_model(folder: Path, quant: str) -> Path:
 async def _serves(program: Path, model: Path, extra: list[str], timeout: float) -> str | None:
     """Run llama-server host-only on ``model`` through warm-up: None when it served, else the
     signal it crashed by. Raises :class:`ProbeError` when it failed otherwise."""
-    spec = ServerSpec(model=model, ngl=0, ctx=256, port=_free_port(), verbosity=3, extra_args=extra)
+    spec = ServerSpec(model=model, ngl=0, verbosity=3, options=ServerOptions(ctx=256, port=_free_port(), extra_args=extra))
     server = ServerProcess(program, spec)
     try:
         await server.start()

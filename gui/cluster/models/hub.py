@@ -35,9 +35,9 @@ import struct
 import tempfile
 import threading
 import time
-from glob import escape as glob_escape
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 
 from agent.i18n import translate
@@ -747,6 +747,6 @@ def suggest(fits: Sequence[FileFit]) -> int | None:
 
 def models_dir() -> Path:
     """Where herd keeps models by default (the demo model's folder too)."""
-    from agent.engine import data_dir
+    from agent.engine_lookup import data_dir
 
     return data_dir() / "models"

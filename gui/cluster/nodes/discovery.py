@@ -53,7 +53,7 @@ from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZerocon
 
 from agent import protocol as P
 from agent.client import AgentClient, AgentError, KeyMismatch
-from gui.cluster.nodes.records import Node, PairingStore, TokenStore, master_identity  # noqa: F401 - TokenStore re-exported
+from gui.cluster.nodes.records import Node, PairingStore, master_identity
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ import httpx
 from agent.i18n import translate
 
 
-
 def _chain(exc: BaseException):
     seen = set()
     while exc is not None and id(exc) not in seen:

@@ -111,6 +111,11 @@ class Node:
         """A copy with ``changes`` applied."""
         return replace(self, **changes)
 
+    @property
+    def usable(self) -> bool:
+        """Whether a launch can use this node now: it answers and is paired with this master."""
+        return self.reachable and self.paired
+
     def to_json(self) -> dict:
         """A JSON-ready dict (what ``herd nodes --json`` prints)."""
         return {"id": self.id, "name": self.name, "host": self.host, "api_port": self.api_port,
@@ -120,6 +125,11 @@ class Node:
                 "via_mdns": self.via_mdns, "manual": self.manual, "reachable": self.reachable,
                 "paired": self.paired, "impostor": self.impostor, "key": self.key,
                 "repair": self.repair, "api_url": self.api_url}
+
+
+def usable_nodes(nodes) -> list[Node]:
+    """The nodes a launch can use (:attr:`Node.usable`), in a stable order: by name, then id."""
+    return sorted((n for n in nodes if n.usable), key=lambda n: (n.name, n.id))
 
 
 def _bracket(host: str) -> str:

@@ -17,9 +17,10 @@ and admitted only if that is this master process or one it started — llama-ser
 calibration run — never another account's program (#25). Where the owner cannot be told
 (neither Linux nor Windows), any local connection is admitted, as ``docs/security.md`` says.
 
-The launcher uses three small functions, each taking the launcher: :func:`route` (after the
-workers are up: forwarders opened, the server spec's ``--rpc`` list rewritten), :func:`unmap`
-(llama-server's placement report mapped back to the workers' endpoints) and :func:`close`.
+The launcher owns the forwarders: :func:`open_forwarders` makes them once the workers are up,
+:func:`route` gives the server spec whose ``--rpc`` list points at them, :func:`unmap` maps
+llama-server's placement report back to the workers' endpoints, and :func:`close_forwarders`
+closes them after llama-server stopped.
 """
 
 from __future__ import annotations
@@ -98,18 +99,16 @@ async def open_forwarders(pairs) -> dict[str, Forwarder]:
     return out
 
 
-async def route(launcher):
-    """Open a forwarder per planned worker of ``launcher`` (a ClusterLauncher whose workers are
-    running) and return its server spec with ``--rpc`` pointing at them."""
-    launcher.forwarders = await open_forwarders((h.node, h.client) for h in launcher.workers)
-    mapping = {ep: f.endpoint for ep, f in launcher.forwarders.items()}
-    return replace(launcher.spec, rpc=[mapping.get(ep, ep) for ep in launcher.spec.rpc])
+def route(spec, forwarders: dict[str, Forwarder]):
+    """``spec`` (a :class:`~gui.cluster.llama.server_command.ServerSpec`) with each worker
+    endpoint of its ``--rpc`` list replaced by its forwarder's (a new spec)."""
+    return spec.with_rpc([forwarders[ep].endpoint if ep in forwarders else ep for ep in spec.rpc])
 
 
-def unmap(launcher, placement):
+def unmap(placement, forwarders: dict[str, Forwarder]):
     """``placement`` (read from llama-server's log, which names the forwarders) with each
     forwarder's endpoint replaced by its worker's."""
-    back = {f.endpoint: ep for ep, f in (getattr(launcher, "forwarders", None) or {}).items()}
+    back = {f.endpoint: ep for ep, f in forwarders.items()}
     if not back:
         return placement
 
@@ -124,12 +123,12 @@ def unmap(launcher, placement):
                    buffers=rename(placement.buffers), kv=rename(placement.kv), compute=rename(placement.compute))
 
 
-async def close(launcher) -> None:
-    """Close the launcher's forwarders (after llama-server stopped)."""
-    for f in (getattr(launcher, "forwarders", None) or {}).values():
+async def close_forwarders(forwarders: dict[str, Forwarder]) -> None:
+    """Close ``forwarders`` (after llama-server stopped) and forget them."""
+    for f in forwarders.values():
         with contextlib.suppress(Exception):
             await f.close()
-    launcher.forwarders = {}
+    forwarders.clear()
 
 
 @contextlib.asynccontextmanager

@@ -1,6 +1,6 @@
 """The predicted time of one decode step (one generated token) for a plan.
 
-The traffic of a token through llama.cpp's RPC backend (``../shared/handbook/llama-cpp.md``,
+The traffic of a token through llama.cpp's RPC backend (``docs/llama-cpp.md``,
 "Per-token traffic"): the host embeds the token and runs its own leading layers; then for each
 device that holds layers, in order, it sends the activation (one-way ``SET_TENSOR``), starts the
 graph (one-way ``GRAPH_COMPUTE``) and fetches the result (a ``GET_TENSOR`` round trip). Devices

@@ -47,7 +47,7 @@ import httpx
 
 from agent import rpc_protocol
 from agent.client import ReadyWorker, WorkerUnavailable
-from agent.engine import Engine
+from agent.engine_lookup import Engine
 from agent.i18n import translate
 from agent.protocol import WorkerState
 
@@ -402,7 +402,7 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     (:func:`prompt_link_cost_s` with ``link``), per token and spread over the slots by bytes.
     """
     from gui.cluster.llama.model import inspect_model
-    from gui.cluster.llama.server_command import ServerSpec
+    from gui.cluster.llama.server_command import ServerOptions, ServerSpec
     from gui.cluster.llama.server_process import LaunchError
     from gui.cluster.llama.server_start import ServerStart
 
@@ -413,9 +413,7 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
     port = _free_port()
     extra = (["-t", str(host_threads)] if host_threads else []) + list(server_args)
     split = [n_slots if k == device else 0 for k in range(n_devices)]
-    spec = ServerSpec(model=Path(model_path), rpc=[endpoint] if endpoint else [],
-                      ngl=n_slots if endpoint else 0, tensor_split=split if endpoint else [],
-                      ctx=ctx, port=port, verbosity=3, extra_args=extra)
+    spec = ServerSpec(model=Path(model_path), rpc=[endpoint] if endpoint else [], ngl=n_slots if endpoint else 0, tensor_split=split if endpoint else [], verbosity=3, options=ServerOptions(ctx=ctx, port=port, extra_args=extra))
     start = ServerStart(engine.require_llama_server(), spec)
     try:
         server = await start.run(ready_timeout)
@@ -468,8 +466,8 @@ def link_cost_s(link: LinkMeasurement, model_path: str | os.PathLike) -> float:
     The *fastest* round trip is used: the calibration step is the best of its runs, so both
     are taken without the load of the moment, and what is left is the device's compute.
     """
-    from gui.cluster.planning.cost_model import hop_bytes
     from gui.cluster.llama.model import inspect_model
+    from gui.cluster.planning.cost_model import hop_bytes
 
     if not link.throughput_bps:
         return link.rtt_min_s

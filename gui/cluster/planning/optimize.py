@@ -49,8 +49,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gui.cluster.planning.cost_model import (DEFAULT_PROMPT, N_BATCH, N_UBATCH, Measurements, PromptCost, StepCost,
-                                   _micro_batches, hop_bytes, prompt_cost, prompt_hop_bytes, step_cost)
+from gui.cluster.planning.cost_model import (
+    DEFAULT_PROMPT,
+    N_BATCH,
+    N_UBATCH,
+    Measurements,
+    PromptCost,
+    StepCost,
+    _micro_batches,
+    hop_bytes,
+    prompt_cost,
+    prompt_hop_bytes,
+    step_cost,
+)
 from gui.cluster.planning.plan import (
     DEFAULT_UBATCH,
     Assignment,

@@ -1,6 +1,6 @@
 """Which layers go where: llama.cpp's layer map, plans, their command-line form and memory fit.
 
-The rules come from llama.cpp build 11434 (``../shared/handbook/llama-cpp.md``,
+The rules come from llama.cpp build 11434 (``docs/llama-cpp.md``,
 src/llama-model.cpp:1558-1616):
 
 * A model has ``n_layer + 1`` *slots*: the blocks ``0 … n_layer-1`` and the output layer
@@ -13,7 +13,8 @@ src/llama-model.cpp:1558-1616):
   contiguous runs is reproduced slot for slot. Normalised fractions are not.
 
 A :class:`Plan` is the host's leading slot count plus an ordered list of
-:class:`Assignment` (device, slot count) in model order. :meth:`Plan.llama_args` turns it into
+:class:`Assignment` (device, slot count) in model order. :meth:`Plan.layout` is its exact
+inverse of the layer map, which :func:`gui.cluster.llama.server_command.layout_args` writes as
 ``--rpc … --fit off -ngl N -ts c0,c1,…``; :meth:`Plan.from_llama_args` reads such arguments
 back exactly as llama.cpp would. :func:`estimate` checks each device's memory, and
 :func:`plan_by_memory` / :func:`plan_from_split` make the two kinds of plan users ask for.
@@ -30,15 +31,15 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from agent.i18n import translate
+
 # llama-server's defaults: the micro-batch (``-ub``; compute buffers scale with it) and its
 # parallel sequences (``-np``)
 from gui.cluster.llama.model import DEFAULT_SEQUENCES, DEFAULT_UBATCH
+from gui.cluster.llama.placement_log import HOST_DEVICE_NAME
 
 if TYPE_CHECKING:  # only for annotations; keeps this module importable without gguf
     from gui.cluster.llama.model import ModelInfo
 
-#: llama.cpp's name for the host CPU in its placement log.
-HOST_DEVICE_NAME = "CPU"
 #: Keys of a split that mean "the host keeps these slots".
 HOST_KEYS = ("host", "cpu", "master")
 #: Tokens whose logits llama-server keeps per step (one per parallel slot, ``-np``).
@@ -349,14 +350,6 @@ class Plan:
         active = self.active_assignments()
         ts = [self.assignments[i].count for i in active] if active and self.offloaded > 0 else []
         return self.rpc_endpoints(), self.offloaded, ts
-
-    def llama_args(self) -> list[str]:
-        """llama-server arguments that reproduce this plan exactly:
-        ``['--rpc', 'a,b', '--fit', 'off', '-ngl', N, '-ts', 'c0,c1,…']`` (built by
-        :func:`gui.cluster.llama.server_command.layout_args`; ``--fit off`` stops llama.cpp from
-        re-planning)."""
-        from gui.cluster.llama.server_command import layout_args
-        return layout_args(*self.layout())
 
     def device_names(self) -> list[str | None]:
         """The name llama-server gives each assignment's device in its log (``RPC0``, ``CUDA0``),

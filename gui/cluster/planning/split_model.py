@@ -18,8 +18,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from gui.cluster.planning.plan import (Assignment, Device, DeviceFit, Plan, PlanError, estimate, model_order,
-                              plan_by_memory)
+from gui.cluster.planning.plan import (
+    Assignment,
+    Device,
+    DeviceFit,
+    Plan,
+    PlanError,
+    estimate,
+    model_order,
+    plan_by_memory,
+)
 
 log = logging.getLogger(__name__)
 

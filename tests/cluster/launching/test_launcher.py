@@ -13,13 +13,14 @@ import pytest
 from cluster.rpc_workers import start_rpc_workers
 from conftest import free_port
 
-from gui.cluster.launching import launcher as L
 from gui.cluster.chat.client import chat
-from gui.cluster.llama.model import inspect_model
 from gui.cluster.launching.placement import check_placement
-from gui.cluster.planning.plan import Device, Plan
+from gui.cluster.llama import server_process as L
+from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec
 from gui.cluster.llama.server_process import _DEBUG_RE
 from gui.cluster.llama.server_start import serving
+from gui.cluster.planning.plan import Device, Plan
 
 pytestmark = pytest.mark.engine
 GiB = 1 << 30
@@ -30,8 +31,7 @@ def two_worker_plan(workers: list[str], host: int, counts: list[int]) -> Plan:
     return Plan(8, host, list(zip(devs, counts)))
 
 def test_spec_args_use_whole_number_split_and_what_placement_needs(tmp_path):
-    spec = L.ServerSpec(model=tmp_path / "m.gguf", rpc=["10.0.0.2:50052", "10.0.0.3:50052"], ngl=7,
-                        tensor_split=[3, 4], ctx=1024, port=18000, extra_args=["--threads", "2"])
+    spec = ServerSpec(model=tmp_path / "m.gguf", rpc=["10.0.0.2:50052", "10.0.0.3:50052"], ngl=7, tensor_split=[3, 4], options=ServerOptions(ctx=1024, port=18000, extra_args=["--threads", "2"]))
     a = spec.args()
     assert a[a.index("--rpc") + 1] == "10.0.0.2:50052,10.0.0.3:50052"
     assert a[a.index("--fit") + 1] == "off"
@@ -44,8 +44,8 @@ def test_spec_args_use_whole_number_split_and_what_placement_needs(tmp_path):
 def test_verify_layers_asks_for_the_per_layer_lines(tmp_path):
     devs = [Device(f"n{i}", f"n{i}", f"127.0.0.1:{5000 + i}", 0, "CPU", GiB, GiB) for i in range(2)]
     plan = Plan(8, 1, [(devs[0], 3), (devs[1], 5)])
-    assert L.spec_from_plan(plan, tmp_path / "m.gguf", ctx=512).verbosity == 4
-    spec = L.spec_from_plan(plan, tmp_path / "m.gguf", ctx=512, verify_layers=True)
+    assert ServerSpec.for_plan(plan, tmp_path / "m.gguf", ServerOptions(ctx=512)).verbosity == 4
+    spec = ServerSpec.for_plan(plan, tmp_path / "m.gguf", ServerOptions(ctx=512), verify_layers=True)
     assert spec.args()[spec.args().index("-lv") + 1] == "5"
 
 
@@ -70,7 +70,7 @@ async def test_default_launch_checks_each_devices_weights(engine, demo_model, pr
     workers = start_rpc_workers(engine, procs, 2)
     info = inspect_model(demo_model)
     plan = two_worker_plan(workers, 1, [3, 5])
-    spec = L.spec_from_plan(plan, demo_model, ctx=512, port=free_port())
+    spec = ServerSpec.for_plan(plan, demo_model, ServerOptions(ctx=512, port=free_port()))
     async with serving(engine.llama_server, spec, timeout=120) as srv:
         placement = srv.placement()
         assert placement.slots == {}  # no per-layer lines at the default level
@@ -99,7 +99,7 @@ async def test_plan_launched_with_another_split_fails_the_check(engine, demo_mod
     workers = start_rpc_workers(engine, procs, 2)
     info = inspect_model(demo_model)
     plan = two_worker_plan(workers, 1, [3, 5])
-    spec = L.spec_from_plan(plan, demo_model, ctx=512, port=free_port())
+    spec = ServerSpec.for_plan(plan, demo_model, ServerOptions(ctx=512, port=free_port()))
     spec.tensor_split = [2, 6]
     async with serving(engine.llama_server, spec, timeout=120) as srv:
         check = check_placement(plan, srv.placement(), info)
@@ -112,8 +112,7 @@ async def test_plan_launched_with_another_split_fails_the_check(engine, demo_mod
 async def test_launch_two_workers_placement_matches_and_stop_leaves_nothing(engine, demo_model, procs):
     workers = start_rpc_workers(engine, procs, 2)
     # Per-layer lines on request (-lv 5), and the kept log without their per-token debug lines.
-    spec = L.ServerSpec(model=demo_model, rpc=workers, ngl=7, tensor_split=[2, 5], ctx=512,
-                        port=free_port(), verbosity=5)
+    spec = ServerSpec(model=demo_model, rpc=workers, ngl=7, tensor_split=[2, 5], verbosity=5, options=ServerOptions(ctx=512, port=free_port()))
     srv = L.ServerProcess(engine.llama_server, spec)
     seen: list[str] = []
     srv.on_state(lambda s, e: seen.append(s))
@@ -151,7 +150,7 @@ async def test_port_in_use_is_explained(engine, demo_model):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        srv = L.ServerProcess(engine.llama_server, L.ServerSpec(model=demo_model, ctx=256, port=port))
+        srv = L.ServerProcess(engine.llama_server, ServerSpec(model=demo_model, options=ServerOptions(ctx=256, port=port)))
         await srv.start()
         with pytest.raises(L.LaunchError, match=f"port {port} is already in use"):
             await srv.wait_ready(60)
@@ -162,7 +161,7 @@ async def test_port_in_use_is_explained(engine, demo_model):
 async def test_unreachable_worker_is_explained(engine, demo_model):
     dead = f"127.0.0.1:{free_port()}"
     srv = L.ServerProcess(engine.llama_server,
-                          L.ServerSpec(model=demo_model, rpc=[dead], ngl=9, ctx=256, port=free_port()))
+                          ServerSpec(model=demo_model, rpc=[dead], ngl=9, options=ServerOptions(ctx=256, port=free_port())))
     await srv.start()
     with pytest.raises(L.LaunchError, match=f"RPC worker at {dead} is unreachable"):
         await srv.wait_ready(60)
@@ -173,7 +172,7 @@ async def test_unreachable_worker_is_explained(engine, demo_model):
 async def test_corrupt_model_is_explained(engine, tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\x00" * 64)
-    srv = L.ServerProcess(engine.llama_server, L.ServerSpec(model=bad, ctx=256, port=free_port()))
+    srv = L.ServerProcess(engine.llama_server, ServerSpec(model=bad, options=ServerOptions(ctx=256, port=free_port())))
     await srv.start()
     with pytest.raises(L.LaunchError, match="could not load the model"):
         await srv.wait_ready(60)
@@ -187,7 +186,7 @@ async def test_stop_kills_a_server_that_ignores_terminate(tmp_path):
     stuck = tmp_path / "stuck-server"
     stuck.write_text("#!/bin/sh\ntrap '' TERM\necho ignoring TERM\nwhile :; do sleep 0.1; done\n")
     stuck.chmod(0o755)
-    srv = L.ServerProcess(stuck, L.ServerSpec(model=tmp_path / "m.gguf", port=free_port()))
+    srv = L.ServerProcess(stuck, ServerSpec(model=tmp_path / "m.gguf", options=ServerOptions(port=free_port())))
     await srv.start()
     deadline = time.monotonic() + 10
     while "ignoring TERM" not in srv.log and time.monotonic() < deadline:  # the trap is set

@@ -7,15 +7,9 @@ import dataclasses
 
 import pytest
 
+from gui.cluster.launching.placement import check_placement, expected_slots, layout_from_log, plan_expected_slots
 from gui.cluster.llama.model import inspect_model
-from gui.cluster.launching.placement import (
-    Placement,
-    check_placement,
-    expected_slots,
-    layout_from_log,
-    parse_placement,
-    plan_expected_slots,
-)
+from gui.cluster.llama.placement_log import Placement, parse_placement
 from gui.cluster.planning.plan import Device, Plan
 
 GiB = 1 << 30
@@ -218,14 +212,14 @@ def _one_worker_plan(n_layer: int, host: int) -> Plan:
 
 @pytest.fixture(scope="module")
 def q4_k_m(tmp_path_factory):
-    from gui.cluster.models.generate import DemoShape, write_demo_model
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
     path = tmp_path_factory.mktemp("q4km") / "q4km.gguf"
     return inspect_model(write_demo_model(path, DemoShape(layers=8, embd=256, ff=768, quant="Q4_K_M")))
 
 
 @pytest.fixture(scope="module")
 def q4_0_tied(tmp_path_factory):
-    from gui.cluster.models.generate import DemoShape, write_demo_model
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
     path = tmp_path_factory.mktemp("q40") / "q40.gguf"
     return inspect_model(write_demo_model(path, DemoShape(layers=4, embd=256, ff=512, quant="Q4_0", tied=True)))
 

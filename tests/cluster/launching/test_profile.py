@@ -13,14 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from agent.engine import PINNED_BUILD
 from conftest import free_port
-from gui.cluster.llama.model import file_sha256, inspect_model
-from gui.cluster.nodes.records import Node
-from gui.cluster.launching.placement import check_placement, parse_placement
-from gui.cluster.planning.plan import Device, Plan
-from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+
+from agent.engine_lookup import PINNED_BUILD
+from gui.cluster.launching.placement import check_placement
 from gui.cluster.launching.profile import (
     Profile,
     ProfileError,
@@ -34,6 +30,11 @@ from gui.cluster.launching.profile import (
     start_scripts,
     write_start_scripts,
 )
+from gui.cluster.llama.model import file_sha256, inspect_model
+from gui.cluster.llama.placement_log import parse_placement
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec, layout_args
+from gui.cluster.nodes.records import Node
+from gui.cluster.planning.plan import Device, Plan
 
 GiB = 1 << 30
 
@@ -49,7 +50,7 @@ def nodes_and_plan(ports=(50052, 50053)):
 
 
 class FakeEngine:
-    """What make_profile reads from an agent.engine.Engine."""
+    """What make_profile reads from an agent.engine_lookup.Engine."""
     build = PINNED_BUILD
     rpc_proto = "7.0.0"
 
@@ -93,7 +94,7 @@ def test_exported_profile_runs_the_launchers_own_command_line(demo_model, tmp_pa
     assert prof.model.sha256 == file_sha256(demo_model) and prof.model.size == demo_model.stat().st_size
     launched = ServerSpec.for_plan(plan, demo_model.resolve(), options).args()
     assert prof.llama_server_args() == launched
-    assert launched == ["-m", str(demo_model.resolve()), *plan.llama_args(), "-c", "1024", "--host", "0.0.0.0",
+    assert launched == ["-m", str(demo_model.resolve()), *layout_args(*plan.layout()), "-c", "1024", "--host", "0.0.0.0",
                         "--port", "9000", "--alias", "demo", "--metrics", "-lv", "4", "--temp", "0.7"]
     # without an alias the endpoint shows the file's name, never its path on this disk
     assert make_profile(plan, inspect_model(demo_model), nodes).llama_server_args()[-5:-3] == \
@@ -155,7 +156,7 @@ def test_same_cluster_has_no_findings(profile, demo_model):
 
 
 def test_missing_node_different_build_and_other_model(profile, demo_model, tmp_path):
-    from gui.cluster.models.generate import DemoShape, write_demo_model
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
     nodes, _ = nodes_and_plan()
     live = [nodes[0].with_(engine="9999")]  # beta is gone, alpha runs another build
@@ -198,7 +199,7 @@ def test_start_scripts_carry_the_plan(profile):
         subprocess.run(["sh", "-n"], input=scripts[name], text=True, check=True)  # valid shell syntax
     assert 'exec "$RPC_SERVER" -H 127.0.0.1 -p 50052 -d CPU ;;' in scripts["start-workers.sh"]
     assert "alpha|id-a)" in scripts["start-workers.sh"]
-    ts = " ".join(profile.plan.llama_args())
+    ts = " ".join(layout_args(*profile.plan.layout()))
     alias = Path(profile.model.path).stem
     assert (f'-m "$MODEL" {ts} -c 2048 --host 127.0.0.1 --port 8181 --alias {alias} '
             '--metrics -lv 4 --temp 0') in scripts["start-master.sh"]

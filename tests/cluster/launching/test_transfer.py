@@ -10,15 +10,16 @@ from cluster.agents import pair_all, start_agent
 from conftest import free_port
 
 from agent.rpc_stream import HASH_THRESHOLD
-from gui.cluster.planning import plan as P
 from gui.cluster.launching import transfer as T
-from gui.cluster.nodes import tunnel
-from gui.cluster.models.generate import DemoShape, write_demo_model
-from gui.cluster.nodes.discovery import Discovery, TokenStore
-from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.launching.launcher import ClusterLauncher
+from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
 from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.nodes import tunnel
+from gui.cluster.nodes.discovery import Discovery
+from gui.cluster.nodes.records import TokenStore
+from gui.cluster.planning import plan as P
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 MiB = 1 << 20
@@ -34,7 +35,7 @@ async def _load(engine, model, nodes, plan, disc, events):
     launcher = ClusterLauncher(engine.llama_server, request, nodes, disc.client)
     launcher.on_transfer = events.append
     await launcher.start(120)
-    placement = tunnel.unmap(launcher, launcher.server.placement())  # the workers' endpoints
+    placement = tunnel.unmap(launcher.server.placement(), launcher.forwarders)  # the workers' endpoints
     await launcher.stop()
     return placement
 

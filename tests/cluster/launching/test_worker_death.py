@@ -14,15 +14,16 @@ import time
 
 import pytest
 from cluster.agents import pair_all, start_agent
+from conftest import free_port
 
-from gui.cluster.planning import plan as P
-from gui.cluster.models.generate import DemoShape, write_demo_model
-from gui.cluster.nodes.discovery import Discovery, TokenStore
 from gui.cluster.launching.launcher import ClusterLauncher, LaunchError
 from gui.cluster.launching.request import LaunchRequest
-from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.llama.model import inspect_model
-from conftest import free_port
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
+from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.nodes.discovery import Discovery
+from gui.cluster.nodes.records import TokenStore
+from gui.cluster.planning import plan as P
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import free_port
 
-from agent.engine import MANIFEST_NAME, PINNED_BUILD, EngineError, find_engine, rpc_hello
-from gui.cluster.llama import engine as mgr
+from agent.engine_lookup import MANIFEST_NAME, PINNED_BUILD, EngineError, find_engine, rpc_hello
+from gui.cluster.llama import engine_manager as mgr
+
 ASSET_TGZ = f"llama-b{PINNED_BUILD}-bin-ubuntu-x64.tar.gz"
 ASSET_ZIP = f"llama-b{PINNED_BUILD}-bin-ubuntu-x64.zip"
 
@@ -245,7 +246,7 @@ def test_asset_names_per_platform():
 
 def _herd(args: list[str], env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gui.main", *args], capture_output=True, text=True,
-                          env=env, timeout=120, cwd=Path(__file__).resolve().parents[2])
+                          env=env, timeout=120, cwd=Path(__file__).resolve().parents[3])
 
 
 def test_status_without_engine_says_what_to_do(tmp_path):

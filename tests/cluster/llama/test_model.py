@@ -8,8 +8,8 @@ import gguf
 import numpy as np
 import pytest
 
-from gui.cluster.models.generate import DemoShape, write_demo_model
 from gui.cluster.llama.model import ModelError, file_sha256, inspect_model
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
 
 def test_demo_model_facts_and_slot_bytes(demo_model):
@@ -172,8 +172,8 @@ def test_sha256_streams_and_reports_progress(demo_model):
 
 
 def test_a_token_reads_the_routed_share_of_the_experts(tmp_path):
+    from gui.cluster.llama.random_model import tensor_bytes, tensor_type
     from gui.cluster.planning.cost_model import DeviceSpeed
-    from gui.cluster.models.generate import tensor_bytes, tensor_type
 
     shape = DemoShape(layers=3, embd=256, ff=512, kv_heads=1, arch="qwen3moe", quant="Q4_K_M", tied=True,
                       experts=8, experts_used=2, expert_ff=256)

@@ -23,15 +23,15 @@ from cluster.rpc_workers import start_rpc_workers
 from conftest import free_port
 from repack_crash import crashes, crashing_engine
 
-from gui.cluster.llama import repack_probe
-from gui.cluster.models.generate import DemoShape, write_demo_model
-from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.launching.launcher import ClusterLauncher
+from gui.cluster.launching.request import LaunchRequest
+from gui.cluster.llama import repack_probe
 from gui.cluster.llama.model import inspect_model
-from gui.cluster.planning.plan import Plan
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
 from gui.cluster.llama.server_command import NO_REPACK_FLAG, ServerOptions, ServerSpec
 from gui.cluster.llama.server_process import CRASH_SIGNALS, FAILED, READY, LaunchError, ServerProcess, signal_name
 from gui.cluster.llama.server_start import ServerStart, machine_args, serving
+from gui.cluster.planning.plan import Plan
 
 pytestmark = pytest.mark.engine
 
@@ -64,7 +64,7 @@ async def test_the_stand_in_fails_as_an_amx_cpu_does(engine, tmp_path, procs):
     standin = crashing_engine(tmp_path / "engine", engine)
     q4 = _model(tmp_path, "Q4_0")
     # Host layers of an AMX type, repacking on: the real start-up log, then a signal at warm-up.
-    server = await _raw_start(standin.llama_server, ServerSpec(model=q4, ngl=0, ctx=256, port=free_port()))
+    server = await _raw_start(standin.llama_server, ServerSpec(model=q4, ngl=0, options=ServerOptions(ctx=256, port=free_port())))
     try:
         assert server.state == FAILED and signal_name(server.returncode) in ("SIGILL", "SIGSEGV")
         assert any("warming up the model with an empty run" in ln for ln in server.startup_log)
@@ -73,15 +73,15 @@ async def test_the_stand_in_fails_as_an_amx_cpu_does(engine, tmp_path, procs):
     finally:
         await server.stop()
     # The signal varies from run to run, as it does on the real CPU.
-    again = await _raw_start(standin.llama_server, ServerSpec(model=q4, ngl=0, ctx=256, port=free_port()))
+    again = await _raw_start(standin.llama_server, ServerSpec(model=q4, ngl=0, options=ServerOptions(ctx=256, port=free_port())))
     await again.stop()
     assert {signal_name(server.returncode), signal_name(again.returncode)} == {"SIGILL", "SIGSEGV"}
     assert len(crashes(standin)) == 2
     # --no-repack serves; F16 on the host serves; Q4_0 with every layer on a worker serves.
     [worker] = start_rpc_workers(engine, procs, 1)
-    for spec in (ServerSpec(model=q4, ngl=0, ctx=256, port=free_port(), extra_args=[NO_REPACK_FLAG]),
-                 ServerSpec(model=_model(tmp_path, "F16"), ngl=0, ctx=256, port=free_port()),
-                 ServerSpec(model=q4, rpc=[worker], ngl=5, tensor_split=[5], ctx=256, port=free_port())):
+    for spec in (ServerSpec(model=q4, ngl=0, options=ServerOptions(ctx=256, port=free_port(), extra_args=[NO_REPACK_FLAG])),
+                 ServerSpec(model=_model(tmp_path, "F16"), ngl=0, options=ServerOptions(ctx=256, port=free_port())),
+                 ServerSpec(model=q4, rpc=[worker], ngl=5, tensor_split=[5], options=ServerOptions(ctx=256, port=free_port()))):
         ok = await _raw_start(standin.llama_server, spec)
         try:
             assert ok.state == READY, (spec.args(), ok.error)
@@ -174,7 +174,7 @@ async def test_a_crash_the_probe_missed_is_retried_once_and_kept(engine, tmp_pat
     kept = repack_probe.load_verdict(program)
     assert kept.needs_no_repack and kept.learned_from == "start"
     # The next start on this machine goes without repacking at once.
-    async with serving(program, ServerSpec(model=model, ngl=0, ctx=256, port=free_port())) as server:
+    async with serving(program, ServerSpec(model=model, ngl=0, options=ServerOptions(ctx=256, port=free_port()))) as server:
         assert NO_REPACK_FLAG in server.spec.args()
     assert len(crashes(standin)) == 1
 
@@ -184,7 +184,7 @@ async def test_a_crash_that_is_not_repacking_is_not_retried(engine, tmp_path):
     program = standin.llama_server
     repack_probe.save_verdict(program, repack_probe.RepackVerdict(key=repack_probe.machine_key(program), cpu="x"))
     model = _model(tmp_path, "F16")
-    start = ServerStart(program, ServerSpec(model=model, ngl=0, ctx=256, port=free_port()))
+    start = ServerStart(program, ServerSpec(model=model, ngl=0, options=ServerOptions(ctx=256, port=free_port())))
     task = asyncio.create_task(start.run(120))
     while start.server is None or start.server.pid is None:
         await asyncio.sleep(0.01)
@@ -202,7 +202,7 @@ async def test_this_cpu_as_it_is(engine, tmp_path):
     verdict = await repack_probe.ensure_verdict(engine.llama_server)
     assert verdict is not None
     model = _model(tmp_path, "Q4_0")
-    raw = await _raw_start(engine.llama_server, ServerSpec(model=model, ngl=0, ctx=256, port=free_port()))
+    raw = await _raw_start(engine.llama_server, ServerSpec(model=model, ngl=0, options=ServerOptions(ctx=256, port=free_port())))
     raw_state = raw.state
     await raw.stop()
     if verdict.needs_no_repack:
@@ -212,7 +212,7 @@ async def test_this_cpu_as_it_is(engine, tmp_path):
     else:
         assert raw_state == READY, raw.error
         assert machine_args(engine.llama_server) == []
-    start = ServerStart(engine.llama_server, ServerSpec(model=model, ngl=0, ctx=256, port=free_port()))
+    start = ServerStart(engine.llama_server, ServerSpec(model=model, ngl=0, options=ServerOptions(ctx=256, port=free_port())))
     try:
         server = await start.run(120)
         assert server.state == READY and start.crashes == 0 and start.notes == []
@@ -255,7 +255,7 @@ async def test_a_failed_calibration_is_told_in_words(engine, tmp_path):
     llama-server's raw lines (a vocabulary warning of llama.cpp's read like a verdict on the model)."""
     from gui.cluster.planning import measure as M
     model = _model(tmp_path, "F16")
-    start = ServerStart(engine.llama_server, ServerSpec(model=model, ngl=0, ctx=256, port=free_port()))
+    start = ServerStart(engine.llama_server, ServerSpec(model=model, ngl=0, options=ServerOptions(ctx=256, port=free_port())))
     task = asyncio.create_task(start.run(120))
     while start.server is None or start.server.pid is None:
         await asyncio.sleep(0.01)

@@ -17,9 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import free_port
 
-from gui.cluster.models import demo_weights as W
 from gui.cluster.demo_cluster import ensure_demo_model
-from gui.cluster.llama.engine import EngineError
+from gui.cluster.llama.engine_manager import EngineError
+from gui.cluster.models import demo_weights as W
 
 
 class Index:

@@ -17,11 +17,17 @@ from pathlib import Path
 import pytest
 from cluster.hub_server import HubServer, Repo, demo_repo_files
 
+from gui.cluster.llama.model import file_sha256, inspect_model
 from gui.cluster.models import hub as H
 from gui.cluster.planning.cost_model import predicted_tokens_per_s
-from gui.cluster.planning.measure import (ComputeMeasurement, LinkMeasurement, MeasurementCache, NodeMeasurement,
-                                 cost_inputs, slot_seconds)
-from gui.cluster.llama.model import file_sha256, inspect_model
+from gui.cluster.planning.measure import (
+    ComputeMeasurement,
+    LinkMeasurement,
+    MeasurementCache,
+    NodeMeasurement,
+    cost_inputs,
+    slot_seconds,
+)
 from gui.cluster.planning.plan import Device, estimate, plan_by_memory
 
 REPO = "herd-test/Tiny-GGUF"
@@ -393,7 +399,7 @@ def test_a_real_vocabulary_header_is_read_in_several_ranges(tmp_path):
     client reads on until the tensor infos end, and no further."""
     from cluster.model_matrix import require_vocab
 
-    from gui.cluster.models.generate import DemoShape, write_demo_model
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
     path = write_demo_model(tmp_path / "src" / "Qwen-Tiny-Q4_K_M.gguf",
                             DemoShape(layers=8, embd=256, ff=512, arch="qwen2", quant="Q4_K_M", tied=True,

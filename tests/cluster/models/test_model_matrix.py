@@ -14,7 +14,8 @@ import pytest
 from cluster.model_matrix import LAYOUTS, MATRIX, SWA_MODEL, real_gemma3, require_vocab, serve_case
 from cluster.rpc_workers import start_rpc_workers
 
-from gui.cluster.launching.placement import HOST_LOADED, HOST_MAPPED, PAD_PER_TENSOR, ROUNDING_BYTES
+from gui.cluster.launching.placement import PAD_PER_TENSOR, ROUNDING_BYTES
+from gui.cluster.llama.placement_log import HOST_LOADED, HOST_MAPPED
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 MiB = 1 << 20

@@ -7,9 +7,9 @@ import socket
 
 import httpx
 import pytest
+from conftest import free_port
 
 from agent.client import AgentClient, AgentError
-from conftest import free_port
 from gui.cluster.chat.client import stream_chat
 from gui.cluster.nodes.network_errors import explain
 

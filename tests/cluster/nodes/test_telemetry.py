@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from agent.client import AgentClient, measure_echo_rtt
 from agent.identity import load_or_create
-from gui.cluster.launching import launcher as L
+from gui.cluster.chat.client import ChatDelta, ChatDone, ChatError, chat, stream_chat
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec
 from gui.cluster.llama.server_start import serving
 from gui.cluster.nodes import telemetry as T
-from gui.cluster.chat.client import ChatDelta, ChatDone, ChatError, chat, stream_chat
 
 
 def test_parse_prometheus_ignores_comments_and_labels():
@@ -94,8 +94,7 @@ async def test_interval_change_takes_effect_at_once():
 async def split_server(engine, demo_model, procs):
     """A real llama-server with 5 of 9 slots on a real RPC worker; yields its URL."""
     workers = start_rpc_workers(engine, procs, 1)
-    spec = L.ServerSpec(model=demo_model, rpc=workers, ngl=5, tensor_split=[5], ctx=4096,
-                        port=free_port(), extra_args=["-np", "1"])
+    spec = ServerSpec(model=demo_model, rpc=workers, ngl=5, tensor_split=[5], options=ServerOptions(ctx=4096, port=free_port(), extra_args=["-np", "1"]))
     async with serving(engine.llama_server, spec, timeout=120) as srv:
         yield srv.url
 

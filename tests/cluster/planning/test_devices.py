@@ -8,9 +8,11 @@ import sys
 import pytest
 from e2e.gpu import vulkan_engine  # noqa: F401  (the fixture)
 
+from agent.protocol import AgentStatus
 from agent.settings import Settings, SettingsError
-from gui.cluster.launching.launcher import devices_from_status, offers_gpu, worker_devices
+from gui.cluster.launching.launcher import worker_devices
 from gui.cluster.nodes.records import Node
+from gui.cluster.planning.devices import node_devices
 from gui.cluster.planning.plan import Device, Plan, parse_split, plan_from_split
 
 GiB = 1 << 30
@@ -30,7 +32,7 @@ GPU_STATUS = {
 
 
 def test_a_gpu_node_offers_its_gpu_and_its_cpu_before_the_worker_runs():
-    devs = devices_from_status(_node(), GPU_STATUS)
+    devs = node_devices(_node(), GPU_STATUS)
     assert [(d.index, d.name, d.free_bytes) for d in devs] == [(0, "Vulkan0", 2 * GiB), (1, "CPU", 20 * GiB)]
     assert {d.endpoint for d in devs} == {"10.0.0.2:50052"}
 
@@ -39,24 +41,24 @@ def test_live_free_memory_is_used_once_the_worker_runs_with_those_devices():
     status = dict(GPU_STATUS, rpc={"state": "ready", "devices": [
         {"index": 0, "name": "Vulkan0", "free_bytes": GiB, "total_bytes": 2 * GiB},
         {"index": 1, "name": "CPU", "free_bytes": 19 * GiB, "total_bytes": 24 * GiB}]})
-    assert [d.free_bytes for d in devices_from_status(_node(), status)] == [GiB, 19 * GiB]
+    assert [d.free_bytes for d in node_devices(_node(), status)] == [GiB, 19 * GiB]
     # A worker started with its default devices (the GPU only) does not change the offer.
     status = dict(GPU_STATUS, rpc={"state": "ready", "devices": [{"index": 0, "name": "Vulkan0", "free_bytes": 1}]})
-    assert [d.name for d in devices_from_status(_node(), status)] == ["Vulkan0", "CPU"]
+    assert [d.name for d in node_devices(_node(), status)] == ["Vulkan0", "CPU"]
 
 
 def test_a_cpu_node_is_one_cpu_device_as_before():
     status = {"engine": {"backend": "cpu", "devices": [{"name": "CPU", "kind": "cpu", "free_bytes": 5}]},
               "rpc": {"state": "stopped"}, "hardware": {"ram_total_bytes": 8 * GiB}, "load": {"ram_free_bytes": 6 * GiB}}
-    [dev] = devices_from_status(_node(), status)
+    [dev] = node_devices(_node(), status)
     assert (dev.name, dev.index, dev.free_bytes) == ("CPU", 0, 6 * GiB)
 
 
 def test_the_worker_is_started_with_the_plans_devices_of_that_node_in_order():
-    gaming = devices_from_status(_node(), GPU_STATUS)
-    old = devices_from_status(_node("old", 50062), dict(GPU_STATUS, engine={"devices": []}))
+    gaming = node_devices(_node(), GPU_STATUS)
+    old = node_devices(_node("old", 50062), dict(GPU_STATUS, engine={"devices": []}))
     plan = plan_from_split(8, gaming + old, parse_split("gaming/CPU=3,gaming/0=2,old=3,host=1"))
-    assert offers_gpu(GPU_STATUS)
+    assert AgentStatus.of(GPU_STATUS).offers_gpu
     assert worker_devices(plan, "10.0.0.2:50052", gpu_node=True) == ["Vulkan0", "CPU"]
     assert worker_devices(plan, "10.0.0.2:50062", gpu_node=False) is None  # no GPU: the worker's default
     # A device the split gives nothing stays in the list: device numbers are positions in -d.
@@ -70,7 +72,7 @@ def test_the_worker_is_started_with_the_plans_devices_of_that_node_in_order():
 
 @pytest.mark.parametrize("key", ["gaming/1", "gaming/CPU", "id-gaming/1"])
 def test_one_device_of_a_node_is_named_by_number_or_name(key):
-    devs = devices_from_status(_node(), GPU_STATUS)
+    devs = node_devices(_node(), GPU_STATUS)
     plan = plan_from_split(8, devs, {key: 9})
     assert plan.counts() == [0, 9]
 
@@ -95,11 +97,11 @@ async def test_fastest_measures_a_gpu_workers_devices_apart_and_leaves_the_slow_
     from cluster.agents import pair_all, start_agent
     from e2e.gpu import GPU_ENV
 
-    from gui.cluster.models.generate import DemoShape, write_demo_model
-    from gui.cluster.nodes.discovery import Discovery
-    from gui.cluster.planning.measure import MeasurementCache, measured_fastest, model_fingerprint
     from gui.cluster.llama.model import inspect_model
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
+    from gui.cluster.nodes.discovery import Discovery
     from gui.cluster.nodes.records import TokenStore
+    from gui.cluster.planning.measure import MeasurementCache, measured_fastest, model_fingerprint
 
     model = write_demo_model(tmp_path / "m.gguf", DemoShape(layers=8, embd=256, ff=704, kv_heads=2, quant="Q8_0"))
     info = inspect_model(model)

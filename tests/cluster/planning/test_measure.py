@@ -15,11 +15,11 @@ import pytest
 from cluster.rpc_workers import start_rpc_workers
 from conftest import free_port
 
-from gui.cluster.planning import measure as M
-from gui.cluster.models.generate import DemoShape, write_demo_model
 from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
+from gui.cluster.planning import measure as M
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DELAY_PROXY = REPO / "bench" / "delay_proxy.py"
 
 

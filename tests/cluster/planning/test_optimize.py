@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gui.cluster.llama.model import ModelInfo
+from gui.cluster.llama.server_command import layout_args
 from gui.cluster.planning.cost_model import (
     DeviceSpeed,
     LinkSpeed,
@@ -18,7 +20,6 @@ from gui.cluster.planning.cost_model import (
     relative_error,
     step_cost,
 )
-from gui.cluster.llama.model import ModelInfo
 from gui.cluster.planning.optimize import fastest, fastest_plan
 from gui.cluster.planning.plan import Assignment, Device, Plan, PlanError, estimate, plan_by_memory
 
@@ -160,7 +161,7 @@ def test_fastest_matches_brute_force(case):
     assert got.cost == step_cost(got.plan, model, m)
     assert all(f.fits for f in estimate(got.plan, model, ctx, host_free))
     # Its command line reads back to the same layout (workers without slots are left out).
-    back = Plan.from_llama_args(got.plan.llama_args(), devices, model.n_layer)
+    back = Plan.from_llama_args(layout_args(*got.plan.layout()), devices, model.n_layer)
     assert [back.devices()[a].key if a >= 0 else None for a in back.layer_map()] == \
            [got.plan.devices()[a].key if a >= 0 else None for a in got.plan.layer_map()]
 
@@ -172,7 +173,7 @@ def test_a_slow_far_worker_is_left_out_and_memory_still_rules():
                      {"n1": LinkSpeed(0.0002, 1e8), "n2": LinkSpeed(0.030, 1e6)})
     plan = fastest_plan(model, [slow, fast], m, ctx=256)
     assert plan.rpc_endpoints() == [fast.endpoint]
-    assert plan.host_layers == 0 and plan.llama_args()[-1] == "9"
+    assert plan.host_layers == 0 and layout_args(*plan.layout())[-1] == "9"
     # When the fast worker has room for 5 slots only (the last 5, with the output layer: its
     # weights, KV cache and compute buffers), it takes those 5 and the rest go to the slow one.
     room = estimate(Plan(8, 0, [(slow, 4), (fast, 5)]), model, 256)[1].need_bytes
@@ -227,4 +228,4 @@ def test_unmeasured_devices_can_be_skipped():
     plan = fastest_plan(model, [a, b0, b1], m, ctx=64, skip_unmeasured=True)
     # b's measured second device takes everything; its unmeasured first device holds nothing.
     assert {d.key: c for d, c in plan.assignments} == {"n2/0": 0, "n2/1": 5, "n1/0": 0}
-    assert plan.llama_args()[-1] == "0,5"
+    assert layout_args(*plan.layout())[-1] == "0,5"

@@ -1,7 +1,7 @@
 """The planner: llama.cpp's layer map and its exact inverse, plans, memory fit, placement.
 
-The layer map is checked against the handbook's reference transcription of llama.cpp's rule
-(src/llama-model.cpp:1558-1616) over thousands of random inputs, and every plan's command-line
+The layer map is checked against a transcription of llama.cpp's rule
+(src/llama-model.cpp:1558-1616, docs/llama-cpp.md) over thousands of random inputs, and every plan's command-line
 form is read back through that same rule. The engine test runs real RPC workers and a real
 llama-server and compares its own placement report with the plan.
 """
@@ -15,12 +15,14 @@ import time
 
 import numpy as np
 import pytest
+from conftest import free_port
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import free_port
+from gui.cluster.launching.placement import check_placement, layout_from_log
 from gui.cluster.llama.model import inspect_model
-from gui.cluster.launching.placement import check_placement, layout_from_log, parse_placement
+from gui.cluster.llama.placement_log import parse_placement
+from gui.cluster.llama.server_command import layout_args
 from gui.cluster.planning.plan import (
     Assignment,
     Device,
@@ -40,7 +42,7 @@ GiB = 1 << 30
 
 
 def reference_layer_map(n_layer, ngl, ts):
-    """The handbook's transcription of llama.cpp's rule, verbatim (the oracle)."""
+    """llama.cpp's rule, transcribed verbatim (the oracle)."""
     n = n_layer + 1
     ngl = n if ngl < 0 else min(ngl, n)
     acc, s = [], np.float32(0)
@@ -173,7 +175,7 @@ def test_inverse_rejects_impossible_layouts():
 @given(plans())
 def test_llama_args_read_back_through_llama_cpp_rule(case):
     plan, devices = case
-    args = plan.llama_args()
+    args = layout_args(*plan.layout())
     assert args[args.index("--fit") + 1] == "off"
     assert int(args[args.index("-ngl") + 1]) == plan.offloaded
     back = Plan.from_llama_args(args, devices, plan.n_layer)
@@ -193,7 +195,7 @@ def test_llama_args_read_back_through_llama_cpp_rule(case):
 def test_llama_args_of_an_uneven_multi_device_node():
     a, b0, b1, b2 = rpc("a", 1), rpc("b", 2, 0), rpc("b", 2, 1), rpc("b", 2, 2)
     plan = Plan(10, 2, [(a, 3), (b0, 0), (b1, 5), (b2, 1)])
-    assert plan.llama_args() == ["--rpc", "127.0.0.1:1,127.0.0.1:2", "--fit", "off",
+    assert layout_args(*plan.layout()) == ["--rpc", "127.0.0.1:1,127.0.0.1:2", "--fit", "off",
                                  "-ngl", "9", "-ts", "3,0,5,1"]
     assert plan.layer_map() == [-1, -1, 0, 0, 0, 2, 2, 2, 2, 2, 3]
     assert plan.expected_placement()[10] == "RPC3"  # b's third device: fourth RPC device overall
@@ -205,17 +207,17 @@ def test_unused_worker_is_left_out_of_rpc_and_its_numbers():
     a, b, c = rpc("a", 1), rpc("b", 2), rpc("c", 3)
     plan = Plan(4, 0, [(a, 2), (b, 0), (c, 3)])
     assert plan.rpc_endpoints() == ["127.0.0.1:1", "127.0.0.1:3"]
-    assert plan.llama_args()[-1] == "2,3"
+    assert layout_args(*plan.layout())[-1] == "2,3"
     assert plan.device_names() == ["RPC0", None, "RPC1"]
 
 
 def test_local_gpus_follow_rpc_devices_and_always_take_a_number():
     a, g0, g1 = rpc("a", 1), gpu(0), gpu(1)
     plan = Plan(5, 1, [(a, 2), (g0, 0), (g1, 3)])
-    assert plan.llama_args() == ["--rpc", "127.0.0.1:1", "--fit", "off", "-ngl", "5", "-ts", "2,0,3"]
+    assert layout_args(*plan.layout()) == ["--rpc", "127.0.0.1:1", "--fit", "off", "-ngl", "5", "-ts", "2,0,3"]
     assert plan.device_names() == ["RPC0", "CUDA0", "CUDA1"]
     only_host = Plan(5, 6, [(a, 0), (g0, 0)])
-    assert only_host.llama_args() == ["--fit", "off", "-ngl", "0"]
+    assert layout_args(*only_host.layout()) == ["--fit", "off", "-ngl", "0"]
 
 
 @pytest.mark.parametrize("build, message", [
@@ -404,7 +406,7 @@ def test_real_llama_server_places_layers_where_the_plan_says(engine, demo_model,
     plan = Plan(8, host, [(devs[0], counts[0]), (devs[1], counts[1])])
     log_path = tmp_path / "llama-server.log"
     with open(log_path, "wb") as log:
-        proc = procs.popen([engine.llama_server, "-m", demo_model, *plan.llama_args(), "-c", "256",
+        proc = procs.popen([engine.llama_server, "-m", demo_model, *layout_args(*plan.layout()), "-c", "256",
                             "--host", "127.0.0.1", "--port", str(free_port()), "-lv", "5"],
                            stdout=log, stderr=subprocess.STDOUT)
         # Placement lines come first; the compute buffers (one per active device, then the CPU's)
@@ -481,7 +483,7 @@ def test_tied_model_sends_a_copy_of_the_embeddings_with_the_output_layer(engine,
     plan = Plan(4, 3, [(Device("w", "worker", ep, 0, "CPU", GiB, GiB), 2)])  # block 3 + output
     log_path = tmp_path / "llama-server.log"
     with open(log_path, "wb") as log:  # -lv 4: the weights per device, no per-layer lines
-        proc = procs.popen([engine.llama_server, "-m", model, *plan.llama_args(), "-c", "256",
+        proc = procs.popen([engine.llama_server, "-m", model, *layout_args(*plan.layout()), "-c", "256",
                             "--host", "127.0.0.1", "--port", str(free_port()), "-lv", "4"],
                            stdout=log, stderr=subprocess.STDOUT)
         text = _wait_for_log(proc, log_path, lambda t: "CPU compute buffer size" in t)

@@ -5,18 +5,18 @@ prediction against a real prompt through real RPC workers."""
 from __future__ import annotations
 
 import pytest
-from cluster.rpc_workers import start_rpc_workers
 from cluster.planning.test_optimize import make_model
+from cluster.rpc_workers import start_rpc_workers
 from conftest import free_port
 
+from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.random_model import DemoShape, write_demo_model
+from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+from gui.cluster.llama.server_start import serving
 from gui.cluster.planning import measure as M
 from gui.cluster.planning.cost_model import DeviceSpeed, LinkSpeed, Measurements, prompt_cost, prompt_hop_bytes
-from gui.cluster.models.generate import DemoShape, write_demo_model
-from gui.cluster.launching.launcher import spec_from_plan
-from gui.cluster.llama.model import inspect_model
 from gui.cluster.planning.optimize import fastest
 from gui.cluster.planning.plan import Device, Plan, PlanError
-from gui.cluster.llama.server_start import serving
 
 GiB = 1 << 30
 
@@ -103,7 +103,7 @@ async def test_the_prompt_term_predicts_a_real_prompt_through_two_workers(engine
     devs = [Device(f"w{i}", f"w{i}", ep, 0, "CPU", GiB, GiB) for i, ep in enumerate(eps)]
     plan = Plan(8, 0, [(devs[0], 4), (devs[1], 5)])
     predicted = prompt_cost(plan, info, Measurements(speeds, links), n_prompt=n_prompt).total_s
-    spec = spec_from_plan(plan, model, ctx=512, port=free_port())
+    spec = ServerSpec.for_plan(plan, model, ServerOptions(ctx=512, port=free_port()))
     async with serving(engine.llama_server, spec, timeout=120) as server:
         runs = await M.prompt_times(server.url, 3)
     assert {t.prompt_n for t in runs} == {n_prompt}

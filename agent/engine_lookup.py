@@ -2,7 +2,7 @@
 
 Both the master (``herd``) and the worker (``herd-agent``) need the same answer to "which
 ``ggml-rpc-server`` / ``llama-server`` do we use?", so the lookup lives here, in the agent
-package, and the master's engine installer (``gui.cluster.llama.engine``) builds on it.
+package, and the master's engine installer (``gui.cluster.llama.engine_manager``) builds on it.
 
 Lookup order (first folder that holds the program wins):
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gui.cluster.models.generate import DemoShape, parse_size, shape_for_size, write_demo_model
+from gui.cluster.llama.random_model import DemoShape, parse_size, shape_for_size, write_demo_model
 
 
 def _field(reader: gguf.GGUFReader, key: str):
@@ -82,7 +82,7 @@ def _types(path) -> dict[str, str]:
 
 @pytest.mark.parametrize("tied", [False, True])
 def test_q4_k_m_is_llama_quantizes_mix(tmp_path, tied):
-    from gui.cluster.models.generate import DemoShape as S
+    from gui.cluster.llama.random_model import DemoShape as S
     types = _types(write_demo_model(tmp_path / "m.gguf", S(layers=8, embd=256, ff=768, quant="Q4_K_M", tied=tied)))
     # The output matrix gets Q6_K: output.weight, or the token embeddings when they are tied.
     assert types["token_embd.weight"] == ("Q6_K" if tied else "Q4_K")

@@ -21,55 +21,41 @@ import sys
 from pathlib import Path
 
 from agent.client import AgentError, measure_echo_rtt
-from agent.engine import EngineError, find_engine
+from agent.engine_lookup import EngineError, find_engine
 from agent.identity import display_fingerprint
-from agent.files import CorruptFile
+from gui.cli.common import CommandError, add_finding_options, command_runner, devices_of, discover, read_model
 from gui.cli.progress import TransferPrinter
-from gui.cluster.launching import doctor as doc
-from gui.cluster.nodes.discovery import Discovery, parse_address
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
-from gui.cluster.launching.launcher import LaunchError, devices_from_status, spec_from_plan
+from gui.cluster.failover.text import describe_event
+from gui.cluster.launching import doctor as doc
+from gui.cluster.launching.launcher import LaunchError
+from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import file_sha256
-from gui.cluster.nodes.records import KnownAddresses, Node, TokenStore, config_dir
+from gui.cluster.llama.server_command import DEFAULT_CTX, DEFAULT_PORT, ServerOptions
 from gui.cluster.llama.server_start import machine_args
+from gui.cluster.nodes.discovery import Discovery, parse_address
+from gui.cluster.nodes.records import KnownAddresses, Node, TokenStore, config_dir, usable_nodes
+from gui.cluster.planning.devices import host_free_bytes
 
 MiB = 1 << 20
 
 
-class CommandError(Exception):
-    """Stops a command with a message and an exit status."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the cluster commands to ``herd``'s parser."""
-    def finding(p: argparse.ArgumentParser, default_timeout: float) -> None:
-        g = p.add_argument_group("finding nodes")
-        g.add_argument("--timeout", type=float, default=default_timeout, metavar="S",
-                       help=f"seconds to browse mDNS (default {default_timeout:g})")
-        g.add_argument("--add", action="append", default=[], metavar="ADDR",
-                       help="also use the agent at HOST[:PORT] (remembered); repeatable")
-        g.add_argument("--interface", action="append", default=None, metavar="IP",
-                       help="browse mDNS only on the interface with this address; repeatable")
-        g.add_argument("--no-mdns", action="store_true", help="do not browse; use added addresses only")
-
     p = sub.add_parser("nodes", help="list the worker nodes on the network")
-    finding(p, 3.0)
+    add_finding_options(p, 3.0)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_runner(cmd_nodes))
+    p.set_defaults(func=command_runner(cmd_nodes))
 
     p = sub.add_parser("pair", help="pair with a node using the PIN it shows")
     p.add_argument("address", help="the node's agent, HOST[:PORT]")
     p.add_argument("--pin", required=True, help="the PIN the node shows (10 digits; spaces are ignored)")
-    p.set_defaults(func=_runner(cmd_pair))
+    p.set_defaults(func=command_runner(cmd_pair))
 
-    def planning(p: argparse.ArgumentParser, ctx_default: int | None = 4096) -> None:
+    def planning(p: argparse.ArgumentParser, ctx_default: int | None = DEFAULT_CTX) -> None:
         p.add_argument("--split", help="layer slots per node, e.g. alpha=4,beta=5 (host=N for the "
                                        "master's CPU); default: by free memory")
-        p.add_argument("--ctx", type=int, default=ctx_default, help="context size (default 4096)")
+        p.add_argument("--ctx", type=int, default=ctx_default, help=f"context size (default {DEFAULT_CTX})")
         p.add_argument("--threads", type=int, help="RPC worker threads on each node")
 
     p = sub.add_parser("plan", help="show where each layer would go, memory fit and command lines")
@@ -81,10 +67,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--for", dest="fastest_for", choices=("chat", "documents"), default="chat",
                    help="what --fastest optimises: decode speed (chat, the default) or the time to "
                         "first token of a long prompt (documents)")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"endpoint port (default {DEFAULT_PORT})")
     p.add_argument("--json", action="store_true", help="print JSON")
-    finding(p, 2.0)
-    p.set_defaults(func=_runner(cmd_plan))
+    add_finding_options(p, 2.0)
+    p.set_defaults(func=command_runner(cmd_plan))
 
     p = sub.add_parser("up", help="launch the cluster and serve until Ctrl-C")
     p.add_argument("target", help="a model (.gguf), a profile (.json, herd export) or a saved plan "
@@ -97,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alias", default=None, metavar="NAME",
                    help="the model id the endpoint shows (default: the model file's name)")
     p.add_argument("--host", default=None, help="address the endpoint listens on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="endpoint port (default 8080)")
+    p.add_argument("--port", type=int, default=None, help=f"endpoint port (default {DEFAULT_PORT})")
     p.add_argument("--load-timeout", type=float, default=600.0, metavar="S")
     p.add_argument("--stats", type=float, default=0.0, metavar="S",
                    help="while serving, print tokens/s and link round trips every S seconds "
@@ -115,86 +101,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds announced before relaunching on the survivors (default 5)")
     g.add_argument("--rejoin", choices=("ask", "auto"), default="ask",
                    help="when a lost node comes back: ask = say so, auto = re-plan with it")
-    finding(p, 2.0)
-    p.set_defaults(func=_runner(cmd_up))
+    add_finding_options(p, 2.0)
+    p.set_defaults(func=command_runner(cmd_up))
 
     p = sub.add_parser("doctor", help="check nodes, versions, ports and links before a launch")
     p.add_argument("--json", action="store_true", help="print JSON")
-    finding(p, 2.0)
-    p.set_defaults(func=_runner(cmd_doctor))
+    add_finding_options(p, 2.0)
+    p.set_defaults(func=command_runner(cmd_doctor))
 
     p = sub.add_parser("export", help="save the running cluster (or a plan) as a profile")
     p.add_argument("-o", "--output", required=True, type=Path, help="profile file to write")
     p.add_argument("--model", type=Path, help="export a plan for this model instead of the running cluster")
     planning(p)
-    p.add_argument("--port", type=int, default=None)
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"endpoint port (default {DEFAULT_PORT})")
     p.add_argument("--scripts", type=Path, metavar="DIR",
                    help="also write start-workers/start-master scripts (sh, bat) into DIR")
-    finding(p, 2.0)
-    p.set_defaults(func=_runner(cmd_export))
-
-
-def _runner(coro_fn):
-    """Wrap an async command: run it, turn :class:`CommandError` into message + exit status."""
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return asyncio.run(coro_fn(args)) or 0
-        except CommandError as exc:
-            print(f"herd {args.command}: {exc}", file=sys.stderr)
-            return exc.code
-        except KeyboardInterrupt:
-            return 130
-    return run
+    add_finding_options(p, 2.0)
+    p.set_defaults(func=command_runner(cmd_export))
 
 
 # --- finding nodes ----------------------------------------------------------------------------
-
-async def _discover(args: argparse.Namespace, *, wait: bool = True, strict: bool = False,
-                    unanswered: dict[str, str] | None = None) -> Discovery:
-    """A started :class:`Discovery` holding the browsed and added nodes.
-
-    A node given with ``--add`` must answer. A remembered node that does not answer is an error
-    with ``strict`` (a plan over all of the user's nodes must not quietly launch without one of
-    them); with ``unanswered`` its address and the reason go there, for the caller to judge
-    against its plan; otherwise a note.
-    """
-    known = KnownAddresses()
-    for a in args.add:
-        try:
-            parse_address(a)
-        except ValueError as exc:
-            raise CommandError(str(exc), 2) from None
-    disc = Discovery(args.interface, browse=not args.no_mdns, tokens=TokenStore())
-    await disc.start()
-    try:
-        remembered = known.load()
-    except CorruptFile as exc:
-        print(f"note: {exc}; no remembered addresses are used", file=sys.stderr)
-        remembered = []
-    addresses = list(dict.fromkeys(remembered + args.add))
-    results = await asyncio.gather(*(disc.add_address(a, timeout=3.0) for a in addresses),
-                                   return_exceptions=True)
-    for a, r in zip(addresses, results):
-        if isinstance(r, Exception):
-            if a in args.add or strict:
-                await disc.stop()
-                raise CommandError(f"no herd agent answers at {a} (the node vanished or is off): {r}")
-            if unanswered is not None:
-                unanswered[a] = str(r)
-            else:
-                print(f"note: the remembered node at {a} does not answer", file=sys.stderr)
-        elif a in args.add:
-            known.add(a)
-    if wait and not args.no_mdns and args.timeout > 0:
-        await asyncio.sleep(args.timeout)  # an mDNS browse has no "done": listen this long
-    return disc
-
-
-def _cluster_nodes(disc: Discovery) -> list[Node]:
-    """Nodes a launch can use: reachable and paired, in a stable order (by name)."""
-    return sorted((n for n in disc.nodes.values() if n.reachable and n.paired),
-                  key=lambda n: (n.name, n.id))
-
 
 def _unavailable(disc: Discovery, unanswered: dict[str, str], failed: dict[str, str]) -> dict[str, str]:
     """Nodes this master knows but cannot launch on now, under each name a split may give them
@@ -214,7 +140,7 @@ def _unavailable(disc: Discovery, unanswered: dict[str, str], failed: dict[str, 
             for key in (nid, name):
                 if key:
                     out[key] = f"is paired with this master but does not answer{where}"
-    usable = {n.id for n in _cluster_nodes(disc)}
+    usable = {n.id for n in usable_nodes(disc.nodes.values())}
     for n in disc.nodes.values():
         if n.id in failed:
             why = f"could not report its devices from {n.host}:{n.api_port} ({failed[n.id]})"
@@ -233,7 +159,7 @@ def _unavailable(disc: Discovery, unanswered: dict[str, str], failed: dict[str, 
 # --- nodes / pair -----------------------------------------------------------------------------
 
 async def cmd_nodes(args: argparse.Namespace) -> int:
-    disc = await _discover(args)
+    disc = await discover(args)
     try:
         nodes = sorted(disc.nodes.values(), key=lambda n: (n.name, n.id))
     finally:
@@ -282,37 +208,6 @@ async def cmd_pair(args: argparse.Namespace) -> int:
 
 # --- planning ---------------------------------------------------------------------------------
 
-def _inspect(path: Path):
-    from gui.cluster.llama.model import ModelError, inspect_model
-    try:
-        return inspect_model(path)
-    except ModelError as exc:
-        raise CommandError(str(exc), 2) from None
-
-
-async def _devices(disc: Discovery, nodes: list[Node], failed: dict[str, str] | None = None) -> list:
-    """Plan devices of each node, from its agent's status. A node whose status cannot be read
-    is an error, or with ``failed`` (a dict) left out and noted there (node id → why)."""
-    async def one(node: Node):
-        async with disc.client(node) as c:
-            try:
-                return devices_from_status(node, await c.status())
-            except AgentError as exc:
-                if failed is None:
-                    raise CommandError(f"{node.name}: {exc}") from None
-                failed[node.id] = str(exc)
-                return []
-    out: list = []
-    for devs in await asyncio.gather(*(one(n) for n in nodes)):
-        out.extend(devs)
-    return out
-
-
-def _host_free() -> int:
-    import psutil
-    return int(psutil.virtual_memory().available)
-
-
 async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered: dict[str, str] | None = None):
     """(plan, fits) for ``model`` on ``nodes`` from ``--split`` or by free memory.
 
@@ -323,7 +218,7 @@ async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered
     from gui.cluster.planning import plan as P
     explicit = bool(args.split) and not getattr(args, "fastest", False)
     failed: dict[str, str] = {}
-    devices = await _devices(disc, nodes, failed if explicit else None)
+    devices = await devices_of(disc, nodes, failed if explicit else None)
     try:
         if getattr(args, "fastest", False):
             plan = await _fastest(args, disc, model, nodes, devices)
@@ -338,8 +233,8 @@ async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered
             # Let users name nodes by their mDNS/agent name as well as id or endpoint.
             plan = P.plan_from_split(model, devices, {k: c for k, c in split.items() if k not in gone})
         else:
-            plan = P.plan_by_memory(model, devices, args.ctx, host_free_bytes=_host_free())
-        fits = P.estimate(plan, model, args.ctx, host_free_bytes=_host_free())
+            plan = P.plan_by_memory(model, devices, args.ctx, host_free_bytes=host_free_bytes())
+        fits = P.estimate(plan, model, args.ctx, host_free_bytes=host_free_bytes())
     except P.PlanError as exc:
         raise CommandError(str(exc), 2) from None
     return plan, fits
@@ -352,7 +247,7 @@ async def _fastest(args, disc: Discovery, model, nodes: list[Node], devices: lis
         raise CommandError("--fastest and --split choose the split in two ways; give one", 2)
     try:
         best = await measured_fastest(find_engine(), model.path, model, nodes, devices, disc.client,
-                                      args.ctx, host_free_bytes=_host_free(), cache=MeasurementCache(),
+                                      args.ctx, host_free_bytes=host_free_bytes(), cache=MeasurementCache(),
                                       threads=args.threads, objective=getattr(args, "fastest_for", "chat"))
     except (MeasureError, EngineError) as exc:
         raise CommandError(f"cannot measure the nodes: {exc}") from None
@@ -383,11 +278,11 @@ def _worker_commands(plan, nodes: list[Node]) -> list[str]:
 
 async def _plan_for_model(args: argparse.Namespace) -> tuple:
     """Inspect ``args.model``, find the nodes and plan over them: (model, nodes, plan, fits)."""
-    model = _inspect(args.model)
+    model = read_model(args.model)
     unanswered: dict[str, str] = {}
-    disc = await _discover(args, unanswered=unanswered)
+    disc = await discover(args, unanswered=unanswered)
     try:
-        nodes = _cluster_nodes(disc)
+        nodes = usable_nodes(disc.nodes.values())
         plan, fits = await _make_plan(args, disc, model, nodes, unanswered)
     finally:
         await disc.stop()
@@ -400,7 +295,7 @@ async def cmd_plan(args: argparse.Namespace) -> int:
     from gui.cluster.planning import plan as P
     model, nodes, plan, fits = await _plan_for_model(args)
     eng = find_engine()
-    spec = spec_from_plan(plan, args.model, ctx=args.ctx, port=args.port)
+    spec = LaunchRequest(plan, model, ServerOptions(ctx=args.ctx, port=args.port)).spec()
     server_cmd = spec.argv(eng.llama_server or "llama-server")
     bad = P.misfits(fits)
     if args.json:
@@ -430,7 +325,7 @@ async def cmd_plan(args: argparse.Namespace) -> int:
 
 
 async def cmd_doctor(args: argparse.Namespace) -> int:
-    disc = await _discover(args)
+    disc = await discover(args)
     try:
         nodes = sorted((n for n in disc.nodes.values()), key=lambda n: (n.name, n.id))
         findings = await doc.check_cluster(nodes, disc.client, find_engine(probe=True))
@@ -463,7 +358,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
                                "to export a plan") from None
     else:
         model, nodes, plan, _ = await _plan_for_model(args)
-        spec = spec_from_plan(plan, args.model, ctx=args.ctx, port=args.port or 8080)
+        spec = LaunchRequest(plan, model, ServerOptions(ctx=args.ctx, port=args.port)).spec()
         profile = prof.make_profile(plan, model, nodes, engine=find_engine(probe=True),
                                     server=spec.options, sha256=file_sha256(model.path))
     try:
@@ -523,7 +418,6 @@ def _plan_document(path: Path) -> dict | None:
 async def _target_from_plan_document(args, disc: Discovery, document: dict) -> tuple:
     """(plan, model info, server options) from a saved ``herd plan --json``."""
     from gui.cluster.planning.plan import Plan, PlanError
-    from gui.cluster.llama.server_command import ServerOptions
     model_path = document.get("model")
     if not isinstance(model_path, str):
         raise CommandError(f"{args.target} is the output of an older `herd plan --json` that does not "
@@ -535,7 +429,7 @@ async def _target_from_plan_document(args, disc: Discovery, document: dict) -> t
         raise CommandError(f"{args.target}: the plan in it cannot be read: {exc}", 2) from None
     server = document.get("server") if isinstance(document.get("server"), dict) else {}
     try:
-        options = ServerOptions(ctx=int(server.get("ctx", 4096)), port=int(server.get("port", 8080)))
+        options = ServerOptions(ctx=int(server.get("ctx", DEFAULT_CTX)), port=int(server.get("port", DEFAULT_PORT)))
     except (TypeError, ValueError) as exc:
         raise CommandError(f"{args.target}: server: {exc}", 2) from None
     # The plan names its workers by endpoint: look there too (mDNS may be blocked). The agents'
@@ -545,13 +439,13 @@ async def _target_from_plan_document(args, disc: Discovery, document: dict) -> t
     await asyncio.gather(*(disc.add_address(f"{h}:{DEFAULT_API_PORT}", timeout=3.0) for h in hosts
                            if not any(n.host == h.strip("[]") for n in disc.nodes.values())),
                          return_exceptions=True)
-    return plan, _inspect(Path(model_path)), options
+    return plan, read_model(Path(model_path)), options
 
 
 async def cmd_up(args: argparse.Namespace) -> int:
+    from gui.cluster.failover.supervisor import supervise
     from gui.cluster.launching import profile as prof
-    from gui.cluster.launching.request import LaunchRequest, nodes_for_plan, preflight, supervise
-    from gui.cluster.llama.server_command import ServerOptions
+    from gui.cluster.launching.request import nodes_for_plan, preflight
     eng = find_engine(probe=True)
     try:
         llama_server = eng.require_llama_server()
@@ -563,13 +457,13 @@ async def cmd_up(args: argparse.Namespace) -> int:
         raise CommandError(f"--{'split' if args.split else 'fastest'} does not go with a profile or a saved "
                            "plan: the file holds the split", 2)
     plan_document = _plan_document(target) if from_file else None
-    model = None if from_file else _inspect(target)
+    model = None if from_file else read_model(target)
 
     # Only the nodes the plan uses must answer (#11). A plan by free memory is a plan over all
     # of the user's nodes, so there every remembered node must; a split or a profile names its
     # nodes, and a remembered one it leaves out may be off.
     unanswered: dict[str, str] = {}
-    disc = await _discover(args, strict=not (from_file or args.split or args.fastest), unanswered=unanswered)
+    disc = await discover(args, strict=not (from_file or args.split or args.fastest), unanswered=unanswered)
     supervisor: ClusterSupervisor | None = None
     try:
         if plan_document is not None:
@@ -586,7 +480,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
                     print(f"note: {n.name} ({n.host}) is not paired; `herd pair {n.host}:{n.api_port} "
                           "--pin PIN` to use it", file=sys.stderr)
             args.ctx = args.ctx or saved.ctx
-            plan, _ = await _make_plan(args, disc, model, _cluster_nodes(disc), unanswered)
+            plan, _ = await _make_plan(args, disc, model, usable_nodes(disc.nodes.values()), unanswered)
         try:
             options = ServerOptions(ctx=args.ctx or saved.ctx, host=args.host or saved.host,
                                     port=args.port or saved.port, alias=args.alias or saved.alias,
@@ -594,7 +488,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CommandError(str(exc), 2) from None
         request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers)
-        findings = await preflight(request, disc.nodes.values(), disc.client, eng, host_free_bytes=_host_free(),
+        findings = await preflight(request, disc.nodes.values(), disc.client, eng, host_free_bytes=host_free_bytes(),
                                    doctor=not args.no_doctor)
         for f in findings:
             if f.severity != doc.OK:
@@ -614,7 +508,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         # The supervisor runs the launcher and relaunches on the survivors if a worker is lost.
         policy = FailoverPolicy(auto_recover=args.auto_recover, countdown=max(0.0, args.countdown),
                                 rejoin=args.rejoin, load_timeout=args.load_timeout)
-        supervisor = supervise(request, used, disc.client, llama_server, policy=policy, host_free_bytes=_host_free,
+        supervisor = supervise(request, used, disc.client, llama_server, policy=policy, host_free_bytes=host_free_bytes,
                                probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout))
         supervisor.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
         print("Starting " + " ".join(request.argv(llama_server)), flush=True)
@@ -639,7 +533,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         for note in supervisor.notes:
             print(f"note: {note}", flush=True)
         url = supervisor.spec.url
-        print(f"Endpoint: {url}/v1  (OpenAI-compatible; model {supervisor.spec.alias!r}; chat at "
+        print(f"Endpoint: {url}/v1  (OpenAI-compatible; model {supervisor.spec.options.alias!r}; chat at "
               f"{url}/v1/chat/completions)")
         print("Placement reported by llama-server:")
         for where, slots in check.actual.items():
@@ -682,18 +576,18 @@ async def cmd_up(args: argparse.Namespace) -> int:
 
 def _print_failover(ev, args: argparse.Namespace, stop: asyncio.Event, gave_up: list[str]) -> None:
     """Say what the failover supervisor did; with ``--no-auto-recover`` a loss ends ``herd up``."""
-    from gui.cluster.failover import supervisor as F
-    print(f"failover: {ev.message}", flush=True)
-    if ev.kind in (F.REPLANNED, F.NO_FIT):
+    from gui.cluster.failover import events as E
+    print(f"failover: {describe_event(ev)}", flush=True)
+    if ev.kind in (E.EventKind.REPLANNED, E.EventKind.NO_FIT):
         for line in ev.lines:
             print("  " + line, flush=True)
-    if ev.kind == F.RETURNED and F.OPT_REJOIN in ev.options:
+    if ev.kind == E.EventKind.RETURNED and E.OPT_REJOIN in ev.options:
         print("  (herd up --rejoin auto re-plans with returning nodes by itself)", flush=True)
-    if ev.kind == F.NO_FIT:
+    if ev.kind == E.EventKind.NO_FIT:
         print("  waiting for the node; Ctrl-C stops, or run herd up again with --split host=N,… "
               "to put more layers on this computer", flush=True)
-    if not args.auto_recover and ev.kind in (F.LOST, F.SERVER_EXITED):
-        gave_up.append(f"{ev.message}; stopping (auto-recover is off)")
+    if not args.auto_recover and ev.kind in (E.EventKind.LOST, E.EventKind.SERVER_EXITED):
+        gave_up.append(f"{describe_event(ev)}; stopping (auto-recover is off)")
         stop.set()
 
 

@@ -1,7 +1,7 @@
 """The engine manager: install the pinned llama.cpp build so users never hunt for it.
 
 Two real ways to get the programs, both ending in the same managed folder
-(:func:`agent.engine.managed_engine_dir`):
+(:func:`agent.engine_lookup.managed_engine_dir`):
 
 * **release** — download the official llama.cpp release archive of the pinned build for this
   OS and backend, check it (SHA-256 from the release metadata or given by the user, a readable
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from agent.engine import (
+from agent.engine_lookup import (
     LLAMA_BENCH_NAMES,
     LLAMA_SERVER_NAMES,
     MANIFEST_NAME,

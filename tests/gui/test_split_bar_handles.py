@@ -1,4 +1,4 @@
-"""The first drag on the layer bar moves a handle, also when every slot starts on the host (#17).
+"""The layer bar's handles: the first drag moves one, also when every slot starts on the host.
 
 `herd demo` opens the model before its nodes are known: the split made then puts every slot on
 the host and stacks both handles at the right end. When the nodes arrive the split is made again
@@ -9,12 +9,12 @@ handle that can move that way.
 from __future__ import annotations
 
 import pytest
+from person import add_node_by_address, click, pair_by_card
 from PySide6.QtCore import QPoint, Qt
 
 from gui.cluster.llama.model import inspect_model
 from gui.cluster.planning.plan import Device
 from gui.widgets.split_editor import SplitEditor
-from person import add_node_by_address, click, pair_by_card
 
 GiB = 1 << 30
 

@@ -1,16 +1,16 @@
-"""The smaller findings of #17, each as a person meets it."""
+"""The split editor as a person uses it: redo, copy, the context box, units, colours, unticking a
+node, the bar's slot lines, and the command line it shows."""
 
 from __future__ import annotations
 
 import pytest
+from person import click
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QMessageBox
 
 from gui.cluster.llama.model import inspect_model
 from gui.cluster.planning.plan import Device
 from gui.widgets.split_editor import SplitEditor, node_color
-from person import answer_dialog, check, click, use_menu
 
 GiB = 1 << 30
 
@@ -77,31 +77,6 @@ def test_node_colours_do_not_depend_on_the_order_nodes_appear():
     assert b != a
 
 
-@pytest.mark.engine
-def test_quit_while_serving_asks(qtbot, make_window, agents, demo_model, launch_on_both):
-    win = make_window(browse=False)
-    launch_on_both(win, agents, demo_model)
-    server = win.session.launcher.server
-
-    def cancel(box: QMessageBox) -> None:
-        assert "The cluster is serving" in box.text()
-        click(qtbot, box.button(QMessageBox.StandardButton.Cancel))
-
-    seen = answer_dialog(qtbot, QMessageBox, cancel)
-    use_menu(qtbot, win, win.quit_action)
-    check(seen)
-    assert win.isVisible() and win.session.launcher is not None and server.returncode is None
-
-    def stop_and_quit(box: QMessageBox) -> None:
-        click(qtbot, next(b for b in box.buttons() if b.text() == "Stop and quit"))
-
-    seen = answer_dialog(qtbot, QMessageBox, stop_and_quit)
-    use_menu(qtbot, win, win.quit_action)
-    check(seen)
-    assert not win.isVisible()
-    assert server.returncode is not None  # llama-server was stopped on the way out
-
-
 def test_unticking_a_node_leaves_its_row_where_it_is(qtbot, editor):
     t = editor.table
     names = [t.item(r, 1).text() for r in range(t.rowCount())]
@@ -125,36 +100,6 @@ def test_slot_lines_do_not_cross_a_segment_label(qtbot, editor):
     assert len(xs) == n - 1 - 3  # boundaries 2, 3 and 4 fall under the label
     assert all(not (label.left() <= x <= label.right()) for x in xs)
     assert not bar.grab().isNull()  # and painting with it works
-
-
-def test_help_has_shortcuts_and_troubleshooting(qtbot, tmp_path, monkeypatch):
-    from agent.engine import find_engine
-    from gui.app import MainWindow
-    from gui.bridge import AsyncBridge
-    from gui.session import ClusterSession
-    from gui.settings import Settings
-
-    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
-    bridge = AsyncBridge()
-    win = MainWindow(Settings(str(tmp_path / "herd.ini")), bridge=bridge, session=ClusterSession(bridge, browse=False),
-                     engine=find_engine(probe=False))
-    qtbot.addWidget(win)
-    win.show()
-    try:
-        texts = []
-
-        def read(box: QMessageBox) -> None:
-            texts.append(box.text())
-            click(qtbot, box.button(QMessageBox.StandardButton.Ok))
-
-        for action, want in ((win.shortcuts_action, "Ctrl+Z / Ctrl+Y"), (win.troubleshooting_action, "herd doctor")):
-            seen = answer_dialog(qtbot, QMessageBox, read)
-            use_menu(qtbot, win, action)
-            check(seen)
-            assert want in texts[-1], texts[-1]
-    finally:
-        win.close()
-        bridge.close()
 
 
 def test_the_command_line_never_breaks_inside_an_option(qtbot, editor):
