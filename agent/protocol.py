@@ -317,7 +317,7 @@ class WorkerStatus:
         requested_devices: the ``-d`` list it was started with.
         last_crash: its last crash, or None.
         threads: its thread count (None: the agent's default).
-        exposure: how the agent lets masters reach it: ``paired`` (through its TLS relay, by
+        exposure: how the agent lets masters reach it: ``relay`` (through its TLS relay, by
             key) or ``open`` (the worker's port itself, unauthenticated).
         weight_cache: its weight cache (None when the agent did not say).
     """

@@ -203,7 +203,7 @@ class MainWindow(QMainWindow):
     def _show_options(self) -> None:
         opts = self.workspace.options
         self.editor.set_ctx(opts.ctx)
-        self.editor.set_endpoint(opts.host, opts.port, list(opts.extra_args), opts.alias)
+        self.editor.set_options(opts)
 
     # ------------------------------------------------------------ setup
 

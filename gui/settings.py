@@ -14,6 +14,8 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
+from gui.cluster.llama.server_command import DEFAULT_CTX, DEFAULT_HOST, DEFAULT_PORT
+
 VERSION = 1
 ORG = "llama-herd"
 APP = "herd"
@@ -37,9 +39,9 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     Option("model/last", str, "", "Last model"),
     Option("model/recent", list, [], "Recent models"),
     Option("nodes/addresses", list, [], "Nodes added by address"),
-    Option("server/ctx", int, 4096, "Context size"),
-    Option("server/host", str, "127.0.0.1", "Endpoint address"),
-    Option("server/port", int, 8080, "Endpoint port"),
+    Option("server/ctx", int, DEFAULT_CTX, "Context size"),
+    Option("server/host", str, DEFAULT_HOST, "Endpoint address"),
+    Option("server/port", int, DEFAULT_PORT, "Endpoint port"),
     # Small instruct models (the demo's SmolLM2 among them) wander off without one.
     Option("chat/system", str, "You are a helpful assistant.", "System prompt"),
     Option("chat/temperature", float, 0.8, "Temperature"),

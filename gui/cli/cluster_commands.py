@@ -28,7 +28,7 @@ from gui.cli.progress import TransferPrinter
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
 from gui.cluster.failover.text import describe_event
 from gui.cluster.launching import doctor as doc
-from gui.cluster.launching.launcher import LaunchError
+from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import file_sha256
 from gui.cluster.llama.server_command import DEFAULT_CTX, DEFAULT_PORT, ServerOptions
@@ -36,6 +36,7 @@ from gui.cluster.llama.server_start import machine_args
 from gui.cluster.nodes.discovery import Discovery, parse_address
 from gui.cluster.nodes.records import KnownAddresses, Node, TokenStore, config_dir, usable_nodes
 from gui.cluster.planning.devices import host_free_bytes
+from gui.cluster.planning.plan import slot_span
 
 MiB = 1 << 20
 
@@ -537,7 +538,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
               f"{url}/v1/chat/completions)")
         print("Placement reported by llama-server:")
         for where, slots in check.actual.items():
-            print(f"  {where:<24} slots {_span(slots)}")
+            print(f"  {where:<24} slots {slot_span(slots)}")
         print("Checked " + ("layer by layer (llama-server's per-layer lines):" if check.per_layer
                             else "from the weights llama-server reports per device:"))
         for line in check.report:
@@ -627,16 +628,3 @@ class _StatsPrinter:
     async def stop(self) -> None:
         await self.tele.stop()
         await self._http.aclose()
-
-
-def _span(slots: list[int]) -> str:
-    if not slots:
-        return "-"
-    runs, start, prev = [], slots[0], slots[0]
-    for s in slots[1:]:
-        if s != prev + 1:
-            runs.append(f"{start}-{prev}" if prev != start else str(start))
-            start = s
-        prev = s
-    runs.append(f"{start}-{prev}" if prev != start else str(start))
-    return ", ".join(runs)

@@ -32,6 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gui.cluster.llama.server_command import DEFAULT_CTX
+
 WARN = "#d62728"
 OK = "#2ca02c"
 MB = 1e6
@@ -63,7 +65,7 @@ class HubDialog(QDialog):
     downloadRequested = Signal(int)
     cancelRequested = Signal()
 
-    def __init__(self, parent: QWidget | None = None, *, endpoint: str = "", ctx: int = 4096,
+    def __init__(self, parent: QWidget | None = None, *, endpoint: str = "", ctx: int = DEFAULT_CTX,
                  models_dir: str = "") -> None:
         super().__init__(parent)
         self.setWindowTitle(self.tr("Get a model"))

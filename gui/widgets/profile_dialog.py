@@ -23,6 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gui.cluster.planning.plan import slot_span
+
 WARN = "#d62728"
 AMBER = "#e6a700"
 
@@ -100,7 +102,7 @@ class ProfileDiffDialog(QDialog):
         t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         t.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         for r, (label, count, slots, where) in enumerate(rows):
-            span = "–" if not slots else (f"{slots.start}" if len(slots) == 1 else f"{slots.start}–{slots.stop - 1}")
+            span = slot_span(slots, empty="–")
             for c, text in enumerate((label, str(count), span, where)):
                 t.setItem(r, c, QTableWidgetItem(text))
         t.resizeColumnsToContents()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -32,21 +33,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from gui.cluster.llama.server_command import ServerOptions, ServerSpec
-from gui.cluster.planning.plan import Device, DeviceFit, Plan
+from gui.cluster.llama.server_command import DEFAULT_CTX, ServerOptions, ServerSpec
+from gui.cluster.planning.plan import Device, DeviceFit, Plan, slot_span
 from gui.cluster.planning.split_model import SplitModel
 from gui.widgets.feedback import flash_copied
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar
 
 MiB = 1 << 20
 BAD = QColor("#d62728")
-
-
-def server_spec_for(plan: Plan, model_path: Path, ctx: int, host: str = "127.0.0.1", port: int = 8080,
-                    extra_args: list[str] | None = None, alias: str | None = None) -> ServerSpec:
-    """The :class:`ServerSpec` that runs ``plan`` — the launcher's own, so they never disagree."""
-    return ServerSpec.for_plan(plan, model_path, ServerOptions(ctx=ctx, host=host, port=port, alias=alias,
-                                                               extra_args=tuple(extra_args or ())))
 
 
 def _mib(n: int | None) -> str:
@@ -122,17 +116,15 @@ class SplitEditor(QWidget):
         self.split = SplitModel()
         self._colors: dict[str, str] = {}
         self._llama_server = "llama-server"
-        self._port = 8080
-        self._host = "127.0.0.1"
-        self._extra: list[str] = []
-        self._alias: str | None = None
+        #: llama-server's options besides the context (the context is the box below)
+        self._options = ServerOptions()
         self._row_order: list[str] = []  # device keys in the order their rows first appeared
 
         self.bar = SplitBar()
         self.ctx = QSpinBox()
         self.ctx.setRange(128, 1 << 24)
         self.ctx.setSingleStep(1024)
-        self.ctx.setValue(4096)
+        self.ctx.setValue(DEFAULT_CTX)
         self.ctx.setToolTip(self.tr("Context size (-c): the KV cache grows with it"))
         self.by_memory_button = QPushButton(self.tr("By memory"))
         self.by_memory_button.setToolTip(self.tr("Split in proportion to free memory, as llama.cpp does by default"))
@@ -232,10 +224,10 @@ class SplitEditor(QWidget):
         self._llama_server = str(llama_server) if llama_server else "llama-server"
         self._refresh()
 
-    def set_endpoint(self, host: str, port: int, extra_args: list[str] | None = None,
-                     alias: str | None = None) -> None:
-        """Where the server will listen, the model id it shows, and extra options for it."""
-        self._host, self._port, self._extra, self._alias = host, port, list(extra_args or []), alias
+    def set_options(self, options: ServerOptions) -> None:
+        """llama-server's options the command line shows: where the server will listen, the
+        model id it shows, and extra options for it (the context is the editor's own box)."""
+        self._options = options
         self._refresh()
 
     def set_fastest_available(self, ok: bool, why_not: str = "") -> None:
@@ -318,8 +310,9 @@ class SplitEditor(QWidget):
         """The llama-server invocation for the shown plan."""
         if self.split.plan is None or self.split.model is None:
             return None
-        return server_spec_for(self.split.plan, self.split.model.path, self.ctx.value(), self._host, self._port, self._extra,
-                               self._alias)
+        # the launcher's own command line, so they never disagree
+        return ServerSpec.for_plan(self.split.plan, self.split.model.path,
+                                   replace(self._options, ctx=self.ctx.value()))
 
     def command_line(self) -> str:
         """The exact command line, shell-quoted."""
@@ -442,7 +435,7 @@ class SplitEditor(QWidget):
             cells = [name]
             if fit is not None:
                 s = fit.slots
-                layers = "–" if not s else (f"{s.start}" if len(s) == 1 else f"{s.start}–{s.stop - 1}")
+                layers = slot_span(s, empty="–")
                 if s and model is not None and model.n_layer in s:
                     layers += " " + self.tr("+ output")
                 verdict = self.tr("fits") if fit.fits else \

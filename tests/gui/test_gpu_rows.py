@@ -14,6 +14,7 @@ from e2e.gpu import GPU_ENV, vulkan_engine  # noqa: F401  (the fixture)
 from e2e.herd_cli import rpc_children
 from PySide6.QtCore import Qt
 
+from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -43,7 +44,7 @@ def test_gpu_and_cpu_rows_and_a_verified_start(qtbot, make_window, procs, tmp_pa
 
     win.editor.ctx.setValue(512)
     # Mesa's software GPU crashes in flash attention at this build (see test_gpu_worker.py).
-    win.editor.set_endpoint("127.0.0.1", win.editor._port, ["-fa", "off"])
+    win.editor.set_options(ServerOptions(extra_args=("-fa", "off")))
     qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=180000)
     assert win.launch.state == "ready", win.launch.status.text()

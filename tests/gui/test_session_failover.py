@@ -10,6 +10,7 @@ from conftest import free_port
 
 from gui.cluster.failover.events import EventKind
 from gui.cluster.failover.supervisor import FailoverPolicy
+from gui.cluster.failover.text import describe_event
 from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import inspect_model
 from gui.cluster.llama.server_command import ServerOptions
@@ -47,7 +48,7 @@ def test_session_reports_a_lost_worker_and_serves_again(qtbot, bridge, procs, tm
         b.proc.kill()
         qtbot.waitUntil(lambda: any(e.kind == EventKind.RECOVERED for e in events), timeout=60000)
         lost = next(e for e in events if e.kind == EventKind.LOST)
-        assert lost.node == "b" and "does not answer" in lost.message
+        assert lost.node == "b" and "does not answer" in describe_event(lost)
         assert session.server_url == url == f"http://127.0.0.1:{port}"
         assert [n.name for n in session.supervisor.launcher.planned_nodes()] == ["a"]
     finally:

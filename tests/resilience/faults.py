@@ -157,7 +157,7 @@ async def run_fault(fault: str, engine, model: Path, tmp: Path, lan=None, *, rej
             lost = await _wait(lambda: next((e for e in sup.events if e.kind == EventKind.LOST and e.node == "b"), None),
                                30, "the supervisor to report b lost")
             result.detect_s = lost.at - t0
-            result.lost_message = lost.message
+            result.lost_message = describe_event(lost)
             try:
                 await asyncio.wait_for(long, 30)
             except ReplyInterrupted:

@@ -134,9 +134,9 @@ async def test_a_server_that_keeps_dying_is_relaunched_then_left_alone(engine, d
             await until(sup, lambda: sup.state != F.SERVING)
         await until(sup, lambda: sup.state == F.WAITING)
         exits = [e for e in sup.events if e.kind == E.EventKind.SERVER_EXITED]
-        assert len(exits) == F.MAX_QUICK_FAILURES and "killed by signal SIGKILL" in exits[0].message
+        assert len(exits) == F.MAX_QUICK_FAILURES and "killed by signal SIGKILL" in describe_event(exits[0])
         assert sum(e.kind == E.EventKind.RECOVERED for e in sup.events) == F.MAX_QUICK_FAILURES - 1
-        assert "not relaunching again" in sup.events[-1].message and sup.options == (E.OPT_RECOVER,)
+        assert "not relaunching again" in describe_event(sup.events[-1]) and sup.options == (E.OPT_RECOVER,)
         assert not any(e.kind == E.EventKind.LOST for e in sup.events)  # no node was blamed
         await sup.recover_now()
         assert sup.state == F.SERVING
@@ -184,17 +184,17 @@ async def test_no_fit_on_the_survivor_offers_waiting_or_more_host_layers(
         b.proc.wait(timeout=10)
         await until(sup, lambda: sup.state == F.WAITING)
         no_fit = next(e for e in sup.events if e.kind == E.EventKind.NO_FIT)
-        assert "does not fit" in no_fit.message and "wait for b" in no_fit.message
+        assert "does not fit" in describe_event(no_fit) and "wait for b" in describe_event(no_fit)
         assert no_fit.options == (E.OPT_WAIT, E.OPT_HOST) and E.OPT_HOST in sup.options
         assert not any(e.kind == E.EventKind.RELAUNCHING for e in sup.events)
         await sup.choose(E.OPT_WAIT)
         assert sup.state == F.WAITING and sup.options == (E.OPT_WAIT, E.OPT_HOST)
         # The user would rather run now, slowly: more layers on this computer.
         await sup.choose(E.OPT_HOST)
-        assert sup.state == F.SERVING, sup.events[-1].message
+        assert sup.state == F.SERVING, describe_event(sup.events[-1])
         assert sup.launcher.plan.host_layers > 0
         assert [n.name for n in sup.launcher.planned_nodes()] == ["a"]
-        assert "more layers on this computer" in next(e for e in sup.events if e.kind == E.EventKind.RELAUNCHING).message
+        assert "more layers on this computer" in describe_event(next(e for e in sup.events if e.kind == E.EventKind.RELAUNCHING))
 
         port_of = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
         # When b is back, a and this computer have the room the first plan takes again (as a
@@ -221,7 +221,7 @@ async def test_auto_recover_off_waits_and_offers_the_returned_node(engine, demo_
         b.proc.terminate()  # a clean stop
         b.proc.wait(timeout=10)
         await until(sup, lambda: sup.state == F.WAITING)
-        assert sup.options == (E.OPT_RECOVER,) and "auto-recover is off" in sup.events[-1].message
+        assert sup.options == (E.OPT_RECOVER,) and "auto-recover is off" in describe_event(sup.events[-1])
         port_of = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731
         start_agent(procs.popen, tmp_path, "b", mdns=False, api_port=port_of(b.api_url),
                     rpc_port=b.rpc_port, echo_port=b.echo_port)

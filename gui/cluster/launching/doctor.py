@@ -38,23 +38,33 @@ ERROR, WARNING, OK = "error", "warning", "ok"
 
 @dataclass(frozen=True)
 class Finding:
-    """One result of the doctor.
+    """One thing a check found: the doctor's before a launch, or a difference between a profile
+    and the live cluster (:func:`gui.cluster.launching.profile.diff_profile`).
 
     Attributes:
-        severity: ``error``, ``warning`` or ``ok``.
-        subject: what it is about: ``master`` or a node's name.
+        severity: ``error`` (a launch would fail or run something else), ``warning`` or ``ok``.
+        subject: what it is about: ``master``, a node's name, ``engine``, ``model``, ``plan``.
         message: one plain sentence.
-        code: a stable short name for scripts (``unreachable``, ``version-mismatch``…).
+        code: a stable short name for scripts (``unreachable``, ``version-mismatch``…), or empty.
+        advice: what to do about it, or empty.
     """
 
     severity: str
     subject: str
     message: str
-    code: str
+    code: str = ""
+    advice: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.subject}: {self.message}"
 
     def to_json(self) -> dict:
-        return {"severity": self.severity, "subject": self.subject, "message": self.message,
-                "code": self.code}
+        out = {"severity": self.severity, "subject": self.subject, "message": self.message}
+        if self.code:
+            out["code"] = self.code
+        if self.advice:
+            out["advice"] = self.advice
+        return out
 
 
 def has_errors(findings: list[Finding]) -> bool:

@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING
 from agent.i18n import translate
 from gui.cluster.llama.placement_log import HOST_LOADED, HOST_MAPPED, Placement, can_be_repacked, repacked_bytes
 from gui.cluster.llama.server_command import BUFFER_LINES_LEVEL
-from gui.cluster.planning.plan import Plan
+from gui.cluster.planning.plan import Plan, slot_span
 
 if TYPE_CHECKING:
     from gui.cluster.llama.model import ModelInfo
@@ -141,19 +141,7 @@ class PlacementCheck:
 
 
 def _span(slots: Sequence[int]) -> str:
-    """[0,1,2,5] → "0-2, 5"; [] → "none"."""
-    out, start, prev = [], None, None
-    for s in sorted(slots):
-        if start is None:
-            start = prev = s
-        elif s == prev + 1:
-            prev = s
-        else:
-            out.append(f"{start}-{prev}" if prev != start else f"{start}")
-            start = prev = s
-    if start is not None:
-        out.append(f"{start}-{prev}" if prev != start else f"{start}")
-    return ", ".join(out) or translate("Placement", "none")
+    return slot_span(slots, empty=translate("Placement", "none"))
 
 
 def _slots(r: Sequence[int]) -> str:

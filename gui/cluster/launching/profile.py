@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.files import write_atomic
 from agent.i18n import translate
+from gui.cluster.launching.doctor import Finding
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec
 from gui.cluster.planning.plan import Assignment, Device, Plan, PlanError
 
@@ -361,31 +362,6 @@ def export_profile(path: str | os.PathLike, *, plan: Plan, model: ModelInfo, nod
 # comparing with the live cluster
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One difference between a profile and the live cluster.
-
-    Attributes:
-        severity: ``"error"`` (launching would fail or run something else) or ``"warning"``.
-        subject: what it is about (a node name, ``engine``, ``model``).
-        message: the difference in words.
-    """
-
-    severity: str
-    subject: str
-    message: str
-    advice: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.severity}: {self.subject}: {self.message}"
-
-    def to_json(self) -> dict:
-        out = {"severity": self.severity, "subject": self.subject, "message": self.message}
-        if self.advice:
-            out["advice"] = self.advice
-        return out
-
-
 def diff_profile(profile: Profile, live_nodes: Iterable[Any], engine_build: int | None,
                  model_info: ModelInfo | None, model_sha256: str | None = None) -> list[Finding]:
     """What differs between ``profile`` and the live cluster; empty when it can launch as saved.
@@ -408,48 +384,48 @@ def diff_profile(profile: Profile, live_nodes: Iterable[Any], engine_build: int 
             # agent installed afresh), and its memory and speed are not what the plan assumed.
             out.append(Finding("error", label, translate("Profile", "node is missing (id {nid}, last at {address})")
                                .format(nid=nid, address=pn.address),
-                               translate("Profile", "Start its herd-agent and pair with it, then import again; or "
+                               advice=translate("Profile", "Start its herd-agent and pair with it, then import again; or "
                                             "make a new split over the nodes you have and export that.")))
             continue
         if _attr(node, "reachable", True) is False:
             out.append(Finding("error", label, translate("Profile", "node does not answer at {host}")
                                .format(host=_attr(node, "host", "?")),
-                               translate("Profile", "Check that the computer is on and its herd-agent runs, "
+                               advice=translate("Profile", "Check that the computer is on and its herd-agent runs, "
                                             "then import again.")))
         host = _attr(node, "host")
         if host and host != pn.address:
             out.append(Finding("warning", label, translate("Profile", "address changed from {old} to {new}")
                                .format(old=pn.address, new=host),
-                               translate("Profile", "The plan uses the new address.")))
+                               advice=translate("Profile", "The plan uses the new address.")))
         if pn.fingerprint and _attr(node, "fingerprint") and _attr(node, "fingerprint") != pn.fingerprint:
             out.append(Finding("warning", label, translate("Profile", "pairing key changed (the agent was reinstalled?)")))
         build = str(_attr(node, "engine", "") or "")
         if profile.engine_build is not None and build and build != str(profile.engine_build):
             out.append(Finding("error", label, translate("Profile", "runs llama.cpp build {build}, the profile needs {need}")
                                .format(build=build, need=profile.engine_build),
-                               translate("Profile", "Install that build on the node (herd engine install).")))
+                               advice=translate("Profile", "Install that build on the node (herd engine install).")))
     if profile.engine_build is not None and engine_build is not None and engine_build != profile.engine_build:
         out.append(Finding("error", "engine", translate("Profile", "this master runs llama.cpp build {build}, the profile "
                                                             "was made with {need}")
                            .format(build=engine_build, need=profile.engine_build),
-                           translate("Profile", "Install that build here (herd engine install).")))
+                           advice=translate("Profile", "Install that build here (herd engine install).")))
     pm = profile.model
     if model_info is None:
         out.append(Finding("error", "model", translate("Profile", "{path} is missing").format(path=pm.path),
-                           translate("Profile", "Put the model file back at that path, or open the model and "
+                           advice=translate("Profile", "Put the model file back at that path, or open the model and "
                                         "export a new profile.")))
     else:
         again = translate("Profile", "Open the profile's own model file, or export a new profile for this one.")
         if model_info.file_bytes != pm.size:
             out.append(Finding("error", "model", translate("Profile", "other model: {path} has {size} bytes, the "
                                                               "profile's had {saved}")
-                               .format(path=model_info.path, size=model_info.file_bytes, saved=pm.size), again))
+                               .format(path=model_info.path, size=model_info.file_bytes, saved=pm.size), advice=again))
         if model_info.n_layer != profile.plan.n_layer:
             out.append(Finding("error", "model", translate("Profile", "other model: {n} layers, the plan is for {m}")
-                               .format(n=model_info.n_layer, m=profile.plan.n_layer), again))
+                               .format(n=model_info.n_layer, m=profile.plan.n_layer), advice=again))
         if pm.sha256 and model_sha256 and model_sha256.lower() != pm.sha256.lower():
             out.append(Finding("error", "model", translate("Profile", "other model: its SHA-256 differs from the "
-                                                              "profile's"), again))
+                                                              "profile's"), advice=again))
     return out
 
 

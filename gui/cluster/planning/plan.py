@@ -55,6 +55,23 @@ MiB = 1 << 20
 GPU_HEADROOM_BYTES = 1 << 30
 
 
+def slot_span(slots: Iterable[int], empty: str = "-") -> str:
+    """Layer slots as runs, the one way herd writes them: ``[0, 1, 2, 5]`` → ``"0-2, 5"``,
+    ``range(3, 6)`` → ``"3-5"``, nothing → ``empty``."""
+    runs: list[str] = []
+    start = prev = None
+    for s in sorted(slots):
+        if start is not None and s == prev + 1:
+            prev = s
+            continue
+        if start is not None:
+            runs.append(f"{start}-{prev}" if prev != start else f"{start}")
+        start = prev = s
+    if start is not None:
+        runs.append(f"{start}-{prev}" if prev != start else f"{start}")
+    return ", ".join(runs) or empty
+
+
 def is_gpu(device: Device) -> bool:
     """A GPU (or other accelerator) rather than a CPU: a local GPU, or a worker's device not
     named ``CPU…`` (``Vulkan0``, ``CUDA0``, ``ROCm0`` …)."""
@@ -373,13 +390,10 @@ class Plan:
 
     def describe(self) -> list[str]:
         """One human line per holder of slots (host first), for CLIs and logs."""
-        def span(r: range) -> str:
-            return "-" if not r else (f"{r.start}" if len(r) == 1 else f"{r.start}-{r.stop - 1}")
-
-        out = [f"host CPU      {self.host_layers:3d} slots  {span(self.host_slots())}"]
+        out = [f"host CPU      {self.host_layers:3d} slots  {slot_span(self.host_slots())}"]
         for i, (dev, count) in enumerate(self.assignments):
             where = dev.endpoint or "local"
-            out.append(f"{dev.label:<13} {count:3d} slots  {span(self.slots_of(i))}  ({where})")
+            out.append(f"{dev.label:<13} {count:3d} slots  {slot_span(self.slots_of(i))}  ({where})")
         return out
 
     def to_json(self) -> dict:

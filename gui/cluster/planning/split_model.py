@@ -28,6 +28,7 @@ from gui.cluster.planning.plan import (
     model_order,
     plan_by_memory,
 )
+from gui.cluster.llama.server_command import DEFAULT_CTX
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class SplitModel:
     ``subscribe(callback)`` registers ``callback(plan)``, called after every change.
     """
 
-    def __init__(self, ctx: int = 4096) -> None:
+    def __init__(self, ctx: int = DEFAULT_CTX) -> None:
         self.model = None
         self.devices: list[Device] = []
         self.excluded: set[str] = set()

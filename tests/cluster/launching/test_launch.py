@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from gui.cluster.launching.launcher import LaunchError
+from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.launching.request import LaunchRequest, check_request, nodes_for_plan
 from gui.cluster.llama.model import inspect_model
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec, layout_args, model_alias
@@ -40,7 +40,8 @@ def test_the_plans_layout_goes_in_typed_and_comes_out_once():
         ["--rpc", "127.0.0.1:50053,127.0.0.1:50052", "--fit", "off", "-ngl", "8", "-ts", "3,5"]
     spec = ServerSpec.for_plan(plan, "/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
                                ServerOptions(ctx=2048, port=9000, extra_args=("-np", "1")))
-    assert (spec.rpc, spec.ngl, spec.tensor_split) == plan.layout()
+    rpc, ngl, ts = plan.layout()
+    assert (spec.rpc, spec.ngl, spec.tensor_split) == (tuple(rpc), ngl, tuple(ts))
     a = spec.args()
     assert a[:2] == ["-m", "/models/Qwen2.5-7B-Instruct-Q4_K_M.gguf"]
     assert a[2:2 + len(layout_args(*plan.layout()))] == layout_args(*plan.layout())
@@ -74,7 +75,7 @@ def test_a_relaunch_keeps_everything_but_the_plan(demo_model):
     other = req.with_plan(_plan(order=("a",), counts=(9,)))
     assert (other.options, other.threads, other.verify_layers, other.model) == \
         (req.options, 2, True, req.model)
-    assert other.spec().rpc == ["127.0.0.1:50052"] and other.spec().verbosity == 5
+    assert other.spec().rpc == ("127.0.0.1:50052",) and other.spec().verbosity == 5
     assert req.with_options(req.options.with_extra("--no-repack")).spec().args()[-1] == "--no-repack"
     with pytest.raises(dataclasses.FrozenInstanceError):
         req.plan = other.plan  # a request does not change under a launch that uses it

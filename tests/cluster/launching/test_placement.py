@@ -1,5 +1,6 @@
 """Reading llama-server's placement report and checking it against a plan, on log lines copied
-from real runs of build 11434 (the runs themselves are in test_launcher.py and test_plan.py)."""
+from real runs of build 11434 (the runs themselves are in tests/cluster/llama/test_server_process.py
+and tests/cluster/planning/test_plan.py)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ import pytest
 from cluster.agents import pair_all, start_agent
 from conftest import free_port
 
-from gui.cluster.launching.launcher import ClusterLauncher, LaunchError
+from gui.cluster.launching.launcher import ClusterLauncher
+from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import inspect_model
 from gui.cluster.llama.random_model import DemoShape, write_demo_model
