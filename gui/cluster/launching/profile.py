@@ -487,7 +487,8 @@ def describe_split(profile: Profile, plan: Plan) -> str:
     per_node: dict[str, int] = {}
     for d in plan.devices():
         per_node[d.node_id] = per_node.get(d.node_id, 0) + 1
-    parts = [f"{translate('Profile', 'this computer')} {plan.host_layers}"] if plan.host_layers else []
+    here = translate("Profile", "this computer")
+    parts = [f"{here} {plan.host_layers}"] if plan.host_layers else []
     for d, count in plan.assignments:
         if not count:
             continue
@@ -499,13 +500,20 @@ def describe_split(profile: Profile, plan: Plan) -> str:
     return ", ".join(parts)
 
 
-def applied_message(profile: Profile, plan: Plan, source: str | os.PathLike) -> str:
-    """The confirmation the window shows once ``profile`` (read from the file ``source``)
-    replaced the split: which model, which split, and that nothing runs until Start."""
+def applied_message(profile: Profile, plan: Plan) -> str:
+    """The confirmation the window shows once ``profile`` replaced the split with ``plan``
+    (the profile's plan on the nodes as they are now): which model, which split, and that
+    nothing runs until Start."""
     name = profile.model.name or Path(profile.model.path).name
-    return translate("Profile", "Profile {source} applied: {model}, layer slots {split}. "
+    return translate("Profile", "Profile applied: {model}, layer slots {split}. "
                                 "Nothing runs until you press Start.").format(
-        source=Path(source).name, model=name, split=describe_split(profile, plan))
+        model=name, split=describe_split(profile, plan))
+
+
+def refusal(findings: Iterable[Finding]) -> str:
+    """Why a profile is not used now, in words: each blocking finding with what to do."""
+    lines = [f"{f.subject}: {f.message}" + (f" — {f.advice}" if f.advice else "") for f in blocking(findings)]
+    return translate("Profile", "This profile cannot be used now:") + "\n\n" + "\n".join(lines)
 
 
 def bind_to_devices(plan: Plan, devices: Iterable[Device]) -> Plan:

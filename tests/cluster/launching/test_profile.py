@@ -29,6 +29,7 @@ from gui.cluster.launching.profile import (
     make_profile,
     profile_from_json,
     rebind_plan,
+    refusal,
     save_profile,
     start_scripts,
     write_start_scripts,
@@ -193,6 +194,10 @@ def test_a_node_found_but_not_paired_is_an_error_that_pairing_fixes(profile, dem
     # the one check the dialog shows and the window applies: alpha blocks, and says how to fix it
     assert [str(f) for f in blocking(found)] == ["error: alpha: node is not paired with this computer"]
     assert found[0].pair_with == "id-a" and "PIN" in found[0].advice
+    assert refusal(found).splitlines() == [
+        "This profile cannot be used now:", "",
+        "alpha: node is not paired with this computer — Press Pair and type the PIN its herd-agent shows "
+        "(herd-agent pin on that computer)."]
     # paired now, but its agent's status (its devices) has not come in yet: still not usable
     found = diff_profile(profile, nodes, PINNED_BUILD, info, reporting={"id-b"})
     assert [str(f) for f in found] == ["error: alpha: node has not reported its devices yet"]
@@ -206,9 +211,8 @@ def test_a_node_found_but_not_paired_is_an_error_that_pairing_fixes(profile, dem
 
 def test_the_confirmation_names_the_model_and_the_split(profile):
     assert describe_split(profile, profile.plan) == "this computer 1, alpha 3, beta 5"
-    text = applied_message(profile, profile.plan, "/somewhere/cluster.json")
-    assert text.startswith(f"Profile cluster.json applied: {profile.model.name}, layer slots this computer 1, "
-                           "alpha 3, beta 5.")
+    text = applied_message(profile, profile.plan)
+    assert text.startswith(f"Profile applied: {profile.model.name}, layer slots this computer 1, alpha 3, beta 5.")
     assert "press Start" in text
     # no host share: the host is not named; a node's two devices are named each
     a0, a1 = (Device("id-a", "alpha", "127.0.0.1:50052", i, f"GPU{i}", GiB, 2 * GiB) for i in (0, 1))
