@@ -73,11 +73,11 @@ class ProfileActions(QObject):
         it when the user says so. Returns whether it was applied."""
         from gui.widgets.profile_dialog import ProfileDiffDialog
 
-        result = self.read(path)
-        if result is None:
+        profile = self._load(path)
+        if profile is None:
             return False
-        profile, findings = result
         info = self._inspect(profile)
+        findings = self.check(profile, info)
         dlg = ProfileDiffDialog(path, profile, findings, self.win)
         dlg.pairRequested.connect(self.win.nodes.ask_pin)
         # (events come on the GUI thread: from the session's queued signals, through the window)
@@ -91,14 +91,18 @@ class ProfileActions(QObject):
 
     def read(self, path: str):
         """``(profile, differences from the live cluster)``, or None after telling the user why not."""
+        profile = self._load(path)
+        return None if profile is None else (profile, self.check(profile, self._inspect(profile)))
+
+    def _load(self, path: str):
+        """The profile at ``path``, or None after telling the user why it cannot be read."""
         from gui.cluster.launching.profile import ProfileError, load_profile
 
         try:
-            profile = load_profile(path)
+            return load_profile(path)
         except (ProfileError, OSError) as exc:
             QMessageBox.warning(self.win, self.tr("Import cluster profile"), str(exc))
             return None
-        return profile, self.check(profile, self._inspect(profile))
 
     @staticmethod
     def _inspect(profile):
@@ -125,7 +129,13 @@ class ProfileActions(QObject):
         node id: their current addresses and free memory), then say so in the status bar and
         under the split. Refused, with what to do, when :meth:`check` finds an error: a plan on
         nodes that are not all here would name endpoints nobody listens on (#17)."""
-        from gui.cluster.launching.profile import applied_message, bind_to_devices, blocking, rebind_plan, refusal
+        from gui.cluster.launching.profile import (
+            applied_message,
+            bind_to_devices,
+            blocking,
+            rebind_plan,
+            refusal,
+        )
 
         findings = self.check(profile, self._inspect(profile))
         if blocking(findings):

@@ -16,13 +16,6 @@ is chosen again from *Recent models*, and after a restart.
 from __future__ import annotations
 
 import pytest
-from PySide6.QtWidgets import QFileDialog, QMessageBox
-
-from PySide6.QtCore import Qt
-
-from gui.cli.demo import DemoCluster
-from gui.widgets.nodes_panel import PinDialog
-from gui.widgets.profile_dialog import ProfileDiffDialog
 from person import (
     add_node_by_address,
     answer_dialog,
@@ -33,6 +26,12 @@ from person import (
     type_and_ok,
     use_menu,
 )
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+from gui.cli.demo import DemoCluster
+from gui.widgets.nodes_panel import PinDialog
+from gui.widgets.profile_dialog import ProfileDiffDialog
 
 pytestmark = pytest.mark.engine
 

@@ -196,8 +196,8 @@ def test_a_node_found_but_not_paired_is_an_error_that_pairing_fixes(profile, dem
     assert found[0].pair_with == "id-a" and "PIN" in found[0].advice
     assert refusal(found).splitlines() == [
         "This profile cannot be used now:", "",
-        "alpha: node is not paired with this computer — Press Pair and type the PIN its herd-agent shows "
-        "(herd-agent pin on that computer)."]
+        ("alpha: node is not paired with this computer — Press Pair and type the PIN its herd-agent shows "
+         "(herd-agent pin on that computer).")]
     # paired now, but its agent's status (its devices) has not come in yet: still not usable
     found = diff_profile(profile, nodes, PINNED_BUILD, info, reporting={"id-b"})
     assert [str(f) for f in found] == ["error: alpha: node has not reported its devices yet"]
