@@ -134,6 +134,8 @@ class MainWindow(QMainWindow):
         self.chat.apply_settings(self.settings.get("chat/system"), self.settings.get("chat/temperature"),
                                  self.settings.get("chat/max_tokens"))
         self.model_panel.set_recent(self.settings.get("model/recent"))
+        # the splits made by hand for each model, back from the last run
+        self.editor.split.load_remembered(self.settings.get("model/splits"))
         self._show_host()
 
         # intentions → session
@@ -575,6 +577,7 @@ class MainWindow(QMainWindow):
         s.set("window/splitter", self.splitter.saveState())
         s.set("window/tab", self.tabs.currentIndex())
         s.set("server/ctx", self.workspace.options.ctx)
+        s.set("model/splits", self.editor.split.remembered())
         chat = self.chat.chat_settings()
         s.set("chat/system", chat["system"])
         s.set("chat/temperature", chat["temperature"])

@@ -4,6 +4,12 @@
 the profile holds the workspace's plan, model, nodes and server options
 (:mod:`gui.cluster.launching.profile`); an imported one is checked against the live cluster, shown with
 its differences, and applied to the workspace and the split editor.
+
+The review and *Use this profile* rest on one check (:meth:`ProfileActions.check`, i.e.
+:func:`~gui.cluster.launching.profile.diff_profile` with what the window knows), so the preview
+cannot promise what the apply then refuses. The review stays open while the user pairs the
+nodes it names, and is checked again as they change: the imported profile is kept until it is
+used or the review is dismissed.
 """
 
 from __future__ import annotations
@@ -56,50 +62,84 @@ class ProfileActions(QObject):
 
     def import_dialog(self) -> None:
         """File → Import cluster profile…: load, show the differences, apply on request."""
-        from gui.widgets.profile_dialog import ProfileDiffDialog
-
         path, _ = QFileDialog.getOpenFileName(self.win, self.tr("Import cluster profile"), "",
                                               self.tr("Cluster profiles (*.json);;All files (*)"))
-        if not path:
-            return
-        result = self.read(path)
-        if result is None:
-            return
-        profile, findings = result
+        if path:
+            self.review(path)
+
+    def review(self, path: str) -> bool:
+        """Show the profile at ``path`` with its differences from the live cluster, kept up to
+        date while the dialog is open (a node paired from it, a node that answers again); apply
+        it when the user says so. Returns whether it was applied."""
+        from gui.widgets.profile_dialog import ProfileDiffDialog
+
+        profile = self._load(path)
+        if profile is None:
+            return False
+        info = self._inspect(profile)
+        findings = self.check(profile, info)
         dlg = ProfileDiffDialog(path, profile, findings, self.win)
-        if dlg.exec() and dlg.apply_button.isEnabled():
-            self.apply(profile)
+        dlg.pairRequested.connect(self.win.nodes.ask_pin)
+        # (events come on the GUI thread: from the session's queued signals, through the window)
+        stop = self.workspace.subscribe(lambda _event: dlg.set_findings(self.check(profile, info)))
+        try:
+            accepted = dlg.exec() and dlg.apply_button.isEnabled()
+        finally:
+            stop()
+            dlg.deleteLater()
+        return bool(accepted) and self.apply(profile)
 
     def read(self, path: str):
         """``(profile, differences from the live cluster)``, or None after telling the user why not."""
-        from gui.cluster.launching.profile import ProfileError, diff_profile, load_profile
-        from gui.cluster.llama.model import ModelError, inspect_model
+        profile = self._load(path)
+        return None if profile is None else (profile, self.check(profile, self._inspect(profile)))
+
+    def _load(self, path: str):
+        """The profile at ``path``, or None after telling the user why it cannot be read."""
+        from gui.cluster.launching.profile import ProfileError, load_profile
 
         try:
-            profile = load_profile(path)
+            return load_profile(path)
         except (ProfileError, OSError) as exc:
             QMessageBox.warning(self.win, self.tr("Import cluster profile"), str(exc))
             return None
+
+    @staticmethod
+    def _inspect(profile):
+        """The profile's model as it is on this computer, or None when it cannot be read."""
+        from gui.cluster.llama.model import ModelError, inspect_model
+
         try:
-            info = inspect_model(profile.model.path)
+            return inspect_model(profile.model.path)
         except (ModelError, OSError):
-            info = None
-        return profile, diff_profile(profile, list(self.workspace.nodes.values()), self.engine.build, info)
+            return None
+
+    def check(self, profile, info) -> list:
+        """The one check of ``profile`` against the window's cluster (``info``: its model as
+        inspected here, None when missing): nodes as discovery reports them, which of them have
+        reported their devices, the engine build. What the review shows and :meth:`apply` obeys."""
+        from gui.cluster.launching.profile import diff_profile
+
+        reporting = {d.node_id for d in self.workspace.planned_devices()}
+        return diff_profile(profile, list(self.workspace.nodes.values()), self.engine.build, info,
+                            reporting=reporting)
 
     def apply(self, profile) -> bool:
         """Open the profile's model and show its plan on the nodes as they are now (matched by
-        node id: their current addresses and free memory). A profile whose nodes are not all
-        here is refused: its plan would name endpoints nobody listens on (#17)."""
-        from gui.cluster.launching.profile import bind_to_devices, rebind_plan
+        node id: their current addresses and free memory), then say so in the status bar and
+        under the split. Refused, with what to do, when :meth:`check` finds an error: a plan on
+        nodes that are not all here would name endpoints nobody listens on (#17)."""
+        from gui.cluster.launching.profile import (
+            applied_message,
+            bind_to_devices,
+            blocking,
+            rebind_plan,
+            refusal,
+        )
 
-        used = {d.node_id for d, c in profile.plan.assignments if c and d.kind == "rpc"}
-        live = {d.node_id for d in self.workspace.planned_devices()}
-        gone = sorted(profile.nodes[n].name if n in profile.nodes else n for n in used - live)
-        if gone:
-            QMessageBox.warning(self.win, self.tr("Import cluster profile"),
-                                self.tr("The profile uses %1, which this computer cannot reach or is not paired "
-                                        "with. Start their herd-agent and pair with them, then import again.")
-                                .replace("%1", ", ".join(gone)))
+        findings = self.check(profile, self._inspect(profile))
+        if blocking(findings):
+            QMessageBox.warning(self.win, self.tr("Import cluster profile"), refusal(findings))
             return False
         if not self.win.open_model(profile.model.path):
             return False
@@ -108,4 +148,7 @@ class ProfileActions(QObject):
         self.editor.apply_plan(bind_to_devices(rebind_plan(profile, list(self.workspace.nodes.values())),
                                                self.workspace.planned_devices()))
         self.win.tabs.setCurrentWidget(self.editor)
+        done = applied_message(profile, self.editor.plan())
+        self.editor.set_note(done)  # (until the next edit)
+        self.win.statusBar().showMessage(done, 20000)
         return True

@@ -38,6 +38,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     Option("window/tab", int, 0, "Last open tab"),
     Option("model/last", str, "", "Last model"),
     Option("model/recent", list, [], "Recent models"),
+    Option("model/splits", list, [], "Splits made by hand, per model (gui.cluster.planning.split_model)"),
     Option("nodes/addresses", list, [], "Nodes added by address"),
     Option("server/ctx", int, DEFAULT_CTX, "Context size"),
     Option("server/host", str, DEFAULT_HOST, "Endpoint address"),

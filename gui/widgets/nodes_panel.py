@@ -351,7 +351,7 @@ class NodesPanel(QWidget):
         c = self.cards.get(node_id)
         if c is None:
             c = NodeCard(node_id)
-            c.pairRequested.connect(self._ask_pin)
+            c.pairRequested.connect(self.ask_pin)
             c.workerRequested.connect(self.workerRequested)
             self.cards[node_id] = c
             self._list.addWidget(c)
@@ -392,7 +392,9 @@ class NodesPanel(QWidget):
         if ok and text.strip():
             self.addRequested.emit(text.strip())
 
-    def _ask_pin(self, node_id: str) -> None:
+    def ask_pin(self, node_id: str) -> None:
+        """Ask for the PIN of ``node_id`` (its card's *Pair…*, or another window's offer to
+        pair with it) and emit ``pairRequested`` with it."""
         card = self.cards.get(node_id)
         name = getattr(card, "name", node_id) if card is not None else node_id
         dlg = PinDialog(name, self)

@@ -3,20 +3,25 @@
 Shown before an imported profile replaces the current split, so the user sees a missing node, a
 different llama.cpp build or another model *before* pressing Start. A profile with an error (a
 node that is gone or silent, another model or build) cannot be used: *Use this profile* stays
-greyed out and each error says what to do about it.
+greyed out and each error says what to do about it. A node that is here but not paired gets a
+*Pair with …* button; the window checks the profile again as the nodes change
+(:meth:`ProfileDiffDialog.set_findings`), so after pairing the same dialog lets it be used.
 """
 
 from __future__ import annotations
 
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
     QDialogButtonBox,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QPushButton,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -36,14 +41,20 @@ class ProfileDiffDialog(QDialog):
         findings: the list of differences (``gui.cluster.launching.profile.Finding``), errors first.
         plan_table: the profile's split, one row per holder of slots (host first).
         verdict: one sentence: whether the profile can be used, and if not what to do.
+        pair_buttons: {node id: its *Pair with …* button}, one per node the profile uses that is
+            here but not paired.
         apply_button: accepts the dialog (the window then applies the profile); disabled while
             a finding is an error.
+
+    Signals:
+        pairRequested(str): the user wants to pair with this node (the window asks for its PIN).
     """
+
+    pairRequested = Signal(str)
 
     def __init__(self, path: str, profile, findings: list, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(self.tr("Import cluster profile"))
-        self.findings = sorted(findings, key=lambda f: f.severity != "error")
         head = QLabel(self.tr("<b>%1</b><br>Model %2 · %3 layer slots · context %4 · port %5")
                       .replace("%1", path).replace("%2", profile.model.name or profile.model.path)
                       .replace("%3", str(profile.plan.n_slots)).replace("%4", str(profile.server.ctx))
@@ -52,26 +63,12 @@ class ProfileDiffDialog(QDialog):
         self.plan_table = self._plan_table(profile)
         self.list = QListWidget()
         self.list.setWordWrap(True)
-        if not self.findings:
-            self.list.addItem(self.tr("✔ Matches the live cluster: it can launch as saved."))
-        for f in self.findings:
-            text = ("✖ " if f.severity == "error" else "⚠ ") + f"{self._subject(f.subject)}: {f.message}"
-            if getattr(f, "advice", ""):
-                text += "\n    " + f.advice
-            item = QListWidgetItem(text)
-            item.setForeground(QBrush(QColor(WARN if f.severity == "error" else AMBER)))
-            self.list.addItem(item)
-        errors = [f for f in self.findings if f.severity == "error"]
-        self.verdict = QLabel(self.tr("This profile cannot be used as it is: see what to do under each ✖.")
-                              if errors else self.tr("The split, context and port of this profile replace "
-                                                     "the current ones. Nothing starts until you press Start."))
+        self.pair_row = QHBoxLayout()
+        self.pair_buttons: dict[str, QPushButton] = {}
+        self.verdict = QLabel()
         self.verdict.setWordWrap(True)
-        if errors:
-            self.verdict.setStyleSheet(f"color: {WARN}; font-weight: bold;")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.apply_button = buttons.addButton(self.tr("Use this profile"), QDialogButtonBox.ButtonRole.AcceptRole)
-        # a profile whose nodes are gone would launch on endpoints nobody listens on (#17)
-        self.apply_button.setEnabled(not errors)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
@@ -80,9 +77,54 @@ class ProfileDiffDialog(QDialog):
         lay.addWidget(self.plan_table)
         lay.addWidget(QLabel(self.tr("Differences from the live cluster")))
         lay.addWidget(self.list, 1)
+        lay.addLayout(self.pair_row)
         lay.addWidget(self.verdict)
         lay.addWidget(buttons)
+        self.findings: list = []
+        self.set_findings(findings, force=True)
         self.resize(680, 460)
+
+    def set_findings(self, findings: list, *, force: bool = False) -> None:
+        """Show ``findings`` (the profile checked again, e.g. after a node was paired): the list,
+        the Pair buttons, the verdict and whether *Use this profile* can be pressed. Nothing is
+        redrawn when they did not change (``force``: draw anyway)."""
+        findings = sorted(findings, key=lambda f: f.severity != "error")
+        if findings == self.findings and not force:
+            return
+        self.findings = findings
+        self.list.clear()
+        if not findings:
+            self.list.addItem(self.tr("✔ Matches the live cluster: it can launch as saved."))
+        for f in findings:
+            text = ("✖ " if f.severity == "error" else "⚠ ") + f"{self._subject(f.subject)}: {f.message}"
+            if getattr(f, "advice", ""):
+                text += "\n    " + f.advice
+            item = QListWidgetItem(text)
+            item.setForeground(QBrush(QColor(WARN if f.severity == "error" else AMBER)))
+            self.list.addItem(item)
+        for button in self.pair_buttons.values():
+            self.pair_row.removeWidget(button)
+            button.deleteLater()
+        self.pair_buttons = {}
+        for f in findings:
+            if getattr(f, "pair_with", "") and f.pair_with not in self.pair_buttons:
+                button = QPushButton(self.tr("Pair with %1…").replace("%1", f.subject))
+                button.clicked.connect(lambda _=False, nid=f.pair_with: self.pairRequested.emit(nid))
+                self.pair_row.addWidget(button)
+                self.pair_buttons[f.pair_with] = button
+        errors = [f for f in findings if f.severity == "error"]
+        if not errors:
+            verdict = self.tr("The split, context and port of this profile replace the current ones. "
+                              "Nothing starts until you press Start.")
+        elif self.pair_buttons and all(getattr(f, "pair_with", "") for f in errors):
+            verdict = self.tr("This profile can be used once its nodes are paired: press Pair for each. "
+                              "This check runs again by itself; there is no need to import again.")
+        else:
+            verdict = self.tr("This profile cannot be used as it is: see what to do under each ✖.")
+        self.verdict.setText(verdict)
+        self.verdict.setStyleSheet(f"color: {WARN}; font-weight: bold;" if errors else "")
+        # a profile whose nodes are gone would launch on endpoints nobody listens on (#17)
+        self.apply_button.setEnabled(not errors)
 
     def _subject(self, subject: str) -> str:
         names = {"model": self.tr("model"), "engine": self.tr("engine")}

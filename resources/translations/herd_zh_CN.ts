@@ -1085,6 +1085,14 @@
         <source>Address</source>
         <translation>地址</translation>
     </message>
+    <message>
+        <source>Pair with %1…</source>
+        <translation>与 %1 配对…</translation>
+    </message>
+    <message>
+        <source>This profile can be used once its nodes are paired: press Pair for each. This check runs again by itself; there is no need to import again.</source>
+        <translation>节点配对后即可使用此配置：请为每个节点按“配对”。此检查会自动重新进行，无需重新导入。</translation>
+    </message>
 </context>
 <context>
     <name>SplitBar</name>
@@ -2525,6 +2533,34 @@
         <location filename="../../gui/cluster/launching/profile.py" line="498" />
         <source>other model: its SHA-256 differs from the profile's</source>
         <translation>不是同一个模型：SHA-256 与配置中的不同</translation>
+    </message>
+    <message>
+        <source>Press Pair and type the PIN its herd-agent shows (herd-agent pin on that computer).</source>
+        <translation>请按“配对”，输入它的 herd-agent 显示的 PIN（在那台计算机上运行 herd-agent pin）。</translation>
+    </message>
+    <message>
+        <source>Profile applied: {model}, layer slots {split}. Nothing runs until you press Start.</source>
+        <translation>已应用配置：{model}，层位分配 {split}。在按下“启动”之前不会运行任何东西。</translation>
+    </message>
+    <message>
+        <source>This profile cannot be used now:</source>
+        <translation>此配置现在无法使用：</translation>
+    </message>
+    <message>
+        <source>Wait a moment: this check runs again by itself.</source>
+        <translation>请稍候：此检查会自动重新进行。</translation>
+    </message>
+    <message>
+        <source>node has not reported its devices yet</source>
+        <translation>节点尚未报告它的设备</translation>
+    </message>
+    <message>
+        <source>node is not paired with this computer</source>
+        <translation>节点尚未与本机配对</translation>
+    </message>
+    <message>
+        <source>this computer</source>
+        <translation>本机</translation>
     </message>
 </context>
 <context>

@@ -6,16 +6,32 @@ is exported through File ▸ Export (the real save dialog), the first agents sto
 the same names are added and paired, and File ▸ Import (the real open dialog) shows the profile:
 the missing nodes are errors that say what to do, and *Use this profile* cannot be pressed.
 A profile whose nodes are all here is used, on their addresses and free memory as they are now.
+
+A profile made on another PC names nodes this one has found but not paired: the review says so,
+names them and pairs them from its own buttons, then lets the profile be used without importing
+it again; the window confirms what was applied. A split made by hand comes back when its model
+is chosen again from *Recent models*, and after a restart.
 """
 
 from __future__ import annotations
 
 import pytest
-from PySide6.QtWidgets import QFileDialog
+from person import (
+    add_node_by_address,
+    answer_dialog,
+    check,
+    choose_file,
+    click,
+    pair_by_card,
+    type_and_ok,
+    use_menu,
+)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from gui.cli.demo import DemoCluster
+from gui.widgets.nodes_panel import PinDialog
 from gui.widgets.profile_dialog import ProfileDiffDialog
-from person import add_node_by_address, answer_dialog, check, choose_file, click, pair_by_card, use_menu
 
 pytestmark = pytest.mark.engine
 
@@ -107,3 +123,117 @@ def test_profile_of_gone_nodes_is_refused_and_a_live_one_used(qtbot, make_window
         assert not any(d.node_id in first.values() for d in win.editor.plan().devices())
     finally:
         second.stop()
+
+
+def _add(qtbot, win, cluster) -> dict:
+    """Add the cluster's agents by address (not paired); {name: node id}."""
+    ours = {a.address: a for a in cluster.agents}
+    for a in cluster.agents:
+        add_node_by_address(qtbot, win, a.address)
+    qtbot.waitUntil(lambda: sum(f"{n.host}:{n.api_port}" in ours for n in win.node_map.values()) == len(ours),
+                    timeout=20000)
+    return {ours[f"{n.host}:{n.api_port}"].name: nid for nid, n in win.node_map.items()
+            if f"{n.host}:{n.api_port}" in ours}
+
+
+def test_a_profile_of_nodes_not_paired_here_offers_to_pair_them_then_is_used(qtbot, make_window, agents,
+                                                                            demo_model, tmp_path, monkeypatch):
+    from gui.cluster.launching.profile import make_profile, save_profile
+    from gui.cluster.llama.model import inspect_model
+    from gui.cluster.planning.plan import Device, Plan
+
+    monkeypatch.chdir(tmp_path)
+    win = make_window(browse=False)
+    ids = _add(qtbot, win, agents)
+    assert not any(win.node_map[i].paired for i in ids.values())
+    pins = {a.name: a.pin for a in agents.agents}
+    # The profile another master made of these PCs, as its File ▸ Export writes it (through the
+    # same core function); that master measured its own free memory, this one binds to today's.
+    info = inspect_model(demo_model)
+    n = info.n_slots
+    devs = [Device(ids[name], name, f"{win.node_map[ids[name]].host}:{50052 + i}", 0, "CPU", 1 << 30, 2 << 30)
+            for i, name in enumerate(sorted(ids))]
+    plan = Plan(info.n_layer, 2, ((devs[0], 3), (devs[1], n - 5)))
+    made = make_profile(plan, info, list(win.node_map.values()), engine=win.engine, ctx=512)
+    saved = save_profile(tmp_path / "cluster.json", made)
+
+    # Use refuses it by the same check the review shows, naming the nodes and what to do
+    before = win.editor.plan()
+    texts = []
+    told = answer_dialog(qtbot, QMessageBox, lambda box: (texts.append(box.text()), box.accept()))
+    assert not win.profiles.apply(made)
+    check(told)
+    said = texts[0]
+    assert all(f"{name}: node is not paired with this computer — Press Pair" in said for name in ids), said
+    assert win.editor.plan() == before
+
+    def pair_then_use(dlg: ProfileDiffDialog) -> None:
+        def rows():
+            return [dlg.list.item(i).text() for i in range(dlg.list.count())]
+
+        # no promise the Use button then breaks: the review says what Use would say
+        assert not any(r.startswith("✔") for r in rows()), rows()
+        for name in ids:
+            assert any(r.startswith(f"✖ {name}: node is not paired with this computer") and "PIN" in r
+                       for r in rows()), rows()
+        assert set(dlg.pair_buttons) == set(ids.values())
+        assert not dlg.apply_button.isEnabled()
+        assert "once its nodes are paired" in dlg.verdict.text()
+        for name in sorted(ids):
+            typed = answer_dialog(qtbot, PinDialog, type_and_ok(qtbot, pins[name]))
+            click(qtbot, dlg.pair_buttons[ids[name]])
+            check(typed)
+            qtbot.waitUntil(lambda name=name: ids[name] not in dlg.pair_buttons, timeout=20000)
+        # the same review, checked again as the nodes paired and reported: usable now
+        qtbot.waitUntil(dlg.apply_button.isEnabled, timeout=20000)
+        assert rows() == ["✔ Matches the live cluster: it can launch as saved."]
+        click(qtbot, dlg.apply_button)
+
+    review = answer_dialog(qtbot, ProfileDiffDialog, pair_then_use, timeout=60)
+    # (past File ▸ Import's file dialog, which the test above goes through: once a process has
+    # used a file dialog, Qt opens the next one in that folder, another test's)
+    assert win.profiles.review(str(saved))
+    check(review)
+    assert all(win.node_map[i].paired for i in ids.values())
+    assert win.editor.plan().host_layers == 2 and win.editor.plan().counts() == [3, n - 5]
+    # the window says what it did: which model, which split
+    said = f"Profile applied: {info.name}, layer slots this computer 2, demo-a 3, demo-b {n - 5}."
+    assert win.statusBar().currentMessage().startswith(said), win.statusBar().currentMessage()
+    assert win.editor.note.isVisible() and win.editor.note.text().startswith(said)
+
+
+def _choose_recent(qtbot, win, path) -> None:
+    """Pick ``path`` in the *Recent models* list: open the list, click its row."""
+    box = win.model_panel.recent
+    row = box.findData(str(path))
+    assert row >= 0, [box.itemData(i) for i in range(box.count())]
+    box.showPopup()
+    view = box.view()
+    qtbot.waitUntil(view.isVisible, timeout=5000)
+    rect = view.visualRect(view.model().index(row, 0))
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.waitUntil(lambda: win.model is not None and str(win.model.path) == str(path), timeout=5000)
+
+
+def test_a_split_made_by_hand_comes_back_with_its_model(qtbot, make_window, agents, demo_model, tmp_path):
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
+
+    other = write_demo_model(tmp_path / "other-4L.gguf", DemoShape(layers=4))
+    win = make_window(browse=False)
+    _add_and_pair(qtbot, win, agents)
+    assert win.open_model(str(demo_model))
+    qtbot.waitUntil(lambda: len(win.editor.plan().devices()) == 2, timeout=10000)
+    n = win.model.n_slots
+    assert win.editor.set_counts(2, [3, n - 5])
+    made = win.editor.plan()
+    assert win.open_model(str(other))
+    assert win.editor.plan().n_layer == 4
+    _choose_recent(qtbot, win, demo_model)
+    assert win.editor.plan() == made
+
+    # after a restart: the same model opens first, the nodes report one by one, the split returns
+    win.close()
+    again = make_window(browse=False)
+    assert again.model is not None and str(again.model.path) == str(demo_model)
+    qtbot.waitUntil(lambda: len(again.editor.plan().devices()) == 2, timeout=20000)
+    assert again.editor.plan().counts() == [3, n - 5] and again.editor.plan().host_layers == 2

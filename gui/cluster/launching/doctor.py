@@ -47,6 +47,8 @@ class Finding:
         message: one plain sentence.
         code: a stable short name for scripts (``unreachable``, ``version-mismatch``…), or empty.
         advice: what to do about it, or empty.
+        pair_with: the id of a node that is here but not paired with this computer: pairing
+            with it removes this finding (the window offers a Pair button for it), or empty.
     """
 
     severity: str
@@ -54,6 +56,7 @@ class Finding:
     message: str
     code: str = ""
     advice: str = ""
+    pair_with: str = ""
 
     def __str__(self) -> str:
         return f"{self.severity}: {self.subject}: {self.message}"

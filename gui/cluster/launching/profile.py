@@ -27,7 +27,7 @@ import json
 import os
 import shlex
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -363,13 +363,19 @@ def export_profile(path: str | os.PathLike, *, plan: Plan, model: ModelInfo, nod
 
 
 def diff_profile(profile: Profile, live_nodes: Iterable[Any], engine_build: int | None,
-                 model_info: ModelInfo | None, model_sha256: str | None = None) -> list[Finding]:
-    """What differs between ``profile`` and the live cluster; empty when it can launch as saved.
+                 model_info: ModelInfo | None, model_sha256: str | None = None, *,
+                 reporting: Collection[str] | None = None) -> list[Finding]:
+    """What differs between ``profile`` and the live cluster; no error when it can be used as saved.
+
+    This is the one check of a profile: what the import dialog shows and what the window applies
+    (a profile is used only when :func:`blocking` finds nothing), so the two cannot disagree.
 
     ``live_nodes`` are node records (``gui.cluster.nodes.records.Node`` or dicts: ``id``, ``name``,
-    ``host``, ``reachable``, ``engine``, ``fingerprint``). ``engine_build`` is the master's
-    llama.cpp build; ``model_info`` the inspected model at the profile's path (None: missing).
-    ``model_sha256``, when given, is compared with the profile's hash.
+    ``host``, ``reachable``, ``paired``, ``engine``, ``fingerprint``). ``engine_build`` is the
+    master's llama.cpp build; ``model_info`` the inspected model at the profile's path (None:
+    missing). ``model_sha256``, when given, is compared with the profile's hash. ``reporting``,
+    when given, holds the ids of the nodes whose devices are known (their agent's status came
+    in); a paired node not among them cannot be planned on yet.
     """
     out: list[Finding] = []
     live = {str(_attr(n, "id")): n for n in live_nodes}
@@ -387,11 +393,22 @@ def diff_profile(profile: Profile, live_nodes: Iterable[Any], engine_build: int 
                                advice=translate("Profile", "Start its herd-agent and pair with it, then import again; or "
                                             "make a new split over the nodes you have and export that.")))
             continue
-        if _attr(node, "reachable", True) is False:
+        silent = _attr(node, "reachable", True) is False
+        if silent:
             out.append(Finding("error", label, translate("Profile", "node does not answer at {host}")
                                .format(host=_attr(node, "host", "?")),
                                advice=translate("Profile", "Check that the computer is on and its herd-agent runs, "
                                             "then import again.")))
+        if _attr(node, "paired", True) is False:
+            # Found (mDNS or by address) but never paired: its API refuses this master, so a
+            # launch could not start its worker. Pairing fixes it without a new import.
+            out.append(Finding("error", label, translate("Profile", "node is not paired with this computer"),
+                               advice=translate("Profile", "Press Pair and type the PIN its herd-agent shows "
+                                            "(herd-agent pin on that computer)."),
+                               pair_with=nid))
+        elif not silent and reporting is not None and nid not in reporting:
+            out.append(Finding("error", label, translate("Profile", "node has not reported its devices yet"),
+                               advice=translate("Profile", "Wait a moment: this check runs again by itself.")))
         host = _attr(node, "host")
         if host and host != pn.address:
             out.append(Finding("warning", label, translate("Profile", "address changed from {old} to {new}")
@@ -433,6 +450,42 @@ def blocking(findings: Iterable[Finding]) -> list[Finding]:
     """The findings that keep a profile from being used (errors: a launch would fail or run
     something other than what was saved)."""
     return [f for f in findings if f.severity == "error"]
+
+
+def describe_split(profile: Profile, plan: Plan) -> str:
+    """The split of ``plan`` in words, for the confirmation once ``profile`` is applied, e.g.
+    ``this computer 2, demo-a 3, demo-b 4`` (layer slots per holder; a node with more than one
+    device names each)."""
+    per_node: dict[str, int] = {}
+    for d in plan.devices():
+        per_node[d.node_id] = per_node.get(d.node_id, 0) + 1
+    here = translate("Profile", "this computer")
+    parts = [f"{here} {plan.host_layers}"] if plan.host_layers else []
+    for d, count in plan.assignments:
+        if not count:
+            continue
+        node = profile.nodes.get(d.node_id)
+        name = node.name if node is not None else d.node_name
+        if per_node.get(d.node_id, 0) > 1 and d.name:
+            name = f"{name} {d.name}"
+        parts.append(f"{name} {count}")
+    return ", ".join(parts)
+
+
+def applied_message(profile: Profile, plan: Plan) -> str:
+    """The confirmation the window shows once ``profile`` replaced the split with ``plan``
+    (the profile's plan on the nodes as they are now): which model, which split, and that
+    nothing runs until Start."""
+    name = profile.model.name or Path(profile.model.path).name
+    return translate("Profile", "Profile applied: {model}, layer slots {split}. "
+                                "Nothing runs until you press Start.").format(
+        model=name, split=describe_split(profile, plan))
+
+
+def refusal(findings: Iterable[Finding]) -> str:
+    """Why a profile is not used now, in words: each blocking finding with what to do."""
+    lines = [f"{f.subject}: {f.message}" + (f" — {f.advice}" if f.advice else "") for f in blocking(findings)]
+    return translate("Profile", "This profile cannot be used now:") + "\n\n" + "\n".join(lines)
 
 
 def bind_to_devices(plan: Plan, devices: Iterable[Device]) -> Plan:

@@ -9,13 +9,17 @@ the handle is let go (:meth:`preview_counts`, then :meth:`set_counts`).
 A plan the user made (an edit, *Fastest*, an imported profile) is kept when the nodes change
 and still fits the model; a plan computed by memory is computed again for the new devices. What
 the user made is remembered by device: a node that drops out for a moment (Wi-Fi, a reboot) gives
-its slots to the host while it is gone and gets them back when it returns.
+its slots to the host while it is gone and gets them back when it returns. It is also remembered
+by model (:func:`model_key`): opening another model and coming back to this one, with the same
+devices there, shows the split the user made for it again (:meth:`SplitModel.remembered` and
+:meth:`SplitModel.load_remembered` carry that memory across restarts).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from gui.cluster.planning.plan import (
@@ -31,6 +35,21 @@ from gui.cluster.planning.plan import (
 from gui.cluster.llama.server_command import DEFAULT_CTX
 
 log = logging.getLogger(__name__)
+
+#: how many models' hand-made splits are remembered (the most recently left first)
+REMEMBERED_MODELS = 20
+
+
+def model_key(model) -> str:
+    """Who a model file is, for remembering its split: its full path, size and modification
+    time (a file replaced at the same path is another model). ``model`` is a
+    :class:`~gui.cluster.llama.model.ModelInfo`."""
+    path = os.path.abspath(os.fspath(model.path))
+    try:
+        st = os.stat(path)
+    except OSError:  # gone since it was opened: its path and size still tell it apart
+        return f"{path}|{model.file_bytes}"
+    return f"{path}|{st.st_size}|{st.st_mtime_ns}"
 
 
 class SplitModel:
@@ -65,6 +84,8 @@ class SplitModel:
         #: the slot counts of the last plan the user made, by device key (devices that are gone
         #: included), and the host's: what a change of nodes re-applies
         self._intent: dict[str, int] = {}
+        #: {model_key: split the user made for that model} (see :meth:`remembered`)
+        self._by_model: dict[str, dict] = {}
         self._subs: list[Callable[[Plan | None], None]] = []
 
     # -- events ------------------------------------------------------------------------------
@@ -97,10 +118,27 @@ class SplitModel:
         """Plan ``model`` over ``devices``; keeps the user's split when it still applies. The
         undo history starts again."""
         old = self.plan
+        old_key = model_key(self.model) if self.model is not None else None
+        new_key = model_key(model) if model is not None else None
+        if old_key != new_key:
+            self._remember()  # the split made for the model being left, for when it comes back
         self.model = model
         self.host_free_bytes = host_free_bytes
         self.devices = list(devices)
         known = {d.key for d in devices}
+        saved = self._by_model.get(new_key) if new_key is not None else None
+        # The split made for this model comes back when the model is opened again, or when its
+        # devices are all here again (after a restart they report one by one), unless the
+        # user made another one since.
+        if saved is not None and set(saved["devices"]) == known and (old_key != new_key or not self._custom):
+            self.excluded = set(saved["excluded"]) & known
+            self._endpoint_order = list(saved["order"])
+            self._intent = dict(saved["counts"])
+            plan = self._with_counts(0, self._intent)
+            if plan is not None:
+                self._history, self._pos = [], -1
+                self._set(plan, record=True, intent=False)
+                return
         self.excluded &= known
         plan = None
         # Only a split the user made (an edit, Fastest, an import) is kept: a split computed by
@@ -149,6 +187,7 @@ class SplitModel:
             self._set(self._by_memory(), record=True, intent=False)
             self._custom = False
             self._intent = {}
+            self._by_model.pop(model_key(self.model), None)  # the user chose the default for it
 
     def set_counts(self, host: int, counts: list[int]) -> bool:
         """Slot counts: the host's, then each included device's in :meth:`included` order."""
@@ -229,11 +268,43 @@ class SplitModel:
                 for d in self.devices if d.key not in self.excluded or d.endpoint in kept]
         return model_order(devs, self._endpoint_order)
 
+    def remembered(self) -> list[dict]:
+        """The splits made by hand, per model, as JSON-ready entries (the most recent first, at
+        most :data:`REMEMBERED_MODELS`), the one shown now included: ``{"model": model_key,
+        "counts": {device key: slots}, "excluded": [device key…], "order": [endpoint…],
+        "devices": [device key…]}``. The window keeps them in its settings."""
+        self._remember()
+        return [{"model": k, **v} for k, v in list(self._by_model.items())[:REMEMBERED_MODELS]]
+
+    def load_remembered(self, entries: Iterable) -> None:
+        """Take back what :meth:`remembered` returned (from the settings); entries that are not
+        of that shape are skipped."""
+        for e in entries:
+            try:
+                key = str(e["model"])
+                entry = {"counts": {str(k): int(c) for k, c in dict(e["counts"]).items()},
+                         "excluded": [str(x) for x in e["excluded"]], "order": [str(x) for x in e["order"]],
+                         "devices": [str(x) for x in e["devices"]]}
+            except (KeyError, TypeError, ValueError, AttributeError):
+                log.warning("skipping a remembered split that is not one: %r", e)
+                continue
+            self._by_model.setdefault(key, entry)
+
     def problems(self) -> list[DeviceFit]:
         """The fits that do not fit (empty: the plan can launch)."""
         return [f for f in self.fits if not f.fits]
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _remember(self) -> None:
+        """Remember the split shown for its model when the user made it (first in the memory)."""
+        if self.model is None or self.plan is None or not self._custom:
+            return
+        key = model_key(self.model)
+        self._by_model.pop(key, None)
+        self._by_model = {key: {"counts": {d.key: c for d, c in self.plan.assignments},
+                                "excluded": sorted(self.excluded), "order": list(self._endpoint_order),
+                                "devices": sorted(d.key for d in self.devices)}, **self._by_model}
 
     def _by_memory(self) -> Plan:
         return plan_by_memory(self.model, self.included(), self.ctx, self.host_free_bytes)

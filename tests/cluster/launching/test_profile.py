@@ -20,12 +20,16 @@ from gui.cluster.launching.placement import check_placement
 from gui.cluster.launching.profile import (
     Profile,
     ProfileError,
+    applied_message,
+    blocking,
+    describe_split,
     diff_profile,
     export_profile,
     load_profile,
     make_profile,
     profile_from_json,
     rebind_plan,
+    refusal,
     save_profile,
     start_scripts,
     write_start_scripts,
@@ -41,9 +45,9 @@ GiB = 1 << 30
 
 def nodes_and_plan(ports=(50052, 50053)):
     nodes = [Node(id="id-a", name="alpha", host="127.0.0.1", api_port=7001, rpc_port=ports[0],
-                  engine=str(PINNED_BUILD), fingerprint="fp-a"),
+                  engine=str(PINNED_BUILD), fingerprint="fp-a", paired=True),
              Node(id="id-b", name="beta", host="127.0.0.1", api_port=7002, rpc_port=ports[1],
-                  engine=str(PINNED_BUILD), fingerprint="fp-b")]
+                  engine=str(PINNED_BUILD), fingerprint="fp-b", paired=True)]
     a = Device("id-a", "alpha", f"127.0.0.1:{ports[0]}", 0, "CPU", GiB, 2 * GiB)
     b = Device("id-b", "beta", f"127.0.0.1:{ports[1]}", 0, "CPU", GiB, 2 * GiB)
     return nodes, Plan(8, 1, [(a, 3), (b, 5)])
@@ -180,6 +184,40 @@ def test_same_size_other_hash_unreachable_and_moved_nodes(profile, demo_model):
     assert "warning: beta: address changed from 127.0.0.1 to 127.0.0.9" in found
     assert "warning: beta: pairing key changed (the agent was reinstalled?)" in found
     assert "error: model: other model: its SHA-256 differs from the profile's" in found
+
+
+def test_a_node_found_but_not_paired_is_an_error_that_pairing_fixes(profile, demo_model):
+    nodes, _ = nodes_and_plan()
+    info = inspect_model(demo_model)
+    live = [nodes[0].with_(paired=False), nodes[1]]
+    found = diff_profile(profile, live, PINNED_BUILD, info, reporting={"id-b"})
+    # the one check the dialog shows and the window applies: alpha blocks, and says how to fix it
+    assert [str(f) for f in blocking(found)] == ["error: alpha: node is not paired with this computer"]
+    assert found[0].pair_with == "id-a" and "PIN" in found[0].advice
+    assert refusal(found).splitlines() == [
+        "This profile cannot be used now:", "",
+        ("alpha: node is not paired with this computer — Press Pair and type the PIN its herd-agent shows "
+         "(herd-agent pin on that computer).")]
+    # paired now, but its agent's status (its devices) has not come in yet: still not usable
+    found = diff_profile(profile, nodes, PINNED_BUILD, info, reporting={"id-b"})
+    assert [str(f) for f in found] == ["error: alpha: node has not reported its devices yet"]
+    assert not found[0].pair_with
+    assert diff_profile(profile, nodes, PINNED_BUILD, info, reporting={"id-a", "id-b"}) == []
+    # a silent node is told as silent, not also as "not reported"
+    found = diff_profile(profile, [nodes[0].with_(reachable=False), nodes[1]], PINNED_BUILD, info,
+                         reporting={"id-b"})
+    assert [str(f) for f in found] == ["error: alpha: node does not answer at 127.0.0.1"]
+
+
+def test_the_confirmation_names_the_model_and_the_split(profile):
+    assert describe_split(profile, profile.plan) == "this computer 1, alpha 3, beta 5"
+    text = applied_message(profile, profile.plan)
+    assert text.startswith(f"Profile applied: {profile.model.name}, layer slots this computer 1, alpha 3, beta 5.")
+    assert "press Start" in text
+    # no host share: the host is not named; a node's two devices are named each
+    a0, a1 = (Device("id-a", "alpha", "127.0.0.1:50052", i, f"GPU{i}", GiB, 2 * GiB) for i in (0, 1))
+    plan = Plan(8, 0, [(a0, 4), (a1, 5)])
+    assert describe_split(profile, plan) == "alpha GPU0 4, alpha GPU1 5"
 
 
 def test_rebind_plan_follows_nodes_to_new_addresses(profile):

@@ -3,6 +3,9 @@ step, left-out devices, worker order, and which split survives a change of nodes
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 from gui.cluster.llama.model import inspect_model
@@ -113,3 +116,81 @@ def test_a_larger_context_changes_the_fit_not_the_split(split, info):
     need = split.fits[0].need_bytes
     split.set_ctx(4 * 512)
     assert split.plan == before and split.fits[0].need_bytes > need
+
+
+# -- the split made for a model comes back with the model -----------------------------------------
+
+@pytest.fixture
+def other(tmp_path):
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
+
+    return inspect_model(write_demo_model(tmp_path / "other-4L.gguf", DemoShape(layers=4)))
+
+
+def test_a_hand_made_split_comes_back_with_its_model(split, info, other):
+    n = info.n_slots
+    assert split.set_counts(2, [3, n - 5])
+    made = split.plan.counts()
+    devices = list(split.devices)
+    split.set_cluster(other, devices, GiB)  # another model: split by memory for it
+    assert split.plan.n_layer == other.n_layer
+    split.set_cluster(inspect_model(info.path), devices, GiB)  # back, as from Recent models
+    assert split.plan.counts() == made and split.plan.host_layers == 2
+    assert not split.can_undo()  # a fresh start of the history, like any change of model
+    # an edit after it is what is remembered next
+    assert split.set_counts(1, [4, n - 5])
+    split.set_cluster(other, devices, GiB)
+    split.set_cluster(info, devices, GiB)
+    assert split.plan.counts() == [4, n - 5]
+
+
+def test_it_comes_back_only_over_the_same_devices(split, info, other):
+    n = info.n_slots
+    assert split.set_counts(2, [3, n - 5])
+    split.set_cluster(other, _devices("a", "b"), GiB)
+    three = _devices("a", "b", "c")
+    split.set_cluster(info, three, GiB)
+    assert split.plan == plan_by_memory(info, split.included(), 512, GiB)
+
+
+def test_by_memory_forgets_the_split_made_for_the_model(split, info, other):
+    n = info.n_slots
+    assert split.set_counts(2, [3, n - 5])
+    split.reset_by_memory()
+    devices = list(split.devices)
+    split.set_cluster(other, devices, GiB)
+    split.set_cluster(info, devices, GiB)
+    assert split.plan == plan_by_memory(info, split.included(), 512, GiB)
+
+
+def test_the_memory_survives_a_restart_when_the_devices_report_late(split, info, other):
+    n = info.n_slots
+    split.set_included("id-a/0", False)
+    assert split.set_counts(2, [n - 2])  # (b alone: a is left out)
+    made = split.plan
+    stored = split.remembered()
+    assert [e["model"] for e in stored] == [stored[0]["model"]] and stored[0]["excluded"] == ["id-a/0"]
+    again = SplitModel(ctx=512)
+    again.load_remembered(json.loads(json.dumps(stored)) + [{"model": "x"}, "junk"])  # junk is skipped
+    again.set_cluster(info, [], GiB)  # at start the model opens before the nodes report
+    assert again.plan.host_layers == info.n_slots
+    again.set_cluster(info, _devices("a"), GiB)  # one of two: not the devices it was made over
+    assert again.plan != made
+    again.set_cluster(info, _devices("a", "b"), GiB)
+    assert again.plan == made and again.excluded == {"id-a/0"}
+
+
+def test_a_file_replaced_at_the_same_path_is_another_model(tmp_path, other):
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
+
+    path = write_demo_model(tmp_path / "m.gguf", DemoShape(layers=8))
+    s = SplitModel(ctx=512)
+    devices = _devices("a", "b")
+    s.set_cluster(inspect_model(path), devices, GiB)
+    n = s.model.n_slots
+    assert s.set_counts(2, [3, n - 5])
+    s.set_cluster(other, devices, GiB)
+    write_demo_model(path, DemoShape(layers=8))  # written again: another file at the same path
+    os.utime(path, ns=(1, 1))  # (its time set apart, should the clock not have moved)
+    s.set_cluster(inspect_model(path), devices, GiB)
+    assert s.plan == plan_by_memory(s.model, s.included(), 512, GiB)
