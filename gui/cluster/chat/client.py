@@ -31,21 +31,18 @@ class ChatError(RuntimeError):
 
     Attributes:
         status: the HTTP status the server answered, or None (an error inside the stream).
-        prompt_tokens, context: for a conversation too long for the server's context: its
-            length and the context per slot, in tokens, as the server reported them (else None).
+        too_long: the conversation is longer than the server's context.
+        prompt_tokens, context: then its length and the context per slot, in tokens, as the
+            server reported them (None when it did not say).
     """
 
-    def __init__(self, message: str, status: int | None = None, *,
+    def __init__(self, message: str, status: int | None = None, *, too_long: bool = False,
                  prompt_tokens: int | None = None, context: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.too_long = too_long
         self.prompt_tokens = prompt_tokens
         self.context = context
-
-    @property
-    def too_long(self) -> bool:
-        """The conversation is longer than the server's context."""
-        return self.prompt_tokens is not None
 
 
 _TOO_LONG = re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
@@ -74,7 +71,8 @@ def server_error(status: int | None, body: str | dict) -> ChatError:
         m = _TOO_LONG.search(message)
         tokens, ctx = (int(m.group(1)), int(m.group(2))) if m else (None, None)
     if error.get("type") == "exceed_context_size_error" or tokens is not None:
-        return ChatError(describe_too_long(tokens, ctx), status, prompt_tokens=tokens, context=ctx)
+        return ChatError(describe_too_long(tokens, ctx), status, too_long=True, prompt_tokens=tokens,
+                         context=ctx)
     return ChatError(describe_server_error(status, message), status)
 
 

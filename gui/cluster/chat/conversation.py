@@ -306,6 +306,7 @@ class ContextFit:
 
     @property
     def fits(self) -> bool:
+        """The request fits as it is."""
         return self.drop_turns == 0
 
     def describe(self) -> str:

@@ -179,6 +179,8 @@ def test_error_bodies_of_every_shape_become_words():
     old = server_error(400, '{"error":{"code":400,"message":"request (6342 tokens) exceeds the '
                             'available context size (4096 tokens), try increasing it"}}')
     assert old.too_long and (old.prompt_tokens, old.context) == (6342, 4096) and "{" not in str(old)
+    bare = server_error(400, '{"error":{"code":400,"message":"too long","type":"exceed_context_size_error"}}')
+    assert bare.too_long and bare.prompt_tokens is None and "too long for the server's context" in str(bare)
     plain = server_error(502, "<html>Bad Gateway</html>")
     assert not plain.too_long and "HTTP 502" in str(plain) and "launch log" in str(plain)
     loading = server_error(503, '{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}')
