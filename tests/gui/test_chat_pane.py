@@ -218,3 +218,23 @@ def test_a_30k_paste_leaves_the_dashboard_its_width(qtbot, make_window, llama_se
     qtbot.waitUntil(win.chat.context_note.isVisible, timeout=30000)
     settle()
     assert (win.chat.width(), win.dashboard.width(), win.width()) == (chat_width, dash_width, win_width)
+
+
+def test_stop_while_counting_keeps_the_message_unsent(qtbot, bridge, pane):
+    import threading
+
+    gate = threading.Event()
+    # the bridge's loop is kept busy, so the count cannot be over when Stop is pressed
+    bridge.call_soon(gate.wait, 30)
+    try:
+        pane.input.setPlainText("Hello there")
+        qtbot.mouseClick(pane.send_button, Qt.MouseButton.LeftButton)
+        assert pane.busy() and pane.stop_button.isEnabled() and not pane.send_button.isEnabled()
+        assert "Counting" in pane.status.text()
+        qtbot.mouseClick(pane.stop_button, Qt.MouseButton.LeftButton)
+    finally:
+        gate.set()
+    qtbot.waitUntil(lambda: not pane.busy(), timeout=10000)
+    assert "Not sent" in pane.status.text() and pane.input.toPlainText() == "Hello there"
+    assert pane.conversation.messages == [] and pane.send_button.isEnabled()
+    assert not pane.stop_button.isEnabled() and not pane.context_note.isVisible()
