@@ -24,6 +24,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from agent.client import AgentError, measure_echo_rtt
 from gui.bridge import AsyncBridge, Call
 from gui.cluster.chat.client import stream_chat
+from gui.cluster.chat.conversation import check_context
 from gui.cluster.failover.events import EventKind
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy, supervise
 from gui.cluster.launching.request import preflight
@@ -432,9 +433,40 @@ class ClusterSession(QObject):
         # a few milliseconds of batching: far below a frame, far fewer hand-overs to the GUI
         return self.bridge.stream(events, "chat", batch_ms=4.0)
 
-    def chat_sender(self, url: str | None = None):
-        """A ``send(messages, params)`` function for :class:`gui.widgets.chat_pane.ChatPane`."""
-        return lambda messages, params: self.chat(messages, params, url)
+    def chat_fit(self, messages: list[dict], max_tokens: int, url: str | None = None) -> Call:
+        """Whether ``messages`` fit the context of the server at ``url`` (default: the running
+        one), counted by that server (result: a
+        :class:`~gui.cluster.chat.conversation.ContextFit`)."""
+        base = url or self.server_url
+        if not base:
+            raise RuntimeError(self.tr("No llama-server is running."))
+
+        async def check():
+            return await check_context(await self.http(), base, messages, max_tokens)
+
+        return self.bridge.submit(check(), "chat context check", timeout=60.0)
+
+    def chat_sender(self, url: str | None = None) -> ChatSender:
+        """What :class:`gui.widgets.chat_pane.ChatPane` is given to talk to the server at
+        ``url`` (default: the running one)."""
+        return ChatSender(self, url)
+
+
+class ChatSender:
+    """The chat pane's line to one llama-server: call it as ``send(messages, params)`` to
+    stream a reply (a :class:`~gui.bridge.Call` of chat events); :meth:`fit` checks first
+    whether the conversation fits the server's context."""
+
+    def __init__(self, session: ClusterSession, url: str | None) -> None:
+        self._session = session
+        self._url = url
+
+    def __call__(self, messages: list[dict], params: dict) -> Call:
+        return self._session.chat(messages, params, self._url)
+
+    def fit(self, messages: list[dict], max_tokens: int) -> Call:
+        """A :class:`~gui.bridge.Call` whose result is the request's ``ContextFit``."""
+        return self._session.chat_fit(messages, max_tokens, self._url)
 
 
 class _ReplyInterrupter:
@@ -449,4 +481,4 @@ class _ReplyInterrupter:
         self._relay.emit("interrupt", reason)
 
 
-__all__ = ["ClusterSession", "Sample"]
+__all__ = ["ChatSender", "ClusterSession", "Sample"]

@@ -11,6 +11,13 @@ Fast local models produce hundreds of tokens per second. Re-rendering the docume
 would freeze the window, so text that arrives is buffered and appended once per frame (a 16 ms
 timer) as plain text at the end of the reply; only when the reply is complete is it rendered
 once as Markdown (code blocks included) in place of the plain text.
+
+Before a message goes, the pane asks the send function's ``fit`` (when it has one) whether the
+conversation fits the server's context; when it does not, a note under the transcript says so in
+the core's words (:meth:`~gui.cluster.chat.conversation.ContextFit.describe`) and offers to leave
+out the oldest turns, or to cancel. Nothing in the pane may grow wider than its place because of
+a long message: the transcript and the input wrap unbroken text anywhere, and the status and the
+note never ask for the width of their text.
 """
 
 from __future__ import annotations
@@ -22,24 +29,35 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextFormat
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QGuiApplication,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextFormat,
+    QTextOption,
+)
 from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QMessageBox,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
 
-from gui.cluster.chat.client import ChatDelta, ChatDone
-from gui.cluster.chat.conversation import Conversation, Message
+from gui.cluster.chat.client import ChatDelta, ChatDone, ChatError
+from gui.cluster.chat.conversation import ContextFit, Conversation, Message
 from gui.cluster.nodes.network_errors import explain
 from gui.widgets.feedback import flash_copied
 
@@ -79,6 +97,16 @@ class ReplyStats:
 SendFn = Callable[[list[dict], dict], object]
 
 
+def _shrinkable(label: QLabel) -> QLabel:
+    """``label`` wraps its text and never asks for the width of it: a long unbroken word (a
+    pasted line, a server's message) is cut at the pane's edge instead of widening the pane and
+    squeezing the dashboard beside it."""
+    label.setWordWrap(True)
+    label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    label.setMinimumWidth(1)
+    return label
+
+
 class ChatPane(QWidget):
     """Chat with the running cluster.
 
@@ -91,6 +119,9 @@ class ChatPane(QWidget):
         stats: what was measured about each reply, in order (tokens, time to first token,
             tokens/s as seen and as llama-server counted them, stopped, error).
         transcript: the ``QTextBrowser`` holding the conversation.
+        context_note: shown when the next message does not fit the server's context: what
+            ``context_text`` says, ``drop_button`` (leave out the oldest turns and send) and
+            ``cancel_button``.
     """
 
     replyFinished = Signal(object)
@@ -103,6 +134,8 @@ class ChatPane(QWidget):
         self.stats: list[dict] = []
         self._failed_reply: Message | None = None  # the last reply, when its stream failed
         self._call = None
+        self._checking = None  # the context check in flight (a Call), before a message goes
+        self._offer: tuple[str, ContextFit] | None = None  # a message that did not fit, held back
         self._stats: ReplyStats | None = None
         self._last_stats: ReplyStats | None = None
         self._pending: list[str] = []
@@ -127,6 +160,8 @@ class ChatPane(QWidget):
         self.transcript = QTextBrowser()
         self.transcript.setOpenExternalLinks(True)
         self.transcript.setUndoRedoEnabled(False)  # no undo history growing with every token
+        # a 30k-character paste without spaces wraps too, instead of one endless line
+        self.transcript.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         # Follow the reply until the user scrolls up, and again once they scroll back down. The
         # document is laid out lazily, so "at the bottom" measured after inserting text once
         # lagged behind a fast reply and the view stopped following it (#17).
@@ -138,11 +173,24 @@ class ChatPane(QWidget):
         self.input = QPlainTextEdit()
         self.input.setPlaceholderText(self.tr("Ask something… (Ctrl+Enter sends)"))
         self.input.setMaximumHeight(80)
+        self.input.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.send_button = QPushButton(self.tr("Send"))
         self.stop_button = QPushButton(self.tr("Stop"))
         self.stop_button.setEnabled(False)
-        self.status = QLabel()
-        self.status.setWordWrap(True)
+        self.status = _shrinkable(QLabel())
+        self.context_text = _shrinkable(QLabel())
+        self.drop_button = QPushButton(self.tr("Leave out oldest turns and send"))
+        self.cancel_button = QPushButton(self.tr("Cancel"))
+        self.context_note = QFrame()
+        self.context_note.setFrameShape(QFrame.Shape.StyledPanel)
+        note = QVBoxLayout(self.context_note)
+        note.addWidget(self.context_text)
+        note_buttons = QHBoxLayout()
+        note_buttons.addStretch(1)
+        note_buttons.addWidget(self.drop_button)
+        note_buttons.addWidget(self.cancel_button)
+        note.addLayout(note_buttons)
+        self.context_note.hide()
 
         opts = QHBoxLayout()
         opts.addWidget(QLabel(self.tr("Temperature")))
@@ -167,6 +215,7 @@ class ChatPane(QWidget):
         lay.addWidget(self.system_edit)
         lay.addLayout(opts)
         lay.addWidget(self.transcript, 1)
+        lay.addWidget(self.context_note)
         lay.addLayout(actions)
         lay.addLayout(send_row)
 
@@ -175,6 +224,8 @@ class ChatPane(QWidget):
         self.new_button.clicked.connect(self.new_chat)
         self.save_button.clicked.connect(self._save_dialog)
         self.copy_button.clicked.connect(self.copy_last_reply)
+        self.drop_button.clicked.connect(self.leave_out_and_send)
+        self.cancel_button.clicked.connect(self.cancel_held)
         self.input.installEventFilter(self)
         self.set_available(send is not None)
 
@@ -194,8 +245,8 @@ class ChatPane(QWidget):
             self.status.clear()
 
     def busy(self) -> bool:
-        """True while a reply streams."""
-        return self._stats is not None
+        """True while a message is being checked against the context or its reply streams."""
+        return self._stats is not None or self._checking is not None
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
         # Ctrl+Enter in the input sends.
@@ -207,10 +258,84 @@ class ChatPane(QWidget):
         return super().eventFilter(obj, event)
 
     def send_text(self, text: str) -> bool:
-        """Send ``text`` as the user's next message; False if not possible now."""
+        """Send ``text`` as the user's next message; False if not possible now.
+
+        When the send function can check the context (``fit``), the conversation is measured
+        first; a message that does not fit is held back with :attr:`context_note` shown.
+        """
         text = text.strip()
         if not text or self._send is None or self.busy():
             return False
+        self._hide_offer()
+        fit = getattr(self._send, "fit", None)
+        if fit is None:
+            return self._send_now(text)
+        messages = self.request_messages() + [{"role": "user", "content": text}]
+        try:
+            call = fit(messages, self.max_tokens.value())
+        except Exception:  # noqa: BLE001 - no check possible: the server's own answer will say
+            return self._send_now(text)
+        self._checking = call
+        self.send_button.setEnabled(False)
+        self.stop_button.setEnabled(True)  # Stop also calls off the check
+        self.status.setText(self.tr("Counting the conversation's tokens…"))
+        call.finished.connect(lambda result: self._on_fit(text, result))
+        # Counting failed (an older server, a lost connection): send anyway; the reply's own
+        # failure, in words, says what is wrong.
+        call.failed.connect(lambda _exc: self._on_fit(text, None))
+        call.cancelled.connect(self._on_check_cancelled)
+        return True
+
+    def leave_out_and_send(self) -> None:
+        """Send the held-back message without the oldest turns the check said to leave out."""
+        if self._offer is None or self._offer[1].drop_turns is None or self.busy():
+            return
+        text, fit = self._offer
+        self._hide_offer()
+        count = self.conversation.leave_out_turns(fit.drop_turns)
+        self._append_note(self.tr("%1 earlier messages are no longer sent, so the conversation fits "
+                                  "the server's context.").replace("%1", str(count)))
+        self._send_now(text)
+
+    def cancel_held(self) -> None:
+        """Do not send the held-back message; it stays in the input box."""
+        if self._offer is None:
+            return
+        self._hide_offer()
+        self.status.setText(self.tr("Not sent. Your message is still in the box below."))
+
+    def _on_fit(self, text: str, fit: ContextFit | None) -> None:
+        if self._checking is None:
+            return
+        self._checking = None
+        self.stop_button.setEnabled(False)
+        if self._send is None:  # the server stopped while counting (set_available said so)
+            return
+        if fit is None or fit.fits:
+            self._send_now(text)
+            return
+        self._offer = (text, fit)
+        self.context_text.setText(fit.describe())
+        self.drop_button.setVisible(fit.drop_turns is not None)
+        self.context_note.show()
+        self.status.setText(self.tr("Not sent yet: the conversation is longer than the server can read."))
+        self.send_button.setEnabled(True)
+
+    def _on_check_cancelled(self) -> None:
+        if self._checking is None:
+            return
+        self._checking = None
+        self.stop_button.setEnabled(False)
+        self.send_button.setEnabled(self._send is not None)
+        self.status.setText(self.tr("Not sent. Your message is still in the box below."))
+
+    def _hide_offer(self) -> None:
+        self._offer = None
+        self.context_note.hide()
+
+    def _send_now(self, text: str) -> bool:
+        if self.input.toPlainText().strip() == text:
+            self.input.clear()  # it is in the transcript now
         self.conversation.add_user(text)
         self._append_message("user", text)
         params = {"temperature": self.temperature.value(), "max_tokens": self.max_tokens.value()}
@@ -223,16 +348,17 @@ class ChatPane(QWidget):
             return False
         self._call = call
         call.item.connect(self._on_event)
-        # in words a person understands ("the connection was cut off…"), not the HTTP library's
-        call.failed.connect(lambda exc: self._end_reply(error=explain(exc)))
+        # in words a person understands: the server's refusal as the core worded it, a network
+        # failure as "the connection was cut off…", not the HTTP library's text
+        call.failed.connect(lambda exc: self._end_reply(
+            error=str(exc) if isinstance(exc, ChatError) else explain(exc)))
         call.cancelled.connect(lambda: self._end_reply(stopped=True))
         call.finished.connect(lambda _r: self._end_reply() if self.busy() else None)
         return True
 
     def send_input(self) -> None:
-        """Send what the user typed."""
-        if self.send_text(self.input.toPlainText()):
-            self.input.clear()
+        """Send what the user typed (the box is emptied once it is sent)."""
+        self.send_text(self.input.toPlainText())
 
     def apply_settings(self, system: str, temperature: float, max_tokens: int) -> None:
         """Show the remembered system prompt, temperature and reply length."""
@@ -272,13 +398,17 @@ class ChatPane(QWidget):
         return Conversation(head + self.conversation.messages).save(path, extra={"stats": self.stats})
 
     def stop(self) -> None:
-        """Stop the reply that is streaming (what arrived so far is kept)."""
+        """Stop the reply that is streaming (what arrived so far is kept), or the context check
+        before a message goes (the message stays in the box)."""
+        if self._checking is not None:
+            self._checking.cancel()
         if self._call is not None:
             self._call.cancel()
 
     def new_chat(self) -> None:
         """Forget the conversation (after stopping any reply)."""
         self.stop()
+        self._hide_offer()
         self.conversation.clear()
         self.stats = []
         self.transcript.clear()
@@ -314,6 +444,16 @@ class ChatPane(QWidget):
         if role == "user":
             cur.insertText(text, QTextCharFormat())
         self.transcript.setTextCursor(cur)
+
+    def _append_note(self, text: str) -> None:
+        """A grey line in the transcript (not part of the conversation)."""
+        cur = QTextCursor(self.transcript.document())
+        cur.movePosition(QTextCursor.MoveOperation.End)
+        fmt = QTextCharFormat()
+        fmt.setForeground(QColor("#808080"))
+        if not self.transcript.document().isEmpty():
+            cur.insertBlock(QTextBlockFormat(), fmt)
+        cur.insertText(text, fmt)
 
     def following(self) -> bool:
         """Whether the view follows the end of the conversation (False after the user scrolled up)."""

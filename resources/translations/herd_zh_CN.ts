@@ -125,6 +125,30 @@
         <source>Could not save the history: %1</source>
         <translation>无法保存记录：%1</translation>
     </message>
+    <message>
+        <source>%1 earlier messages are no longer sent, so the conversation fits the server's context.</source>
+        <translation>之前的 %1 条消息不再发送，以便对话能放进服务器的上下文。</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <source>Counting the conversation's tokens…</source>
+        <translation>正在计算对话的 token 数…</translation>
+    </message>
+    <message>
+        <source>Leave out oldest turns and send</source>
+        <translation>去掉最早的几轮并发送</translation>
+    </message>
+    <message>
+        <source>Not sent yet: the conversation is longer than the server can read.</source>
+        <translation>尚未发送：对话长度超出了服务器能读取的范围。</translation>
+    </message>
+    <message>
+        <source>Not sent. Your message is still in the box below.</source>
+        <translation>未发送。您的消息仍在下方输入框中。</translation>
+    </message>
 </context>
 <context>
     <name>ClusterSession</name>
@@ -2727,6 +2751,60 @@
     <message>
         <source>this PC</source>
         <translation>本机</translation>
+    </message>
+</context>
+<context>
+    <name>ChatContext</name>
+    <message>
+        <source>Leaving out the oldest {turns} turn(s) brings it to {after} tokens (the system prompt is kept).</source>
+        <translation>不再发送最早的 {turns} 轮对话后，长度为 {after} 个 token（系统提示词保留）。</translation>
+    </message>
+    <message>
+        <source>This conversation is {tokens} tokens long; the server holds {context} per conversation, of which {room} are kept for the reply, so {limit} fit.</source>
+        <translation>此对话长 {tokens} 个 token；服务器每个对话可容纳 {context} 个，其中 {room} 个留给回复，因此最多可发送 {limit} 个。</translation>
+    </message>
+    <message>
+        <source>Your message alone does not fit: shorten it, lower Max tokens, or start the cluster with a larger context.</source>
+        <translation>仅您这条消息就放不下：请缩短消息、调低“最大 token 数”，或以更大的上下文启动集群。</translation>
+    </message>
+</context>
+<context>
+    <name>ChatErrors</name>
+    <message>
+        <source>The conversation is too long for the server's context. Start a new chat, shorten your message, or start the cluster with a larger context.</source>
+        <translation>对话太长，超出了服务器的上下文。请开始新对话、缩短消息，或以更大的上下文启动集群。</translation>
+    </message>
+    <message>
+        <source>The conversation is too long for the server: it is {tokens} tokens and the server holds {context} per conversation. Start a new chat, shorten your message, or start the cluster with a larger context.</source>
+        <translation>对话太长，服务器无法处理：它有 {tokens} 个 token，而服务器每个对话只能容纳 {context} 个。请开始新对话、缩短消息，或以更大的上下文启动集群。</translation>
+    </message>
+    <message>
+        <source>The server did not accept the request (HTTP {status}: {detail}). Check the chat's settings, or start a new chat.</source>
+        <translation>服务器未接受该请求（HTTP {status}：{detail}）。请检查对话设置，或开始新对话。</translation>
+    </message>
+    <message>
+        <source>The server did not say how much context it holds.</source>
+        <translation>服务器没有说明它能容纳多少上下文。</translation>
+    </message>
+    <message>
+        <source>The server failed while answering (HTTP {status}: {detail}). Try again; if it happens again, look at the launch log.</source>
+        <translation>服务器在回答时出错（HTTP {status}：{detail}）。请重试；如果再次出现，请查看启动日志。</translation>
+    </message>
+    <message>
+        <source>The server is not ready yet (it may still be loading the model). Try again in a moment. ({detail})</source>
+        <translation>服务器尚未就绪（可能仍在加载模型）。请稍后重试。（{detail}）</translation>
+    </message>
+    <message>
+        <source>The server sent something that is not a chat reply ({line}). Is the address that of a llama-server?</source>
+        <translation>服务器发来的内容不是对话回复（{line}）。这个地址确实是 llama-server 吗？</translation>
+    </message>
+    <message>
+        <source>The server stopped the reply with an error ({detail}). Try again; if it happens again, look at the launch log.</source>
+        <translation>服务器因错误中止了回复（{detail}）。请重试；如果再次出现，请查看启动日志。</translation>
+    </message>
+    <message>
+        <source>no details</source>
+        <translation>无详细信息</translation>
     </message>
 </context>
 </TS>

@@ -129,3 +129,112 @@ def test_markdown_rendered_and_history_saved(qtbot, tmp_path):
     assert [(m.role, m.state) for m in back.messages] == [("system", "complete"), ("user", "complete"),
                                                           ("assistant", "complete")]
     assert back.messages[0].content == "Be brief."
+
+
+def test_a_conversation_too_long_is_held_back_and_the_oldest_turn_left_out(qtbot, pane):
+    # llama_server: the demo model, 2048 tokens of context in its one slot
+    pane.system_edit.setText("Be brief.")
+    pane.max_tokens.setValue(8)
+    long = " ".join(["hello"] * 600)  # ≈ 730 of the demo model's tokens
+    for i in range(2):
+        with qtbot.waitSignal(pane.replyFinished, timeout=60000):
+            assert pane.send_text(f"Turn {i}: {long}")
+        assert pane.conversation.messages[-1].state == "complete"
+    assert not pane.context_note.isVisible()
+    # a third one does not fit with both before it and room for a 64-token reply
+    pane.max_tokens.setValue(64)
+    pane.input.setPlainText(f"Turn 2: {long}")
+    qtbot.mouseClick(pane.send_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(pane.context_note.isVisible, timeout=30000)
+    note = pane.context_text.text()
+    assert "tokens long" in note and "oldest 1 turn" in note
+    assert pane.drop_button.isVisible() and not pane.busy()
+    assert len(pane.conversation.messages) == 4  # nothing sent yet
+    assert pane.input.toPlainText().startswith("Turn 2:")
+    with qtbot.waitSignal(pane.replyFinished, timeout=60000) as sig:
+        qtbot.mouseClick(pane.drop_button, Qt.MouseButton.LeftButton)
+    assert sig.args[0].finish_reason == "length"
+    assert pane.stats[-1]["error"] is None and pane.conversation.messages[-1].state == "complete"
+    assert not pane.context_note.isVisible() and pane.input.toPlainText() == ""
+    assert [m.left_out for m in pane.conversation.messages] == [True, True, False, False, False, False]
+    sent = pane.request_messages()
+    assert sent[0] == {"role": "system", "content": "Be brief."} and sent[1]["content"].startswith("Turn 1:")
+    assert "no longer sent" in pane.transcript.toPlainText()
+
+
+def test_a_paste_too_long_on_its_own_can_only_be_cancelled(qtbot, pane):
+    pane.input.setPlainText("x" * 30000)
+    qtbot.mouseClick(pane.send_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(pane.context_note.isVisible, timeout=30000)
+    assert "alone does not fit" in pane.context_text.text()
+    assert not pane.drop_button.isVisible()
+    qtbot.mouseClick(pane.cancel_button, Qt.MouseButton.LeftButton)
+    assert not pane.context_note.isVisible() and "Not sent" in pane.status.text()
+    assert pane.input.toPlainText() == "x" * 30000 and pane.conversation.messages == []
+    assert pane.send_button.isEnabled()
+
+
+def test_the_servers_refusal_is_shown_in_words(qtbot, session, llama_server):
+    # A sender without the context check (as an older app would send): llama-server itself
+    # answers 400 "exceeds the available context size"; the pane says it in words.
+    pane = ChatPane(lambda messages, params: session.chat(messages, params, llama_server))
+    qtbot.addWidget(pane)
+    with qtbot.waitSignal(pane.replyFinished, timeout=30000):
+        assert pane.send_text("x" * 30000)
+    shown = pane.status.text() + pane.transcript.toPlainText()
+    assert "too long for the server" in shown and "2048" in shown
+    assert "{" not in shown and "exceeds the available context size" not in shown
+    assert pane.conversation.messages[-1].interrupted and pane.send_button.isEnabled()
+
+
+@pytest.mark.parametrize("size", [(1366, 768), (1600, 1000)])
+def test_a_30k_paste_leaves_the_dashboard_its_width(qtbot, make_window, llama_server, size):
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication
+
+    def settle():
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        QApplication.processEvents()
+
+    win = make_window(browse=False)
+    win.resize(*size)
+    qtbot.waitExposed(win)
+    bar = win.tabs.tabBar()
+    qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(2).center())
+    settle()
+    chat_width, dash_width, win_width = win.chat.width(), win.dashboard.width(), win.width()
+    assert dash_width > 200
+    paste = "y" * 30000  # no space anywhere to break at
+    # first as sent with no check: the server's refusal lands in the status and the transcript
+    win.chat.set_send(lambda messages, params: win.session.chat(messages, params, llama_server))
+    with qtbot.waitSignal(win.chat.replyFinished, timeout=30000):
+        assert win.chat.send_text(paste + " " + paste)
+    settle()
+    assert (win.chat.width(), win.dashboard.width(), win.width()) == (chat_width, dash_width, win_width)
+    # then with the check: the note that holds it back, the paste left in the input
+    win.chat.set_send(win.session.chat_sender(llama_server))
+    win.chat.input.setPlainText(paste)
+    qtbot.mouseClick(win.chat.send_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(win.chat.context_note.isVisible, timeout=30000)
+    settle()
+    assert (win.chat.width(), win.dashboard.width(), win.width()) == (chat_width, dash_width, win_width)
+
+
+def test_stop_while_counting_keeps_the_message_unsent(qtbot, bridge, pane):
+    import threading
+
+    gate = threading.Event()
+    # the bridge's loop is kept busy, so the count cannot be over when Stop is pressed
+    bridge.call_soon(gate.wait, 30)
+    try:
+        pane.input.setPlainText("Hello there")
+        qtbot.mouseClick(pane.send_button, Qt.MouseButton.LeftButton)
+        assert pane.busy() and pane.stop_button.isEnabled() and not pane.send_button.isEnabled()
+        assert "Counting" in pane.status.text()
+        qtbot.mouseClick(pane.stop_button, Qt.MouseButton.LeftButton)
+    finally:
+        gate.set()
+    qtbot.waitUntil(lambda: not pane.busy(), timeout=10000)
+    assert "Not sent" in pane.status.text() and pane.input.toPlainText() == "Hello there"
+    assert pane.conversation.messages == [] and pane.send_button.isEnabled()
+    assert not pane.stop_button.isEnabled() and not pane.context_note.isVisible()

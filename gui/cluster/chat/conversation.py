@@ -14,6 +14,13 @@ cache, so sending the whole conversation is exactly what lets the user continue 
 were. :func:`send` streams one reply into the transcript, :func:`retry` asks the question of an
 interrupted reply again.
 
+A conversation can outgrow the server's context. :func:`check_context` measures the next
+request with the server's own tokenizer against the context of one slot, leaving room for the
+reply; when it does not fit, it says how many of the oldest turns to leave out
+(:meth:`Conversation.leave_out_turns`, the system prompt is always kept) and
+:meth:`ContextFit.describe` says it in words. Left-out messages stay on screen and in the saved
+file, marked; they are only no longer sent.
+
 The transcript is Qt-free; views subscribe with :meth:`Conversation.subscribe`. It is saved
 atomically on request (:meth:`Conversation.save`) and a corrupt file is set aside when loading.
 """
@@ -28,7 +35,15 @@ from pathlib import Path
 import httpx
 
 from agent.files import parse_json_object, read_or_set_aside, write_json_atomic
-from gui.cluster.chat.client import ChatDelta, ChatDone, ChatError, stream_chat
+from agent.i18n import translate
+from gui.cluster.chat.client import (
+    ChatDelta,
+    ChatDone,
+    ChatError,
+    context_per_slot,
+    count_prompt_tokens,
+    stream_chat,
+)
 
 COMPLETE = "complete"
 STREAMING = "streaming"
@@ -57,6 +72,7 @@ class Message:
         note: why a reply was interrupted, in words (empty otherwise).
         finish_reason: the server's ``finish_reason`` for a complete reply (``stop``, ``length``).
         created: UNIX time the message was added.
+        left_out: no longer sent to the server (left out so the conversation fits its context).
     """
 
     role: str
@@ -65,6 +81,7 @@ class Message:
     note: str = ""
     finish_reason: str | None = None
     created: float = field(default_factory=time.time)
+    left_out: bool = False
 
     @property
     def interrupted(self) -> bool:
@@ -72,7 +89,7 @@ class Message:
 
     def to_json(self) -> dict:
         return {"role": self.role, "content": self.content, "state": self.state, "note": self.note,
-                "finish_reason": self.finish_reason, "created": self.created}
+                "finish_reason": self.finish_reason, "created": self.created, "left_out": self.left_out}
 
     @classmethod
     def from_json(cls, d: dict) -> "Message":
@@ -93,7 +110,8 @@ class Message:
         created = d.get("created", 0.0)
         return cls(role=role, content=content, state=state, note=str(note),
                    finish_reason=finish if isinstance(finish, str) else None,
-                   created=float(created) if isinstance(created, (int, float)) else 0.0)
+                   created=float(created) if isinstance(created, (int, float)) else 0.0,
+                   left_out=d.get("left_out") is True)
 
 
 class Conversation:
@@ -164,6 +182,22 @@ class Conversation:
         self._changed(self.messages.index(msg))
         return msg
 
+    def leave_out_turns(self, turns: int) -> int:
+        """Stop sending the oldest ``turns`` turns (a user message and the replies to it) so the
+        conversation fits the server's context; system messages are always sent. Returns how
+        many messages were left out. The messages stay in the transcript, marked ``left_out``."""
+        users = [i for i, m in enumerate(self.messages) if m.role == "user" and not m.left_out]
+        if turns <= 0 or not users:
+            return 0
+        end = users[turns] if turns < len(users) else len(self.messages)
+        count = 0
+        for i, m in enumerate(self.messages[:end]):
+            if m.role != "system" and m.state != STREAMING and not m.left_out:
+                m.left_out = True
+                count += 1
+                self._changed(i)
+        return count
+
     def clear(self) -> None:
         """Forget every message (a new chat); subscribers stay."""
         self.messages.clear()
@@ -194,12 +228,12 @@ class Conversation:
         Streaming replies are left out (they are being produced). An interrupted reply is sent
         with the text that arrived — the user saw it and may refer to it — unless it is the last
         message (the question is asked again instead, see :func:`retry`) or a later reply to the
-        same question replaced it.
+        same question replaced it. Messages left out to fit the context are not sent.
         """
         out: list[dict] = []
         msgs = self.messages
         for i, m in enumerate(msgs):
-            if m.state == STREAMING:
+            if m.state == STREAMING or m.left_out:
                 continue
             if m.interrupted:
                 nxt = msgs[i + 1] if i + 1 < len(msgs) else None
@@ -236,6 +270,101 @@ class Conversation:
         return read_or_set_aside(path, parse, missing=cls)
 
 
+# Room kept for the reply: the user's "max tokens", but never more than this share of the context,
+# so a reply limit set higher than the whole context does not make every message "too long".
+REPLY_ROOM_SHARE = 0.5
+
+
+def reply_room(context: int, max_tokens: int) -> int:
+    """Tokens to keep free for the reply in a context of ``context`` tokens."""
+    return max(0, min(max_tokens, int(context * REPLY_ROOM_SHARE)))
+
+
+@dataclass(frozen=True)
+class ContextFit:
+    """Whether the next request fits the server's context (see :func:`check_context`).
+
+    Attributes:
+        tokens: the request's length in the server's tokens.
+        context: the context of one slot (what one conversation may hold), in tokens.
+        room: tokens kept free for the reply.
+        drop_turns: the oldest turns to leave out so it fits: 0 when it fits as it is, None
+            when even the system prompt and the last message alone do not fit.
+        tokens_after: the request's length once those turns are left out (``tokens`` when none).
+    """
+
+    tokens: int
+    context: int
+    room: int
+    drop_turns: int | None
+    tokens_after: int
+
+    @property
+    def limit(self) -> int:
+        """The most tokens the request may take."""
+        return self.context - self.room
+
+    @property
+    def fits(self) -> bool:
+        """The request fits as it is."""
+        return self.drop_turns == 0
+
+    def describe(self) -> str:
+        """Why the message is not sent yet and what can be done, in words (empty if it fits)."""
+        if self.fits:
+            return ""
+        head = translate("ChatContext", "This conversation is {tokens} tokens long; the server holds "
+                         "{context} per conversation, of which {room} are kept for the reply, so "
+                         "{limit} fit.").format(tokens=self.tokens, context=self.context,
+                                                room=self.room, limit=self.limit)
+        if self.drop_turns is None:
+            return head + " " + translate("ChatContext", "Your message alone does not fit: shorten it, lower "
+                                          "Max tokens, or start the cluster with a larger context.")
+        return head + " " + translate("ChatContext", "Leaving out the oldest {turns} turn(s) brings it to "
+                                      "{after} tokens (the system prompt is kept).").format(
+            turns=self.drop_turns, after=self.tokens_after)
+
+
+def _without_turns(messages: list[dict], turns: int) -> list[dict]:
+    """``messages`` without the oldest ``turns`` turns (system messages kept)."""
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    end = users[turns] if turns < len(users) else len(messages)
+    return [m for i, m in enumerate(messages) if i >= end or m["role"] == "system"]
+
+
+async def check_context(client: httpx.AsyncClient, base_url: str, messages: list[dict],
+                        max_tokens: int) -> ContextFit:
+    """Does the request ``messages`` (the last one the user's new message) fit the server's
+    context with room for a reply of ``max_tokens``? Counted by the server itself; when it
+    does not fit, the fewest oldest turns to leave out are found (by bisection: the length only
+    shrinks as turns go)."""
+    context = await context_per_slot(client, base_url)
+    room = reply_room(context, max_tokens)
+    limit = context - room
+    tokens = await count_prompt_tokens(client, base_url, messages)
+    if tokens <= limit:
+        return ContextFit(tokens, context, room, 0, tokens)
+    # turns that may go: all but the last (the message being sent)
+    spare = max(0, sum(1 for m in messages if m["role"] == "user") - 1)
+    counts = {0: tokens}
+
+    async def count(turns: int) -> int:
+        if turns not in counts:
+            counts[turns] = await count_prompt_tokens(client, base_url, _without_turns(messages, turns))
+        return counts[turns]
+
+    if spare == 0 or await count(spare) > limit:
+        return ContextFit(tokens, context, room, None, counts.get(spare, tokens))
+    lo, hi = 0, spare  # count(lo) > limit, count(hi) fits
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if await count(mid) <= limit:
+            hi = mid
+        else:
+            lo = mid
+    return ContextFit(tokens, context, room, hi, counts[hi])
+
+
 async def _stream_into(conv: Conversation, client: httpx.AsyncClient, base_url: str,
                        messages: list[dict], **kw) -> Message:
     reply = conv.begin_reply()
@@ -253,7 +382,10 @@ async def _stream_into(conv: Conversation, client: httpx.AsyncClient, base_url: 
                 # The stream closed without saying why it ended: the server went away.
                 conv.interrupt("the server closed the stream before the reply was finished")
                 raise ReplyInterrupted(reply)
-    except (httpx.HTTPError, ChatError, OSError) as exc:
+    except ChatError as exc:  # the server said why, in words (a request too long, …)
+        conv.interrupt(str(exc))
+        raise ReplyInterrupted(reply) from exc
+    except (httpx.HTTPError, OSError) as exc:
         conv.interrupt(f"the connection to the server was lost during this reply "
                        f"({type(exc).__name__}: {exc})" if str(exc) else
                        f"the connection to the server was lost during this reply ({type(exc).__name__})")
