@@ -348,7 +348,10 @@ class Dashboard(QWidget):
         label = self.tr("first token after %1 s").replace("%1", f"{float(wait_ms) / 1000.0:.2f}")
         line = pg.InfiniteLine(pos=first - self._t0, angle=90, movable=False,
                                pen=pg.mkPen((200, 120, 0), width=1, style=Qt.PenStyle.DashLine),
-                               label=label, labelOpts={"position": 0.9, "color": (200, 120, 0)})
+                               # hung from the top of the plot by its top edge: centred near the
+                               # top, it stuck out above a short plot, cut off
+                               label=label, labelOpts={"position": 1.0, "anchors": [(0, 0), (1, 0)],
+                                                       "color": (200, 120, 0)})
         # only the newest mark keeps its words: replies a few seconds apart wrote their labels
         # over each other (the older marks stay as lines; hovering reads them)
         for older in self._ttft_lines:
