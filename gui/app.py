@@ -352,7 +352,10 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(self.tr("%1 node(s) found.").replace("%1", str(n)))
         # "Try a local demo" is for a first start with nobody around
         self.nodes.demo_button.setVisible(n == 0 and self._demo is None)
-        self.dashboard.set_node_names({nid: nd.name for nid, nd in self.node_map.items()})
+        # the same nodes to every view, so each picks the same colour for a node
+        names = {nid: nd.name for nid, nd in self.node_map.items()}
+        self.dashboard.set_node_names(names)
+        self.editor.set_node_names(names)
 
     def on_sample(self, sample) -> None:
         """A telemetry sample: cards, dashboard, and device memory for the planner."""

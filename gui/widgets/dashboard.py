@@ -9,11 +9,19 @@ labelled with the wait). The last ``window_s`` seconds are kept.
 Samples (``gui.cluster.nodes.telemetry.Sample``) can arrive at any rate; they are stored at once and
 the curves are redrawn at most four times a second. *Pause* freezes the view (samples keep
 arriving and show again on resume). Hovering shows the values at that moment.
+
+What is drawn says only what was measured: a node has a curve only while it has a card (the
+window passes the known nodes to :meth:`Dashboard.set_node_names`), in the colour the split bar
+and its card give it (:func:`gui.widgets.node_colors.node_colors`); a moment with no measurement
+(an interval with no reply, a failed probe, a silence of more than ``GAP_S``) is a gap in the
+line, and hovering there reads nothing. Each plot's title, above it, names it with its unit; the
+legend is a line of text above the graphs, nodes by name.
 """
 
 from __future__ import annotations
 
 import html
+import math
 import time
 from collections import deque
 
@@ -21,33 +29,77 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from gui.widgets.split_bar import PALETTE
+from gui.widgets.node_colors import node_colors
 
 REDRAW_MS = 250
+#: The samplers report every 1–2 s; a series silent for longer than this was idle or unreachable,
+#: and the line breaks there instead of sloping across the silence.
+GAP_S = 5.0
+#: The curves that are not a node's: (plot, key) → colour. None of them shares a plot with a node.
+OWN_COLORS = {("tps", "decode"): "#17becf", ("tps", "live"): "#e15759", ("prompt", "prompt"): "#17becf"}
+#: Throughput units, decimal as a network's are, from the largest down.
+RATE_UNITS = ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s"))
+PLOTS = ("tps", "prompt", "rtt", "net")
+
+
+def rate_unit(peak_bytes_per_s: float) -> tuple[float, str]:
+    """The divisor and unit that show ``peak_bytes_per_s`` with one to three digits before the
+    point (a link idling at a few kB/s reads "kB/s", not "0.003 MB/s")."""
+    for divisor, unit in RATE_UNITS:
+        if peak_bytes_per_s >= divisor:
+            return divisor, unit
+    return RATE_UNITS[-1]
 
 
 class _Series:
-    """Timestamped values of one curve, trimmed to the window."""
+    """Timestamped values of one curve, trimmed to the window; NaN marks a gap.
 
-    def __init__(self) -> None:
+    Attributes:
+        label: the name shown in the legend and the hover readout.
+        node_id: the node measured, or None for the server's own curves.
+        own: the key of a server curve in :data:`OWN_COLORS` (``decode``, ``live``, ``prompt``).
+    """
+
+    def __init__(self, label: str, node_id: str | None = None, own: str | None = None) -> None:
+        self.label = label
+        self.node_id = node_id
+        self.own = own
         self.t: deque[float] = deque()
         self.v: deque[float] = deque()
 
     def add(self, t: float, v: float, keep_after: float) -> None:
-        self.t.append(t)
-        self.v.append(v)
+        if self.t and t - self.t[-1] > GAP_S and not math.isnan(self.v[-1]):
+            # a silence: break the line where the last value stopped being current
+            self._append(self.t[-1] + GAP_S, math.nan)
+        self._append(t, v)
         while self.t and self.t[0] < keep_after:
             self.t.popleft()
             self.v.popleft()
 
+    def gap(self, t: float) -> None:
+        """Nothing was measured at ``t`` (an idle interval, a failed probe)."""
+        if self.t and not math.isnan(self.v[-1]):
+            self._append(t, math.nan)
+
+    def _append(self, t: float, v: float) -> None:
+        self.t.append(t)
+        self.v.append(v)
+
     def value_at(self, t: float) -> float | None:
-        """The latest value at or before ``t``."""
+        """The value current at ``t``: the latest at or before it, unless that is a gap or
+        older than :data:`GAP_S`."""
         best = None
         for ti, vi in zip(self.t, self.v):
             if ti > t:
                 break
-            best = vi
-        return best
+            best = (ti, vi)
+        if best is None or math.isnan(best[1]) or t - best[0] > GAP_S:
+            return None
+        return best[1]
+
+    def peak(self) -> float:
+        """The largest value kept (0 without any)."""
+        return max((v for v in self.v if not math.isnan(v)), default=0.0)
 
 
 class Dashboard(QWidget):
@@ -59,7 +111,8 @@ class Dashboard(QWidget):
     Attributes:
         window_s: seconds of history shown (5–10 minutes is what a user scrolls back through).
         plots: the four ``pg.PlotItem`` — ``tps`` (decode), ``prompt``, ``rtt``, ``net``.
-        series: ``{(plot, name): _Series}`` of every curve.
+        series: ``{(plot, label): _Series}`` of every curve.
+        legend: the legend above the graphs: each curve's colour and name, nodes by name.
         ttft_marks: ``[(wall-clock time of the first token, seconds waited)]`` per reply.
     """
 
@@ -72,6 +125,8 @@ class Dashboard(QWidget):
         self.series: dict[tuple[str, str], _Series] = {}
         self._curves: dict[tuple[str, str], pg.PlotDataItem] = {}
         self._node_names: dict[str, str] = {}
+        self._colors: dict[str, str] = {}
+        self._rate = RATE_UNITS[1]
         self._dirty = False
         self._paused = False
         self.ttft_marks: list[tuple[float, float]] = []
@@ -87,20 +142,37 @@ class Dashboard(QWidget):
         # Room for two lines from the start, so the graphs do not jump down at the first hover.
         self.hover_label.setMinimumHeight(2 * self.hover_label.fontMetrics().lineSpacing())
         self.hover_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        # Off the graphs, so it never hides data; a Qt label wraps where a plot's legend would
+        # be cut off.
+        self.legend = QLabel()
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setWordWrap(True)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         self.graphs = pg.GraphicsLayoutWidget()
         self.graphs.setBackground(None)
         self.plots: dict[str, pg.PlotItem] = {}
-        titles = {"tps": self.tr("Decode tokens/s"), "prompt": self.tr("Prompt tokens/s"),
-                  "rtt": self.tr("Link RTT (ms)"), "net": self.tr("Link throughput (MB/s)")}
-        for row, key in enumerate(("tps", "prompt", "rtt", "net")):
+        # A title above each plot rather than a label along its axis: turned on its side, a
+        # label longer than a short plot is cut off or written over its neighbour's.
+        title_height = self.fontMetrics().height() + 4
+        # One width for every left axis, so the same second sits at the same x on all four plots
+        # (an axis sizes itself to its widest tick, "300.4" wider than "60").
+        axis_width = self.fontMetrics().horizontalAdvance("88888.8") + 12
+        for row, key in enumerate(PLOTS):
             p = self.graphs.addPlot(row=row, col=0)
-            p.setLabel("left", titles[key])
             p.showGrid(x=True, y=True, alpha=0.2)
-            p.addLegend(offset=(-10, 5))
             p.setMouseEnabled(x=True, y=False)
+            # each title gives its unit; pyqtgraph's own "(x0.001)" on top of it misread (kB/s
+            # as MB/s)
+            p.getAxis("left").enableAutoSIPrefix(False)
+            p.getAxis("bottom").enableAutoSIPrefix(False)
+            p.getAxis("left").setWidth(axis_width)
+            p.setTitle("", justify="left", size=f"{self.font().pointSizeF():g}pt")
+            p.layout.setRowFixedHeight(0, title_height)
+            p.titleLabel.setMaximumHeight(title_height)
             if row:
                 p.setXLink(self.plots["tps"])
             self.plots[key] = p
+        self._set_titles()
         self.plots["net"].setLabel("bottom", self.tr("seconds"))
         self._cursor = [pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen((128, 128, 128), width=1))
                         for _ in self.plots]
@@ -113,6 +185,7 @@ class Dashboard(QWidget):
         top.addWidget(self.pause_box)
         lay = QVBoxLayout(self)
         lay.addLayout(top)
+        lay.addWidget(self.legend)
         lay.addWidget(self.graphs, 1)
         self.pause_box.toggled.connect(self.set_paused)
         self._timer = QTimer(self)
@@ -123,31 +196,49 @@ class Dashboard(QWidget):
     # ------------------------------------------------------------------ input
 
     def set_node_names(self, names: dict[str, str]) -> None:
-        """Show node ids under these names."""
-        self._node_names.update(names)
+        """The nodes that have a card, ``{node id: name}``: only they are drawn, under these
+        names and in the colours every view gives them. A node that left loses its curves."""
+        self._node_names = dict(names)
+        self._colors = node_colors(self._node_names)
+        for key, s in list(self.series.items()):
+            if s.node_id is None:
+                continue
+            name = self._node_names.get(s.node_id)
+            if name is None:
+                self._drop(key)
+            elif name != s.label:
+                self._drop(key)
+                s.label = name
+                self.series[(key[0], name)] = s
+        for key, curve in self._curves.items():
+            curve.setPen(self._pen(key))
+        self._update_legend()
+        self._dirty = True
 
     def add_sample(self, sample) -> None:
-        """Take one telemetry sample (any kind; unknown kinds are ignored)."""
+        """Take one telemetry sample (any kind; unknown kinds are ignored). A sample that
+        carries no value for a curve (an error, an interval without a reply) is a gap in it."""
         v = sample.values
-        if "error" in v and len(v) == 1:
-            return
+        t = sample.time
         if sample.kind == "metrics":
-            self._add("tps", self.tr("decode"), sample.time, v.get("decode_tps"))
-            self._add("prompt", self.tr("prompt"), sample.time, v.get("prompt_tps"))
+            self._add("tps", "decode", self.tr("decode"), t, v.get("decode_tps"))
+            self._add("prompt", "prompt", self.tr("prompt"), t, v.get("prompt_tps"))
         elif sample.kind == "server":
-            self._add("tps", self.tr("decode (live)"), sample.time, v.get("live_decode_tps"))
+            self._add("tps", "live", self.tr("decode (live)"), t, v.get("live_decode_tps"))
         elif sample.kind == "reply":
             self._mark_ttft(sample)
-        elif sample.kind == "link":
-            self._add("rtt", self._node(sample.source), sample.time, v.get("rtt_median_ms"))
-        elif sample.kind == "node":
-            rx, tx = v.get("net_rx_bps"), v.get("net_tx_bps")
-            load = (v.get("status") or {}).get("load") or {}
-            # the agent names them net_rx/tx_bytes_per_s; accept either spelling
-            rx = rx if rx is not None else load.get("net_rx_bytes_per_s")
-            tx = tx if tx is not None else load.get("net_tx_bytes_per_s")
-            if rx is not None or tx is not None:
-                self._add("net", self._node(sample.source), sample.time, ((rx or 0) + (tx or 0)) / 1e6)
+        elif sample.kind in ("link", "node") and sample.source in self._node_names:
+            name = self._node_names[sample.source]
+            if sample.kind == "link":
+                self._add("rtt", sample.source, name, t, v.get("rtt_median_ms"))
+            else:
+                load = (v.get("status") or {}).get("load") or {}
+                # the agent names them net_rx/tx_bytes_per_s; accept either spelling
+                rx, tx = (next((x for x in (v.get(f"net_{d}_bps"), v.get(f"net_{d}_bytes_per_s"),
+                                            load.get(f"net_{d}_bytes_per_s")) if x is not None), None)
+                          for d in ("rx", "tx"))
+                both = None if rx is None and tx is None else (rx or 0) + (tx or 0)
+                self._add("net", sample.source, name, t, both)
 
     def set_paused(self, paused: bool) -> None:
         """Freeze or resume the view."""
@@ -164,37 +255,86 @@ class Dashboard(QWidget):
 
     def clear(self) -> None:
         """Forget every sample."""
-        for key, curve in self._curves.items():
-            self.plots[key[0]].removeItem(curve)
-        self.series.clear()
-        self._curves.clear()
+        for key in list(self.series):
+            self._drop(key)
         for line in self._ttft_lines:
             self.plots["tps"].removeItem(line)
         self._ttft_lines.clear()
         self.ttft_marks.clear()
+        self._update_legend()
         self._t0 = time.time()
 
     def values_at(self, t: float) -> dict[str, dict[str, float]]:
-        """The value of every curve at wall-clock time ``t`` (what hovering shows)."""
+        """The value of every curve at wall-clock time ``t`` (what hovering shows), in the units
+        drawn; a curve with no value current at ``t`` is left out."""
         out: dict[str, dict[str, float]] = {}
         for (plot, name), s in self.series.items():
             val = s.value_at(t)
             if val is not None:
-                out.setdefault(plot, {})[name] = val
+                out.setdefault(plot, {})[name] = val / self._rate[0] if plot == "net" else val
         return out
 
     def curve_data(self, plot: str, name: str) -> tuple[list[float], list[float]]:
-        """x (seconds since the dashboard started) and y of one curve as last drawn."""
+        """x (seconds since the dashboard started) and y of one curve as last drawn (NaN where
+        the line breaks)."""
         c = self._curves.get((plot, name))
         if c is None:
             return [], []
         x, y = c.getData()
         return ([] if x is None else list(x)), ([] if y is None else list(y))
 
+    def legend_names(self) -> list[str]:
+        """The names in the legend, in its order."""
+        return [s.label for _, s in self._legend_order()]
+
+    def color_of(self, plot: str, name: str) -> str:
+        """The colour a curve is drawn in (``#rrggbb``), or "" for no such curve."""
+        c = self._curves.get((plot, name))
+        return c.opts["pen"].color().name() if c is not None else ""
+
+    def plot_title(self, plot: str) -> str:
+        """The text of a plot's title, with its unit."""
+        return self._titles[plot]
+
     # -------------------------------------------------------------- internals
 
-    def _node(self, node_id: str) -> str:
-        return self._node_names.get(node_id, node_id)
+    def _set_titles(self) -> None:
+        self._titles = {"tps": self.tr("Decode tokens/s"), "prompt": self.tr("Prompt tokens/s"),
+                        "rtt": self.tr("Link RTT (ms)"),
+                        "net": self.tr("Link throughput (%1)").replace("%1", self._rate[1])}
+        for key, p in self.plots.items():
+            p.setTitle(html.escape(self._titles[key]))
+
+    def _pen(self, key: tuple[str, str]) -> pg.QtGui.QPen:
+        return pg.mkPen(self._color(key), width=2)
+
+    def _color(self, key: tuple[str, str]) -> str:
+        s = self.series[key]
+        if s.node_id is not None:
+            return self._colors.get(s.node_id, "#8c8c8c")
+        return OWN_COLORS[(key[0], s.own)]
+
+    def _legend_order(self) -> list[tuple[tuple[str, str], _Series]]:
+        """The server's curves first, then each node once (its colour is the same on every plot),
+        by name."""
+        own = [(k, s) for k, s in self.series.items() if s.node_id is None]
+        own.sort(key=lambda ks: list(OWN_COLORS).index((ks[0][0], ks[1].own)))
+        nodes: dict[str, tuple[tuple[str, str], _Series]] = {}
+        for k, s in self.series.items():
+            if s.node_id is not None:
+                nodes.setdefault(s.node_id, (k, s))
+        return own + sorted(nodes.values(), key=lambda ks: (ks[1].label.casefold(), ks[1].label, ks[1].node_id))
+
+    def _update_legend(self) -> None:
+        parts = [f'<span style="color: {self._color(k)};">■</span>&nbsp;{html.escape(s.label)}'
+                 for k, s in self._legend_order()]
+        self.legend.setText(" &nbsp; ".join(parts))
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        self.series.pop(key, None)
+        curve = self._curves.pop(key, None)
+        if curve is not None:
+            self.plots[key[0]].removeItem(curve)
 
     def _mark_ttft(self, sample) -> None:
         """A finished reply: mark when its first token came and how long that took (the
@@ -208,7 +348,10 @@ class Dashboard(QWidget):
         label = self.tr("first token after %1 s").replace("%1", f"{float(wait_ms) / 1000.0:.2f}")
         line = pg.InfiniteLine(pos=first - self._t0, angle=90, movable=False,
                                pen=pg.mkPen((200, 120, 0), width=1, style=Qt.PenStyle.DashLine),
-                               label=label, labelOpts={"position": 0.9, "color": (200, 120, 0)})
+                               # hung from the top of the plot by its top edge: centred near the
+                               # top, it stuck out above a short plot, cut off
+                               label=label, labelOpts={"position": 1.0, "anchors": [(0, 0), (1, 0)],
+                                                       "color": (200, 120, 0)})
         # only the newest mark keeps its words: replies a few seconds apart wrote their labels
         # over each other (the older marks stay as lines; hovering reads them)
         for older in self._ttft_lines:
@@ -219,13 +362,20 @@ class Dashboard(QWidget):
             self.ttft_marks.pop(0)
             self.plots["tps"].removeItem(self._ttft_lines.pop(0))
 
-    def _add(self, plot: str, name: str, t: float, value) -> None:
-        if value is None:
-            return
-        key = (plot, name)
+    def _add(self, plot: str, source: str, label: str, t: float, value) -> None:
+        """One value of a curve (``source``: the node id, or the server curve's own key); None
+        is a gap, and starts no curve."""
+        node = plot in ("rtt", "net")
+        key = (plot, label)
         s = self.series.get(key)
+        if value is None:
+            if s is not None:
+                s.gap(t)
+                self._dirty = True
+            return
         if s is None:
-            s = self.series[key] = _Series()
+            s = self.series[key] = _Series(label, source if node else None, None if node else source)
+            self._update_legend()
         s.add(t, float(value), t - self.window_s)
         self._dirty = True
 
@@ -233,14 +383,20 @@ class Dashboard(QWidget):
         if self._paused or not self._dirty:
             return
         self._dirty = False
+        rate = rate_unit(max((s.peak() for (p, _), s in self.series.items() if p == "net"), default=0.0))
+        if rate != self._rate:
+            self._rate = rate
+            self._set_titles()
         for key, s in self.series.items():
             curve = self._curves.get(key)
             if curve is None:
-                color = PALETTE[len([k for k in self._curves if k[0] == key[0]]) % len(PALETTE)]
-                curve = self.plots[key[0]].plot(name=key[1], pen=pg.mkPen(color, width=2),
-                                                symbol="o", symbolSize=3, symbolBrush=color, symbolPen=None)
+                color = self._color(key)
+                # connect="finite": a NaN (no measurement) breaks the line instead of bridging it
+                curve = self.plots[key[0]].plot(pen=self._pen(key), connect="finite", symbol="o", symbolSize=4,
+                                                symbolBrush=color, symbolPen=None)
                 self._curves[key] = curve
-            curve.setData([t - self._t0 for t in s.t], list(s.v))
+            ys = [v / rate[0] for v in s.v] if key[0] == "net" else list(s.v)
+            curve.setData([t - self._t0 for t in s.t], ys, connect="finite")
         latest = max((s.t[-1] for s in self.series.values() if s.t), default=None)
         if latest is not None:
             right = latest - self._t0
@@ -258,9 +414,9 @@ class Dashboard(QWidget):
 
     def _describe(self, t: float, x: float) -> str:
         vals = self.values_at(t)
-        units = {"tps": self.tr("tok/s"), "prompt": self.tr("tok/s"), "rtt": self.tr("ms"), "net": self.tr("MB/s")}
+        units = {"tps": self.tr("tok/s"), "prompt": self.tr("tok/s"), "rtt": self.tr("ms"), "net": self._rate[1]}
         parts = [f"<b>{x:.1f} s</b>"]
-        for plot in ("tps", "prompt", "rtt", "net"):
-            for name, v in vals.get(plot, {}).items():
+        for plot in PLOTS:
+            for name, v in sorted(vals.get(plot, {}).items(), key=lambda nv: nv[0].casefold()):
                 parts.append(f"{html.escape(name)}: {v:.2f} {units[plot]}")
         return " · ".join(parts)

@@ -1,6 +1,7 @@
-"""The nodes panel: one card per node — the master itself first, then every worker.
+"""The nodes panel: one card per node — the master itself first, then every worker by name.
 
-A card shows the node's name, address, state, CPU/RAM (and GPU) with free memory, a sparkline of
+A card shows the node's name (beside a square of the colour the split bar and the dashboard
+draw it in), address, state, CPU/RAM (and GPU) with free memory, a sparkline of
 its link round-trip time, a Wi-Fi warning, the llama.cpp build it runs, and whether this master
 is paired with it. Its buttons only *ask*: Pair… (with the PIN the agent shows), start or stop
 its RPC worker. The panel's own button adds a node by address, for networks where mDNS is blocked.
@@ -8,6 +9,7 @@ its RPC worker. The panel's own button adds a node by address, for networks wher
 
 from __future__ import annotations
 
+import html
 from collections import deque
 from collections.abc import Mapping
 
@@ -32,6 +34,7 @@ from PySide6.QtWidgets import (
 from agent.identity import display_fingerprint
 from agent.pairing import normalise_pin
 from agent.protocol import PIN_DIGITS
+from gui.widgets.node_colors import node_colors
 from gui.widgets.wrapping_label import WrappingLabel
 
 GiB = 1 << 30
@@ -93,6 +96,9 @@ class NodeCard(QFrame):
     def __init__(self, node_id: str | None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.node_id = node_id
+        self.name = node_id or ""
+        #: the node's colour in every view (:func:`gui.widgets.node_colors.node_colors`)
+        self.color = ""
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setObjectName("nodeCard")
         # Wrapped labels that get the height their text needs in the scrolled list (#17).
@@ -146,7 +152,7 @@ class NodeCard(QFrame):
     def show_node(self, node) -> None:
         """Show a :class:`gui.cluster.nodes.records.Node`'s identity and reachability."""
         self.name = node.name
-        self.title.setText(f"<b>{node.name}</b>")
+        self._show_title()
         self.address.setText(self.tr("Address: %1 (API %2, RPC %3)")
                              .replace("%1", node.host).replace("%2", str(node.api_port))
                              .replace("%3", str(node.rpc_port or "?")))
@@ -176,6 +182,16 @@ class NodeCard(QFrame):
         self.worker_button.setEnabled(node.paired and node.reachable)
         self._worker_running = node.state in ("ready", "busy", "starting")
         self.worker_button.setText(self.tr("Stop worker") if self._worker_running else self.tr("Start worker"))
+
+    def set_color(self, color: str) -> None:
+        """Mark the card with the node's colour."""
+        if color != self.color:
+            self.color = color
+            self._show_title()
+
+    def _show_title(self) -> None:
+        swatch = f'<span style="color: {self.color};">■</span> ' if self.color else ""
+        self.title.setText(f"{swatch}<b>{html.escape(self.name)}</b>")
 
     def _state_text(self, state: str) -> str:
         names = {"stopped": self.tr("worker stopped"), "ready": self.tr("worker ready"),
@@ -296,7 +312,8 @@ class NodesPanel(QWidget):
 
     Attributes:
         host_card: the master's card.
-        cards: {node id: :class:`NodeCard`}.
+        cards: {node id: :class:`NodeCard`}; shown by name (then id), so they come back in the
+            same order whatever order discovery finds them in.
     """
 
     addRequested = Signal(str)
@@ -358,6 +375,23 @@ class NodesPanel(QWidget):
             self.empty_label.hide()
         return c
 
+    def ordered_cards(self) -> list[NodeCard]:
+        """The worker cards from top to bottom."""
+        return [c for c in (self._list.itemAt(i).widget() for i in range(self._list.count()))
+                if isinstance(c, NodeCard) and c is not self.host_card]
+
+    def _arrange(self) -> None:
+        """Cards by name, each in its node's colour (both by name: the same after a restart)."""
+        ordered = sorted(self.cards.values(), key=lambda c: (c.name.casefold(), c.name, c.node_id))
+        if ordered != self.ordered_cards():
+            for c in ordered:
+                self._list.removeWidget(c)
+            for c in ordered:
+                self._list.addWidget(c)
+        colors = node_colors({nid: c.name for nid, c in self.cards.items()})
+        for nid, c in self.cards.items():
+            c.set_color(colors[nid])
+
     def on_node_event(self, kind: str, node) -> None:
         """Apply a discovery event."""
         if kind == "removed":
@@ -366,8 +400,10 @@ class NodesPanel(QWidget):
                 c.setParent(None)
                 c.deleteLater()
             self.empty_label.setVisible(not self.cards)
+            self._arrange()
             return
         self.card(node.id).show_node(node)
+        self._arrange()
 
     def on_sample(self, sample) -> None:
         """Apply a telemetry sample (link RTT, node status)."""

@@ -73,6 +73,10 @@ class SplitBar(QWidget):
         self._focused_handle = min(self._focused_handle, max(0, self.handle_count() - 1))
         self.update()
 
+    def segments(self) -> list[Segment]:
+        """The segments shown, host first."""
+        return list(self._segments)
+
     def counts(self) -> list[int]:
         """Slot count per segment, host first."""
         return [s.count for s in self._segments]

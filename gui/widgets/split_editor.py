@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import zlib
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from gui.cluster.llama.server_command import DEFAULT_CTX, ServerOptions, ServerS
 from gui.cluster.planning.plan import Device, DeviceFit, Plan, slot_span
 from gui.cluster.planning.split_model import SplitModel
 from gui.widgets.feedback import flash_copied
+from gui.widgets.node_colors import node_colors
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar
 
 MiB = 1 << 20
@@ -48,16 +48,6 @@ def _mib(n: int | None) -> str:
         return "?"
     # GiB from 1 GiB on, as the free memory beside it ("9,768.1 MiB" next to "22.66 GiB", #17)
     return f"{n / MiB:,.1f} MiB" if n < 1024 * MiB else f"{n / (1 << 30):,.2f} GiB"
-
-
-def node_color(name: str, taken: set[str]) -> str:
-    """A node's colour, the same on every run: picked by its name, the next free one on a clash."""
-    start = zlib.crc32(name.encode("utf-8")) % len(PALETTE)
-    for k in range(len(PALETTE)):
-        c = PALETTE[(start + k) % len(PALETTE)]
-        if c not in taken:
-            return c
-    return PALETTE[start]
 
 
 #: Shown after each "-" inside an argument so a line never breaks between "--" and "fit" (#17);
@@ -115,6 +105,7 @@ class SplitEditor(QWidget):
         #: the split being edited: plan, left-out devices, worker order, undo (Qt-free)
         self.split = SplitModel()
         self._colors: dict[str, str] = {}
+        self._node_names: dict[str, str] = {}
         self._llama_server = "llama-server"
         #: llama-server's options besides the context (the context is the box below)
         self._options = ServerOptions()
@@ -271,13 +262,20 @@ class SplitEditor(QWidget):
         self.note.setText(text)
         self.note.setVisible(bool(text))
 
+    def set_node_names(self, names: dict[str, str]) -> None:
+        """The names of every node the window knows (``{node id: name}``): their colours are
+        picked among all of them, as the node cards and the dashboard pick theirs."""
+        devices = {d.node_id: d.node_name for d in self.split.devices}
+        self._node_names = {**devices, **names}
+        self._colors = node_colors(self._node_names)
+        self._show_bar(self.split.plan)
+
     def set_cluster(self, model, devices: list[Device], host_free_bytes: int | None = None,
                     keep_split: bool = True) -> None:
         """Show ``model`` over ``devices``; keeps the user's split when it still applies."""
-        for d in devices:
-            if d.node_id not in self._colors:
-                # by name, so a PC keeps its colour between runs (#17)
-                self._colors[d.node_id] = node_color(d.node_name, set(self._colors.values()))
+        # by name, so a PC keeps its colour between runs (#17), and the colour the other views give it
+        self._node_names.update({d.node_id: d.node_name for d in devices if d.node_id not in self._node_names})
+        self._colors = node_colors(self._node_names)
         self.set_note("")
         self.split.set_cluster(model, devices, host_free_bytes, keep_split)
 
@@ -373,6 +371,11 @@ class SplitEditor(QWidget):
         self.split.set_included(key, item.checkState() == Qt.CheckState.Checked)
 
     def _on_split_changed(self, plan: Plan | None) -> None:
+        self._show_bar(plan)
+        self._refresh()
+        self.planChanged.emit(plan)
+
+    def _show_bar(self, plan: Plan | None) -> None:
         if plan is not None:
             segs = [Segment(self.tr("host"), plan.host_layers, HOST_COLOR)]
             for d, c in plan.assignments:
@@ -380,8 +383,6 @@ class SplitEditor(QWidget):
             self.bar.set_segments(segs)
         else:
             self.bar.set_segments([])
-        self._refresh()
-        self.planChanged.emit(plan)
 
     def _update_buttons(self) -> None:
         self.undo_button.setEnabled(self.split.can_undo())

@@ -255,6 +255,10 @@
         <source>MB/s</source>
         <translation>MB/秒</translation>
     </message>
+    <message>
+        <source>Link throughput (%1)</source>
+        <translation>链路吞吐量（%1）</translation>
+    </message>
 </context>
 <context>
     <name>LaunchPanel</name>

@@ -10,7 +10,8 @@ from PySide6.QtGui import QGuiApplication
 
 from gui.cluster.llama.model import inspect_model
 from gui.cluster.planning.plan import Device
-from gui.widgets.split_editor import SplitEditor, node_color
+from gui.widgets.node_colors import node_colors
+from gui.widgets.split_editor import SplitEditor
 
 GiB = 1 << 30
 
@@ -71,10 +72,11 @@ def test_memory_in_gib_beside_gib(qtbot, editor):
 
 
 def test_node_colours_do_not_depend_on_the_order_nodes_appear():
-    a = node_color("gaming-pc", set())
-    b = node_color("old-desktop", {a})
-    assert node_color("gaming-pc", set()) == a
-    assert b != a
+    names = {f"id-{i}": f"pc-{i}" for i in range(8)}
+    colors = node_colors(names)
+    assert len(set(colors.values())) == 8  # as many colours as there are, none shared
+    backwards = node_colors(dict(reversed(list(names.items()))))
+    assert backwards == colors
 
 
 def test_unticking_a_node_leaves_its_row_where_it_is(qtbot, editor):
