@@ -219,6 +219,7 @@ class SplitEditor(QWidget):
         """llama-server's options the command line shows: where the server will listen, the
         model id it shows, and extra options for it (the context is the editor's own box)."""
         self._options = options
+        self.split.set_server_args(options.extra_args)  # -np, -ub… change what fits
         self._refresh()
 
     def set_fastest_available(self, ok: bool, why_not: str = "") -> None:

@@ -330,6 +330,13 @@ class ClusterSupervisor:
 
     # --- watching -----------------------------------------------------------------------------
 
+    def _cache_shape(self):
+        """How llama-server sizes its caches for the request (its context and server arguments)."""
+        try:
+            return self.request.options.cache_shape()
+        except ValueError:  # the launch itself started with these arguments; size by the context
+            return self.request.options.ctx
+
     async def _adopt(self, launcher: ClusterLauncher) -> None:
         """A launch succeeded: remember what it started and what each worker looks like now."""
         self.launcher = launcher
@@ -515,9 +522,9 @@ class ClusterSupervisor:
                 devices = []
                 for node, status in survivors:
                     devices.extend(node_devices(node, status))
-                plan = P.plan_by_memory(self.request.model, devices, self.request.options.ctx,
+                plan = P.plan_by_memory(self.request.model, devices, self._cache_shape(),
                                         host_free_bytes=self.host_free_bytes())
-            bad = P.misfits(P.estimate(plan, self.request.model, self.request.options.ctx,
+            bad = P.misfits(P.estimate(plan, self.request.model, self._cache_shape(),
                                        host_free_bytes=self.host_free_bytes()))
             used = tuple(n.name for n in nodes_for_plan(plan, [n for n, _ in survivors], strict=False))
             self._pending_plan = plan

@@ -105,7 +105,12 @@ def check_request(request: LaunchRequest, nodes: Iterable, engine, *,
     if not getattr(engine, "complete", True):
         findings.append(_error("master", translate("Launcher", "the llama.cpp engine is missing; run herd engine "
                                                                "install"), "engine-missing"))
-    for fit in P.estimate(request.plan, request.model, request.options.ctx, host_free_bytes=host_free_bytes):
+    try:
+        shape = request.options.cache_shape()  # -np, -ub, --swa-full… change what llama-server allocates
+    except ValueError as exc:
+        findings.append(_error("server", str(exc), "bad-server-args"))
+        shape = request.options.ctx
+    for fit in P.estimate(request.plan, request.model, shape, host_free_bytes=host_free_bytes):
         if not fit.fits:
             findings.append(_error(fit.label, fit.describe(), "does-not-fit"))
     nodes = list(nodes)

@@ -54,6 +54,30 @@ DEFAULT_UBATCH = 512
 #: llama.cpp pads the windowed cache to a multiple of this many cells.
 SWA_CELL_PAD = 256
 
+
+@dataclass(frozen=True)
+class CacheShape:
+    """What sizes llama-server's KV cache and compute buffers besides the model: the context,
+    the parallel sequences (``-np``), whether they share one cache (``kv_unified``), the
+    micro-batch (``-ub``, at most ``-b``) and ``--swa-full``.
+
+    llama-server's defaults when ``-np`` is not given: 4 sequences sharing one unified cache.
+    Given ``-np N``, the sequences get a cache stream each unless ``-kvu`` says otherwise.
+    :meth:`gui.cluster.llama.server_command.ServerOptions.cache_shape` reads them from the
+    user's server arguments.
+    """
+
+    ctx: int
+    sequences: int = DEFAULT_SEQUENCES
+    unified: bool = True
+    ubatch: int = DEFAULT_UBATCH
+    swa_full: bool = False
+
+    @classmethod
+    def of(cls, shape: "CacheShape | int") -> "CacheShape":
+        """``shape`` itself, or llama-server's default shape at context ``shape``."""
+        return shape if isinstance(shape, CacheShape) else cls(int(shape))
+
 _BLOCK_RE = re.compile(r"^blk\.(\d+)\.")
 #: A block's expert matrices (``ffn_gate_exps``, ``ffn_up_exps``, ``ffn_down_exps``,
 #: ``ffn_gate_up_exps``, and their biases); shared experts (``*_shexp``) are read by every token.
@@ -196,23 +220,28 @@ class ModelInfo:
         """True when block ``layer`` attends over the sliding window only."""
         return bool(self.sliding_window) and layer < len(self.swa_layers) and self.swa_layers[layer]
 
-    def kv_cells(self, ctx: int, layer: int | None = None) -> int:
-        """Cells (token positions) of the KV cache llama-server gives block ``layer`` at ``ctx``.
+    def kv_cells(self, ctx: "int | CacheShape", layer: int | None = None) -> int:
+        """Cells (token positions) of the KV cache llama-server gives block ``layer`` at ``ctx``
+        (a context, or a :class:`CacheShape` for server arguments other than the defaults).
 
-        A global layer gets the whole context. A windowed one gets the window for each of the
-        sequences that share the cache, plus one micro-batch, padded to 256 cells and never more
-        than the context (src/llama-kv-cache-iswa.cpp): with llama-server's defaults, 4 × 512 +
-        512 = 2560 cells for a window of 512, at any context above that. Without ``layer``, the
-        most any block gets.
+        A global layer gets the whole context (split evenly between the sequences' streams when
+        they do not share one). A windowed one gets, per cache stream, the window for each
+        sequence in it plus one micro-batch, padded to 256 cells and never more than the
+        stream's context (src/llama-kv-cache-iswa.cpp); ``--swa-full`` gives it the whole
+        context. With llama-server's defaults: 4 × 512 + 512 = 2560 cells for a window of 512;
+        with ``-np 2``: two streams of 512 + 512. Without ``layer``, the most any block gets.
         """
-        if ctx < 0:
-            raise ValueError(f"context length must not be negative, got {ctx}")
-        if layer is None or not self.is_windowed(layer):
-            return ctx
-        wanted = self.sliding_window * DEFAULT_SEQUENCES + DEFAULT_UBATCH
-        return min(ctx, -(-wanted // SWA_CELL_PAD) * SWA_CELL_PAD)
+        shape = CacheShape.of(ctx)
+        if shape.ctx < 0:
+            raise ValueError(f"context length must not be negative, got {shape.ctx}")
+        if layer is None or not self.is_windowed(layer) or shape.swa_full:
+            return shape.ctx
+        streams = 1 if shape.unified else max(1, shape.sequences)
+        per_stream = self.sliding_window * (shape.sequences if shape.unified else 1) + shape.ubatch
+        padded = -(-per_stream // SWA_CELL_PAD) * SWA_CELL_PAD
+        return streams * min(shape.ctx // streams, padded)
 
-    def kv_bytes_per_layer(self, ctx: int, layer: int | None = None) -> int:
+    def kv_bytes_per_layer(self, ctx: "int | CacheShape", layer: int | None = None) -> int:
         """Bytes of the f16 KV cache of one block for a context of ``ctx`` tokens.
 
         ``2 (K and V) * cells * n_head_kv * head_dim * 2 bytes`` — with separate key and value
@@ -225,7 +254,7 @@ class ModelInfo:
         heads = max(self.n_head_kv) if layer is None else self.n_head_kv[layer]
         return self.kv_cells(ctx, layer) * heads * (self.head_dim_k + self.head_dim_v) * KV_ELEMENT_BYTES
 
-    def kv_bytes(self, ctx: int, slots: range | list[int]) -> int:
+    def kv_bytes(self, ctx: "int | CacheShape", slots: range | list[int]) -> int:
         """KV-cache bytes of the given slots at ``ctx`` (the output slot has no cache)."""
         return sum(self.kv_bytes_per_layer(ctx, s) for s in slots if s < self.n_layer)
 

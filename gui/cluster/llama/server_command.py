@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gui.cluster.llama.model import DEFAULT_SEQUENCES, DEFAULT_UBATCH, CacheShape
+
 #: Where llama-server says which device a slot went to, per slot, only at ``-lv 5``.
 LAYER_LINES_LEVEL = 5
 #: The level at which the device order, offload summary and buffer sizes are printed.
@@ -75,6 +77,37 @@ class ServerOptions:
         """These options with ``args`` appended to the extra arguments (once each)."""
         return replace(self, extra_args=self.extra_args + tuple(a for a in args if a not in self.extra_args))
 
+    def cache_shape(self) -> CacheShape:
+        """How llama-server will size its caches with these options: the context, and what the
+        further arguments change (``-np``, ``-kvu``/``-no-kvu``, ``-ub``, ``-b``, ``--swa-full``;
+        the last one given wins, as in llama.cpp). ``-np`` left at auto is 4 sequences sharing
+        a unified cache; an explicit ``-np`` gives each sequence its own stream unless ``-kvu``."""
+        values: dict[str, str] = {}
+        flags: dict[str, bool] = {}
+        args = list(self.extra_args)
+        i = 0
+        while i < len(args):
+            name, eq, value = str(args[i]).partition("=")
+            if name in _SHAPE_VALUE_OPTIONS:
+                if not eq:
+                    value = str(args[i + 1]) if i + 1 < len(args) else ""
+                    i += 1
+                values[_SHAPE_VALUE_OPTIONS[name]] = value
+            elif name in _SHAPE_FLAGS:
+                key, on = _SHAPE_FLAGS[name]
+                flags[key] = on
+            i += 1
+        try:
+            parallel = int(values.get("parallel", "-1"))
+            ubatch = int(values.get("ubatch", DEFAULT_UBATCH))
+            batch = int(values.get("batch", DEFAULT_BATCH))
+        except ValueError as exc:
+            raise ValueError(f"a server argument that sizes the cache is not a number: {exc}") from None
+        auto = parallel < 1
+        return CacheShape(ctx=int(self.ctx), sequences=DEFAULT_SEQUENCES if auto else parallel,
+                          unified=flags.get("unified", auto), ubatch=max(1, min(ubatch, batch)),
+                          swa_full=flags.get("swa_full", False))
+
     def to_json(self) -> dict:
         """The ``server`` section of a profile."""
         out = {"ctx": self.ctx, "host": self.host, "port": self.port, "extra_args": list(self.extra_args)}
@@ -82,6 +115,15 @@ class ServerOptions:
             out["alias"] = self.alias
         return out
 
+
+#: llama-server's options that size its caches (:meth:`ServerOptions.cache_shape`), by spelling.
+_SHAPE_VALUE_OPTIONS = {"-np": "parallel", "--parallel": "parallel", "-ub": "ubatch", "--ubatch-size": "ubatch",
+                        "-b": "batch", "--batch-size": "batch"}
+_SHAPE_FLAGS = {"-kvu": ("unified", True), "--kv-unified": ("unified", True),
+                "-no-kvu": ("unified", False), "--no-kv-unified": ("unified", False),
+                "--swa-full": ("swa_full", True)}
+#: llama-server's logical batch (``-b``), which caps the micro-batch.
+DEFAULT_BATCH = 2048
 
 _SHARD_RE = re.compile(r"-\d{5}-of-\d{5}$")
 

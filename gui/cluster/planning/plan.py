@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -34,7 +34,7 @@ from agent.i18n import translate
 
 # llama-server's defaults: the micro-batch (``-ub``; compute buffers scale with it) and its
 # parallel sequences (``-np``)
-from gui.cluster.llama.model import DEFAULT_SEQUENCES, DEFAULT_UBATCH
+from gui.cluster.llama.model import DEFAULT_SEQUENCES, DEFAULT_UBATCH, CacheShape
 from gui.cluster.llama.placement_log import HOST_DEVICE_NAME
 
 if TYPE_CHECKING:  # only for annotations; keeps this module importable without gguf
@@ -608,9 +608,14 @@ def pipeline_parallel(plan: Plan) -> bool:
     return plan.host_layers == 0 and len(plan.active_assignments()) > 1
 
 
-def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None = None,
-             n_ubatch: int = DEFAULT_UBATCH) -> list[DeviceFit]:
+def estimate(plan: Plan, model: ModelInfo, ctx: int | CacheShape, host_free_bytes: int | None = None,
+             n_ubatch: int | None = None) -> list[DeviceFit]:
     """Memory needs of every device of ``plan`` at context ``ctx``, then the host's as last entry.
+
+    ``ctx`` is a context size (llama-server's defaults for the rest), or a
+    :class:`~gui.cluster.llama.model.CacheShape` read from the server options
+    (:meth:`~gui.cluster.llama.server_command.ServerOptions.cache_shape`: ``-np``, ``-ub``,
+    ``--swa-full``…). ``n_ubatch`` overrides the shape's micro-batch.
 
     Per device: the bytes of its slots, the f16 KV cache of its blocks at ``ctx`` tokens, and
     :func:`compute_buffer_bytes` (for devices that hold at least one slot), against its
@@ -620,8 +625,12 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None
     """
     if plan.n_layer != model.n_layer:
         raise PlanError(f"the plan is for {plan.n_layer} blocks but the model has {model.n_layer}")
-    if ctx < 1:
-        raise PlanError(f"context length must be positive, got {ctx}")
+    shape = CacheShape.of(ctx)
+    if n_ubatch is not None:
+        shape = replace(shape, ubatch=n_ubatch)
+    if shape.ctx < 1:
+        raise PlanError(f"context length must be positive, got {shape.ctx}")
+    ctx, n_ubatch = shape.ctx, shape.ubatch
     pipeline = pipeline_parallel(plan)
     out: list[DeviceFit] = []
     for i, (dev, count) in enumerate(plan.assignments):
@@ -629,7 +638,7 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None
         out.append(DeviceFit(
             device=dev, slots=slots,
             weights_bytes=model.block_bytes(slots.start, count),
-            kv_bytes=model.kv_bytes(ctx, slots),
+            kv_bytes=model.kv_bytes(shape, slots),
             compute_bytes=compute_buffer_bytes(model, ctx, slots.start < model.n_layer, model.n_layer in slots,
                                                n_ubatch, pipeline, first=slots.start == 0) if count else 0,
             free_bytes=dev.free_bytes))
@@ -638,10 +647,10 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int, host_free_bytes: int | None
     if model.n_layer in host:
         weights -= model.output_duplicate_bytes  # the host's own token_embd is reused
     out.append(DeviceFit(device=None, slots=host, weights_bytes=weights,
-                         kv_bytes=model.kv_bytes(ctx, host),
+                         kv_bytes=model.kv_bytes(shape, host),
                          compute_bytes=compute_buffer_bytes(model, ctx, plan.host_layers > 0,
                                                             model.n_layer in host, n_ubatch, pipeline,
-                                                            host=True),
+                                                            shape.sequences, host=True),
                          free_bytes=host_free_bytes))
     return out
 
@@ -655,7 +664,7 @@ def misfits(fits: Iterable[DeviceFit]) -> list[str]:
 # making plans
 
 
-def plan_by_memory(model: ModelInfo, devices: Sequence[Device], ctx: int,
+def plan_by_memory(model: ModelInfo, devices: Sequence[Device], ctx: int | CacheShape,
                    host_free_bytes: int | None = None) -> Plan:
     """llama.cpp's default: split in proportion to each device's free memory.
 

@@ -32,7 +32,7 @@ from gui.cluster.planning.plan import (
     model_order,
     plan_by_memory,
 )
-from gui.cluster.llama.server_command import DEFAULT_CTX
+from gui.cluster.llama.server_command import DEFAULT_CTX, ServerOptions
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,8 @@ class SplitModel:
         devices: every device the plan may use (left-out ones included).
         excluded: keys of the devices the user left out.
         ctx: the context size the fit is estimated for.
+        server_args: llama-server's further arguments (``-np``, ``-ub``, ``--swa-full`` change
+            what it allocates; see :meth:`ServerOptions.cache_shape`).
         host_free_bytes: RAM free on this computer (None: unknown).
         plan: the plan shown, or None without a model.
         fits: its memory fit per device, then the host (empty without a plan).
@@ -73,6 +75,7 @@ class SplitModel:
         self.devices: list[Device] = []
         self.excluded: set[str] = set()
         self.ctx = ctx
+        self.server_args: tuple[str, ...] = ()
         self.host_free_bytes: int | None = None
         self.plan: Plan | None = None
         self.fits: list[DeviceFit] = []
@@ -107,7 +110,7 @@ class SplitModel:
         self.fits, self.error = [], ""
         if self.plan is not None and self.model is not None:
             try:
-                self.fits = estimate(self.plan, self.model, self.ctx, self.host_free_bytes)
+                self.fits = estimate(self.plan, self.model, self.cache_shape(), self.host_free_bytes)
             except PlanError as exc:
                 self.error = str(exc)
 
@@ -162,6 +165,21 @@ class SplitModel:
         self._history, self._pos = [], -1
         self._set(plan, record=True, intent=False)
         self._custom = custom
+
+    def cache_shape(self):
+        """How llama-server will size its caches for this context and these server arguments
+        (arguments it cannot read: its defaults; Start says what is wrong with them)."""
+        try:
+            return ServerOptions(ctx=self.ctx, extra_args=self.server_args).cache_shape()
+        except ValueError:
+            return self.ctx
+
+    def set_server_args(self, args) -> None:
+        """llama-server's further arguments changed: the fit is estimated again."""
+        args = tuple(str(a) for a in args)
+        if args != self.server_args:
+            self.server_args = args
+            self._changed()
 
     def set_ctx(self, ctx: int) -> None:
         """The context size changed: the fit is estimated again (the split stays)."""
@@ -307,7 +325,7 @@ class SplitModel:
                                 "devices": sorted(d.key for d in self.devices)}, **self._by_model}
 
     def _by_memory(self) -> Plan:
-        return plan_by_memory(self.model, self.included(), self.ctx, self.host_free_bytes)
+        return plan_by_memory(self.model, self.included(), self.cache_shape(), self.host_free_bytes)
 
     def _with_counts(self, host: int, counts: dict[str, int]) -> Plan | None:
         devs = self.included()

@@ -51,3 +51,24 @@ def test_the_endpoint_url_is_where_a_client_reaches_it(tmp_path):
     assert anywhere.url == "http://127.0.0.1:18080"
     assert ServerSpec(model=tmp_path / "m.gguf", options=ServerOptions(host="192.168.1.5", port=9000)).url == \
         "http://192.168.1.5:9000"
+
+
+@pytest.mark.parametrize("args, sequences, unified, ubatch, swa_full", [
+    ((), 4, True, 512, False),                        # -np auto: 4 sequences, one unified cache
+    (("-np", "1"), 1, False, 512, False),
+    (("--parallel=2",), 2, False, 512, False),        # an explicit -np: a stream per sequence
+    (("-np", "2", "-kvu"), 2, True, 512, False),
+    (("-kvu", "-no-kvu"), 4, False, 512, False),      # the last one given wins
+    (("-ub", "256"), 4, True, 256, False),
+    (("-ub", "1024", "-b", "128"), 4, True, 128, False),  # the micro-batch is at most the batch
+    (("--swa-full", "--threads", "2"), 4, True, 512, True),
+])
+def test_the_server_arguments_that_size_the_cache(args, sequences, unified, ubatch, swa_full):
+    shape = ServerOptions(ctx=8192, extra_args=args).cache_shape()
+    assert (shape.ctx, shape.sequences, shape.unified, shape.ubatch, shape.swa_full) == \
+        (8192, sequences, unified, ubatch, swa_full)
+
+
+def test_a_cache_argument_that_is_not_a_number_says_so():
+    with pytest.raises(ValueError, match="not a number"):
+        ServerOptions(extra_args=("-np", "many")).cache_shape()

@@ -113,3 +113,32 @@ async def test_the_real_gemma3_270m_split_three_ways_gets_the_kv_cache_it_is_giv
         assert abs(got - est) <= 2 * ROUNDING_BYTES, (where, "kv", est / MiB, got / MiB)
     total = sum(mem["kv"][1] for mem in r.memory.values())
     assert abs(total - info.kv_bytes(ctx, range(info.n_slots))) <= 2 * ROUNDING_BYTES * len(r.memory)
+
+
+@pytest.mark.parametrize("server_args", [(), ("-np", "1"), ("-np", "2"), ("-np", "2", "-kvu"), ("--swa-full",),
+                                         ("-ub", "256")], ids=lambda a: " ".join(a) or "defaults")
+async def test_server_arguments_that_size_the_cache_are_honoured(engine, gemma3_270m, server_args):
+    """The user's ``-np``, ``-kvu``, ``-ub`` and ``--swa-full`` change the cache llama-server gives
+    a sliding-window model (with ``-np 2`` each sequence gets a stream of its own, with
+    ``--swa-full`` every layer the whole context); the memory fit follows them: the real
+    Gemma 3 270M on this host, its KV cache and its logits buffer to the printed digit."""
+    from conftest import free_port
+
+    from gui.cluster.launching.request import LaunchRequest
+    from gui.cluster.llama.model import inspect_model
+    from gui.cluster.llama.server_command import ServerOptions
+    from gui.cluster.llama.server_start import serving
+    from gui.cluster.planning.plan import Plan, estimate
+
+    info = inspect_model(gemma3_270m)
+    options = ServerOptions(ctx=8192, port=free_port(), extra_args=("-t", "1", *server_args))
+    request = LaunchRequest(Plan(info.n_layer, info.n_layer + 1, ()), info, options)
+    async with serving(engine.llama_server, request.spec(), timeout=120) as server:
+        reported = server.placement()
+    host = estimate(request.plan, info, options.cache_shape())[-1]
+    got_kv = sum(round(mib * MiB) for mib in reported.kv.values())
+    assert abs(got_kv - host.kv_bytes) <= 2 * ROUNDING_BYTES, (server_args, host.kv_bytes / MiB, got_kv / MiB)
+    default_kv = estimate(request.plan, info, options.ctx)[-1].kv_bytes
+    assert (host.kv_bytes != default_kv) == bool(server_args), "each of these arguments changes the cache"
+    logits = next(mib for name, mib in reported.compute.items() if name.endswith("output"))
+    assert abs(round(logits * MiB) - options.cache_shape().sequences * info.vocab_size * 4) <= ROUNDING_BYTES
