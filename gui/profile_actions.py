@@ -8,8 +8,28 @@ its differences, and applied to the workspace and the split editor.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+
+def load_with_model(path: str):
+    """``(profile, its model's ModelInfo)`` from the profile file at ``path``; the info is None
+    when the model cannot be read (the differences with the live cluster say so).
+
+    Raises:
+        ProfileError, OSError: the profile itself cannot be read.
+    """
+    from gui.cluster.launching.profile import load_profile
+    from gui.cluster.llama.model import ModelError, inspect_model
+
+    profile = load_profile(path)
+    try:
+        info = inspect_model(profile.model.path)
+    except (ModelError, OSError):
+        info = None
+    return profile, info
 
 
 class ProfileActions(QObject):
@@ -55,41 +75,63 @@ class ProfileActions(QObject):
         return call
 
     def import_dialog(self) -> None:
-        """File → Import cluster profile…: load, show the differences, apply on request."""
-        from gui.widgets.profile_dialog import ProfileDiffDialog
-
+        """File → Import cluster profile…: read it off the GUI thread, then show the differences
+        and apply on request."""
         path, _ = QFileDialog.getOpenFileName(self.win, self.tr("Import cluster profile"), "",
                                               self.tr("Cluster profiles (*.json);;All files (*)"))
-        if not path:
-            return
-        result = self.read(path)
-        if result is None:
-            return
-        profile, findings = result
-        dlg = ProfileDiffDialog(path, profile, findings, self.win)
+        if path:
+            self.read_in_background(path).finished.connect(lambda result: self._offer(path, *result))
+
+    def _offer(self, path: str, profile, info) -> None:
+        from gui.widgets.profile_dialog import ProfileDiffDialog
+
+        dlg = ProfileDiffDialog(path, profile, self._differences(profile, info), self.win)
         if dlg.exec() and dlg.apply_button.isEnabled():
-            self.apply(profile)
+            self.apply(profile, info)
 
     def read(self, path: str):
-        """``(profile, differences from the live cluster)``, or None after telling the user why not."""
-        from gui.cluster.launching.profile import ProfileError, diff_profile, load_profile
-        from gui.cluster.llama.model import ModelError, inspect_model
+        """``(profile, differences from the live cluster)`` read on the calling thread, or None
+        after telling the user why not (the window reads with :meth:`read_in_background`)."""
+        from gui.cluster.launching.profile import ProfileError
 
         try:
-            profile = load_profile(path)
+            profile, info = load_with_model(path)
         except (ProfileError, OSError) as exc:
-            QMessageBox.warning(self.win, self.tr("Import cluster profile"), str(exc))
+            self._unreadable(exc)
             return None
-        try:
-            info = inspect_model(profile.model.path)
-        except (ModelError, OSError):
-            info = None
-        return profile, diff_profile(profile, list(self.workspace.nodes.values()), self.engine.build, info)
+        return profile, self._differences(profile, info)
 
-    def apply(self, profile) -> bool:
+    def read_in_background(self, path: str):
+        """Read the profile and inspect its model off the GUI thread (seconds for a large
+        vocabulary), the status bar naming the file meanwhile; returns the bridge call, whose
+        result is ``(profile, model info or None)``. A failure is told to the user."""
+        import asyncio
+
+        async def go():
+            return await asyncio.to_thread(load_with_model, path)
+
+        reading = self.tr("Reading %1…").replace("%1", Path(path).name)
+        bar = self.win.statusBar()
+        bar.showMessage(reading)
+        call = self.win.bridge.submit(go(), "import profile")
+        call.failed.connect(self._unreadable)
+        call.done.connect(lambda: bar.currentMessage() == reading and bar.clearMessage())
+        return call
+
+    def _differences(self, profile, info) -> list:
+        from gui.cluster.launching.profile import diff_profile
+
+        return diff_profile(profile, list(self.workspace.nodes.values()), self.engine.build, info)
+
+    def _unreadable(self, exc) -> None:
+        QMessageBox.warning(self.win, self.tr("Import cluster profile"), str(exc))
+
+    def apply(self, profile, info=None) -> bool:
         """Open the profile's model and show its plan on the nodes as they are now (matched by
         node id: their current addresses and free memory). A profile whose nodes are not all
-        here is refused: its plan would name endpoints nobody listens on (#17)."""
+        here is refused: its plan would name endpoints nobody listens on (#17). ``info`` is the
+        model as :func:`load_with_model` read it, so it is not read again; without it the model
+        is read here."""
         from gui.cluster.launching.profile import bind_to_devices, rebind_plan
 
         used = {d.node_id for d, c in profile.plan.assignments if c and d.kind == "rpc"}
@@ -101,7 +143,9 @@ class ProfileActions(QObject):
                                         "with. Start their herd-agent and pair with them, then import again.")
                                 .replace("%1", ", ".join(gone)))
             return False
-        if not self.win.open_model(profile.model.path):
+        if info is not None and str(info.path) == str(profile.model.path):
+            self.win.use_model(info)
+        elif not self.win.open_model(profile.model.path):
             return False
         self.workspace.set_options(ctx=profile.server.ctx, host=profile.server.host, port=profile.server.port,
                                    alias=profile.server.alias, extra_args=profile.server.extra_args)

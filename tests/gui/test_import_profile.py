@@ -43,6 +43,18 @@ def _export(qtbot, win, path):
     qtbot.waitUntil(path.is_file, timeout=30000)
 
 
+def _import(qtbot, win, path, review_with):
+    """File ▸ Import cluster profile…, choose ``path``; the profile is read in the background,
+    then its review dialog opens and ``review_with(dialog)`` answers it."""
+    files = answer_dialog(qtbot, QFileDialog, choose_file(qtbot, str(path)))
+    review = answer_dialog(qtbot, ProfileDiffDialog, review_with, timeout=20)
+    use_menu(qtbot, win, win.import_action)
+    check(files)
+    # (the dialog is answered inside its own event loop: once it is seen here, it has closed)
+    qtbot.waitUntil(lambda: "dialog" in review or "error" in review, timeout=25000)
+    check(review)
+
+
 def test_profile_of_gone_nodes_is_refused_and_a_live_one_used(qtbot, make_window, agents, demo_model, tmp_path,
                                                               monkeypatch):
     monkeypatch.chdir(tmp_path)  # where the file dialogs open
@@ -65,11 +77,7 @@ def test_profile_of_gone_nodes_is_refused_and_a_live_one_used(qtbot, make_window
         assert dlg.apply_button.isEnabled(), [dlg.list.item(i).text() for i in range(dlg.list.count())]
         click(qtbot, dlg.apply_button)
 
-    files = answer_dialog(qtbot, QFileDialog, choose_file(qtbot, str(saved)))
-    review = answer_dialog(qtbot, ProfileDiffDialog, use_it, timeout=20)
-    use_menu(qtbot, win, win.import_action)
-    check(files)
-    check(review)
+    _import(qtbot, win, saved, use_it)
     assert win.editor.plan().host_layers == 2 and win.editor.plan().counts() == [3, n - 5]
     live = {d.key: d for d in win.planned_devices()}
     assert all(d == live[d.key] for d in win.editor.plan().devices())  # today's free memory
@@ -97,11 +105,7 @@ def test_profile_of_gone_nodes_is_refused_and_a_live_one_used(qtbot, make_window
             assert dlg.isVisible()
             dlg.reject()
 
-        files = answer_dialog(qtbot, QFileDialog, choose_file(qtbot, str(saved)))
-        review = answer_dialog(qtbot, ProfileDiffDialog, refuse, timeout=20)
-        use_menu(qtbot, win, win.import_action)
-        check(files)
-        check(review)
+        _import(qtbot, win, saved, refuse)
         # nothing changed: no dead endpoint in the split
         assert win.editor.plan() == before
         assert not any(d.node_id in first.values() for d in win.editor.plan().devices())
