@@ -105,3 +105,23 @@ def test_an_unreadable_model_says_why_and_keeps_the_open_one(qtbot, make_window,
     qtbot.waitUntil(lambda: "Cannot use not-a-model.gguf" in win.model_panel.info.text(), timeout=60000)
     assert "not a GGUF file" in win.model_panel.info.text()
     assert win.model.path == demo_model and not win.model_panel.busy.isVisible()
+
+
+def test_the_demo_window_answers_while_a_remembered_large_model_is_read(qtbot, make_window, agents, demo_model,
+                                                                       gemma3_270m):
+    """`herd demo` after a session with a large model: the window starts reading the remembered
+    model, then the demo's own; it keeps answering meanwhile and the demo's model is the one
+    open, although the remembered one finishes last."""
+    win = make_window(browse=False, **{"model/last": str(gemma3_270m)})  # start() reads the last model
+    remembered, ended = win._model_read, []
+    assert remembered is not None and win.model is None
+    remembered.done.connect(lambda: ended.append(True))
+    with StallMeter() as meter:
+        started = time.perf_counter()
+        win.attach_demo(agents, demo_model)
+        qtbot.waitUntil(lambda: win.model is not None, timeout=60000)
+        assert win.model.path == demo_model
+        qtbot.waitUntil(lambda: bool(ended), timeout=180000)
+        reading = time.perf_counter() - started
+    assert win.model.path == demo_model and win.settings.get("model/last") == str(demo_model)
+    assert meter.worst < reading / 10, (meter.worst, reading)
