@@ -241,10 +241,13 @@ def main() -> int:
     if args.part != "open":
         chat_bench(app, args)
     if args.part != "chat":
-        rows = open_model_rows(app, Path(tempfile.mkdtemp(prefix="herd-gui-bench-")))
+        # (a 253 MB copy of the model each: removed afterwards)
+        with tempfile.TemporaryDirectory(prefix="herd-gui-bench-") as tmp:
+            rows = open_model_rows(app, Path(tmp))
         if rows:
             print_open_model_rows(rows)
-        demo = demo_start_rows(app, Path(tempfile.mkdtemp(prefix="herd-gui-bench-")))
+        with tempfile.TemporaryDirectory(prefix="herd-gui-bench-") as tmp:
+            demo = demo_start_rows(app, Path(tmp))
         if demo:
             print_demo_start_rows(demo)
     return 0
