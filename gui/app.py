@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from agent.engine_lookup import PINNED_BUILD, find_engine
 from gui import __version__
-from gui.bridge import AsyncBridge
+from gui.bridge import AsyncBridge, describe_error
 from gui.cluster import workspace as W
 from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.nodes.network_errors import explain
@@ -94,6 +94,8 @@ class MainWindow(QMainWindow):
                                                  port=self.settings.get("server/port")))
         self._device_sig = None
         self._closing = False
+        #: the newest model read asked for (:meth:`read_model`); an older one's result is dropped
+        self._model_read = None
 
         self.nodes = NodesPanel()
         self.model_panel = ModelPanel()
@@ -143,7 +145,7 @@ class MainWindow(QMainWindow):
         self.nodes.pairRequested.connect(self.pair_node)
         self.nodes.workerRequested.connect(self.set_worker)
         self.nodes.demoRequested.connect(self.start_local_demo)
-        self.model_panel.modelChosen.connect(self.open_model)
+        self.model_panel.modelChosen.connect(self.read_model)
         self.model_panel.demoRequested.connect(self.make_demo_model)
         self.model_panel.hubRequested.connect(self.open_hub_dialog)
         #: File ▸ Export/Import cluster profile (gui.profile_actions)
@@ -327,7 +329,7 @@ class MainWindow(QMainWindow):
             self.tr("Remembered nodes that did not answer: %1").replace("%1", "; ".join(missing))))
         last = self.settings.get("model/last")
         if last and Path(last).is_file() and self.model is None:
-            self.open_model(last)
+            self.read_model(last)
 
     # ------------------------------------------------------------ nodes
 
@@ -437,27 +439,58 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------ model
 
     def open_model(self, path: str) -> bool:
-        """Inspect ``path`` and plan for it; on error say why and keep the previous model."""
+        """Inspect ``path`` on the calling thread and use it; on error say why and keep the
+        previous model. For scripts and tests that want the model open when this returns: what
+        the user does goes through :meth:`read_model`, which keeps the window responsive."""
         from gui.cluster.llama.model import ModelError, inspect_model
 
+        self._model_read = None  # this one is newer than any read still running
         try:
             info = inspect_model(path)
         except (ModelError, OSError) as exc:
             self.model_panel.show_error(path, str(exc))
             return False
+        self.use_model(info)
+        return True
+
+    def read_model(self, path: str):
+        """Inspect ``path`` off the GUI thread, then use it; returns the bridge call.
+
+        Parsing a GGUF's header takes seconds for a vocabulary of a quarter million tokens, so
+        it runs in the bridge loop's worker threads (the window keeps painting, the sparklines
+        keep moving) while the model panel names the file. The latest file chosen wins: a read
+        that ends after a newer one was asked for is dropped, whichever finishes first. On
+        error the panel says why and the previous model stays."""
+        import asyncio
+
+        from gui.cluster.llama.model import inspect_model
+
+        async def read():
+            return await asyncio.to_thread(inspect_model, path)
+
+        self.model_panel.show_reading(path)
+        call = self.bridge.submit(read(), "read model")
+        self._model_read = call
+        call.finished.connect(lambda info: call is self._model_read and self.use_model(info))
+        call.failed.connect(lambda exc: call is self._model_read
+                            and self.model_panel.show_error(path, describe_error(exc)))
+        return call
+
+    def use_model(self, info) -> None:
+        """Make ``info`` (a read :class:`~gui.cluster.llama.model.ModelInfo`) the open model:
+        show it, remember it, plan for it."""
         self.model_panel.show_model(info)
         self.settings.set("model/last", str(info.path))
         self.model_panel.set_recent(self.settings.add_recent("model/recent", str(info.path)))
         self.workspace.open_model(info)  # (lowers a context beyond the model's own; re-plans)
         self.launch_flow.update_fastest_button()
-        return True
 
     def open_hub_dialog(self):
         """*Get model…*: a model from a hub that fits the cluster, opened when downloaded (#14)."""
         from gui.hub_session import open_hub_dialog
 
         self.hub_dialog = open_hub_dialog(self, self.bridge, self.settings, self.planned_devices,
-                                          self.workspace.options.ctx, self.open_model)
+                                          self.workspace.options.ctx, self.read_model)
         return self.hub_dialog
 
     def make_demo_model(self) -> None:
@@ -470,7 +503,7 @@ class MainWindow(QMainWindow):
 
         self.model_panel.info.setText(self.tr("Making the demo model…"))
         call = self.bridge.submit(make(), "demo model")
-        call.finished.connect(lambda p: self.open_model(str(p)))
+        call.finished.connect(lambda p: self.read_model(str(p)))
         call.failed.connect(lambda exc: self.model_panel.show_error("demo model", str(exc)))
 
     # ------------------------------------------------------------ demo
@@ -505,7 +538,7 @@ class MainWindow(QMainWindow):
             # (the window may have been closed meanwhile: then there is nobody to pair for)
             call.finished.connect(lambda node, pin=a.pin: node and not self._closing
                                   and self.session.pair(node.id, pin))
-        self.open_model(str(model_path))
+        self.read_model(str(model_path))
         self.tabs.setCurrentWidget(self.editor)
 
     # ------------------------------------------------------------ about / close

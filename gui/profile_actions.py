@@ -14,8 +14,34 @@ used or the review is dismissed.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+
+def load_with_model_info(profile):
+    """The ModelInfo of ``profile``'s model as it is on this computer, or None when it cannot be
+    read (the differences with the live cluster say so)."""
+    from gui.cluster.llama.model import ModelError, inspect_model
+
+    try:
+        return inspect_model(profile.model.path)
+    except (ModelError, OSError):
+        return None
+
+
+def load_with_model(path: str):
+    """``(profile, its model's ModelInfo)`` from the profile file at ``path``; the info is None
+    when the model cannot be read (the differences with the live cluster say so).
+
+    Raises:
+        ProfileError, OSError: the profile itself cannot be read.
+    """
+    from gui.cluster.launching.profile import load_profile
+
+    profile = load_profile(path)
+    return profile, load_with_model_info(profile)
 
 
 class ProfileActions(QObject):
@@ -61,24 +87,31 @@ class ProfileActions(QObject):
         return call
 
     def import_dialog(self) -> None:
-        """File → Import cluster profile…: load, show the differences, apply on request."""
+        """File → Import cluster profile…: read it off the GUI thread, then show the differences
+        (kept up to date while the dialog is open) and apply on request."""
         path, _ = QFileDialog.getOpenFileName(self.win, self.tr("Import cluster profile"), "",
                                               self.tr("Cluster profiles (*.json);;All files (*)"))
         if path:
-            self.review(path)
+            self.read_in_background(path).finished.connect(lambda result: self.offer(path, *result))
 
     def review(self, path: str) -> bool:
-        """Show the profile at ``path`` with its differences from the live cluster, kept up to
-        date while the dialog is open (a node paired from it, a node that answers again); apply
-        it when the user says so. Returns whether it was applied."""
+        """:meth:`offer` the profile at ``path``, read on the calling thread. Returns whether it
+        was applied."""
+        try:
+            profile, info = load_with_model(path)
+        except Exception as exc:  # ProfileError, OSError: told to the user
+            self._unreadable(exc)
+            return False
+        return self.offer(path, profile, info)
+
+    def offer(self, path: str, profile, info) -> bool:
+        """Show ``profile`` (``info``: its model as read here, None when missing) with its
+        differences from the live cluster, kept up to date while the dialog is open (a node
+        paired from it, a node that answers again); apply it when the user says so. Returns
+        whether it was applied."""
         from gui.widgets.profile_dialog import ProfileDiffDialog
 
-        profile = self._load(path)
-        if profile is None:
-            return False
-        info = self._inspect(profile)
-        findings = self.check(profile, info)
-        dlg = ProfileDiffDialog(path, profile, findings, self.win)
+        dlg = ProfileDiffDialog(path, profile, self.check(profile, info), self.win)
         dlg.pairRequested.connect(self.win.nodes.ask_pin)
         # (events come on the GUI thread: from the session's queued signals, through the window)
         stop = self.workspace.subscribe(lambda _event: dlg.set_findings(self.check(profile, info)))
@@ -87,36 +120,40 @@ class ProfileActions(QObject):
         finally:
             stop()
             dlg.deleteLater()
-        return bool(accepted) and self.apply(profile)
+        return bool(accepted) and self.apply(profile, info)
 
     def read(self, path: str):
-        """``(profile, differences from the live cluster)``, or None after telling the user why not."""
-        profile = self._load(path)
-        return None if profile is None else (profile, self.check(profile, self._inspect(profile)))
-
-    def _load(self, path: str):
-        """The profile at ``path``, or None after telling the user why it cannot be read."""
-        from gui.cluster.launching.profile import ProfileError, load_profile
+        """``(profile, differences from the live cluster)`` read on the calling thread, or None
+        after telling the user why not (the window reads with :meth:`read_in_background`)."""
+        from gui.cluster.launching.profile import ProfileError
 
         try:
-            return load_profile(path)
+            profile, info = load_with_model(path)
         except (ProfileError, OSError) as exc:
-            QMessageBox.warning(self.win, self.tr("Import cluster profile"), str(exc))
+            self._unreadable(exc)
             return None
+        return profile, self.check(profile, info)
 
-    @staticmethod
-    def _inspect(profile):
-        """The profile's model as it is on this computer, or None when it cannot be read."""
-        from gui.cluster.llama.model import ModelError, inspect_model
+    def read_in_background(self, path: str):
+        """Read the profile and inspect its model off the GUI thread (seconds for a large
+        vocabulary), the status bar naming the file meanwhile; returns the bridge call, whose
+        result is ``(profile, model info or None)``. A failure is told to the user."""
+        import asyncio
 
-        try:
-            return inspect_model(profile.model.path)
-        except (ModelError, OSError):
-            return None
+        async def go():
+            return await asyncio.to_thread(load_with_model, path)
+
+        reading = self.tr("Reading %1…").replace("%1", Path(path).name)
+        bar = self.win.statusBar()
+        bar.showMessage(reading)
+        call = self.win.bridge.submit(go(), "import profile")
+        call.failed.connect(self._unreadable)
+        call.done.connect(lambda: bar.currentMessage() == reading and bar.clearMessage())
+        return call
 
     def check(self, profile, info) -> list:
         """The one check of ``profile`` against the window's cluster (``info``: its model as
-        inspected here, None when missing): nodes as discovery reports them, which of them have
+        read here, None when missing): nodes as discovery reports them, which of them have
         reported their devices, the engine build. What the review shows and :meth:`apply` obeys."""
         from gui.cluster.launching.profile import diff_profile
 
@@ -124,11 +161,16 @@ class ProfileActions(QObject):
         return diff_profile(profile, list(self.workspace.nodes.values()), self.engine.build, info,
                             reporting=reporting)
 
-    def apply(self, profile) -> bool:
+    def _unreadable(self, exc) -> None:
+        QMessageBox.warning(self.win, self.tr("Import cluster profile"), str(exc))
+
+    def apply(self, profile, info=None) -> bool:
         """Open the profile's model and show its plan on the nodes as they are now (matched by
         node id: their current addresses and free memory), then say so in the status bar and
         under the split. Refused, with what to do, when :meth:`check` finds an error: a plan on
-        nodes that are not all here would name endpoints nobody listens on (#17)."""
+        nodes that are not all here would name endpoints nobody listens on (#17). ``info`` is
+        the model as :func:`load_with_model` read it, so it is not read again; without it the
+        model is read here."""
         from gui.cluster.launching.profile import (
             applied_message,
             bind_to_devices,
@@ -137,11 +179,15 @@ class ProfileActions(QObject):
             refusal,
         )
 
-        findings = self.check(profile, self._inspect(profile))
+        if info is None:
+            info = load_with_model_info(profile)
+        findings = self.check(profile, info)
         if blocking(findings):
             QMessageBox.warning(self.win, self.tr("Import cluster profile"), refusal(findings))
             return False
-        if not self.win.open_model(profile.model.path):
+        if info is not None and str(info.path) == str(profile.model.path):
+            self.win.use_model(info)
+        elif not self.win.open_model(profile.model.path):
             return False
         self.workspace.set_options(ctx=profile.server.ctx, host=profile.server.host, port=profile.server.port,
                                    alias=profile.server.alias, extra_args=profile.server.extra_args)

@@ -2,7 +2,8 @@
 
 Open a file (dialog, drag and drop, or the recent list); the panel shows architecture, layers,
 size and context length as the core read them. *Make demo model* asks for a small random-weight
-model for trying things out. The panel reads nothing itself: the window inspects the file and
+model for trying things out. The panel reads nothing itself: the window reads the file off the GUI
+thread (:meth:`ModelPanel.show_reading` says which one while that takes more than a moment) and
 calls :meth:`ModelPanel.show_model` or :meth:`ModelPanel.show_error`.
 """
 
@@ -10,12 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar, QPushButton,
+                               QVBoxLayout, QWidget)
 
 from gui.widgets.wrapping_label import WrappingLabel
 
 WARN = "#d62728"
+#: A file read faster than this shows no busy indicator (it would only flicker).
+BUSY_AFTER_MS = 250
 
 
 class ModelPanel(QWidget):
@@ -45,6 +49,19 @@ class ModelPanel(QWidget):
         self.recent.setPlaceholderText(self.tr("Recent models"))
         self.info = WrappingLabel(self.tr("No model open. Open a GGUF file or drop one here."))
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # While a large GGUF's header is read (seconds for a big vocabulary): a busy bar and the
+        # file's name; every control stays usable, and choosing another file replaces it.
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)
+        self.busy.setTextVisible(False)
+        self.busy.setMaximumHeight(6)
+        self.busy.hide()
+        self.reading = WrappingLabel()
+        self.reading.hide()
+        self._busy_timer = QTimer(self)
+        self._busy_timer.setSingleShot(True)
+        self._busy_timer.setInterval(BUSY_AFTER_MS)
+        self._busy_timer.timeout.connect(self._show_busy)
         row = QHBoxLayout()
         row.addWidget(QLabel("<b>" + self.tr("Model") + "</b>"))
         row.addWidget(self.open_button)
@@ -55,6 +72,8 @@ class ModelPanel(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(row)
         lay.addWidget(self.info)
+        lay.addWidget(self.reading)
+        lay.addWidget(self.busy)
         self.open_button.clicked.connect(self._open)
         self.demo_button.clicked.connect(self.demoRequested)
         self.hub_button.clicked.connect(self.hubRequested)
@@ -70,8 +89,25 @@ class ModelPanel(QWidget):
         self.recent.setCurrentIndex(-1)
         self.recent.blockSignals(False)
 
+    def show_reading(self, path: str) -> None:
+        """``path`` is being read: name it with a busy bar if that takes more than a moment.
+
+        The model shown so far stays shown until :meth:`show_model` or :meth:`show_error`."""
+        self.reading.setText(self.tr("Reading %1…").replace("%1", Path(path).name))
+        self._busy_timer.start()
+
+    def _show_busy(self) -> None:
+        self.reading.show()
+        self.busy.show()
+
+    def _reading_done(self) -> None:
+        self._busy_timer.stop()
+        self.reading.hide()
+        self.busy.hide()
+
     def show_model(self, info) -> None:
         """Show a :class:`gui.cluster.llama.model.ModelInfo`."""
+        self._reading_done()
         ctx = info.context_length if info.context_length else self.tr("unknown")
         self.info.setStyleSheet("")
         self.info.setText(self.tr("%1 — %2, %3 layers, %4 MB, %5, context %6")
@@ -82,6 +118,7 @@ class ModelPanel(QWidget):
 
     def show_error(self, path: str, message: str) -> None:
         """Say why ``path`` cannot be used (the previous model stays loaded)."""
+        self._reading_done()
         self.info.setStyleSheet(f"color: {WARN};")
         self.info.setText(self.tr("Cannot use %1: %2").replace("%1", Path(path).name).replace("%2", message))
 

@@ -833,6 +833,10 @@
         <source>Get model…</source>
         <translation>获取模型…</translation>
     </message>
+    <message>
+        <source>Reading %1…</source>
+        <translation>正在读取 %1…</translation>
+    </message>
 </context>
 <context>
     <name>NodeCard</name>
@@ -2725,6 +2729,10 @@
     <message>
         <source>The profile uses %1, which this computer cannot reach or is not paired with. Start their herd-agent and pair with them, then import again.</source>
         <translation>该配置使用了 %1，本机无法连接或尚未与其配对。请启动它们的 herd-agent 并完成配对，然后重新导入。</translation>
+    </message>
+    <message>
+        <source>Reading %1…</source>
+        <translation>正在读取 %1…</translation>
     </message>
 </context>
 <context>

@@ -288,7 +288,8 @@ def test_try_a_local_demo_button(qtbot, make_window, smollm2):
     addrs = {a.address for a in demo.agents}
     qtbot.waitUntil(lambda: sum(1 for n in win.node_map.values()
                                 if f"{n.host}:{n.api_port}" in addrs and n.paired) == 2, timeout=20000)
-    assert win.model is not None and win.model.path == smollm2
+    qtbot.waitUntil(lambda: win.model is not None, timeout=30000)  # (read in the background)
+    assert win.model.path == smollm2
     assert not win.nodes.demo_button.isVisibleTo(win)  # somebody is around now
     qtbot.waitUntil(lambda: win.editor.plan() is not None
                     and {d.endpoint for d in win.editor.plan().devices()} >= {n.rpc_endpoint for n in win.node_map.values()

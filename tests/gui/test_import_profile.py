@@ -59,6 +59,18 @@ def _export(qtbot, win, path):
     qtbot.waitUntil(path.is_file, timeout=30000)
 
 
+def _import(qtbot, win, path, review_with):
+    """File ▸ Import cluster profile…, choose ``path``; the profile is read in the background,
+    then its review dialog opens and ``review_with(dialog)`` answers it."""
+    files = answer_dialog(qtbot, QFileDialog, choose_file(qtbot, str(path)))
+    review = answer_dialog(qtbot, ProfileDiffDialog, review_with, timeout=20)
+    use_menu(qtbot, win, win.import_action)
+    check(files)
+    # (the dialog is answered inside its own event loop: once it is seen here, it has closed)
+    qtbot.waitUntil(lambda: "dialog" in review or "error" in review, timeout=25000)
+    check(review)
+
+
 def test_profile_of_gone_nodes_is_refused_and_a_live_one_used(qtbot, make_window, agents, demo_model, tmp_path,
                                                               monkeypatch):
     monkeypatch.chdir(tmp_path)  # where the file dialogs open
@@ -81,11 +93,7 @@ def test_profile_of_gone_nodes_is_refused_and_a_live_one_used(qtbot, make_window
         assert dlg.apply_button.isEnabled(), [dlg.list.item(i).text() for i in range(dlg.list.count())]
         click(qtbot, dlg.apply_button)
 
-    files = answer_dialog(qtbot, QFileDialog, choose_file(qtbot, str(saved)))
-    review = answer_dialog(qtbot, ProfileDiffDialog, use_it, timeout=20)
-    use_menu(qtbot, win, win.import_action)
-    check(files)
-    check(review)
+    _import(qtbot, win, saved, use_it)
     assert win.editor.plan().host_layers == 2 and win.editor.plan().counts() == [3, n - 5]
     live = {d.key: d for d in win.planned_devices()}
     assert all(d == live[d.key] for d in win.editor.plan().devices())  # today's free memory
@@ -113,11 +121,7 @@ def test_profile_of_gone_nodes_is_refused_and_a_live_one_used(qtbot, make_window
             assert dlg.isVisible()
             dlg.reject()
 
-        files = answer_dialog(qtbot, QFileDialog, choose_file(qtbot, str(saved)))
-        review = answer_dialog(qtbot, ProfileDiffDialog, refuse, timeout=20)
-        use_menu(qtbot, win, win.import_action)
-        check(files)
-        check(review)
+        _import(qtbot, win, saved, refuse)
         # nothing changed: no dead endpoint in the split
         assert win.editor.plan() == before
         assert not any(d.node_id in first.values() for d in win.editor.plan().devices())
@@ -234,6 +238,7 @@ def test_a_split_made_by_hand_comes_back_with_its_model(qtbot, make_window, agen
     # after a restart: the same model opens first, the nodes report one by one, the split returns
     win.close()
     again = make_window(browse=False)
-    assert again.model is not None and str(again.model.path) == str(demo_model)
+    # (the last model is read off the GUI thread at start)
+    qtbot.waitUntil(lambda: again.model is not None and str(again.model.path) == str(demo_model), timeout=20000)
     qtbot.waitUntil(lambda: len(again.editor.plan().devices()) == 2, timeout=20000)
     assert again.editor.plan().counts() == [3, n - 5] and again.editor.plan().host_layers == 2

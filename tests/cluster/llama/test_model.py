@@ -191,3 +191,33 @@ def test_a_token_reads_the_routed_share_of_the_experts(tmp_path):
     # a dense model reads all of it
     dense = inspect_model(write_demo_model(tmp_path / "dense.gguf", DemoShape(layers=3, embd=256, ff=512)))
     assert not dense.is_moe and dense.active_slot_bytes == dense.slot_bytes
+
+
+def test_inspecting_puts_the_cyclic_collector_back_as_it_was(demo_model, tmp_path, monkeypatch):
+    """The collector waits while a header is parsed (its passes over a big vocabulary's views
+    stalled every thread), and is on again afterwards, also after an error; a collector the
+    caller had turned off stays off."""
+    import gc
+
+    seen = []
+    real_reader = gguf.GGUFReader
+
+    def reader(*args, **kwargs):  # the real reader, watched: was the collector on meanwhile?
+        seen.append(gc.isenabled())
+        return real_reader(*args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", reader)
+    assert gc.isenabled()
+    inspect_model(demo_model)
+    assert seen == [False] and gc.isenabled()
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\xff" * 64)
+    with pytest.raises(ModelError):
+        inspect_model(bad)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        inspect_model(demo_model)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

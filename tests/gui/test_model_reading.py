@@ -1,0 +1,127 @@
+"""Opening a model never blocks the window: the GGUF is read off the GUI thread.
+
+The real Gemma 3 270M (a 262k vocabulary) takes seconds to inspect; while it is read the window
+keeps handling events, the model panel names the file, and a model chosen meanwhile wins.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from PySide6.QtCore import QTimer
+
+from cluster.model_matrix import real_gemma3
+
+
+@pytest.fixture(scope="module")
+def gemma3_270m(tmp_path_factory):
+    return real_gemma3(tmp_path_factory.mktemp("gemma3"))
+
+
+class StallMeter:
+    """The GUI thread's worst stall: a 10 ms timer records the largest gap between its ticks."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._last = time.perf_counter()
+        self._timer = QTimer()
+        self._timer.setInterval(10)
+        self._timer.timeout.connect(self._tick)
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.worst = max(self.worst, now - self._last)
+        self._last = now
+
+    def __enter__(self) -> StallMeter:
+        self._last = time.perf_counter()
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.stop()
+
+
+def pick_recent(win, path) -> None:
+    """Choose ``path`` from the model panel's Recent models list, as a person does."""
+    box = win.model_panel.recent
+    index = box.findData(str(path))
+    assert index >= 0, [box.itemData(i) for i in range(box.count())]
+    box.setCurrentIndex(index)
+    box.activated.emit(index)  # what a click on the entry in the opened list emits
+
+
+def test_a_large_vocabulary_model_opens_while_the_window_stays_responsive(qtbot, make_window, gemma3_270m):
+    win = make_window(browse=False, **{"model/recent": [str(gemma3_270m)]})
+    win.model_panel.set_recent(win.settings.get("model/recent"))
+    with StallMeter() as meter:
+        started = time.perf_counter()
+        pick_recent(win, gemma3_270m)
+        # more than a moment: the panel names the file with a busy bar
+        qtbot.waitUntil(lambda: win.model_panel.busy.isVisible(), timeout=5000)
+        assert gemma3_270m.name in win.model_panel.reading.text()
+        # the other controls answer meanwhile: the tabs switch, the Open button is there to use
+        win.tabs.setCurrentIndex(1)
+        assert win.tabs.currentWidget() is win.launch
+        assert win.model_panel.open_button.isEnabled()
+        qtbot.waitUntil(lambda: win.model is not None, timeout=180000)
+        reading = time.perf_counter() - started
+    assert win.model.path == gemma3_270m and win.model.architecture == "gemma3"
+    assert not win.model_panel.busy.isVisible()
+    assert "Gemma" in win.model_panel.info.text()
+    # The read took as long as the inspection does; the window never stopped for more than a
+    # small part of it (read on the GUI thread, the worst stall would be the whole read).
+    print(f"\nread {reading:.2f} s, the window's worst stall {meter.worst * 1000:.0f} ms")
+    assert meter.worst < reading / 10, (meter.worst, reading)
+
+
+def test_a_model_chosen_while_another_is_read_wins(qtbot, make_window, gemma3_270m, demo_model):
+    win = make_window(browse=False, **{"model/recent": [str(gemma3_270m), str(demo_model)]})
+    win.model_panel.set_recent(win.settings.get("model/recent"))
+    pick_recent(win, gemma3_270m)
+    slow, ended = win._model_read, []
+    slow.done.connect(lambda: ended.append(slow.future.result()))  # (delivered queued: never missed)
+    pick_recent(win, demo_model)  # changed my mind while the large one is read
+    qtbot.waitUntil(lambda: win.model is not None, timeout=60000)
+    assert win.model.path == demo_model
+    # the large one finishes later (its result reaches the window) and is dropped: the model
+    # chosen last stays open
+    qtbot.waitUntil(lambda: bool(ended), timeout=180000)
+    assert ended[0].path == gemma3_270m
+    assert win.model.path == demo_model
+    assert win.settings.get("model/last") == str(demo_model)
+    assert demo_model.name in win.model_panel.info.text() and not win.model_panel.busy.isVisible()
+
+
+def test_an_unreadable_model_says_why_and_keeps_the_open_one(qtbot, make_window, demo_model, tmp_path):
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_bytes(b"not a gguf at all")
+    win = make_window(browse=False, **{"model/recent": [str(demo_model), str(bad)]})
+    win.model_panel.set_recent(win.settings.get("model/recent"))
+    pick_recent(win, demo_model)
+    qtbot.waitUntil(lambda: win.model is not None, timeout=60000)
+    pick_recent(win, bad)
+    qtbot.waitUntil(lambda: "Cannot use not-a-model.gguf" in win.model_panel.info.text(), timeout=60000)
+    assert "not a GGUF file" in win.model_panel.info.text()
+    assert win.model.path == demo_model and not win.model_panel.busy.isVisible()
+
+
+def test_the_demo_window_answers_while_a_remembered_large_model_is_read(qtbot, make_window, agents, demo_model,
+                                                                       gemma3_270m):
+    """`herd demo` after a session with a large model: the window starts reading the remembered
+    model, then the demo's own; it keeps answering meanwhile and the demo's model is the one
+    open, although the remembered one finishes last."""
+    win = make_window(browse=False, **{"model/last": str(gemma3_270m)})  # start() reads the last model
+    remembered, ended = win._model_read, []
+    assert remembered is not None and win.model is None
+    remembered.done.connect(lambda: ended.append(True))
+    with StallMeter() as meter:
+        started = time.perf_counter()
+        win.attach_demo(agents, demo_model)
+        qtbot.waitUntil(lambda: win.model is not None, timeout=60000)
+        assert win.model.path == demo_model
+        qtbot.waitUntil(lambda: bool(ended), timeout=180000)
+        reading = time.perf_counter() - started
+    assert win.model.path == demo_model and win.settings.get("model/last") == str(demo_model)
+    assert meter.worst < reading / 10, (meter.worst, reading)
