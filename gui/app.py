@@ -405,6 +405,7 @@ class MainWindow(QMainWindow):
         except ValueError as exc:
             self.nodes.show_message(str(exc))
             return
+        self.nodes.show_message("")  # a well-formed address: an earlier error about one is stale
         call = self.session.add_address(address)
         call.finished.connect(lambda node: (self.settings.add_recent("nodes/addresses", address, 50),
                                             self.nodes.show_message(
