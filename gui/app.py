@@ -616,6 +616,14 @@ def freeze_startup_objects() -> None:
 def run_app(args, demo=None, model: Path | None = None) -> int:
     """Open the app (``herd`` without a command, or ``herd demo``); returns the exit code."""
     logging.basicConfig(level=logging.INFO if os.environ.get("HERD_DEBUG") else logging.WARNING)
+    if QApplication.instance() is None:
+        # Qt aborts when its X11 plugin cannot load, naming the wrong library: say which first
+        from gui.qt_libraries import platform_problem
+
+        problem = platform_problem()
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("llama-herd")
     app.setOrganizationName("llama-herd")
