@@ -1303,6 +1303,10 @@
         <source>The context (%1) is larger than the %2 the model was trained for: llama.cpp allows it, but replies beyond %2 tokens get worse.</source>
         <translation>上下文（%1）大于模型训练时的 %2：llama.cpp 允许这样做，但超过 %2 个词元后回复质量会下降。</translation>
     </message>
+    <message>
+        <source>%1 needs %2, and the other devices on the same computer %3, but it has %4 free: short by %5.</source>
+        <translation>%1 需要 %2，同一台电脑上的其他设备另需 %3，但它只有 %4 可用：还差 %5。</translation>
+    </message>
 </context>
 <context>
     <name>AgentClient</name>
