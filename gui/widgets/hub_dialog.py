@@ -255,7 +255,7 @@ class HubDialog(QDialog):
         self.progress.setVisible(True)
         self.progress.setValue(int(1000 * p.done / p.total) if p.total else 0)
         self.status.setStyleSheet("")
-        if p.done < p.total:
+        if not p.finished:  # (a finished one leaves the words on the file still being read)
             self.status.setText(self.tr("Reading the header of %1 (file %2 of %3)…")
                                 .replace("%1", p.file).replace("%2", str(max(p.started, 1)))
                                 .replace("%3", str(p.total)))

@@ -98,6 +98,9 @@ def test_search_fit_download_and_verified_launch(qtbot, make_window, agents, hub
     first, words, _ = told[0]
     assert words == f"Reading the header of {first.file} (file 1 of 4)…", words
     assert {p.file for p, _, _ in told} == {m.first.name for m in dlg.session.files.models}
+    for p, words, _ in told:  # the words name a file being read, never one just finished
+        if not p.finished:
+            assert words == f"Reading the header of {p.file} (file {p.started} of 4)…", words
     bars = [bar for _, _, bar in told]
     assert bars == sorted(bars) and bars[-1] == 1000  # the bar fills file by file
     assert dlg.progress.isHidden()  # and goes once the list is there

@@ -720,14 +720,15 @@ def assess(model: ModelFile, info, devices: Sequence, ctx: int, *, host_free_byt
 
 @dataclass(frozen=True)
 class HeaderProgress:
-    """Where reading a repository's headers is: a file was started (``started`` of ``total``)
-    or finished (``done`` of ``total``); ``file`` is that file's name. A header can be slow
-    (a large vocabulary is most of it), so the dialog says which one it reads."""
+    """Where reading a repository's headers is: ``file`` was started, or ``finished``;
+    ``started`` and ``done`` of ``total`` count the files so far. A header can be slow (a large
+    vocabulary is most of it), so the dialog says which one it reads."""
 
     file: str
     started: int
     done: int
     total: int
+    finished: bool = False
 
 
 def assess_repo(hub: Hub, files: RepoFiles, devices: Sequence, ctx: int, *, host_free_bytes: int | None,
@@ -748,7 +749,7 @@ def assess_repo(hub: Hub, files: RepoFiles, devices: Sequence, ctx: int, *, host
             return
         with lock:  # told under the lock, so in order
             count[key] += 1
-            on_progress(HeaderProgress(name, count["started"], count["done"], total))
+            on_progress(HeaderProgress(name, count["started"], count["done"], total, key == "done"))
 
     def one(m: ModelFile) -> FileFit:
         tell(m.first.name, "started")
