@@ -306,8 +306,10 @@ class AgentClient:
         elif path == P.PATH_PAIR_FINISH and code == 403:
             # Said here rather than relayed: the agent's own words are English, and the user who
             # typed the PIN reads the app's language.
-            msg = translate("AgentClient", "{url}: wrong PIN (HTTP 403); enter the PIN the node shows "
-                                           "now, a new one after each pairing").format(url=self.base_url)
+            # No address or status code: the person typed a PIN and needs only to know it was
+            # wrong and where to read the right one.
+            msg = translate("AgentClient", "wrong PIN; enter the PIN the node shows now (herd-agent pin "
+                                           "on that computer), a new one after each pairing")
         elif path == P.PATH_PAIR_START and code == 429:
             msg = translate("AgentClient", "{url}: too many failed pairing attempts from this computer "
                                            "(HTTP 429); try again in {seconds} s").format(

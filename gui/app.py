@@ -412,6 +412,7 @@ class MainWindow(QMainWindow):
         except ValueError as exc:
             self.nodes.show_message(str(exc))
             return
+        self.nodes.show_message("")  # a well-formed address: an earlier error about one is stale
         call = self.session.add_address(address)
         call.finished.connect(lambda node: (self.settings.add_recent("nodes/addresses", address, 50),
                                             self.nodes.show_message(
@@ -599,6 +600,13 @@ class MainWindow(QMainWindow):
             self._confirmed = True
             self.close()
 
+    def bring_to_front(self) -> None:
+        """Show the window on top, restored if minimised (a second herd asked for it)."""
+        self.setWindowState(self.windowState() & ~Qt.WindowState.WindowMinimized)
+        self.show()
+        self.raise_()
+        self.activateWindow()
+
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
         if self._closing:
             return super().closeEvent(event)
@@ -647,6 +655,14 @@ def freeze_startup_objects() -> None:
 def run_app(args, demo=None, model: Path | None = None) -> int:
     """Open the app (``herd`` without a command, or ``herd demo``); returns the exit code."""
     logging.basicConfig(level=logging.INFO if os.environ.get("HERD_DEBUG") else logging.WARNING)
+    if QApplication.instance() is None:
+        # Qt aborts when its X11 plugin cannot load, naming the wrong library: say which first
+        from gui.qt_libraries import platform_problem
+
+        problem = platform_problem()
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("llama-herd")
     app.setOrganizationName("llama-herd")
@@ -654,6 +670,14 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
     app.setWindowIcon(app_icon())
     # Fusion follows the system's light/dark colour scheme on every platform (Qt ≥ 6.5).
     app.setStyle("Fusion")
+    # one window per user: a second herd shows the first and leaves (gui/single_instance.py)
+    from gui.single_instance import SingleInstance, ask_running
+
+    if ask_running():
+        print("herd is already open; its window is brought to the front.", file=sys.stderr)
+        return 0
+    instance = SingleInstance()
+    instance.listen()
     settings = Settings()
     lang = getattr(args, "lang", None) or settings.get("ui/language") or QLocale.system().name()
     install_translator(app, lang)
@@ -670,6 +694,7 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
     session = ClusterSession(bridge, **session_kw)
     win = MainWindow(settings, bridge=bridge, session=session)
     win._own_bridge = True
+    instance.activated.connect(win.bring_to_front)
     win.show()
     win.start()
     if demo is not None:
@@ -681,7 +706,11 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
         # way a user does, so start-up and shutdown (discovery, bridge thread) are both exercised.
         QTimer.singleShot(int(args.quit_after * 1000), lambda: (win.close(), app.quit()))
     freeze_startup_objects()
-    return app.exec()
+    try:
+        return app.exec()
+    finally:
+        instance.close()
+        instance.deleteLater()
 
 
 def _quit_on_signals(app: QApplication, win: MainWindow) -> None:

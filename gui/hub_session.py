@@ -30,10 +30,13 @@ class HubSession(QObject):
 
     Signals:
         progress(object): a ``DownloadProgress`` (from the download thread).
+        reading(object): a ``HeaderProgress`` while the listed repository's headers are read
+            (from the reading threads).
         modelReady(str): a download finished and was verified: its path (the first file).
     """
 
     progress = Signal(object)
+    reading = Signal(object)
     modelReady = Signal(str)
 
     def __init__(self, dialog, bridge: AsyncBridge, settings, devices: Callable[[], list],
@@ -54,6 +57,7 @@ class HubSession(QObject):
         dialog.downloadRequested.connect(self.download)
         dialog.cancelRequested.connect(self.cancel)
         self.progress.connect(dialog.show_progress)
+        self.reading.connect(dialog.show_reading)
 
     def models_dir(self) -> Path:
         """Where downloads go: the setting, else herd's data folder."""
@@ -88,7 +92,8 @@ class HubSession(QObject):
         def work():
             files = hub.files(repo)
             measured = H.cluster_measurements(devices)
-            fits = H.assess_repo(hub, files, devices, ctx, host_free_bytes=host_free, measured=measured)
+            fits = H.assess_repo(hub, files, devices, ctx, host_free_bytes=host_free, measured=measured,
+                                 on_progress=self.reading.emit)
             return files, fits
 
         def show(result) -> None:

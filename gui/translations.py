@@ -20,7 +20,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QLibraryInfo, QTranslator
+from PySide6.QtCore import QCoreApplication, QLibraryInfo, QLocale, QTranslator
 
 from agent import i18n
 
@@ -150,6 +150,11 @@ def install_translator(app: QCoreApplication, lang: str) -> list[QTranslator]:
     installed = []
     t = load_translator(lang)
     i18n.set_translator(None)
+    # The file dialog names a file's type from the system's MIME database ("JSON document"), in
+    # the default locale's language: make that the app's language, formats of the system's region
+    # kept for English.
+    QLocale.setDefault(QLocale(lang) if t is not None
+                       else QLocale(QLocale.Language.English, QLocale.system().territory()))
     if t is not None:
         app.installTranslator(t)
         installed.append(t)

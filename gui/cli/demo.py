@@ -67,6 +67,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     model = args.model or ensure_demo_model(progress=bar)
     bar.done()
     print(f"model: {model}")
+    if not args.no_app:
+        from gui.single_instance import ask_running
+
+        if ask_running():  # before starting agents that the open app would not use
+            print("herd is already open; its window is brought to the front. Use its "
+                  "Try a local demo, or close it first.", file=sys.stderr)
+            return 0
     cluster = DemoCluster(args.nodes)
     try:
         cluster.start()

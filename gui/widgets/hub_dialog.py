@@ -197,8 +197,9 @@ class HubDialog(QDialog):
         """Fill the list of repositories (``gui.cluster.models.hub.RepoHit``)."""
         self.results.clear()
         for h in hits:
-            item = QListWidgetItem(self.tr("%1 — %2 downloads").replace("%1", h.repo)
-                                   .replace("%2", f"{h.downloads or 0:,}"))
+            # one string per number form ("1 download", not "1 downloads")
+            words = self.tr("%1 — 1 download") if h.downloads == 1 else self.tr("%1 — %2 downloads")
+            item = QListWidgetItem(words.replace("%1", h.repo).replace("%2", f"{h.downloads or 0:,}"))
             item.setData(Qt.ItemDataRole.UserRole, h.repo)
             self.results.addItem(item)
         self.status.setText(self.tr("Pick a repository to see its files.") if hits
@@ -208,6 +209,9 @@ class HubDialog(QDialog):
         """Show ``repo``'s models (``gui.cluster.models.hub.FileFit``), mark and select ``suggested``."""
         if repo != self.repo:
             return
+        if not self.downloading:  # the headers are read: their bar has done its job
+            self.progress.setValue(0)
+            self.progress.hide()
         self.suggested = suggested
         where = ", ".join(nodes) if nodes else self.tr("no paired nodes")
         self.fit_note.setText(self.tr("Fit on: %1 and this PC").replace("%1", where))
@@ -244,6 +248,19 @@ class HubDialog(QDialog):
             self.table.clearSelection()
             self.status.setText(self.tr("Nothing fits at this context: try a smaller context or add a node."))
         self._update_buttons()
+
+    def show_reading(self, p) -> None:
+        """Where reading the chosen repository's headers is (a
+        ``gui.cluster.models.hub.HeaderProgress``): which file, n of m, and a bar."""
+        if self.downloading:
+            return
+        self.progress.setVisible(True)
+        self.progress.setValue(int(1000 * p.done / p.total) if p.total else 0)
+        self.status.setStyleSheet("")
+        if not p.finished:  # (a finished one leaves the words on the file still being read)
+            self.status.setText(self.tr("Reading the header of %1 (file %2 of %3)…")
+                                .replace("%1", p.file).replace("%2", str(max(p.started, 1)))
+                                .replace("%3", str(p.total)))
 
     def set_downloading(self, on: bool) -> None:
         """Lock the choice while a download runs."""

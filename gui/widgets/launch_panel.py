@@ -38,6 +38,11 @@ _BUFFER_RE = re.compile(r"(model buffer size|KV buffer size|compute buffer size)
 #: Routine lines that llama-server writes for every poll of /metrics and /slots (herd's own
 #: telemetry, twice a second): shown only with "Show debug lines" (#17).
 _ROUTINE_RE = re.compile(r"update_slots: all slots are idle\s*$|log_server_r: request: GET /(metrics|slots|health|props)\b")
+#: Boilerplate llama-server prints at every start: its notice about a future default port (herd
+#: always passes --port) and, over several lines, an example chat in the model's template.
+_NOTICE_RE = re.compile(r"server default port will be changed")
+_EXAMPLE_START = "chat template, example_format: '"
+_TIMESTAMP_RE = re.compile(r"^\d+\.\d+\.\d+\.\d+ [A-Z] ")  # every new log entry starts so
 
 
 class LaunchPanel(QWidget):
@@ -107,6 +112,8 @@ class LaunchPanel(QWidget):
         log_bar.rangeChanged.connect(self._log_range_changed)
         self.debug_box = QCheckBox(self.tr("Show debug lines"))
         self._lines: list[str] = []
+        self._hidden: list[bool] = []  # per line of _lines: shown only with "Show debug lines"
+        self._in_example = False  # inside llama-server's multi-line example chat
         row = QHBoxLayout()
         row.addWidget(self.start_button)
         row.addWidget(self.stop_button)
@@ -170,6 +177,8 @@ class LaunchPanel(QWidget):
         self.log.clear()
         self._follow_log = True
         self._lines = []
+        self._hidden = []
+        self._in_example = False
         self.verified.clear()
         self.notes.clear()
         self.notes.hide()
@@ -186,9 +195,12 @@ class LaunchPanel(QWidget):
         if not lines:
             return
         lines = [_ANSI_RE.sub("", line) for line in lines]
+        hidden = [self._quiet(line) for line in lines]
         self._lines.extend(lines)
+        self._hidden.extend(hidden)
         del self._lines[:-20000]
-        shown = lines if self.debug_box.isChecked() else [x for x in lines if not self._quiet(x)]
+        del self._hidden[:-20000]
+        shown = lines if self.debug_box.isChecked() else [x for x, h in zip(lines, hidden) if not h]
         if shown:
             if self.state in ("starting", "loading"):
                 self._follow_log = True
@@ -241,13 +253,23 @@ class LaunchPanel(QWidget):
         self.transfer_box.hide()
         self._by_bytes = False
 
-    @staticmethod
-    def _quiet(line: str) -> bool:
-        """A debug line, or routine noise: hidden unless "Show debug lines" is ticked."""
-        return bool(_DEBUG_RE.match(line) or _ROUTINE_RE.search(line))
+    def _quiet(self, line: str) -> bool:
+        """A debug line, routine noise or start-up boilerplate (the example chat, line after
+        line, and the port notice): hidden unless "Show debug lines" is ticked. Called once per
+        line in order; herd's own log file keeps every line."""
+        text = line.rstrip()
+        if self._in_example:
+            if not _TIMESTAMP_RE.match(text):  # the example goes on until its closing quote
+                self._in_example = not text.endswith("'")
+                return True
+            self._in_example = False  # a new entry: the example ended without its quote
+        if _EXAMPLE_START in text:
+            self._in_example = not text.split(_EXAMPLE_START, 1)[1].endswith("'")
+            return True
+        return bool(_DEBUG_RE.match(text) or _ROUTINE_RE.search(text) or _NOTICE_RE.search(text))
 
     def _refill_log(self) -> None:
-        lines = self._lines if self.debug_box.isChecked() else [x for x in self._lines if not self._quiet(x)]
+        lines = self._lines if self.debug_box.isChecked() else [x for x, h in zip(self._lines, self._hidden) if not h]
         self.log.setPlainText("\n".join(lines))  # (which scrolls to the top)
         self._follow_log = True
         self._log_range_changed(0, self.log.verticalScrollBar().maximum())

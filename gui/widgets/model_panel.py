@@ -122,8 +122,17 @@ class ModelPanel(QWidget):
         self.info.setStyleSheet(f"color: {WARN};")
         self.info.setText(self.tr("Cannot use %1: %2").replace("%1", Path(path).name).replace("%2", message))
 
+    def start_folder(self) -> str:
+        """Where *Open model…* starts: the folder of the newest recent model that still exists
+        (models usually sit together), else the current folder."""
+        for i in range(self.recent.count()):
+            folder = Path(self.recent.itemData(i)).parent
+            if folder.is_dir():
+                return str(folder)
+        return ""
+
     def _open(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, self.tr("Open a GGUF model"), "",
+        path, _ = QFileDialog.getOpenFileName(self, self.tr("Open a GGUF model"), self.start_folder(),
                                               self.tr("GGUF models (*.gguf);;All files (*)"))
         if path:
             self.modelChosen.emit(path)

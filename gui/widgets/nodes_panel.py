@@ -423,10 +423,22 @@ class NodesPanel(QWidget):
         self.message.setVisible(bool(text))
 
     def _ask_address(self) -> None:
-        text, ok = QInputDialog.getText(self, self.tr("Add a node"),
-                                        self.tr("Address of the node's herd-agent (host or host:port):"))
-        if ok and text.strip():
-            self.addRequested.emit(text.strip())
+        dlg = QInputDialog(self)
+        dlg.setWindowTitle(self.tr("Add a node"))
+        dlg.setLabelText(self.tr("Address of the node's herd-agent (host or host:port):"))
+        # an error about the address typed before ("the port must be a number…") is stale
+        # once the person types again
+        dlg.textValueChanged.connect(self._clear_error)
+        accepted = dlg.exec() == QDialog.DialogCode.Accepted
+        text = dlg.textValue().strip()
+        dlg.deleteLater()
+        if accepted and text:
+            self.addRequested.emit(text)
+
+    def _clear_error(self) -> None:
+        """Hide an error message; a confirmation stays."""
+        if self.message.isVisible() and self.message.styleSheet() == f"color: {WARN};":
+            self.show_message("")
 
     def ask_pin(self, node_id: str) -> None:
         """Ask for the PIN of ``node_id`` (its card's *Pair…*, or another window's offer to

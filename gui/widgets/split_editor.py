@@ -294,7 +294,13 @@ class SplitEditor(QWidget):
         """Why this plan cannot launch, one sentence each (empty: it can)."""
         out = []
         for f in self.split.fits:
-            if not f.fits:
+            if not f.fits and f.shared_bytes:  # one computer's RAM, which other devices use too
+                out.append(self.tr("%1 needs %2, and the other devices on the same computer %3, but it "
+                                   "has %4 free: short by %5.")
+                           .replace("%1", self._fit_label(f)).replace("%2", _mib(f.need_bytes))
+                           .replace("%3", _mib(f.shared_bytes)).replace("%4", _mib(f.free_bytes))
+                           .replace("%5", _mib(f.short_by_bytes)))
+            elif not f.fits:
                 out.append(self.tr("%1 needs %2 but has %3 free: short by %4.")
                            .replace("%1", self._fit_label(f)).replace("%2", _mib(f.need_bytes))
                            .replace("%3", _mib(f.free_bytes)).replace("%4", _mib(f.short_by_bytes)))

@@ -1343,6 +1343,10 @@
         <source>The context (%1) is larger than the %2 the model was trained for: llama.cpp allows it, but replies beyond %2 tokens get worse.</source>
         <translation>上下文（%1）大于模型训练时的 %2：llama.cpp 允许这样做，但超过 %2 个词元后回复质量会下降。</translation>
     </message>
+    <message>
+        <source>%1 needs %2, and the other devices on the same computer %3, but it has %4 free: short by %5.</source>
+        <translation>%1 需要 %2，同一台电脑上的其他设备另需 %3，但它只有 %4 可用：还差 %5。</translation>
+    </message>
 </context>
 <context>
     <name>AgentClient</name>
@@ -1420,6 +1424,10 @@
         <location filename="../../agent/client.py" line="190" />
         <source>{url}: too many wrong PINs (HTTP 429); pairing is locked for {seconds} s</source>
         <translation>{url}：PIN 错误次数过多（HTTP 429）；配对已锁定 {seconds} 秒</translation>
+    </message>
+    <message>
+        <source>wrong PIN; enter the PIN the node shows now (herd-agent pin on that computer), a new one after each pairing</source>
+        <translation>PIN 错误；请输入该节点当前显示的 PIN（在那台电脑上运行 herd-agent pin），每次配对后都会换新的</translation>
     </message>
 </context>
 <context>
@@ -1798,6 +1806,10 @@
         <location filename="../../gui/cluster/planning/plan.py" line="520" />
         <source>{device}: needs {need} of {free} free — {verdict}</source>
         <translation>{device}：需要 {need}，可用 {free} — {verdict}</translation>
+    </message>
+    <message>
+        <source>{device}: needs {need}, and the other devices on the same computer {shared}, of {free} free — {verdict}</source>
+        <translation>{device}：需要 {need}，同一台电脑上的其他设备另需 {shared}，可用 {free} — {verdict}</translation>
     </message>
 </context>
 <context>
@@ -2426,6 +2438,14 @@
     <message>
         <source>Decode speed predicted from the nodes' measured speeds (Fastest in the split editor, or herd bench). A quant type other than the one measured is estimated per weight, which errs on the slow side. Not measured yet: open a model and press Fastest once.</source>
         <translation>根据各节点实测速度预测的解码速度（分层编辑器中的“最快”，或 herd bench）。与实测模型量化类型不同的文件按权重数估算，结果偏保守。尚未测量：先打开一个模型并按一次“最快”。</translation>
+    </message>
+    <message>
+        <source>%1 — 1 download</source>
+        <translation>%1 — 1 次下载</translation>
+    </message>
+    <message>
+        <source>Reading the header of %1 (file %2 of %3)…</source>
+        <translation>正在读取 %1 的文件头（第 %2 个，共 %3 个）…</translation>
     </message>
 </context>
 <context>

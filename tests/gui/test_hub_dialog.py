@@ -82,11 +82,28 @@ def test_search_fit_download_and_verified_launch(qtbot, make_window, agents, hub
     assert win.settings.get("hub/endpoint") == hub.url  # remembered for next time
     assert dlg.results.item(0).text().startswith(REPO)
 
-    # first without measurements: the speed column says so
+    assert dlg.results.item(0).text() == f"{REPO} — 7 downloads"
+
+    # first without measurements: the speed column says so. While the headers are read the
+    # dialog says which file, n of m (what it tells the dialog is recorded here: on loopback
+    # the words may change faster than a test can look).
+    told = []
+    dlg.session.reading.connect(lambda p: told.append((p, dlg.status.text(), dlg.progress.value())))
     item = dlg.results.item(0)
     rect = dlg.results.visualItemRect(item)
     qtbot.mouseClick(dlg.results.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     qtbot.waitUntil(lambda: dlg.table.rowCount() == 4, timeout=30000)
+    assert len(told) == 8 and {p.total for p, _, _ in told} == {4}
+    assert [p.done for p, _, _ in told][-1] == 4 and max(p.started for p, _, _ in told) == 4
+    first, words, _ = told[0]
+    assert words == f"Reading the header of {first.file} (file 1 of 4)…", words
+    assert {p.file for p, _, _ in told} == {m.first.name for m in dlg.session.files.models}
+    for p, words, _ in told:  # the words name a file being read, never one just finished
+        if not p.finished:
+            assert words == f"Reading the header of {p.file} (file {p.started} of 4)…", words
+    bars = [bar for _, _, bar in told]
+    assert bars == sorted(bars) and bars[-1] == 1000  # the bar fills file by file
+    assert dlg.progress.isHidden()  # and goes once the list is there
     col = {name: i for i, name in enumerate(("file", "quant", "size", "fits", "split", "speed"))}
 
     def cells(c: str) -> list[str]:
@@ -186,3 +203,17 @@ def test_closing_the_window_stops_a_running_download(qtbot, make_window, hub, tm
     qtbot.waitUntil(stop.is_set, timeout=5000)
     hub.chunk_pause.set()
     assert list(models.glob("*.gguf")) == []
+
+
+def test_the_count_of_downloads_reads_right_for_one_and_many(qtbot):
+    from gui.cluster.models.hub import HeaderProgress, RepoHit
+    from gui.widgets.hub_dialog import HubDialog
+
+    dlg = HubDialog(None, endpoint="", ctx=512, models_dir="/tmp/models")
+    qtbot.addWidget(dlg)
+    dlg.show_hits([RepoHit("a/One", downloads=1), RepoHit("b/Many", downloads=1234), RepoHit("c/None")])
+    assert [dlg.results.item(i).text() for i in range(3)] == [
+        "a/One — 1 download", "b/Many — 1,234 downloads", "c/None — 0 downloads"]
+    dlg.show_reading(HeaderProgress("Big-Q4_K_M.gguf", 2, 1, 4))
+    assert dlg.status.text() == "Reading the header of Big-Q4_K_M.gguf (file 2 of 4)…"
+    assert dlg.progress.isVisibleTo(dlg) and dlg.progress.value() == 250

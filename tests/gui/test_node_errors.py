@@ -78,7 +78,10 @@ def test_add_and_pair_errors_in_words(qtbot, make_window, agents, monkeypatch):
     click(qtbot, card.pair_button)
     check(seen)
     qtbot.waitUntil(lambda: "Pairing with demo-a failed" in win.nodes.message.text(), timeout=10000)
-    assert "wrong PIN" in win.nodes.message.text() and "HTTP 400" not in win.nodes.message.text()
+    # only that the PIN was wrong and what to do: no address, no HTTP status
+    words = win.nodes.message.text()
+    assert "wrong PIN" in words and "herd-agent pin" in words, words
+    assert "HTTP" not in words and "://" not in words and "127.0.0.1" not in words, words
     assert _where(card.pair_button, win) == button_at
 
     def right(dlg: PinDialog) -> None:
@@ -100,3 +103,35 @@ def test_a_remembered_node_that_does_not_answer_is_said_in_words(qtbot, make_win
     qtbot.waitUntil(lambda: "Remembered nodes that did not answer" in win.nodes.message.text(), timeout=15000)
     text = win.nodes.message.text()
     assert address in text and "Nothing answers at that address" in text and "ConnectError" not in text, text
+
+
+def test_a_port_error_goes_when_the_person_types_again_or_an_add_succeeds(qtbot, make_window, agents):
+    from PySide6.QtWidgets import QInputDialog, QLineEdit
+
+    win = make_window(browse=False)
+    a = agents.agents[0]
+    add_node_by_address(qtbot, win, "127.0.0.1:port")
+    qtbot.waitUntil(lambda: "the port must be a number" in win.nodes.message.text(), timeout=5000)
+
+    # Add by address… again: the old error goes as soon as something new is typed
+    seen_error = {}
+
+    def retype(dlg: QInputDialog) -> None:
+        edit = dlg.findChild(QLineEdit)
+        edit.selectAll()
+        seen_error["before"] = win.nodes.message.isVisible()
+        qtbot.keyClicks(edit, "1")
+        seen_error["after"] = win.nodes.message.isVisible()
+        dlg.reject()
+
+    seen = answer_dialog(qtbot, QInputDialog, retype)
+    click(qtbot, win.nodes.add_button)
+    check(seen)
+    assert seen_error == {"before": True, "after": False}
+
+    # the error again, then a good address: the error goes and the add is confirmed
+    add_node_by_address(qtbot, win, "127.0.0.1:99999")
+    qtbot.waitUntil(lambda: "the port must be a number" in win.nodes.message.text(), timeout=5000)
+    add_node_by_address(qtbot, win, a.address)
+    assert "the port must be a number" not in win.nodes.message.text()
+    qtbot.waitUntil(lambda: win.nodes.message.text() == "Added demo-a.", timeout=20000)

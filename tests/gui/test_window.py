@@ -75,3 +75,37 @@ def test_herd_lang_forces_chinese(qtbot, qapp: QApplication, tmp_path, monkeypat
     assert run_app(argparse.Namespace(lang="zh_CN")) == 0
     assert seen["tabs"] == ["分层", "启动", "对话与仪表盘"]
     assert seen["start"] == "启动"
+
+
+def test_open_model_starts_in_the_last_models_folder(qtbot, tmp_path, demo_model, monkeypatch):
+    """*Open model…* opens where the last model was, not in the folder herd was started from."""
+    import shutil
+
+    from PySide6.QtWidgets import QFileDialog
+    from person import answer_dialog, check, choose_file, click
+
+    from gui.settings import Settings
+
+    models = tmp_path / "models"
+    models.mkdir()
+    other = models / "other.gguf"
+    shutil.copy(demo_model, other)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("HERD_CONFIG_DIR", str(tmp_path / "config"))
+    win = MainWindow(Settings(str(tmp_path / "herd.ini")), engine=find_engine(probe=False))
+    qtbot.addWidget(win)
+    try:
+        win.settings.add_recent("model/recent", str(demo_model))
+        win.model_panel.set_recent(win.settings.get("model/recent"))
+        assert win.open_model(str(other))  # the person's last model, in its own folder
+        seen = answer_dialog(qtbot, QFileDialog, choose_file(qtbot, str(other)))  # checks the folder
+        win.show()
+        click(qtbot, win.model_panel.open_button)
+        check(seen)
+        # a folder that has gone since: the next one that is still there
+        shutil.rmtree(models)
+        assert win.model_panel.start_folder() == str(demo_model.parent)
+    finally:
+        win.close()

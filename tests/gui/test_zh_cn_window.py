@@ -7,8 +7,8 @@ import re
 
 import pytest
 from person import answer_dialog, check, use_menu
-from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication, QFileDialog, QLabel
+from PySide6.QtCore import QLocale, QTimer
+from PySide6.QtWidgets import QApplication, QFileDialog, QFileSystemModel, QLabel
 
 from agent import i18n
 from gui.translations import install_translator
@@ -24,16 +24,27 @@ def zh_cn(qapp: QApplication, tmp_path, monkeypatch):
     for t in installed:
         qapp.removeTranslator(t)
     i18n.set_translator(None)
+    QLocale.setDefault(QLocale.system())
 
 
 @pytest.mark.engine
 def test_the_file_dialog_speaks_chinese(zh_cn, qtbot, make_window, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "cluster.json").write_text("{}")
     win = make_window(browse=False)
     labels = {}
+    types = {}
 
     def look(dlg: QFileDialog) -> None:
         labels.update({w.objectName(): w.text() for w in dlg.findChildren(QLabel) if w.text()})
+        # the file list's Type column: a folder, and a file the system's MIME database names
+        files = dlg.findChild(QFileSystemModel)
+        dlg.setNameFilter("*")
+        root = files.index(str(tmp_path))
+        qtbot.waitUntil(lambda: files.rowCount(root) >= 2, timeout=5000)
+        types.update({files.fileName(files.index(r, 0, root)): files.type(files.index(r, 0, root))
+                      for r in range(files.rowCount(root))})
         dlg.reject()
 
     seen = answer_dialog(qtbot, QFileDialog, look)
@@ -42,6 +53,7 @@ def test_the_file_dialog_speaks_chinese(zh_cn, qtbot, make_window, tmp_path, mon
     assert labels["lookInLabel"] == "查找范围(&L)：", labels
     assert labels["fileTypeLabel"] == "文件类型(&T)：", labels
     assert labels["fileNameLabel"].startswith("文件名称"), labels
+    assert types["models"] == "文件夹" and types["cluster.json"] == "JSON 文档", types
     # nothing in Latin letters but the paths and the file patterns
     english = [t for t in labels.values() if re.search(r"[A-Za-z]{3}", t) and "/" not in t and "*" not in t]
     assert not english, english

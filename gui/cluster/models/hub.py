@@ -718,19 +718,49 @@ def assess(model: ModelFile, info, devices: Sequence, ctx: int, *, host_free_byt
     return FileFit(model, info, True, plan, tuple(fits), tps)
 
 
+@dataclass(frozen=True)
+class HeaderProgress:
+    """Where reading a repository's headers is: ``file`` was started, or ``finished``;
+    ``started`` and ``done`` of ``total`` count the files so far. A header can be slow (a large
+    vocabulary is most of it), so the dialog says which one it reads."""
+
+    file: str
+    started: int
+    done: int
+    total: int
+    finished: bool = False
+
+
 def assess_repo(hub: Hub, files: RepoFiles, devices: Sequence, ctx: int, *, host_free_bytes: int | None,
-                measured: ClusterSpeeds | None = None) -> list[FileFit]:
+                measured: ClusterSpeeds | None = None,
+                on_progress: Callable[[HeaderProgress], None] | None = None) -> list[FileFit]:
     """:func:`assess` for every model of ``files``, each read from its header (a header that
     cannot be read gives a :class:`FileFit` that does not fit and says why). Up to
-    :data:`HEADER_READERS` headers are read at once."""
+    :data:`HEADER_READERS` headers are read at once; ``on_progress`` hears of each start and
+    finish (from the reading threads)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    lock = threading.Lock()
+    count = {"started": 0, "done": 0}
+    total = len(files.models)
+
+    def tell(name: str, key: str) -> None:
+        if on_progress is None:
+            return
+        with lock:  # told under the lock, so in order
+            count[key] += 1
+            on_progress(HeaderProgress(name, count["started"], count["done"], total, key == "done"))
+
     def one(m: ModelFile) -> FileFit:
+        tell(m.first.name, "started")
         try:
-            info = hub.model_info(files.repo, files.commit, m)
-        except HubError as exc:
-            return FileFit(m, None, False, problem=str(exc))
-        return assess(m, info, devices, ctx, host_free_bytes=host_free_bytes, measured=measured)
+            try:
+                info = hub.model_info(files.repo, files.commit, m)
+            except HubError as exc:
+                return FileFit(m, None, False, problem=str(exc))
+            return assess(m, info, devices, ctx, host_free_bytes=host_free_bytes, measured=measured)
+        finally:
+            tell(m.first.name, "done")
 
     with ThreadPoolExecutor(max_workers=HEADER_READERS, thread_name_prefix="herd-hub-header") as pool:
         return list(pool.map(one, files.models))

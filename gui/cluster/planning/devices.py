@@ -5,7 +5,7 @@ from __future__ import annotations
 import psutil
 
 from agent.protocol import AgentStatus
-from gui.cluster.planning.plan import Device
+from gui.cluster.planning.plan import Device, endpoint_machine
 
 
 def node_devices(node, status: AgentStatus | dict) -> list[Device]:
@@ -22,6 +22,7 @@ def node_devices(node, status: AgentStatus | dict) -> list[Device]:
     """
     status = AgentStatus.of(status)
     found = status.rpc.devices
+    machine = endpoint_machine(node.rpc_endpoint)  # its CPU devices share this computer's RAM
     if status.offers_gpu:
         offered = status.engine_devices
         if [d.name for d in found] == [d.name for d in offered]:
@@ -29,13 +30,15 @@ def node_devices(node, status: AgentStatus | dict) -> list[Device]:
         else:
             free = [d.free_bytes for d in offered]
         return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=i,
-                       name=d.name, free_bytes=f, total_bytes=d.total_bytes)
+                       name=d.name, free_bytes=f, total_bytes=d.total_bytes, machine=machine)
                 for i, (d, f) in enumerate(zip(offered, free))]
     if found:
         return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=d.index,
-                       name=d.name, free_bytes=d.free_bytes, total_bytes=d.total_bytes) for d in found]
+                       name=d.name, free_bytes=d.free_bytes, total_bytes=d.total_bytes, machine=machine)
+                for d in found]
     return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=0,
-                   name="CPU", free_bytes=status.ram_free_bytes, total_bytes=status.ram_total_bytes)]
+                   name="CPU", free_bytes=status.ram_free_bytes, total_bytes=status.ram_total_bytes,
+                   machine=machine)]
 
 
 def host_free_bytes() -> int:

@@ -86,6 +86,34 @@ def headroom_bytes(device: Device | None) -> int:
 # host:port, with IPv6 hosts in brackets ("[fe80::1]:50052")
 _ENDPOINT_RE = re.compile(r"(\[[0-9A-Za-z:.%]+\]|[^\s,:\[\]]+):\d{1,5}")
 
+#: The machine key of the master itself (its CPU, and workers it reaches on loopback).
+MASTER_MACHINE = "master"
+
+
+def endpoint_machine(endpoint: str | None) -> str:
+    """The computer an RPC endpoint is on: :data:`MASTER_MACHINE` for loopback (the demo's
+    agents run on the master itself), else the endpoint's host; "" for no endpoint."""
+    if not endpoint:
+        return ""
+    host = endpoint.rsplit(":", 1)[0].strip("[]").lower()
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return MASTER_MACHINE
+    return host
+
+
+def ram_machine(device: Device | None) -> str | None:
+    """Which computer's RAM ``device`` allocates from: :data:`MASTER_MACHINE` for the host
+    (``None``), the device's :attr:`Device.machine` for a worker's CPU; None for a GPU (its
+    memory is its own) and for a device whose computer is not known.
+
+    Two CPU devices of one computer report the same free RAM; counting it once per device
+    claimed "Everything fits" for three devices that were all one PC."""
+    if device is None:
+        return MASTER_MACHINE
+    if is_gpu(device) or not device.machine:
+        return None
+    return device.machine
+
 
 class PlanError(ValueError):
     """A plan, a split or llama.cpp arguments that cannot work. The message says why."""
@@ -172,6 +200,10 @@ class Device:
         free_bytes: memory free for weights, cache and buffers.
         total_bytes: total memory of the device.
         kind: ``"rpc"`` (reached through ``--rpc``) or ``"gpu"`` (a GPU of the master itself).
+        machine: the computer whose RAM a CPU device uses (:func:`endpoint_machine`, set where
+            devices are made from live nodes); CPU devices with the same machine share that RAM
+            with each other, and with the host when it is :data:`MASTER_MACHINE`. "" when not
+            known. Not part of a device's identity nor of its JSON: it follows the live address.
     """
 
     node_id: str
@@ -182,6 +214,7 @@ class Device:
     free_bytes: int = 0
     total_bytes: int = 0
     kind: str = "rpc"
+    machine: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in DEVICE_KINDS:
@@ -502,6 +535,8 @@ class DeviceFit:
         kv_bytes: bytes of its KV cache at the planned context.
         compute_bytes: margin for its compute buffer.
         free_bytes: what it reports free; None when unknown (then it is assumed to fit).
+        shared_bytes: what the plan's other devices on the same computer need from the same
+            RAM (:func:`ram_machine`); it must fit in ``free_bytes`` too.
     """
 
     device: Device | None
@@ -510,6 +545,7 @@ class DeviceFit:
     kv_bytes: int
     compute_bytes: int
     free_bytes: int | None
+    shared_bytes: int = 0
 
     @property
     def is_host(self) -> bool:
@@ -532,12 +568,15 @@ class DeviceFit:
 
     @property
     def fits(self) -> bool:
-        return self.free_bytes is None or self.need_bytes + self.headroom_bytes <= self.free_bytes
+        return self.short_by_bytes == 0
 
     @property
     def short_by_bytes(self) -> int:
-        """How much more free memory it would need (0 when it fits), headroom included."""
-        return 0 if self.free_bytes is None else max(0, self.need_bytes + self.headroom_bytes - self.free_bytes)
+        """How much more free memory it would need (0 when it fits), headroom and the same
+        computer's other devices included."""
+        if self.free_bytes is None:
+            return 0
+        return max(0, self.need_bytes + self.headroom_bytes + self.shared_bytes - self.free_bytes)
 
     def describe(self) -> str:
         """One human line: ``gaming-pc CPU: needs 812.0 MiB of 1024.0 MiB free — fits``."""
@@ -546,6 +585,11 @@ class DeviceFit:
                 else f"{self.free_bytes / MiB:.1f} MiB")
         verdict = (translate("Plan", "fits") if self.fits else
                    translate("Plan", "short by {size}").format(size=f"{self.short_by_bytes / MiB:.1f} MiB"))
+        if self.shared_bytes:
+            return translate("Plan", "{device}: needs {need}, and the other devices on the same computer "
+                                     "{shared}, of {free} free — {verdict}").format(
+                device=self.label, need=f"{self.need_bytes / MiB:.1f} MiB",
+                shared=f"{self.shared_bytes / MiB:.1f} MiB", free=have, verdict=verdict)
         if self.headroom_bytes:
             return translate("Plan", "{device}: needs {need} (and keeps {headroom} free) of {free} free — "
                                      "{verdict}").format(
@@ -652,6 +696,22 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int | CacheShape, host_free_byte
                                                             model.n_layer in host, n_ubatch, pipeline,
                                                             shape.sequences, host=True),
                          free_bytes=host_free_bytes))
+    return _share_ram(out)
+
+
+def _share_ram(fits: list[DeviceFit]) -> list[DeviceFit]:
+    """``fits`` with each one's :attr:`DeviceFit.shared_bytes`: what the others that use the
+    same computer's RAM need (those that need nothing are not used and share nothing)."""
+    need_of: dict[str, int] = {}
+    for f in fits:
+        machine = ram_machine(f.device)
+        if machine is not None and f.need_bytes:
+            need_of[machine] = need_of.get(machine, 0) + f.need_bytes
+    out = []
+    for f in fits:
+        machine = ram_machine(f.device)
+        others = need_of.get(machine, 0) - f.need_bytes if machine is not None and f.need_bytes else 0
+        out.append(replace(f, shared_bytes=others) if others else f)
     return out
 
 
