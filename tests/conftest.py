@@ -7,6 +7,7 @@ developer machine it skips with the reason (and the command that fixes it, where
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -132,6 +133,49 @@ class ProcessJar:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def llama_server_process(engine: Engine, model: Path, log_dir: Path, *, ctx: int, extra_args=()):
+    """A real llama-server serving ``model`` on loopback for as long as the block runs, as a
+    process of its own (for fixtures that outlive any one event loop): its command line is the
+    product's (:class:`~gui.cluster.llama.server_command.ServerSpec`, with what this CPU needs,
+    :func:`~gui.cluster.llama.server_start.machine_args`). Yields its base URL once ``/health``
+    says it serves; stops it afterwards."""
+    import time
+
+    import httpx
+
+    from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+    from gui.cluster.llama.server_start import machine_args
+
+    spec = ServerSpec(model=model, options=ServerOptions(ctx=ctx, port=free_port(), extra_args=tuple(extra_args)))
+    spec = spec.with_extra("--no-webui", *machine_args(engine.llama_server))
+    log = log_dir / "server.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(spec.argv(engine.llama_server), stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama-server exited with {proc.returncode}: {log.read_text()[-2000:]}")
+            try:
+                if httpx.get(spec.url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("llama-server did not become ready within 60 s")
+            time.sleep(0.1)  # polling a process we started for its readiness
+        yield spec.url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture

@@ -145,3 +145,33 @@ async def pair_all(disc, agents: list[RunningAgent]) -> tuple[dict, list]:
         async with disc.client(node) as c:
             devices.extend(node_devices(node, await c.status()))
     return nodes, devices
+
+
+async def start_worker(client) -> None:
+    """Start a node's RPC worker through its agent (``client``) and wait until it serves."""
+    import asyncio
+
+    from agent.protocol import WorkerState
+
+    await client.rpc_start()
+    for _ in range(100):
+        if (await client.status()).rpc.state == WorkerState.READY:
+            return
+        await asyncio.sleep(0.1)  # polling the agent's own report of its worker
+    raise AssertionError(f"the worker did not start: {(await client.status()).rpc}")
+
+
+@contextlib.asynccontextmanager
+async def one_paired_node(procs, tmp: Path, name: str = "a"):
+    """One real herd-agent on loopback (no mDNS), added by address and paired by PIN: yields
+    ``(agent, node, discovery)`` and stops the discovery afterwards (``procs`` the agent)."""
+    from gui.cluster.nodes.discovery import Discovery
+    from gui.cluster.nodes.records import TokenStore
+
+    agent = start_agent(procs.popen, tmp, name, mdns=False)
+    disc = Discovery(browse=False, tokens=TokenStore(tmp / "tokens.json"))
+    try:
+        nodes, _ = await pair_all(disc, [agent])
+        yield agent, next(iter(nodes.values())), disc
+    finally:
+        await disc.stop()

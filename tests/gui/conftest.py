@@ -5,6 +5,7 @@ main window. (No QThread, widget or event-loop state outlives a test: ``tests/le
 from __future__ import annotations
 
 import pytest
+from conftest import llama_server_process
 
 
 @pytest.fixture(autouse=True)
@@ -59,46 +60,9 @@ def bridge(qapp):
 @pytest.fixture(scope="module")
 def llama_server(engine, demo_model, tmp_path_factory):
     """A real llama-server on loopback serving the demo model; yields its base URL."""
-    import socket
-    import subprocess
-    import time
-
-    import httpx
-
-    from gui.cluster.llama.server_start import machine_args
-
-    # A process of its own (the fixture outlives any one event loop), with what this CPU needs.
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen([str(engine.llama_server), "-m", str(demo_model), "--host", "127.0.0.1",
-                                 "--port", str(port), "-c", "2048", "-t", "1", "--metrics",
-                                 "-np", "1", "--no-webui", *machine_args(engine.llama_server)],
-                                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama-server exited with {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("llama-server did not become ready within 60 s")
-            time.sleep(0.1)
+    with llama_server_process(engine, demo_model, tmp_path_factory.mktemp("llama-server"), ctx=2048,
+                              extra_args=("-t", "1", "-np", "1")) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture

@@ -4,12 +4,10 @@ turned into words."""
 
 from __future__ import annotations
 
-import subprocess
-import time
 
 import httpx
 import pytest
-from conftest import free_port
+from conftest import llama_server_process
 
 from gui.cluster.chat.client import (
     ChatError,
@@ -34,37 +32,9 @@ CTX, SLOTS = 2048, 2
 def server(engine, smollm2, tmp_path_factory):
     """A real llama-server on loopback serving SmolLM2 (a real tokenizer and chat template),
     its context shared by two slots; yields its base URL."""
-    from gui.cluster.llama.server_start import machine_args
-
-    port = free_port()
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen([str(engine.llama_server), "-m", str(smollm2), "--host", "127.0.0.1",
-                                 "--port", str(port), "-c", str(CTX), "-np", str(SLOTS), "-t", "1",
-                                 "--no-webui", *machine_args(engine.llama_server)],
-                                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama-server exited with {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("llama-server did not become ready within 60 s")
-            time.sleep(0.1)
+    with llama_server_process(engine, smollm2, tmp_path_factory.mktemp("llama-server"), ctx=CTX,
+                              extra_args=("-np", str(SLOTS), "-t", "1")) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _turns(n: int, words: int) -> list[dict]:

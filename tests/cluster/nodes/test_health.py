@@ -9,104 +9,73 @@ import os
 import signal
 
 import pytest
-from cluster.agents import pair_all, start_agent
+from cluster.agents import one_paired_node, start_worker
 
-from agent.protocol import WorkerState
-from gui.cluster.nodes.discovery import Discovery
 from gui.cluster.nodes.health import LossCause, NodeHealth
-from gui.cluster.nodes.records import TokenStore
 
 pytestmark = pytest.mark.engine
 
 
-async def _running(client) -> None:
-    await client.rpc_start()
-    for _ in range(100):
-        if (await client.status()).rpc.state == WorkerState.READY:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the worker did not start: {(await client.status()).rpc}")
-
-
 async def test_a_node_as_llama_server_left_it_is_not_lost(procs, tmp_path):
-    agent = start_agent(procs.popen, tmp_path, "a", mdns=False)
-    disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
-    health = NodeHealth(lambda n: disc.client(n, timeout=2.0), misses=2, timeout=2.0)
-    try:
-        nodes, _ = await pair_all(disc, [agent])
-        node = next(iter(nodes.values()))
-        await _running(health.client(node))
-        await health.remember([node])
-        assert await health.check(node) is None
-        assert await health.check_all([node]) == []
-        assert [n.name for n, _ in await health.answering([node])] == ["a"]
-    finally:
-        await health.close()
-        await disc.stop()
+    async with one_paired_node(procs, tmp_path) as (_agent, node, disc):
+        health = NodeHealth(lambda n: disc.client(n, timeout=2.0), misses=2, timeout=2.0)
+        try:
+            await start_worker(health.client(node))
+            await health.remember([node])
+            assert await health.check(node) is None
+            assert await health.check_all([node]) == []
+            assert [n.name for n, _ in await health.answering([node])] == ["a"]
+        finally:
+            await health.close()
 
 
 async def test_a_killed_worker_is_a_replaced_worker(procs, tmp_path):
-    agent = start_agent(procs.popen, tmp_path, "a", mdns=False)
-    disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
-    health = NodeHealth(lambda n: disc.client(n, timeout=2.0))
-    try:
-        nodes, _ = await pair_all(disc, [agent])
-        node = next(iter(nodes.values()))
-        client = health.client(node)
-        await _running(client)
-        await health.remember([node])
-        first = (await client.status()).rpc
-        os.kill(first.pid, signal.SIGKILL)  # the agent restarts it: another process than llama-server's
-        loss = None
-        for _ in range(100):
-            loss = await health.check(node)
-            if loss is not None:
-                break
-            await asyncio.sleep(0.1)
-        assert loss is not None and loss.node is node
-        assert loss.cause in (LossCause.WORKER_REPLACED, LossCause.WORKER_CRASHED), loss
-    finally:
-        await health.close()
-        await disc.stop()
+    async with one_paired_node(procs, tmp_path) as (_agent, node, disc):
+        health = NodeHealth(lambda n: disc.client(n, timeout=2.0))
+        try:
+            await start_worker(health.client(node))
+            await health.remember([node])
+            os.kill((await health.status(node)).rpc.pid, signal.SIGKILL)  # the agent restarts it
+            loss = None
+            for _ in range(100):
+                loss = await health.check(node)
+                if loss is not None:
+                    break
+                await asyncio.sleep(0.1)  # the agent notices its worker's death on its own time
+            assert loss is not None and loss.node is node
+            assert loss.cause in (LossCause.WORKER_REPLACED, LossCause.WORKER_CRASHED), loss
+        finally:
+            await health.close()
 
 
 async def test_a_stopped_worker_is_lost_as_stopped(procs, tmp_path):
-    agent = start_agent(procs.popen, tmp_path, "a", mdns=False)
-    disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
-    health = NodeHealth(lambda n: disc.client(n, timeout=2.0))
-    try:
-        nodes, _ = await pair_all(disc, [agent])
-        node = next(iter(nodes.values()))
-        client = health.client(node)
-        await _running(client)  # no launch remembered: only the worker's own state counts
-        await client.rpc_stop()
-        loss = await health.check(node)
-        assert loss is not None and loss.cause == LossCause.WORKER_STOPPED
-    finally:
-        await health.close()
-        await disc.stop()
+    async with one_paired_node(procs, tmp_path) as (_agent, node, disc):
+        health = NodeHealth(lambda n: disc.client(n, timeout=2.0))
+        try:
+            await start_worker(health.client(node))  # no launch remembered: the worker's own state counts
+            await health.client(node).rpc_stop()
+            loss = await health.check(node)
+            assert loss is not None and loss.cause == LossCause.WORKER_STOPPED
+        finally:
+            await health.close()
 
 
 async def test_an_agent_that_stops_answering_is_lost_after_the_misses_allowed(procs, tmp_path):
-    agent = start_agent(procs.popen, tmp_path, "a", mdns=False)
-    disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
-    health = NodeHealth(lambda n: disc.client(n, timeout=1.0), misses=2, timeout=1.0)
-    try:
-        nodes, _ = await pair_all(disc, [agent])
-        node = next(iter(nodes.values()))
-        await _running(health.client(node))
-        await health.remember([node])
-        agent.proc.send_signal(signal.SIGSTOP)  # alive but silent, as a PC gone to sleep
+    async with one_paired_node(procs, tmp_path) as (agent, node, disc):
+        health = NodeHealth(lambda n: disc.client(n, timeout=1.0), misses=2, timeout=1.0)
         try:
-            assert await health.check(node) is None  # one missed poll is not a loss yet
-            loss = await health.check(node)
-            assert loss is not None and loss.cause == LossCause.AGENT_SILENT and loss.detail
-            assert await health.answering([node]) == []
+            await start_worker(health.client(node))
+            await health.remember([node])
+            agent.proc.send_signal(signal.SIGSTOP)  # alive but silent, as a PC gone to sleep
+            try:
+                assert await health.check(node) is None  # one missed poll is not a loss yet
+                loss = await health.check(node)
+                assert loss is not None and loss.cause == LossCause.AGENT_SILENT and loss.detail
+                assert await health.answering([node]) == []
+            finally:
+                agent.proc.send_signal(signal.SIGCONT)
+            health.forget(node)
+            health.reset_clients()
+            assert await health.check(node) is None  # back: its missed polls no longer count
         finally:
-            agent.proc.send_signal(signal.SIGCONT)
-        health.forget(node)
-        health.reset_clients()
-        assert await health.check(node) is None  # back: its missed polls no longer count
-    finally:
-        await health.close()
-        await disc.stop()
+            await health.close()

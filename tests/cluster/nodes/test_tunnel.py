@@ -8,27 +8,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from cluster.agents import pair_all, start_agent
+from cluster.agents import one_paired_node, start_worker
 
-from agent.protocol import WorkerState
 from agent.rpc_protocol import hello_async
 from gui.cluster.llama.placement_log import Placement
 from gui.cluster.llama.server_command import ServerSpec
 from gui.cluster.nodes import tunnel
-from gui.cluster.nodes.discovery import Discovery
-from gui.cluster.nodes.records import TokenStore
 
 pytestmark = pytest.mark.engine
-
-
-async def _ready(client) -> None:
-    """Start the node's worker and wait until it serves."""
-    await client.rpc_start()
-    for _ in range(100):
-        if (await client.status()).rpc.state == WorkerState.READY:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the worker did not start: {(await client.status()).rpc}")
 
 
 async def _hello(endpoint: str) -> str:
@@ -42,53 +29,39 @@ async def _hello(endpoint: str) -> str:
 
 
 async def test_forwarders_carry_rpc_and_route_map_and_close(procs, tmp_path):
-    agent = start_agent(procs.popen, tmp_path, "a", mdns=False)
-    disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
-    try:
-        nodes, _ = await pair_all(disc, [agent])
-        node = next(iter(nodes.values()))
-        async with disc.client(node) as client:
-            await _ready(client)
-            forwarders = await tunnel.open_forwarders([(node, client)])
-            try:
-                assert list(forwarders) == [node.rpc_endpoint]
-                local = forwarders[node.rpc_endpoint].endpoint
-                assert local.startswith("127.0.0.1:") and local != node.rpc_endpoint
-                # the worker's RPC protocol, through TLS to the agent's relay
-                assert (await _hello(local)).count(".") == 2
+    async with one_paired_node(procs, tmp_path) as (_agent, node, disc), disc.client(node) as client:
+        await start_worker(client)
+        forwarders = await tunnel.open_forwarders([(node, client)])
+        try:
+            assert list(forwarders) == [node.rpc_endpoint]
+            local = forwarders[node.rpc_endpoint].endpoint
+            assert local.startswith("127.0.0.1:") and local != node.rpc_endpoint
+            # the worker's RPC protocol, through TLS to the agent's relay
+            assert (await _hello(local)).count(".") == 2
 
-                spec = ServerSpec(model=tmp_path / "m.gguf", rpc=[node.rpc_endpoint, "10.9.9.9:50052"], ngl=9)
-                routed = tunnel.route(spec, forwarders)
-                assert routed.rpc == (local, "10.9.9.9:50052")  # a worker without a forwarder keeps its own
-                assert spec.rpc == (node.rpc_endpoint, "10.9.9.9:50052")  # a new spec; the old one stands
+            spec = ServerSpec(model=tmp_path / "m.gguf", rpc=[node.rpc_endpoint, "10.9.9.9:50052"], ngl=9)
+            routed = tunnel.route(spec, forwarders)
+            assert routed.rpc == (local, "10.9.9.9:50052")  # a worker without a forwarder keeps its own
+            assert spec.rpc == (node.rpc_endpoint, "10.9.9.9:50052")  # a new spec; the old one stands
 
-                seen = Placement(devices=[("RPC0", local)], buffers={f"RPC0[{local}]": 3.26, "CPU_Mapped": 1.0})
-                back = tunnel.unmap(seen, forwarders)
-                assert back.devices == [("RPC0", node.rpc_endpoint)]
-                assert back.buffers == {f"RPC0[{node.rpc_endpoint}]": 3.26, "CPU_Mapped": 1.0}
-            finally:
-                await tunnel.close_forwarders(forwarders)
-            assert forwarders == {}
-            with pytest.raises(OSError):
-                await _hello(local)
-    finally:
-        await disc.stop()
+            seen = Placement(devices=[("RPC0", local)], buffers={f"RPC0[{local}]": 3.26, "CPU_Mapped": 1.0})
+            back = tunnel.unmap(seen, forwarders)
+            assert back.devices == [("RPC0", node.rpc_endpoint)]
+            assert back.buffers == {f"RPC0[{node.rpc_endpoint}]": 3.26, "CPU_Mapped": 1.0}
+        finally:
+            await tunnel.close_forwarders(forwarders)
+        assert forwarders == {}
+        with pytest.raises(OSError):
+            await _hello(local)
 
 
 async def test_forwarded_is_a_forwarder_for_the_time_of_a_block(procs, tmp_path):
-    agent = start_agent(procs.popen, tmp_path, "a", mdns=False)
-    disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
-    try:
-        nodes, _ = await pair_all(disc, [agent])
-        node = next(iter(nodes.values()))
-        async with disc.client(node) as client:
-            await _ready(client)
-            async with tunnel.forwarded(node.rpc_endpoint, client) as local:
-                assert local != node.rpc_endpoint
-                assert (await _hello(local)).count(".") == 2
-            with pytest.raises(OSError):
-                await _hello(local)
-            async with tunnel.forwarded(None, client) as nothing:  # nothing to forward
-                assert nothing is None
-    finally:
-        await disc.stop()
+    async with one_paired_node(procs, tmp_path) as (_agent, node, disc), disc.client(node) as client:
+        await start_worker(client)
+        async with tunnel.forwarded(node.rpc_endpoint, client) as local:
+            assert local != node.rpc_endpoint
+            assert (await _hello(local)).count(".") == 2
+        with pytest.raises(OSError):
+            await _hello(local)
+        async with tunnel.forwarded(None, client) as nothing:  # nothing to forward
+            assert nothing is None
