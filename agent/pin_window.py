@@ -105,6 +105,9 @@ def window_unavailable(environ: dict | None = None, platform: str = sys.platform
 class PinWindow:
     """The tkinter window: renders :func:`screen_of` every :data:`TICK_MS`.
 
+    Its widgets have fixed Tk path names (``.body.pin``, ``.body.countdown``, ``.body.status``,
+    ``.body.where``, ``.body.buttons.copy|new|close``) so tests — and assistive tools — can find them.
+
     Attributes:
         root: the ``tkinter.Tk`` it draws in (the caller runs ``mainloop`` and destroys it).
         pin_label, countdown_label, status_label, where_label: what the person reads.
@@ -123,21 +126,21 @@ class PinWindow:
         root.resizable(False, False)
         big = tkfont.Font(root=root, family="TkFixedFont", size=40, weight="bold")
         mid = tkfont.Font(root=root, size=18)
-        frame = tk.Frame(root, padx=24, pady=18)
+        frame = tk.Frame(root, name="body", padx=24, pady=18)
         frame.pack(fill="both", expand=True)
-        self.pin_label = tk.Label(frame, font=big)
+        self.pin_label = tk.Label(frame, name="pin", font=big)
         self.pin_label.pack()
-        self.countdown_label = tk.Label(frame, font=mid)
+        self.countdown_label = tk.Label(frame, name="countdown", font=mid)
         self.countdown_label.pack(pady=(4, 8))
-        self.status_label = tk.Label(frame, wraplength=460, justify="center")
+        self.status_label = tk.Label(frame, name="status", wraplength=460, justify="center")
         self.status_label.pack()
-        self.where_label = tk.Label(frame, wraplength=460, justify="center")
+        self.where_label = tk.Label(frame, name="where", wraplength=460, justify="center")
         self.where_label.pack(pady=(8, 12))
-        buttons = tk.Frame(frame)
+        buttons = tk.Frame(frame, name="buttons")
         buttons.pack()
-        self.copy_button = tk.Button(buttons, text=translate("PinWindow", "Copy"), command=self.copy)
-        self.new_button = tk.Button(buttons, text=translate("PinWindow", "New PIN"), command=self.new_pin)
-        self._close_button = tk.Button(buttons, text=translate("PinWindow", "Close"), command=root.destroy)
+        self.copy_button = tk.Button(buttons, name="copy", text=translate("PinWindow", "Copy"), command=self.copy)
+        self.new_button = tk.Button(buttons, name="new", text=translate("PinWindow", "New PIN"), command=self.new_pin)
+        self._close_button = tk.Button(buttons, name="close", text=translate("PinWindow", "Close"), command=root.destroy)
         self._after: str | None = None
         self.screen: PinScreen | None = None
         self.refresh()
@@ -173,9 +176,14 @@ class PinWindow:
             self.root.clipboard_append(pin)
 
     def stop(self) -> None:
-        """Cancel the next redraw (before the root is destroyed)."""
+        """Cancel the next redraw (a destroyed window has none left to cancel)."""
+        import tkinter as tk  # noqa: PLC0415
+
         if self._after is not None:
-            self.root.after_cancel(self._after)
+            try:
+                self.root.after_cancel(self._after)
+            except tk.TclError:  # the window was closed: its timers went with it
+                pass
             self._after = None
 
 
