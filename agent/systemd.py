@@ -148,7 +148,7 @@ def render_desktop_entry(spec: UnitSpec) -> str:
     return f"""\
 [Desktop Entry]
 Type=Application
-Version=1.5
+Version=1.4
 Name=Show pairing PIN
 Name[zh_CN]=显示配对 PIN
 Comment=Show the PIN that pairs this computer with the llama-herd master
@@ -156,7 +156,7 @@ Comment[zh_CN]=显示将这台电脑与 llama-herd 主控电脑配对的 PIN
 Exec={exec_line}
 Icon=dialog-password
 Terminal=false
-Categories=Network;Utility;
+Categories=Network;
 """
 
 
