@@ -97,7 +97,8 @@ def window_unavailable(environ: dict | None = None, platform: str = sys.platform
         import tkinter  # noqa: F401, PLC0415 - optional in some Python builds (python3-tk)
     except ImportError:
         return translate("PinWindow", "no window: this Python has no tkinter (install python3-tk)")
-    if platform not in ("win32", "darwin") and not (env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")):
+    # Tk draws through X11 only; a Wayland desktop gives it XWayland, which sets DISPLAY.
+    if platform not in ("win32", "darwin") and not env.get("DISPLAY"):
         return translate("PinWindow", "no window: no graphical display here (DISPLAY is not set)")
     return None
 
