@@ -192,13 +192,31 @@ def run_window(pins: PinFile) -> int:
     """Open the PIN window on this display and return when the person closes it."""
     import tkinter as tk  # noqa: PLC0415
 
+    _hide_own_console()
     root = tk.Tk(className="herd-agent-pin")
     window = PinWindow(root, pins)
+    root.lift()  # opened from a menu: in front of whatever was there
+    root.focus_force()
     try:
         root.mainloop()
     finally:
         window.stop()
     return 0
+
+
+def _hide_own_console() -> None:
+    """Windows: hide the console window that opened just for this program (herd-agent.exe is a
+    console program, so the Start-menu shortcut brings one up beside the PIN window). A console
+    shared with other programs — a terminal the person typed the command in — stays."""
+    if sys.platform != "win32":
+        return
+    import ctypes  # noqa: PLC0415
+
+    kernel32 = ctypes.windll.kernel32
+    console = kernel32.GetConsoleWindow()
+    attached = (ctypes.c_uint32 * 2)()
+    if console and kernel32.GetConsoleProcessList(attached, 2) == 1:  # only this process uses it
+        ctypes.windll.user32.ShowWindow(console, 0)  # SW_HIDE
 
 
 def show_error_window(text: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import free_port
+from xvfb import tk_root, x_display  # noqa: F401 - fixtures for the PIN window's tests
 
 from agent.client import AgentClient
 from agent.daemon import Agent
@@ -159,42 +159,3 @@ async def forwarder(paired):
     for f in made:
         await f.close()
 
-
-@pytest.fixture(scope="module")
-def x_display():
-    """A real X server (Xvfb) for windows the agent opens; yields its display name (``:N``).
-
-    Xvfb picks a free display number itself (``-displayfd``) and writes it once it accepts
-    clients; the fixture then waits for its socket and stops the server after the module.
-    One server serves the whole module: Tk keeps its connection to a display until the process
-    exits, and Xlib ends the process when that server goes away under it, so the server must
-    outlive every window the module's tests open in this process.
-    """
-    from conftest import missing  # noqa: PLC0415
-
-    if shutil.which("Xvfb") is None:
-        missing("Xvfb not installed (apt-get install xvfb)")
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-nolisten", "tcp",
-                             "-screen", "0", "1024x768x24"], pass_fds=(write_fd,),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    os.close(write_fd)
-    try:
-        with os.fdopen(read_fd) as numbers:
-            number = numbers.readline().strip()  # written when the server is ready
-        if not number.isdigit():
-            raise AssertionError(f"Xvfb did not start: {proc.stderr.read().decode(errors='replace')}")
-        socket_path = Path(f"/tmp/.X11-unix/X{number}")
-        deadline = time.monotonic() + 10
-        while not socket_path.exists():
-            assert time.monotonic() < deadline and proc.poll() is None, f"no {socket_path}"
-            time.sleep(0.01)
-        yield f":{number}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()

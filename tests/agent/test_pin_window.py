@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from xvfb import pump_until, tk_app_shown
 
 from agent import pin_window
 from agent.i18n import set_translator
@@ -129,30 +129,13 @@ def test_without_a_display_the_pin_goes_to_the_terminal_with_a_note(tmp_path):
 
 # --- the real window on a real X server -----------------------------------------------------
 
-def _pump_until(root, condition, timeout: float = 10.0) -> None:
-    """Let Tk handle its events (redraws, timers) until ``condition()`` holds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the window did not get there in time"
-        root.update()
-        time.sleep(0.005)  # the loop polls a condition; it never waits in place of one
-
-
-@pytest.fixture
-def tk_root(x_display):
-    tkinter = pytest.importorskip("tkinter")
-    root = tkinter.Tk(screenName=x_display, className="herd-agent-pin-test")
-    yield root
-    root.destroy()
-
-
 def test_window_shows_the_pin_counts_down_and_renews_it(tmp_path, tk_root):
     clock = FakeClock()
     pins = PinFile(tmp_path, clock=clock)
     first = pins.show()
     window = PinWindow(tk_root, pins, tick_ms=20)
     try:
-        _pump_until(tk_root, lambda: window.pin_label.winfo_ismapped())
+        pump_until(tk_root, lambda: window.pin_label.winfo_ismapped())
         assert window.pin_label.cget("text") == format_pin(first)
         assert window.countdown_label.cget("text") == "5:00"
         assert "Pair" in window.where_label.cget("text")
@@ -164,19 +147,19 @@ def test_window_shows_the_pin_counts_down_and_renews_it(tmp_path, tk_root):
 
         # time passes: the countdown moves on its own (the window's timer reads the clock)
         clock.now += 61
-        _pump_until(tk_root, lambda: window.countdown_label.cget("text") == "3:59")
+        pump_until(tk_root, lambda: window.countdown_label.cget("text") == "3:59")
         assert window.pin_label.cget("text") == format_pin(first)
 
         # the PIN expires: the window says so and offers a new one in place of Copy
         clock.now += PIN_TTL
-        _pump_until(tk_root, lambda: window.new_button.winfo_ismapped())
+        pump_until(tk_root, lambda: window.new_button.winfo_ismapped())
         assert "no longer accepted" in window.status_label.cget("text")
         assert first not in window.pin_label.cget("text").replace(" ", "")
         assert not window.copy_button.winfo_ismapped()
 
         # New PIN: a fresh PIN, accepted for the full time, and it is the one the agent checks
         window.new_button.invoke()
-        _pump_until(tk_root, lambda: window.copy_button.winfo_ismapped())
+        pump_until(tk_root, lambda: window.copy_button.winfo_ismapped())
         fresh = pins.current()
         assert fresh is not None
         assert window.pin_label.cget("text") == format_pin(fresh)
@@ -197,14 +180,7 @@ def test_the_command_opens_the_window_with_the_agents_pin(tmp_path, x_display, t
                             stderr=subprocess.PIPE, text=True)
     try:
         tk_root.withdraw()
-
-        def shown() -> bool:
-            if "herd-agent-pin" not in tk_root.tk.splitlist(tk_root.tk.call("winfo", "interps")):
-                return False
-            return bool(tk_root.tk.call("send", "herd-agent-pin", "winfo ismapped .body.pin"))
-
-        _pump_until(tk_root, lambda: proc.poll() is None and shown() or proc.poll() is not None)
-        assert proc.poll() is None, proc.communicate()
+        assert tk_app_shown(tk_root, "herd-agent-pin", ".body.pin", proc), proc.communicate()
         text = tk_root.tk.call("send", "herd-agent-pin", ".body.pin cget -text")
         assert text.replace(" ", "") == PinFile(tmp_path).current()
         # the person presses Close (after the reply, so the send itself gets its answer)
