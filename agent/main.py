@@ -1,7 +1,8 @@
 """Entry point of ``herd-agent``.
 
 ``herd-agent`` (or ``herd-agent run``) runs the agent in the foreground; ``herd-agent pin`` shows
-a pairing PIN (accepted for a few minutes); ``herd-agent unpair [MASTER]`` forgets a master; ``herd-agent config`` shows (or writes) the effective settings. Other modules
+a pairing PIN (accepted for a few minutes; ``--window`` in a small window, see
+:mod:`agent.pin_window`); ``herd-agent unpair [MASTER]`` forgets a master; ``herd-agent config`` shows (or writes) the effective settings. Other modules
 add sub-commands through :data:`COMMAND_MODULES`: each has ``register(subparsers)`` and sets
 ``func`` on its parser, as ``herd``'s command modules do.
 """
