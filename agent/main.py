@@ -1,7 +1,8 @@
 """Entry point of ``herd-agent``.
 
 ``herd-agent`` (or ``herd-agent run``) runs the agent in the foreground; ``herd-agent pin`` shows
-a pairing PIN (accepted for a few minutes); ``herd-agent unpair [MASTER]`` forgets a master; ``herd-agent config`` shows (or writes) the effective settings. Other modules
+a pairing PIN (accepted for a few minutes; ``--window`` in a small window, see
+:mod:`agent.pin_window`); ``herd-agent unpair [MASTER]`` forgets a master; ``herd-agent config`` shows (or writes) the effective settings. Other modules
 add sub-commands through :data:`COMMAND_MODULES`: each has ``register(subparsers)`` and sets
 ``func`` on its parser, as ``herd``'s command modules do.
 """
@@ -50,6 +51,13 @@ def add_settings_flags(p: argparse.ArgumentParser, *, sub: bool) -> None:
                    **({"default": argparse.SUPPRESS} if sub else {"default": False}))
 
 
+def add_window_flag(p: argparse.ArgumentParser) -> None:
+    """``--window``: show the PIN in a small window (falls back to the terminal without a display)."""
+    p.add_argument("--window", action="store_true",
+                   help="show the PIN in a small window with its countdown (without a display: "
+                        "in the terminal)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full ``herd-agent`` parser (sub-commands: run, pin, config, plus COMMAND_MODULES)."""
     parser = argparse.ArgumentParser(prog="herd-agent",
@@ -63,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("pin", help="show a pairing PIN (accepted for 5 minutes, pairs one master)")
     add_settings_flags(p, sub=True)
+    add_window_flag(p)
     p.set_defaults(func=cmd_pin)
     p = sub.add_parser("unpair", help="forget a paired master (its key is refused from then on)")
     add_settings_flags(p, sub=True)
@@ -118,15 +127,25 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_pin(args: argparse.Namespace) -> int:
-    """Show a pairing PIN (a new one, or the current one renewed) and how long it is accepted."""
-    from agent.pairing import PIN_TTL, PinFile, format_pin  # noqa: PLC0415
-    from agent.settings import load_state  # noqa: PLC0415
+    """Show a pairing PIN (a new one, or the current one renewed) and how long it is accepted;
+    with ``--window`` in a small window (the desktop entry opens it), else in the terminal."""
+    from agent.i18n import translate  # noqa: PLC0415
+    from agent.pairing import PinFile  # noqa: PLC0415
+    from agent.pin_window import show_error_window, show_pin  # noqa: PLC0415
+    from agent.settings import SettingsError, load_state  # noqa: PLC0415
 
-    state = load_state(args.state_dir)
-    print(format_pin(PinFile(state.folder).show()), flush=True)
-    print(f"herd-agent: enter this PIN on the master within {PIN_TTL / 60:.0f} minutes; it pairs one "
-          "master", file=sys.stderr)
-    return 0
+    try:
+        state = load_state(args.state_dir)
+    except (OSError, SettingsError) as exc:
+        if not args.window:
+            raise
+        # opened from the menu: there is no terminal to show a traceback or message in
+        text = f"{exc}. " + translate("PinWindow", "The PIN belongs to the account the agent runs "
+                                                   "as: open Show pairing PIN from that account.")
+        print(f"herd-agent pin: {text}", file=sys.stderr)
+        show_error_window(text)
+        return 1
+    return show_pin(PinFile(state.folder), window=args.window, command="herd-agent")
 
 
 def cmd_unpair(args: argparse.Namespace) -> int:

@@ -31,6 +31,8 @@ import sys
 import threading
 from pathlib import Path, PureWindowsPath
 
+from agent.i18n import translate
+
 SERVICE_NAME = "HerdAgent"
 DISPLAY_NAME = "llama-herd agent"
 #: Restart delays after the 1st, 2nd and later failures, and the quiet time that resets the count.
@@ -246,22 +248,83 @@ def _run_agent_for_service(args, stop: threading.Event) -> int:
     return asyncio.run(serve_until(settings, state, stop))
 
 
+def elevated_command(argv: list[str], executable: str, frozen: bool) -> tuple[str, str]:
+    """The program and parameters that re-run this command with administrator rights, as
+    ShellExecuteW's "runas" verb takes them: ``herd-agent.exe`` itself when frozen (the MSI's
+    build), else Python with the script it ran (``argv[0]``)."""
+    args = list(argv[1:]) if frozen else list(argv)
+    return executable, subprocess.list2cmdline(args)
+
+
+def _is_admin() -> bool:
+    """Whether this process has administrator rights (Windows only)."""
+    import ctypes  # noqa: PLC0415
+
+    return bool(ctypes.windll.shell32.IsUserAnAdmin())
+
+
+def _relaunch_elevated() -> bool:
+    """Ask Windows (the UAC prompt) to run this same command as administrator; True when it
+    started. A Start-menu shortcut cannot demand elevation itself, so the command asks."""
+    import ctypes  # noqa: PLC0415
+
+    program, params = elevated_command(sys.argv, sys.executable, getattr(sys, "frozen", False))
+    # ShellExecuteW returns a value above 32 on success (5: the user declined the prompt).
+    return int(ctypes.windll.shell32.ShellExecuteW(None, "runas", program, params, None, 1)) > 32
+
+
+def _service_pin(args, paths) -> int:
+    """``herd-agent service pin [--window]``: the installed service's PIN (administrators only)."""
+    from agent.settings import STATE_NAME, SettingsError, load_state  # noqa: PLC0415
+
+    def fail(text: str) -> int:
+        print(f"herd-agent service pin: {text}", file=sys.stderr)
+        if args.window:  # opened from the Start menu: there is no terminal to read it in
+            from agent.pin_window import show_error_window  # noqa: PLC0415
+            show_error_window(text)
+        return 1
+
+    if args.window and sys.platform == "win32" and not _is_admin():
+        if _relaunch_elevated():
+            return 0
+        return fail(translate("PinWindow", "Windows did not give administrator rights; the "
+                                           "service's PIN is readable by administrators only. "
+                                           "Ask an administrator of this PC to open Show pairing PIN."))
+    state_dir = Path(getattr(args, "state_dir", None) or paths["state_dir"])
+    try:
+        if not (state_dir / STATE_NAME).is_file():
+            return fail(translate("PinWindow", "no state in {folder}: the service has not started "
+                                               "yet (`sc start {service}`)").format(
+                folder=state_dir, service=SERVICE_NAME))
+        state = load_state(state_dir, create=False)
+    except (PermissionError, SettingsError) as exc:
+        return fail(f"{exc} (" + translate("PinWindow", "the service's state is readable by "
+                                                        "administrators only: use an administrator "
+                                                        "terminal") + ")")
+    from agent.pairing import PinFile  # noqa: PLC0415
+    from agent.pin_window import show_pin  # noqa: PLC0415
+
+    return show_pin(PinFile(state.folder), window=args.window, command="herd-agent service pin")
+
+
 def register(subparsers) -> None:
     """Add ``service`` (what the SCM starts) and ``service recovery`` to ``herd-agent``."""
-    from agent.main import add_settings_flags  # noqa: PLC0415
+    from agent.main import add_settings_flags, add_window_flag  # noqa: PLC0415
 
     p = subparsers.add_parser(
         "service", help="Windows: run as the HerdAgent service (started by the service manager)",
         description="run: serve as the Windows service the MSI installed (the service manager "
                     "starts this; config, state and logs live under %ProgramData%\\llama-herd). "
                     "recovery: make the service manager restart the agent when it fails. "
-                    "pin: print the pairing PIN of the installed service.")
+                    "pin: show the pairing PIN of the installed service (with --window in a "
+                    "window, asking for administrator rights; the Start menu's Show pairing PIN).")
     p.add_argument("action", nargs="?", choices=("run", "recovery", "pin"), default="run",
                    help="run (default, for the service manager), recovery, or pin: print the "
                         "service's pairing PIN (from an administrator terminal)")
     add_settings_flags(p, sub=True)
     p.add_argument("--log-file", type=Path, help="log file (default: under %%ProgramData%%)")
     p.add_argument("--dry-run", action="store_true", help="recovery: print the sc.exe commands only")
+    add_window_flag(p)
     p.set_defaults(func=cmd_service)
 
 
@@ -269,22 +332,7 @@ def cmd_service(args) -> int:
     """``herd-agent service [run|recovery|pin]``."""
     paths = service_paths()
     if args.action == "pin":
-        from agent.settings import STATE_NAME, SettingsError, load_state  # noqa: PLC0415
-
-        state_dir = Path(getattr(args, "state_dir", None) or paths["state_dir"])
-        try:
-            if not (state_dir / STATE_NAME).is_file():
-                print(f"herd-agent service pin: no state in {state_dir}: the service has not "
-                      f"started yet (`sc start {SERVICE_NAME}`)", file=sys.stderr)
-                return 1
-            state = load_state(state_dir, create=False)
-        except (PermissionError, SettingsError) as exc:
-            print(f"herd-agent service pin: {exc} (the service's state is readable by "
-                  "administrators only: use an administrator terminal)", file=sys.stderr)
-            return 1
-        from agent.pairing import PinFile, format_pin  # noqa: PLC0415
-        print(format_pin(PinFile(state.folder).show()))
-        return 0
+        return _service_pin(args, paths)
     if args.action == "recovery":
         cmds = recovery_commands()
         if args.dry_run:

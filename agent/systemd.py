@@ -1,7 +1,9 @@
 """``herd-agent install-service`` / ``uninstall-service``: the agent as a systemd service.
 
 ``install-service`` writes ``/etc/systemd/system/herd-agent.service`` and enables it
-(``systemctl enable --now``). The unit runs the agent as an unprivileged user (by default the
+(``systemctl enable --now``), and adds the menu item "Show pairing PIN"
+(``/usr/share/applications/herd-agent-pin.desktop``), which opens ``herd-agent pin --window`` on
+the service's state, so the person at the worker pairs it without a terminal. The unit runs the agent as an unprivileged user (by default the
 one who ran ``sudo``), restarts it when it fails, sends its output to the journal
 (``journalctl -u herd-agent``) and applies the hardening options that cost the agent nothing.
 ``uninstall-service`` stops, disables and removes it.
@@ -23,6 +25,9 @@ from agent.files import write_atomic
 
 UNIT_NAME = "herd-agent.service"
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
+#: The desktop entry "Show pairing PIN" (the menu item that opens ``herd-agent pin --window``).
+DESKTOP_NAME = "herd-agent-pin.desktop"
+SYSTEM_APPS_DIR = Path("/usr/share/applications")
 MAKE_USER = "`sudo useradd --system --create-home --home-dir /var/lib/herd herd`"
 
 
@@ -40,6 +45,8 @@ class UnitSpec:
         home: its home folder (the agent keeps its state and engine there).
         exec_start: the command line, first element the absolute path of the program.
         config: the config file the agent is pointed at.
+        program: the command that starts ``herd-agent`` (the start of ``exec_start``).
+        state_dir: where the service keeps its state (the PIN window reads it there).
     """
 
     user: str
@@ -47,6 +54,8 @@ class UnitSpec:
     home: str
     exec_start: tuple[str, ...]
     config: str
+    program: tuple[str, ...] = ()
+    state_dir: str = ""
 
 
 def quote_arg(arg: str) -> str:
@@ -110,6 +119,47 @@ WantedBy=multi-user.target
 """
 
 
+def service_state_dir(home: str) -> Path:
+    """Where the service keeps its state (node id, pairings, PIN): the unit sets ``HOME`` and no
+    ``XDG_STATE_HOME``, so the agent's default (platformdirs' user state dir) lands here."""
+    return Path(home) / ".local" / "state" / "llama-herd"
+
+
+# Characters that make an Exec= argument need quotes (Desktop Entry Specification, "The Exec key").
+_EXEC_RESERVED = set(' \t\n"\'\\><~|&;$*?#()`')
+
+
+def desktop_exec_arg(arg: str) -> str:
+    """One ``Exec=`` argument of a desktop entry: ``%`` doubled (it starts a field code),
+    arguments with reserved characters double-quoted with ``"`` `` ` `` ``$`` ``\\`` escaped,
+    and every backslash doubled once more (the value itself is an escaped string)."""
+    arg = arg.replace("%", "%%")
+    if arg and not any(c in _EXEC_RESERVED for c in arg):
+        return arg
+    inner = "".join("\\" + c if c in '"`$\\' else c for c in arg)
+    return ('"' + inner + '"').replace("\\", "\\\\")
+
+
+def render_desktop_entry(spec: UnitSpec) -> str:
+    """The text of ``herd-agent-pin.desktop``: a menu item "Show pairing PIN" that opens the PIN
+    window on the service's own state (readable by the account the service runs as)."""
+    exec_line = " ".join(desktop_exec_arg(a) for a in
+                         (*spec.program, "pin", "--window", "--state-dir", spec.state_dir))
+    return f"""\
+[Desktop Entry]
+Type=Application
+Version=1.4
+Name=Show pairing PIN
+Name[zh_CN]=显示配对 PIN
+Comment=Show the PIN that pairs this computer with the llama-herd master
+Comment[zh_CN]=显示将这台电脑与 llama-herd 主控电脑配对的 PIN
+Exec={exec_line}
+Icon=dialog-password
+Terminal=false
+Categories=Network;
+"""
+
+
 def agent_program() -> list[str]:
     """The absolute command that starts this very ``herd-agent`` (frozen, pipx, venv or source)."""
     if getattr(sys, "frozen", False):
@@ -151,7 +201,8 @@ def build_spec(user: str | None, config: str | None, program: list[str] | None =
         cfg = Path.cwd() / cfg
     prog = program or agent_program()
     return UnitSpec(user=user, group=group, home=pw.pw_dir,
-                    exec_start=(*prog, "--config", str(cfg)), config=str(cfg))
+                    exec_start=(*prog, "--config", str(cfg)), config=str(cfg),
+                    program=tuple(prog), state_dir=str(service_state_dir(pw.pw_dir)))
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -189,18 +240,32 @@ def _check_can_write(unit_dir: Path) -> None:
             f"{' '.join(sys.argv[1:]) or 'install-service'}`")
 
 
+def desktop_entry_path(unit_dir: Path | None, apps_dir: Path | None) -> Path | None:
+    """Where the "Show pairing PIN" entry goes: ``apps_dir`` when given, the system's
+    applications folder with the system unit, and nowhere for a unit written elsewhere (an image
+    being built names its own folder with ``--applications-dir``)."""
+    if apps_dir is not None:
+        return apps_dir / DESKTOP_NAME
+    return SYSTEM_APPS_DIR / DESKTOP_NAME if unit_dir is None else None
+
+
 def install(user: str | None, config: str | None, unit_dir: Path | None, dry_run: bool,
-            out=None) -> Path:
-    """Write (and, for the system unit folder, enable and start) the unit; returns its path."""
+            out=None, apps_dir: Path | None = None) -> Path:
+    """Write (and, for the system unit folder, enable and start) the unit, and the desktop entry
+    that shows the pairing PIN; returns the unit's path."""
     out = out or sys.stdout
     spec = build_spec(user, config)
     text = render_unit(spec)
     target_dir = unit_dir or SYSTEM_UNIT_DIR
     path = target_dir / UNIT_NAME
+    entry = desktop_entry_path(unit_dir, apps_dir)
     cmds = install_commands()
     if dry_run:
         print(f"# would write {path}:", file=out)
         print(text, file=out)
+        if entry is not None:
+            print(f"# would write {entry}:", file=out)
+            print(render_desktop_entry(spec), file=out)
         if unit_dir is None:
             for c in cmds:
                 print("# would run: " + " ".join(c), file=out)
@@ -211,6 +276,9 @@ def install(user: str | None, config: str | None, unit_dir: Path | None, dry_run
                                   "(--unit-dir DIR writes the unit without enabling it)")
     _write_atomic(path, text)
     print(f"wrote {path} (runs as {spec.user}, config {spec.config})", file=out)
+    if entry is not None:
+        _write_atomic(entry, render_desktop_entry(spec))
+        print(f"wrote {entry} (the menu item \"Show pairing PIN\" for {spec.user})", file=out)
     if unit_dir is None:
         _run(cmds)
         print(f"enabled and started {UNIT_NAME}; logs: journalctl -u herd-agent -f", file=out)
@@ -220,12 +288,15 @@ def install(user: str | None, config: str | None, unit_dir: Path | None, dry_run
     return path
 
 
-def uninstall(unit_dir: Path | None, dry_run: bool, out=None) -> Path:
-    """Stop, disable and remove the unit; returns the path that was (or would be) removed."""
+def uninstall(unit_dir: Path | None, dry_run: bool, out=None, apps_dir: Path | None = None) -> Path:
+    """Stop, disable and remove the unit and its desktop entry; returns the unit's path."""
     out = out or sys.stdout
     target_dir = unit_dir or SYSTEM_UNIT_DIR
     path = target_dir / UNIT_NAME
+    entry = desktop_entry_path(unit_dir, apps_dir)
     if dry_run:
+        if entry is not None:
+            print(f"# would remove {entry}", file=out)
         if unit_dir is None:
             for c in uninstall_commands():
                 print("# would run: " + " ".join(c), file=out)
@@ -240,6 +311,9 @@ def uninstall(unit_dir: Path | None, dry_run: bool, out=None) -> Path:
         # Tolerated: a unit that failed to start may already be inactive or disabled.
         _run(uninstall_commands(), tolerate=True)
     path.unlink()
+    if entry is not None and entry.exists():
+        entry.unlink()
+        print(f"removed {entry}", file=out)
     if unit_dir is None:
         _run([_systemctl("daemon-reload")])
     print(f"removed {path}", file=out)
@@ -257,11 +331,16 @@ def register(subparsers) -> None:
                                     "(default: ~USER/.config/llama-herd/agent.toml)")
     p.add_argument("--unit-dir", type=Path, help="write the unit here instead of "
                                                  f"{SYSTEM_UNIT_DIR} and do not enable it")
+    p.add_argument("--applications-dir", type=Path,
+                   help=f"write the \"Show pairing PIN\" desktop entry here (default: "
+                        f"{SYSTEM_APPS_DIR} with the system unit; none with --unit-dir)")
     p.add_argument("--dry-run", action="store_true", help="print the unit and commands only")
     p.set_defaults(func=cmd_install)
 
     p = subparsers.add_parser("uninstall-service", help="stop and remove the systemd service (Linux)")
     p.add_argument("--unit-dir", type=Path, help=f"remove the unit from here instead of {SYSTEM_UNIT_DIR}")
+    p.add_argument("--applications-dir", type=Path,
+                   help="remove the desktop entry from here (default: as install-service chose)")
     p.add_argument("--dry-run", action="store_true", help="print what would be done only")
     p.set_defaults(func=cmd_uninstall)
 
@@ -279,7 +358,7 @@ def cmd_install(args) -> int:
     if (rc := _not_on_windows("install-service")) is not None:
         return rc
     try:
-        install(args.user, args.config, args.unit_dir, args.dry_run)
+        install(args.user, args.config, args.unit_dir, args.dry_run, apps_dir=args.applications_dir)
     except (ServiceInstallError, OSError) as exc:
         print(f"herd-agent install-service: {exc}", file=sys.stderr)
         return 1
@@ -291,7 +370,7 @@ def cmd_uninstall(args) -> int:
     if (rc := _not_on_windows("uninstall-service")) is not None:
         return rc
     try:
-        uninstall(args.unit_dir, args.dry_run)
+        uninstall(args.unit_dir, args.dry_run, apps_dir=args.applications_dir)
     except (ServiceInstallError, OSError) as exc:
         print(f"herd-agent uninstall-service: {exc}", file=sys.stderr)
         return 1

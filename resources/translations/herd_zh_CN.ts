@@ -2839,4 +2839,67 @@
         <translation>无详细信息</translation>
     </message>
 </context>
+<context>
+    <name>PinWindow</name>
+    <message>
+        <source>Close</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>Copy</source>
+        <translation>复制</translation>
+    </message>
+    <message>
+        <source>New PIN</source>
+        <translation>新 PIN</translation>
+    </message>
+    <message>
+        <source>On the master: open herd, press Pair on this computer's card and type this PIN.</source>
+        <translation>在主控电脑上：打开 herd，在这台电脑的卡片上按“配对”，然后输入此 PIN。</translation>
+    </message>
+    <message>
+        <source>Pairing PIN — llama-herd agent</source>
+        <translation>配对 PIN — llama-herd 代理</translation>
+    </message>
+    <message>
+        <source>The PIN belongs to the account the agent runs as: open Show pairing PIN from that account.</source>
+        <translation>PIN 属于运行代理的账户：请在该账户下打开“显示配对 PIN”。</translation>
+    </message>
+    <message>
+        <source>This PIN is no longer accepted (it expired or has paired a master). Press New PIN to show another.</source>
+        <translation>此 PIN 已不再有效（已过期或已配对过一台主控电脑）。按“新 PIN”显示另一个。</translation>
+    </message>
+    <message>
+        <source>Time left to type it (minutes:seconds). It pairs one master.</source>
+        <translation>剩余输入时间（分:秒）。它只能配对一台主控电脑。</translation>
+    </message>
+    <message>
+        <source>Windows did not give administrator rights; the service's PIN is readable by administrators only. Ask an administrator of this PC to open Show pairing PIN.</source>
+        <translation>Windows 未授予管理员权限；服务的 PIN 只有管理员可以读取。请让这台电脑的管理员打开“显示配对 PIN”。</translation>
+    </message>
+    <message>
+        <source>enter this PIN on the master within {minutes} minutes; it pairs one master</source>
+        <translation>请在 {minutes} 分钟内在主控电脑上输入此 PIN；它只能配对一台主控电脑</translation>
+    </message>
+    <message>
+        <source>no state in {folder}: the service has not started yet (`sc start {service}`)</source>
+        <translation>{folder} 中没有状态：服务尚未启动（`sc start {service}`）</translation>
+    </message>
+    <message>
+        <source>no window: no graphical display here (DISPLAY is not set)</source>
+        <translation>无法打开窗口：这里没有图形显示（未设置 DISPLAY）</translation>
+    </message>
+    <message>
+        <source>no window: this Python has no tkinter (install python3-tk)</source>
+        <translation>无法打开窗口：此 Python 没有 tkinter（请安装 python3-tk）</translation>
+    </message>
+    <message>
+        <source>the PIN is shown here instead</source>
+        <translation>PIN 改为显示在这里</translation>
+    </message>
+    <message>
+        <source>the service's state is readable by administrators only: use an administrator terminal</source>
+        <translation>服务的状态只有管理员可以读取：请使用管理员终端</translation>
+    </message>
+</context>
 </TS>

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import free_port
+from xvfb import tk_root, x_display  # noqa: F401 - fixtures for the PIN window's tests
 
 from agent.client import AgentClient
 from agent.daemon import Agent
@@ -157,3 +158,4 @@ async def forwarder(paired):
     yield _make
     for f in made:
         await f.close()
+

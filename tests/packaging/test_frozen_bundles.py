@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
+from xvfb import tk_app_shown, tk_root, x_display  # noqa: F401 - fixtures
 
 from agent.identity import client_context
 
@@ -66,6 +67,28 @@ def test_frozen_agent_has_the_service_commands(frozen_agent, tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "localport=7102" in out.stdout
+
+
+def test_frozen_agent_opens_the_pin_window(frozen_agent, tmp_path, tk_root, x_display):
+    """The MSI's "Show pairing PIN" runs the frozen agent with `--window`: the bundle must carry
+    tkinter and Tcl/Tk, or the person gets the terminal fallback instead of the window."""
+    from agent.pairing import PinFile
+
+    env = dict(os.environ, DISPLAY=x_display)
+    proc = subprocess.Popen([str(frozen_agent), "--state-dir", str(tmp_path), "pin", "--window"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        tk_root.withdraw()
+        assert tk_app_shown(tk_root, "herd-agent-pin", ".body.pin", proc), proc.communicate()
+        text = tk_root.tk.call("send", "herd-agent-pin", ".body.pin cget -text")
+        assert text.replace(" ", "") == PinFile(tmp_path).current()
+        tk_root.tk.call("send", "herd-agent-pin", "after idle {.body.buttons.close invoke}")
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and out == "", err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def _start_frozen_agent(procs, exe: Path, tmp: Path, env: dict | None = None):

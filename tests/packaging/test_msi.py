@@ -243,7 +243,28 @@ def test_file_fragment_nests_folders_and_keeps_ids_stable(tmp_path):
 def test_agent_only_msi_has_no_app(msi):
     assert [f["Feature"] for f in table(msi, "Feature")] == ["Agent"]
     assert "herd.exe" not in {r["FileName"] for r in table(msi, "File")}
-    assert table(msi, "Shortcut") == []
+    # the only shortcut is the agent's own "Show pairing PIN"
+    assert [r["Shortcut"] for r in table(msi, "Shortcut")] == ["ShowPairingPin"]
+
+
+def test_start_menu_shows_the_pairing_pin(msi):
+    """The person at the worker PC finds "Show pairing PIN" in the Start menu; it runs the
+    installed herd-agent.exe with `service pin --window` (which asks for elevation itself)."""
+    (row,) = [r for r in table(msi, "Shortcut") if r["Shortcut"] == "ShowPairingPin"]
+    assert row["Directory_"] == "ProgramMenuFolder" and row["Name"] == "Show pairing PIN"
+    # a plain (not advertised) shortcut: its target is the installed exe, not the feature
+    assert row["Target"] == "[#HerdAgentExe]"
+    assert row["Arguments"] == "service pin --window"
+    files = {r["File"]: r for r in table(msi, "File")}
+    assert files["HerdAgentExe"]["FileName"] == "herd-agent.exe"
+    # installed and removed with the service's component, so it never outlives the agent
+    assert row["Component_"] == files["HerdAgentExe"]["Component_"]
+    assert row["WkDir"] == "INSTALLDIR"
+    # the arguments are ones herd-agent accepts
+    from agent.main import build_parser  # noqa: PLC0415
+
+    args = build_parser().parse_args(row["Arguments"].split())
+    assert (args.command, args.action, args.window) == ("service", "pin", True)
 
 
 def test_desktop_app_as_a_second_feature(tmp_path):
@@ -268,7 +289,7 @@ def test_desktop_app_as_a_second_feature(tmp_path):
     assert chain[:4] == ["PySide6", "_internal", "app", "llama-herd agent"]
     app_comps = {r["Component_"] for r in table(out, "FeatureComponents") if r["Feature_"] == "App"}
     assert files["herd.exe"]["Component_"] in app_comps
-    (shortcut,) = table(out, "Shortcut")
+    (shortcut,) = [r for r in table(out, "Shortcut") if r["Shortcut"] != "ShowPairingPin"]
     assert shortcut["Directory_"] == "ProgramMenuFolder" and shortcut["Name"] == "llama-herd"
     assert shortcut["Component_"] == files["herd.exe"]["Component_"]
     # the service and its actions are the same as in the agent-only MSI

@@ -133,3 +133,71 @@ def test_dry_run_writes_nothing_and_shows_the_systemctl_steps(tmp_path, user, ca
     out = capsys.readouterr().out
     assert "systemctl disable --now herd-agent.service" in out
     assert f"would remove {path}" in out
+
+
+def test_desktop_entry_opens_the_pin_window_on_the_services_state(tmp_path, user):
+    spec = systemd.build_spec(user.pw_name, None, program=["/opt/herd tools/herd-agent"])
+    entry = parse_unit(systemd.render_desktop_entry(spec))["Desktop Entry"]
+    assert entry["Name"] == "Show pairing PIN" and entry["Name[zh_CN]"] == "显示配对 PIN"
+    assert entry["Terminal"] == "false" and entry["Type"] == "Application"
+    # the service runs with HOME set and no XDG_STATE_HOME: its state is where platformdirs
+    # puts it for that home, and the entry points the window there
+    env = {"HOME": user.pw_dir, "PATH": os.environ.get("PATH", "")}
+    where = subprocess.run([sys.executable, "-c", "from agent.settings import default_state_dir; "
+                            "print(default_state_dir())"], env={**env, "PYTHONPATH": os.pathsep.join(sys.path)},
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert spec.state_dir == where
+    assert entry["Exec"] == "\"/opt/herd tools/herd-agent\" pin --window --state-dir " + \
+        systemd.desktop_exec_arg(where)
+
+
+@pytest.mark.parametrize("arg, expected", [
+    ("/usr/bin/herd-agent", "/usr/bin/herd-agent"),
+    ("/opt/my dir/herd-agent", '"/opt/my dir/herd-agent"'),
+    ("100%", "100%%"),
+    ('say "hi" $HOME', '"say \\\\"hi\\\\" \\\\$HOME"'),
+])
+def test_desktop_exec_arguments_are_quoted(arg, expected):
+    assert systemd.desktop_exec_arg(arg) == expected
+
+
+def test_desktop_entry_passes_desktop_file_validate(tmp_path, user):
+    if shutil.which("desktop-file-validate") is None:
+        msg = "desktop-file-validate not installed (apt-get install desktop-file-utils)"
+        if IN_CI:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    spec = systemd.build_spec(user.pw_name, None, program=["/opt/herd tools/herd-agent"])
+    path = tmp_path / systemd.DESKTOP_NAME
+    path.write_text(systemd.render_desktop_entry(spec), encoding="utf-8")
+    proc = subprocess.run(["desktop-file-validate", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
+    # the check above would catch a broken entry
+    path.write_text(path.read_text().replace("Type=Application", "Type=Program"))
+    proc = subprocess.run(["desktop-file-validate", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "Program" in proc.stdout
+
+
+def test_install_writes_and_uninstall_removes_the_desktop_entry(tmp_path, user, capsys):
+    units, apps = tmp_path / "units", tmp_path / "applications"
+    systemd.install(user.pw_name, None, units, dry_run=False, apps_dir=apps)
+    entry = apps / systemd.DESKTOP_NAME
+    assert "pin --window" in entry.read_text()
+    assert oct(entry.stat().st_mode & 0o777) == oct(0o644)  # every desktop user's menu reads it
+    assert [p.name for p in apps.iterdir()] == [systemd.DESKTOP_NAME]  # no temp file left
+    assert "Show pairing PIN" in capsys.readouterr().out
+    systemd.uninstall(units, dry_run=False, apps_dir=apps)
+    assert not entry.exists()
+    # a unit written for an image goes without an entry unless a folder is named for it
+    systemd.install(user.pw_name, None, units, dry_run=False)
+    assert not apps.exists() or not any(apps.iterdir())
+    assert [p.name for p in units.iterdir()] == [systemd.UNIT_NAME]
+
+
+def test_dry_run_shows_the_desktop_entry_for_the_system_service(user, capsys):
+    systemd.install(user.pw_name, None, None, dry_run=True)
+    out = capsys.readouterr().out
+    assert f"# would write {systemd.SYSTEM_APPS_DIR / systemd.DESKTOP_NAME}" in out
+    assert "Name=Show pairing PIN" in out
+    systemd.uninstall(None, dry_run=True)
+    assert f"would remove {systemd.SYSTEM_APPS_DIR / systemd.DESKTOP_NAME}" in capsys.readouterr().out
