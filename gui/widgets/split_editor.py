@@ -172,6 +172,12 @@ class SplitEditor(QWidget):
         cmd_row.addWidget(self.copy_command_button)
         # under Fastest, on a row of its own: the tool row must fit an 800 px screen (#17)
         fastest_row = QHBoxLayout()
+        # why Fastest is greyed out, where it can be read (not only in a tooltip)
+        self.fastest_why = QLabel()
+        self.fastest_why.setStyleSheet("color: palette(mid);")
+        self.fastest_why.setWordWrap(True)
+        self.fastest_why.hide()
+        fastest_row.addWidget(self.fastest_why, 1)
         fastest_row.addStretch(1)
         fastest_row.addWidget(QLabel(self.tr("Fastest optimises")))
         fastest_row.addWidget(self.fastest_for)
@@ -223,11 +229,13 @@ class SplitEditor(QWidget):
         self._refresh()
 
     def set_fastest_available(self, ok: bool, why_not: str = "") -> None:
-        """Enable the *Fastest* button (the planner can rank splits); ``why_not`` becomes its
-        tooltip while it is greyed out."""
+        """Enable the *Fastest* button (the planner can rank splits); while it is greyed out,
+        ``why_not`` shows beside it and as its tooltip."""
         self.fastest_button.setEnabled(ok)
         self.fastest_button.setToolTip(self.tr("Ask the planner for the quickest split") if ok or not why_not
                                        else why_not)
+        self.fastest_why.setText("" if ok else why_not)
+        self.fastest_why.setVisible(not ok and bool(why_not))
 
     def set_differs_from_running(self, differs: bool) -> None:
         """Say (or stop saying) that the split shown is not the one the cluster runs."""
