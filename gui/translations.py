@@ -30,11 +30,11 @@ TRANSLATIONS = Path(__file__).resolve().parent.parent / "resources" / "translati
 
 
 def message_sources() -> list[Path]:
-    """The source files whose marked strings the app shows: the window, its widgets, the Qt-free
+    """The source files whose marked strings the app shows: the window and its flows, its widgets, the Qt-free
     core (marked with :func:`agent.i18n.translate`) and the agent. What ``pyside6-lupdate`` reads
     for ``herd_zh_CN.ts``, and what the translation test checks."""
     root = Path(__file__).resolve().parent.parent
-    return [root / "gui" / "app.py", root / "gui" / "session.py",
+    return [*sorted((root / "gui").glob("*.py")),  # the window, its flows, the session
             *sorted((root / "gui" / "widgets").rglob("*.py")),
             *sorted((root / "gui" / "cluster").rglob("*.py")),
             *sorted((root / "agent").rglob("*.py"))]
