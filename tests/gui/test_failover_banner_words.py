@@ -15,6 +15,7 @@ import pytest
 
 from gui.cluster.failover import events as E
 from gui.cluster.failover import supervisor as F
+from gui.cluster.failover.text import describe_event
 from gui.cluster.nodes.health import Loss, LossCause
 from gui.widgets.failover_banner import FailoverBanner
 
@@ -62,7 +63,7 @@ def test_killed_worker_restarted_by_its_agent(qtbot, window, agents, demo_model,
     replanned = next(e for e in events if e.kind == E.EventKind.REPLANNED)
     qtbot.waitUntil(lambda: "in " in banner.countdown.text(), timeout=10000)
     assert "RPC worker" in banner.detail.text(), banner.detail.text()
-    assert replanned.message in banner.detail.text()
+    assert describe_event(replanned) in banner.detail.text()
     if "demo-b" in replanned.nodes:
         assert "answers again" in banner.title.text(), banner.title.text()
         assert "demo-a, demo-b" in banner.countdown.text(), banner.countdown.text()
