@@ -58,10 +58,6 @@ class KeyMismatch(AgentError):
     """The server's TLS key is not the one pinned at pairing: nothing was sent to it."""
 
 
-#: The name older code and tests use for :class:`KeyMismatch`.
-IdentityNotProven = KeyMismatch
-
-
 def https_url(base_url: str) -> str:
     """An API base URL with the scheme the agent serves (older ``http://`` addresses upgraded)."""
     url = base_url.strip().rstrip("/")

@@ -142,14 +142,16 @@ async def test_wrong_pin_stores_nothing(procs, tmp_path):
         node = await disc.add_address(agent.api_url)
         right = agent.pin()
         wrong = "000000" if right != "000000" else "111111"
-        with pytest.raises(AgentError, match="403"):
+        with pytest.raises(AgentError, match="wrong PIN") as refused:
             await disc.pair(node, wrong)
+        assert refused.value.status == 403
         assert not tokens.path.exists() and not disc.nodes[node.id].paired
         # Right after a mistyped PIN, the address backs off a second: the client waits that out,
         # as a person would before typing again, so the next wrong PIN is refused for the PIN...
         for _ in range(2):
-            with pytest.raises(AgentError, match="403"):
+            with pytest.raises(AgentError, match="wrong PIN") as refused:
                 await disc.pair(node, wrong)
+            assert refused.value.status == 403
         # ...but after three the address must wait 4 s, longer than the client waits by itself:
         # that is said, even with the right PIN, and nothing is stored
         with pytest.raises(AgentError, match="429") as refused:
