@@ -64,10 +64,42 @@ def nics() -> list[dict]:
     return out
 
 
+def machine_id() -> str:
+    """A stable, anonymous name of this computer: the same for every program on it (an agent,
+    the master), another on every other computer. It tells the master which workers share its
+    RAM, whatever address it reaches them at. A hash of the OS's own machine id
+    (``/etc/machine-id``, Windows' ``MachineGuid``), else of the host name and a network card's
+    address; never the id itself."""
+    import hashlib  # noqa: PLC0415
+
+    raw = ""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            raw = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if raw:
+            break
+    if not raw and sys.platform == "win32":
+        try:
+            import winreg  # noqa: PLC0415
+
+            with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"SOFTWARE\Microsoft\Cryptography") as key:
+                raw = str(winreg.QueryValueEx(key, "MachineGuid")[0])
+        except OSError:
+            raw = ""
+    if not raw:
+        import uuid  # noqa: PLC0415
+
+        raw = f"{socket.gethostname()}/{uuid.getnode():012x}"
+    return hashlib.sha256(("llama-herd machine " + raw).encode()).hexdigest()[:16]
+
+
 def hardware_summary() -> dict:
-    """Static facts: OS, CPU, cores, RAM total."""
+    """Static facts: OS, CPU, cores, RAM total, and this computer's :func:`machine_id`."""
     vm = psutil.virtual_memory()
     return {
+        "machine": machine_id(),
         "hostname": socket.gethostname(),
         "os": f"{platform.system()} {platform.release()}",
         "arch": platform.machine(),

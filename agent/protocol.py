@@ -365,6 +365,8 @@ class AgentStatus(Mapping):
         engine_devices: every device its engine offers (GPUs, then the CPU), in ``-d`` names,
             whether or not the worker runs.
         ram_total_bytes, ram_free_bytes: the node's memory now.
+        machine: which computer the agent runs on (:func:`agent.hardware.machine_id`), "" from
+            an agent that does not say: agents on one computer share its RAM.
         raw: the JSON document.
     """
 
@@ -375,6 +377,7 @@ class AgentStatus(Mapping):
     engine_devices: tuple[DeviceStatus, ...] = ()
     ram_total_bytes: int = 0
     ram_free_bytes: int = 0
+    machine: str = ""
     raw: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -389,7 +392,7 @@ class AgentStatus(Mapping):
                    engine_devices=tuple(DeviceStatus.from_json(x, i) for i, x in enumerate(_dicts(engine.get("devices")))),
                    ram_total_bytes=_int(hw.get("ram_total_bytes")),
                    ram_free_bytes=_int(load.get("ram_free_bytes"), _int(hw.get("ram_free_bytes"))),
-                   raw=doc)
+                   machine=str(hw.get("machine") or ""), raw=doc)
 
     @classmethod
     def of(cls, status: "AgentStatus | dict") -> "AgentStatus":

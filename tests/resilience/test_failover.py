@@ -59,8 +59,8 @@ async def test_link_down_mid_reply_then_the_node_returns(engine, demo_model, tmp
 
 @contextlib.asynccontextmanager
 async def supervised(engine, demo_model, procs, tmp_path, policy):
-    """Two real agents on loopback (a, b), paired; a started supervisor with split a=4, b=5.
-    Yields (supervisor, {name: RunningAgent})."""
+    """Two real agents on loopback (a, b), paired; a started supervisor with split a=4, b=5,
+    planned as on two other PCs (:class:`ShrunkStatus`). Yields (supervisor, {name: RunningAgent})."""
     agents = {n: start_agent(procs.popen, tmp_path, n, mdns=False) for n in ("a", "b")}
     disc = Discovery(browse=False, tokens=TokenStore(tmp_path / "tokens.json"))
     sup = None
@@ -71,7 +71,7 @@ async def supervised(engine, demo_model, procs, tmp_path, policy):
             await disc.pair(node, agent.pin())
             nodes[node.id] = node = disc.nodes[node.id]
             async with disc.client(node) as c:
-                devices.extend(node_devices(node, await c.status()))
+                devices.extend(node_devices(node, await ShrunkStatus(c, None).status()))
         info = inspect_model(demo_model)
         request = LaunchRequest(P.plan_from_split(info, devices, {"a": 4, "b": 5}), info,
                                 ServerOptions(ctx=512, port=free_port(), extra_args=("--threads", "1")), threads=1)
@@ -146,17 +146,19 @@ class ShrunkStatus:
     """An agent client whose status reports a device with ``free`` bytes free.
 
     A PC with too little memory for the model cannot be made on this machine (its RAM is what
-    it is), so this one figure of the real agent's real status is replaced; everything else —
+    it is), nor another PC on loopback: so these two figures of the real agent's real status are
+    replaced (its devices' free memory, and the computer it says it runs on); everything else —
     the calls, the worker, the failures — is the real agent's.
     """
 
-    def __init__(self, client, free: int) -> None:
-        self._client, self._free = client, free
+    def __init__(self, client, free: int | None) -> None:
+        self._client, self._free = client, free  # free None: as the agent says
 
     async def status(self) -> AgentStatus:
         st = await self._client.status_json()
-        for d in (st.get("rpc") or {}).get("devices") or []:
+        for d in (st.get("rpc") or {}).get("devices") or [] if self._free is not None else []:
             d["free_bytes"] = self._free
+        st.setdefault("hardware", {})["machine"] = f"another-pc-{st.get('name')}"
         return AgentStatus.from_json(st)
 
     def __getattr__(self, name):
@@ -176,7 +178,7 @@ async def test_no_fit_on_the_survivor_offers_waiting_or_more_host_layers(
         alone = P.estimate(P.Plan(info.n_layer, 0, [(a_dev, info.n_layer + 1)]), info, 512)
         a_room = [with_host[0].need_bytes + 4096]
         make_probe = sup.health.client_for
-        sup.health.client_for = lambda n: ShrunkStatus(make_probe(n), a_room[0]) if n.name == "a" else make_probe(n)
+        sup.health.client_for = lambda n: ShrunkStatus(make_probe(n), a_room[0] if n.name == "a" else None)
         sup.health.reset_clients()
         sup.host_free_bytes = lambda: alone[-1].need_bytes + 4096
         b = agents["b"]

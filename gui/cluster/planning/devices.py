@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import psutil
 
 from agent.protocol import AgentStatus
-from gui.cluster.planning.plan import Device, endpoint_machine
+from gui.cluster.planning.plan import MASTER_MACHINE, Device, endpoint_machine
 
 
 def node_devices(node, status: AgentStatus | dict) -> list[Device]:
@@ -22,7 +24,7 @@ def node_devices(node, status: AgentStatus | dict) -> list[Device]:
     """
     status = AgentStatus.of(status)
     found = status.rpc.devices
-    machine = endpoint_machine(node.rpc_endpoint)  # its CPU devices share this computer's RAM
+    machine = node_machine(node, status)  # its CPU devices share this computer's RAM
     if status.offers_gpu:
         offered = status.engine_devices
         if [d.name for d in found] == [d.name for d in offered]:
@@ -39,6 +41,24 @@ def node_devices(node, status: AgentStatus | dict) -> list[Device]:
     return [Device(node_id=node.id, node_name=node.name, endpoint=node.rpc_endpoint, index=0,
                    name="CPU", free_bytes=status.ram_free_bytes, total_bytes=status.ram_total_bytes,
                    machine=machine)]
+
+
+def node_machine(node, status: AgentStatus) -> str:
+    """The computer whose RAM a node's CPU devices use, as :attr:`Device.machine`:
+    :data:`~gui.cluster.planning.plan.MASTER_MACHINE` when its agent runs on this computer (it
+    says the same :func:`~agent.hardware.machine_id` as this master, at whatever address), else
+    its agent's machine id; from an agent that does not say, by its address (loopback: this
+    computer)."""
+    if status.machine:
+        return MASTER_MACHINE if status.machine == _this_machine() else status.machine
+    return endpoint_machine(node.rpc_endpoint)
+
+
+@functools.lru_cache(maxsize=1)
+def _this_machine() -> str:
+    from agent.hardware import machine_id  # noqa: PLC0415
+
+    return machine_id()
 
 
 def host_free_bytes() -> int:
