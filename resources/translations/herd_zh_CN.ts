@@ -1811,6 +1811,10 @@
         <source>{device}: needs {need}, and the other devices on the same computer {shared}, of {free} free — {verdict}</source>
         <translation>{device}：需要 {need}，同一台电脑上的其他设备另需 {shared}，可用 {free} — {verdict}</translation>
     </message>
+    <message>
+        <source>the fastest split does not fit once the devices on the same computer share its memory: {misfits}</source>
+        <translation>同一台计算机上的设备共用其内存后，最快的分层方案放不下：{misfits}</translation>
+    </message>
 </context>
 <context>
     <name>Placement</name>

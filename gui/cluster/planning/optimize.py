@@ -49,6 +49,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from agent.i18n import translate
+
 from gui.cluster.planning.cost_model import (
     DEFAULT_PROMPT,
     N_BATCH,
@@ -360,8 +362,15 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
     final = model_order(devs, used)
     plan = Plan(model.n_layer, host_layers, tuple(Assignment(d, counts.get(d.key, 0)) for d in final))
     fits = estimate(plan, model, ctx, host_free_bytes, n_ubatch)
-    if not all(f.fits for f in fits):  # the search and estimate() must agree; say so loudly if not
-        raise AssertionError(f"fastest plan does not fit: {[f.describe() for f in fits if not f.fits]}")
+    bad = [f for f in fits if not f.fits]
+    if bad and all(f.shared_bytes for f in bad):
+        # The search sizes each device on its own; devices on one computer share its RAM, which
+        # only estimate() adds up. Say so rather than offer a split that does not fit.
+        raise PlanError(translate("Plan", "the fastest split does not fit once the devices on the same computer "
+                                          "share its memory: {misfits}").format(
+            misfits="; ".join(f.describe() for f in bad)))
+    if bad:  # the search and estimate() must agree; say so loudly if not
+        raise AssertionError(f"fastest plan does not fit: {[f.describe() for f in bad]}")
     return FastestResult(plan, step_cost(plan, model, measurements),
                          predicted_prompt(plan, model, measurements, n_prompt), objective)
 

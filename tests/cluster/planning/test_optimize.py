@@ -229,3 +229,24 @@ def test_unmeasured_devices_can_be_skipped():
     # b's measured second device takes everything; its unmeasured first device holds nothing.
     assert {d.key: c for d, c in plan.assignments} == {"n2/0": 0, "n2/1": 5, "n1/0": 0}
     assert layout_args(*plan.layout())[-1] == "0,5"
+
+
+def test_fastest_says_when_devices_of_one_computer_do_not_fit_together():
+    # Two CPU workers on one PC (the same machine), each reporting that PC's free RAM: room for
+    # about half the model more than the other takes. The search sizes them one by one and
+    # splits the model between them; together they share that RAM, and the split does not fit.
+    # Fastest says so in words instead of offering it.
+    model = make_model(8)
+    whole = estimate(Plan(8, 0, [(worker(1), 9)]), model, 512)[0].need_bytes
+    free = whole * 3 // 4
+    a = Device("n1", "a", "10.0.0.1:50052", 0, "CPU", free, free, machine="pc")
+    b = Device("n2", "b", "10.0.0.2:50052", 0, "CPU", free, free, machine="pc")
+    m = Measurements(compute={d.key: DeviceSpeed.uniform(8, 0.001) for d in (a, b)},
+                     links={d.endpoint: LinkSpeed(0.0001, 1e9) for d in (a, b)},
+                     host=DeviceSpeed.uniform(8, 1.0), host_fixed_s=0.0)
+    with pytest.raises(PlanError, match="share its memory"):
+        fastest(model, [a, b], m, 512, host_free_bytes=1 << 40)
+    # on two computers the same devices give a plan that fits
+    far = [Device("n1", "a", "10.0.0.1:50052", 0, "CPU", free, free, machine="pc1"),
+           Device("n2", "b", "10.0.0.2:50052", 0, "CPU", free, free, machine="pc2")]
+    assert all(f.fits for f in estimate(fastest(model, far, m, 512, host_free_bytes=1 << 40).plan, model, 512))
