@@ -69,3 +69,24 @@ def test_models_on_this_pc_are_listed_with_sizes_and_one_opens_with_a_click(qtbo
     qtbot.waitUntil(lambda: panel.local.topLevelItem(0).text(0) == "tiny-Q8_0.gguf", timeout=10000)
     assert panel.local_paths().count(str(tiny)) == 1
     assert own.exists()
+
+
+def test_the_fit_follows_the_memory_the_cluster_can_use(qtbot, tmp_path):
+    from gui.cluster.models.local import LM_STUDIO, LocalModel
+    from gui.cluster.planning.plan import Device
+    from gui.widgets.model_panel import FIT, ModelPanel
+
+    panel = ModelPanel()
+    qtbot.addWidget(panel)
+    gb = 10 ** 9
+    panel.set_local_models([LocalModel(tmp_path / "m.gguf", "m.gguf", 6 * gb, LM_STUDIO)])
+    panel.set_capacity([], 4 * gb)
+    assert panel.local.topLevelItem(0).text(FIT) == "needs about 2.0 GB more"
+    # a node with 3 GB free joins (another computer: its RAM adds to this PC's)
+    node = Device(node_id="n", node_name="n", endpoint="10.0.0.2:50052", index=0, name="CPU",
+                  free_bytes=3 * gb, total_bytes=8 * gb, machine="10.0.0.2")
+    panel.set_capacity([node], 4 * gb)
+    assert panel.local.topLevelItem(0).text(FIT) == "fits by size"
+    # and leaves again
+    panel.set_capacity([], 4 * gb)
+    assert panel.local.topLevelItem(0).text(FIT) == "needs about 2.0 GB more"
