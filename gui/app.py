@@ -485,11 +485,14 @@ class MainWindow(QMainWindow):
 
     def find_local_models(self):
         """List the models already on this PC in the model panel; the folders are scanned off
-        the GUI thread (a large cache takes a while). Returns the bridge call."""
+        the GUI thread (a large cache takes a while). Returns the bridge call, or None while
+        the window closes."""
         import asyncio
 
         from gui.cluster.models.local import find_local_models
 
+        if self._closing:
+            return None
         herd_dir = self.settings.get("hub/models_dir") or None
         recent = list(self.settings.get("model/recent"))
 
