@@ -35,7 +35,7 @@ def lm_studio_home(tmp_path, demo_model):
 
 def test_models_on_this_pc_are_listed_with_sizes_and_one_opens_with_a_click(qtbot, make_window, tmp_path,
                                                                             demo_model, monkeypatch):
-    home, tiny, split, huge = lm_studio_home(tmp_path, demo_model)
+    home, tiny, _split, _huge = lm_studio_home(tmp_path, demo_model)
     monkeypatch.setenv("HOME", str(home))
     for var in ("LLAMA_CACHE", "HF_HOME", "HF_HUB_CACHE"):  # this machine's caches stay out
         monkeypatch.delenv(var, raising=False)
