@@ -96,6 +96,8 @@ class MainWindow(QMainWindow):
         self._closing = False
         #: the newest model read asked for (:meth:`read_model`); an older one's result is dropped
         self._model_read = None
+        #: the newest scan for the models on this PC (:meth:`find_local_models`)
+        self._local_scan = None
 
         self.nodes = NodesPanel()
         self.model_panel = ModelPanel()
@@ -203,6 +205,8 @@ class MainWindow(QMainWindow):
             self._show_options()
         elif event in (W.NODES, W.STATUS, W.MODEL):
             self._update_devices(force=event == W.MODEL)
+            # nodes come and go, their free memory moves: whether each local model fits follows
+            self.model_panel.set_capacity(self.planned_devices(), host_free_bytes())
 
     def _show_options(self) -> None:
         opts = self.workspace.options
@@ -330,6 +334,8 @@ class MainWindow(QMainWindow):
         last = self.settings.get("model/last")
         if last and Path(last).is_file() and self.model is None:
             self.read_model(last)
+        self.model_panel.set_capacity(self.planned_devices(), host_free_bytes())
+        self.find_local_models()
 
     # ------------------------------------------------------------ nodes
 
@@ -477,12 +483,34 @@ class MainWindow(QMainWindow):
                             and self.model_panel.show_error(path, describe_error(exc)))
         return call
 
+    def find_local_models(self):
+        """List the models already on this PC in the model panel; the folders are scanned off
+        the GUI thread (a large cache takes a while). Returns the bridge call, or None while
+        the window closes."""
+        import asyncio
+
+        from gui.cluster.models.local import find_local_models
+
+        if self._closing:
+            return None
+        herd_dir = self.settings.get("hub/models_dir") or None
+        recent = list(self.settings.get("model/recent"))
+
+        async def scan():
+            return await asyncio.to_thread(find_local_models, herd_dir, recent)
+
+        call = self.bridge.submit(scan(), "find models on this PC")
+        self._local_scan = call
+        call.finished.connect(lambda models: call is self._local_scan and self.model_panel.set_local_models(models))
+        return call
+
     def use_model(self, info) -> None:
         """Make ``info`` (a read :class:`~gui.cluster.llama.model.ModelInfo`) the open model:
         show it, remember it, plan for it."""
         self.model_panel.show_model(info)
         self.settings.set("model/last", str(info.path))
         self.model_panel.set_recent(self.settings.add_recent("model/recent", str(info.path)))
+        self.find_local_models()  # (the recent files changed; a new download may be there)
         self.workspace.open_model(info)  # (lowers a context beyond the model's own; re-plans)
         self.launch_flow.update_fastest_button()
 

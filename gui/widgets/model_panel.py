@@ -5,6 +5,11 @@ size and context length as the core read them. *Make demo model* asks for a smal
 model for trying things out. The panel reads nothing itself: the window reads the file off the GUI
 thread (:meth:`ModelPanel.show_reading` says which one while that takes more than a moment) and
 calls :meth:`ModelPanel.show_model` or :meth:`ModelPanel.show_error`.
+
+Below the buttons, *On this PC* lists the models already here (found off the GUI thread by
+:mod:`gui.cluster.models.local`, given with :meth:`ModelPanel.set_local_models`): name, size,
+where each was found and whether it fits the memory free now by its size
+(:meth:`ModelPanel.set_capacity`); a click on one opens it.
 """
 
 from __future__ import annotations
@@ -12,14 +17,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QProgressBar, QPushButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
+                               QProgressBar, QPushButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
+from gui.cluster.models.local import size_verdict, source_label
 from gui.widgets.wrapping_label import WrappingLabel
 
 WARN = "#d62728"
 #: A file read faster than this shows no busy indicator (it would only flicker).
 BUSY_AFTER_MS = 250
+#: The local models list's height in rows before it scrolls (it shares the column with the tabs).
+LOCAL_ROWS = 4
+#: The local models list's columns.
+NAME, SIZE, SOURCE, FIT = range(4)
 
 
 class ModelPanel(QWidget):
@@ -62,6 +73,21 @@ class ModelPanel(QWidget):
         self._busy_timer.setSingleShot(True)
         self._busy_timer.setInterval(BUSY_AFTER_MS)
         self._busy_timer.timeout.connect(self._show_busy)
+        # The models already on this PC: picked with a click instead of a path typed in a dialog.
+        self.local = QTreeWidget()
+        self.local.setRootIsDecorated(False)
+        self.local.setUniformRowHeights(True)
+        self.local.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.local.setHeaderLabels([self.tr("On this PC"), self.tr("Size"), self.tr("Found in"),
+                                    self.tr("Fits now (size check)")])
+        header = self.local.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Stretch)
+        for col in (SIZE, SOURCE, FIT):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        self.local.hide()  # until something is found
+        self._local_models: list = []
+        self._capacity: tuple[list, int] | None = None
         row = QHBoxLayout()
         row.addWidget(QLabel("<b>" + self.tr("Model") + "</b>"))
         row.addWidget(self.open_button)
@@ -71,6 +97,7 @@ class ModelPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(row)
+        lay.addWidget(self.local)
         lay.addWidget(self.info)
         lay.addWidget(self.reading)
         lay.addWidget(self.busy)
@@ -78,6 +105,58 @@ class ModelPanel(QWidget):
         self.demo_button.clicked.connect(self.demoRequested)
         self.hub_button.clicked.connect(self.hubRequested)
         self.recent.activated.connect(lambda i: self.modelChosen.emit(self.recent.itemData(i)))
+        self.local.itemClicked.connect(lambda item, _col: self.modelChosen.emit(item.data(NAME, Qt.ItemDataRole.UserRole)))
+
+    # ------------------------------------------------------------ the models on this PC
+
+    def set_local_models(self, models: list) -> None:
+        """List ``models`` (:class:`gui.cluster.models.local.LocalModel`, in the order given)."""
+        self._local_models = list(models)
+        self.local.clear()
+        for m in self._local_models:
+            item = QTreeWidgetItem([m.name, self._size_text(m), source_label(m.source), ""])
+            item.setData(NAME, Qt.ItemDataRole.UserRole, str(m.path))
+            item.setToolTip(NAME, str(m.path))
+            item.setTextAlignment(SIZE, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            self.local.addTopLevelItem(item)
+        self.local.setVisible(bool(self._local_models))
+        rows = min(max(len(self._local_models), 1), LOCAL_ROWS)
+        row_h = self.local.sizeHintForRow(0) if self._local_models else 0
+        self.local.setFixedHeight(self.local.header().sizeHint().height() + rows * max(row_h, 1)
+                                  + 2 * self.local.frameWidth())
+        self._show_fit()
+
+    def set_capacity(self, devices: list, host_free: int) -> None:
+        """The memory a model can use now: the plan devices the cluster can use (free bytes of
+        each) and this PC's free RAM; each listed model says whether its file fits in it."""
+        self._capacity = (list(devices), int(host_free))
+        self._show_fit()
+
+    def local_paths(self) -> list[str]:
+        """The files listed under *On this PC*, top to bottom."""
+        return [self.local.topLevelItem(i).data(NAME, Qt.ItemDataRole.UserRole)
+                for i in range(self.local.topLevelItemCount())]
+
+    def _show_fit(self) -> None:
+        if self._capacity is None:
+            return
+        devices, host_free = self._capacity
+        for i, m in enumerate(self._local_models):
+            item = self.local.topLevelItem(i)
+            verdict = size_verdict(m.size_bytes, devices, host_free)
+            # (the file's bytes only: the header, with the context's cache, is read when opened)
+            text = (self.tr("fits by size") if verdict.fits
+                    else self.tr("needs about %1 GB more").replace("%1", f"{max(verdict.short_bytes / 1e9, 0.1):.1f}"))
+            if item.text(FIT) != text:
+                item.setText(FIT, text)
+                item.setForeground(FIT, QBrush() if verdict.fits else QBrush(QColor(WARN)))
+
+    def _size_text(self, m) -> str:
+        size = (self.tr("%1 GB").replace("%1", f"{m.size_bytes / 1e9:.1f}") if m.size_bytes >= 1e9
+                else self.tr("%1 MB").replace("%1", f"{m.size_bytes / 1e6:.1f}"))
+        if m.shards > 1:
+            return self.tr("%1 in %2 files").replace("%1", size).replace("%2", str(m.shards))
+        return size
 
     def set_recent(self, paths: list[str]) -> None:
         """Fill the recent list (newest first)."""

@@ -837,6 +837,42 @@
         <source>Reading %1…</source>
         <translation>正在读取 %1…</translation>
     </message>
+    <message>
+        <source>%1 GB</source>
+        <translation>%1 GB</translation>
+    </message>
+    <message>
+        <source>%1 MB</source>
+        <translation>%1 MB</translation>
+    </message>
+    <message>
+        <source>%1 in %2 files</source>
+        <translation>%1，共 %2 个文件</translation>
+    </message>
+    <message>
+        <source>Fits now (size check)</source>
+        <translation>当前能否装下（按大小估算）</translation>
+    </message>
+    <message>
+        <source>Found in</source>
+        <translation>来源</translation>
+    </message>
+    <message>
+        <source>On this PC</source>
+        <translation>本机上的模型</translation>
+    </message>
+    <message>
+        <source>Size</source>
+        <translation>大小</translation>
+    </message>
+    <message>
+        <source>fits by size</source>
+        <translation>按大小可装下</translation>
+    </message>
+    <message>
+        <source>needs about %1 GB more</source>
+        <translation>还需约 %1 GB</translation>
+    </message>
 </context>
 <context>
     <name>NodeCard</name>
@@ -2904,6 +2940,17 @@
     <message>
         <source>the service's state is readable by administrators only: use an administrator terminal</source>
         <translation>服务的状态只有管理员可以读取：请使用管理员终端</translation>
+    </message>
+</context>
+<context>
+    <name>LocalModels</name>
+    <message>
+        <source>herd</source>
+        <translation>herd</translation>
+    </message>
+    <message>
+        <source>recent</source>
+        <translation>最近使用</translation>
     </message>
 </context>
 </TS>
