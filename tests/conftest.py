@@ -184,3 +184,8 @@ def procs():
     jar = ProcessJar()
     yield jar
     jar.close()
+
+
+# The X server and Tk fixtures for the PIN window's tests (one server for the whole run: see
+# tests/xvfb.py); imported last, since that module takes ``missing`` from here.
+from xvfb import tk_root, x_display  # noqa: E402, F401

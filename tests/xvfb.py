@@ -11,50 +11,56 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import missing
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def x_display():
     """A real X server (Xvfb) for windows the agent opens; yields its display name (``:N``).
 
+    One server for the whole run, which outlives this process. Tk keeps its connection to a
+    display until the process exits, and Xlib ends the process (status 1) when a server goes
+    away under a connection it still holds, even one whose windows are long gone: so no X
+    server may stop while this process runs. Xvfb is started detached (not a child of this
+    process) with ``-terminate``: it ends by itself when its last client leaves, and the Tk root
+    this fixture keeps open is that last client until the process exits.
+
     Xvfb picks a free display number itself (``-displayfd``) and writes it once it accepts
-    clients; the fixture then waits for its socket and stops the server after the module.
-    One server serves the whole module: Tk keeps its connection to a display until the process
-    exits, and Xlib ends the process when that server goes away under it, so the server must
-    outlive every window the module's tests open in this process.
+    clients; the fixture then waits for its socket.
     """
+    from conftest import missing  # noqa: PLC0415 - conftest imports this module
+
     if shutil.which("Xvfb") is None:
         missing("Xvfb not installed (apt-get install xvfb)")
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-nolisten", "tcp",
-                             "-screen", "0", "1024x768x24"], pass_fds=(write_fd,),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    os.close(write_fd)
     try:
-        with os.fdopen(read_fd) as numbers:
-            number = numbers.readline().strip()  # written when the server is ready
-        if not number.isdigit():
-            raise AssertionError(f"Xvfb did not start: {proc.stderr.read().decode(errors='replace')}")
-        socket_path = Path(f"/tmp/.X11-unix/X{number}")
-        deadline = time.monotonic() + 10
-        while not socket_path.exists():
-            assert time.monotonic() < deadline and proc.poll() is None, f"no {socket_path}"
-            time.sleep(0.01)
-        yield f":{number}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+        import tkinter  # noqa: PLC0415 - optional in some Python builds
+    except ImportError:
+        missing("this Python has no tkinter (python3-tk)")
+    read_fd, write_fd = os.pipe()
+    # (sh starts Xvfb in the background and exits: Xvfb is then nobody's child here)
+    subprocess.run(["sh", "-c", f'Xvfb -displayfd {write_fd} -nolisten tcp -terminate '
+                                f'-screen 0 1024x768x24 >/dev/null 2>&1 </dev/null &'],
+                   pass_fds=(write_fd,), check=True)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as numbers:
+        number = numbers.readline().strip()  # written when the server is ready
+    if not number.isdigit():
+        raise AssertionError("Xvfb did not start")
+    socket_path = Path(f"/tmp/.X11-unix/X{number}")
+    deadline = time.monotonic() + 10
+    while not socket_path.exists():
+        assert time.monotonic() < deadline, f"no {socket_path}"
+        time.sleep(0.01)  # polling for the socket the server creates
+    keeper = tkinter.Tk(screenName=f":{number}", className="herd-test-display")
+    keeper.withdraw()
+    yield f":{number}"
+    # keeper stays: its connection ends with this process, and with it the server
 
 
 @pytest.fixture
 def tk_root(x_display):
     """A Tk root on the test's X server, destroyed after the test."""
+    from conftest import missing  # noqa: PLC0415 - conftest imports this module
+
     try:
         import tkinter  # noqa: PLC0415 - optional in some Python builds
     except ImportError:

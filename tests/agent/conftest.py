@@ -15,7 +15,6 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import free_port
-from xvfb import tk_root, x_display  # noqa: F401 - fixtures for the PIN window's tests
 
 from agent.client import AgentClient
 from agent.daemon import Agent

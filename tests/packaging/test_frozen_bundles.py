@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
-from xvfb import tk_app_shown, tk_root, x_display  # noqa: F401 - fixtures
+from xvfb import tk_app_shown
 
 from agent.identity import client_context
 
