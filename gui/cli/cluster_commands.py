@@ -58,6 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "master's CPU); default: by free memory")
         p.add_argument("--ctx", type=int, default=ctx_default, help=f"context size (default {DEFAULT_CTX})")
         p.add_argument("--threads", type=int, help="RPC worker threads on each node")
+        p.add_argument("--experts-in-ram", action="append", default=[], metavar="GPU",
+                       help="a mixture-of-experts model: keep the experts of this GPU's layers in its "
+                            "PC's RAM (the worker's CPU device), e.g. gaming-pc/0; may be repeated")
 
     p = sub.add_parser("plan", help="show where each layer would go, memory fit and command lines")
     p.add_argument("--model", required=True, type=Path, help="the GGUF model")
@@ -235,6 +238,8 @@ async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered
             plan = P.plan_from_split(model, devices, {k: c for k, c in split.items() if k not in gone})
         else:
             plan = P.plan_by_memory(model, devices, args.ctx, host_free_bytes=host_free_bytes())
+        for gpu in getattr(args, "experts_in_ram", None) or ():
+            plan = P.experts_in_ram(plan, model, gpu)
         fits = P.estimate(plan, model, args.ctx, host_free_bytes=host_free_bytes())
     except P.PlanError as exc:
         raise CommandError(str(exc), 2) from None
@@ -303,6 +308,7 @@ async def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps({"model": str(Path(model.path).resolve()), "server": spec.options.to_json(),
                           "plan": plan.to_json(), "fits": [
             {"device": f.label, "slots": list(f.slots), "need_bytes": f.need_bytes,
+             "weights_bytes": f.weights_bytes, "kv_bytes": f.kv_bytes, "compute_bytes": f.compute_bytes,
              "free_bytes": f.free_bytes, "fits": f.fits} for f in fits],
             "fits_all": not bad, "server_command": server_cmd,
             "worker_commands": _worker_commands(plan, nodes)}, indent=2))

@@ -47,11 +47,11 @@ def vulkan_engine():
     return eng
 
 
-def herd_up(m, env, target, split: str | None = None) -> HerdUp:
-    """``herd up TARGET`` on the master host ``m`` (a model with ``split``, or a profile),
-    waited for until it serves."""
+def herd_up(m, env, target, split: str | None = None, *more: str) -> HerdUp:
+    """``herd up TARGET`` on the master host ``m`` (a model with ``split`` and ``more``
+    arguments, or a profile), waited for until it serves."""
     args = ["--split", split, "--ctx", "512", "--host", m.ip, "--port", "8080", "--threads", "1",
-            "--server-args", "-fa off"] if split else []
+            "--server-args", "-fa off", *more] if split else []
     up = HerdUp(m.popen(HERD + ["up", str(target), *args, "--timeout", "3"],
                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     up.wait_for("Serving", 300)

@@ -350,8 +350,22 @@ def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
         order = _log_keys(placement.devices)
     else:
         order = [(name, _plan_key(plan, i)) for name, _, i in want_devices]
+    # Experts in RAM: a home's buffer also holds the experts of another device's blocks, which
+    # that device's buffer lacks; with those bytes put back, each device reads as whole slots.
+    names = plan.device_names()
+    shift: dict[str, int] = {}
+    expert_lines: list[str] = []
+    experts = model.expert_slot_bytes
+    for h, k, blocks in plan.expert_moves():
+        moved = sum(experts[s] for s in blocks if s < len(experts))
+        shift[str(names[h])] = shift.get(str(names[h]), 0) - moved
+        shift[str(names[k])] = shift.get(str(names[k]), 0) + moved
+        reported = placement.device_bytes()
+        expert_lines.append(f"{names[h]} keeps the experts of {_slots(blocks)} ({_mib(moved)}) on "
+                            f"{names[k]} as planned (llama-server reports {_mib(reported.get(str(names[h]), 0))} "
+                            f"of weights on {names[h]}, {_mib(reported.get(str(names[k]), 0))} on {names[k]})")
     start: int | None = host
-    for seen in _read_devices(placement, w, order, host, n):
+    for seen in _read_devices(placement, w, order, host, n, shift):
         ep, want = planned.get(seen.key, (seen.key[0], range(0)))
         label = f"{ep} ({seen.name})"
         b = seen.bytes
@@ -391,6 +405,8 @@ def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
         problems.append(translate("Placement", "the reported weights cover slots up to {last}, the "
                                                "model has {n} slots (0-{top})").format(last=start - 1, n=n,
                                                                                        top=n - 1))
+    if not problems:
+        report += expert_lines
     return actual, problems, report
 
 
@@ -449,14 +465,17 @@ class _Seen:
         return range(self.start, self.start + self.candidates[0])
 
 
-def _read_devices(placement: Placement, w: _Weights, order, host: int, n: int) -> list[_Seen]:
+def _read_devices(placement: Placement, w: _Weights, order, host: int, n: int,
+                  shift: dict[str, int] | None = None) -> list[_Seen]:
     """Walk the devices in model order from slot ``host``: each one's count is the one whose
-    slots' bytes match its reported weights. Stops telling once a device cannot be told."""
+    slots' bytes match its reported weights (less ``shift[name]``: experts it keeps for
+    another device, or plus those it sends away). Stops telling once a device cannot be told."""
     got_bytes = placement.device_bytes()
+    shift = shift or {}
     out: list[_Seen] = []
     start: int | None = host
     for name, key in order:
-        b = got_bytes.get(name, 0)
+        b = got_bytes.get(name, 0) - shift.get(name, 0)
         fits = tuple(c for c in range(n - start + 1) if w.matches(b, start, c)) if start is not None else ()
         seen = _Seen(name, key, b, start, fits)
         out.append(seen)

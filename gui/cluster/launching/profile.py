@@ -36,7 +36,7 @@ from agent.files import write_atomic
 from agent.i18n import translate
 from gui.cluster.launching.doctor import Finding
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec
-from gui.cluster.planning.plan import Assignment, Device, Plan, PlanError
+from gui.cluster.planning.plan import Assignment, Device, ExpertHome, Plan, PlanError
 
 if TYPE_CHECKING:
     from gui.cluster.llama.model import ModelInfo
@@ -239,8 +239,14 @@ def profile_from_json(doc: Any, source: str = "profile") -> Profile:
         if dev.kind == "rpc" and dev.node_id not in nodes:
             raise ProfileError(f"{where}.device.node_id: {dev.node_id!r} is not in {p}.nodes")
         assignments.append(Assignment(dev, count))
+    homes = []
+    for i, h in enumerate(_field(pl, "expert_homes", f"{p}.plan", list, optional=True, default=[])):
+        where = f"{p}.plan.expert_homes[{i}]"
+        if not isinstance(h, dict):
+            raise ProfileError(f"{where}: expected object, got {_describe(h)}")
+        homes.append(ExpertHome(_field(h, "layers", where, str), _field(h, "experts", where, str)))
     try:
-        plan = Plan(n_layer, host, tuple(assignments))
+        plan = Plan(n_layer, host, tuple(assignments), tuple(homes))
     except PlanError as e:
         raise ProfileError(f"{p}.{e}" if str(e).startswith("plan") else f"{p}.plan: {e}") from None
     if model.n_layer and model.n_layer != n_layer:
@@ -493,8 +499,7 @@ def bind_to_devices(plan: Plan, devices: Iterable[Device]) -> Plan:
     device index): the live endpoint and free memory, the saved counts. Devices without a live
     match are kept as saved."""
     live = {d.key: d for d in devices}
-    return Plan(plan.n_layer, plan.host_layers,
-                tuple(Assignment(live.get(d.key, d), c) for d, c in plan.assignments))
+    return replace(plan, assignments=tuple(Assignment(live.get(d.key, d), c) for d, c in plan.assignments))
 
 
 def rebind_plan(profile: Profile, live_nodes: Iterable[Any]) -> Plan:
@@ -513,7 +518,7 @@ def rebind_plan(profile: Profile, live_nodes: Iterable[Any]) -> Plan:
             host = f"[{host}]" if ":" in host and not host.startswith("[") else host
             dev = replace(dev, endpoint=f"{host}:{port}")
         out.append(Assignment(dev, count))
-    return Plan(profile.plan.n_layer, profile.plan.host_layers, tuple(out))
+    return replace(profile.plan, assignments=tuple(out))
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from gui.cluster.llama.model import DEFAULT_SEQUENCES, DEFAULT_UBATCH, CacheShape
 
@@ -151,6 +152,37 @@ def layout_args(rpc: Sequence[str], ngl: int | None, tensor_split: Sequence[int]
     return a
 
 
+#: The expert tensors of a block as llama.cpp names them (common/common.h, LLM_FFN_EXPS_REGEX):
+#: ``ffn_{up,down,gate,gate_up}_exps`` and the ``_chexps`` kind, weights and biases.
+EXPERT_TENSORS_RE = r"ffn_(up|down|gate|gate_up)_(ch|)exps"
+
+
+class ExpertOverride(NamedTuple):
+    """The expert tensors of ``blocks`` kept on device ``device`` of the worker at ``rpc``
+    (its place in :attr:`ServerSpec.rpc`): one ``-ot`` argument. By place, not address, so
+    the tunnel's local ports (:meth:`ServerSpec.with_rpc`) carry over."""
+
+    blocks: tuple[int, ...]
+    rpc: int
+    device: int
+
+    def arg(self, rpc: Sequence[str]) -> str:
+        r"""``blk\.(3|4)\.ffn_(…)_exps=RPC1[host:port]``: llama-server names a worker's buffer
+        type by the device's number on that worker and the address it was reached at."""
+        blocks = "|".join(str(b) for b in self.blocks)
+        return rf"blk\.({blocks})\.{EXPERT_TENSORS_RE}=RPC{self.device}[{rpc[self.rpc]}]"
+
+
+def expert_overrides(plan) -> tuple[ExpertOverride, ...]:
+    """The ``-ot`` placements of ``plan``'s :attr:`~gui.cluster.planning.plan.Plan.expert_homes`."""
+    rpc = plan.rpc_endpoints()
+    out = []
+    for _, k, blocks in plan.expert_moves():
+        home = plan.assignments[k].device
+        out.append(ExpertOverride(tuple(blocks), rpc.index(home.endpoint), home.index))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     """Everything that goes on ``llama-server``'s command line: a layout and the user's options.
@@ -164,6 +196,7 @@ class ServerSpec:
         rpc: worker endpoints ``host:port`` in the plan's device order (RPC0, RPC1, …).
         ngl: layer slots offloaded to devices (``-ngl``); the rest stay on the host CPU.
         tensor_split: whole-number layer counts per device in model order (``-ts``), or empty.
+        expert_overrides: blocks whose experts go to another device of their worker (``-ot``).
         options: the user's half: context, endpoint, alias, further arguments
             (:class:`ServerOptions`).
         verbosity: ``-lv`` level. 4 prints what the placement check needs (device order,
@@ -175,6 +208,7 @@ class ServerSpec:
     rpc: tuple[str, ...] = ()
     ngl: int | None = None
     tensor_split: tuple[int, ...] = ()
+    expert_overrides: tuple[ExpertOverride, ...] = ()
     options: ServerOptions = ServerOptions()
     verbosity: int = BUFFER_LINES_LEVEL
 
@@ -183,6 +217,7 @@ class ServerSpec:
         object.__setattr__(self, "model", Path(self.model))
         object.__setattr__(self, "rpc", tuple(self.rpc))
         object.__setattr__(self, "tensor_split", tuple(int(c) for c in self.tensor_split))
+        object.__setattr__(self, "expert_overrides", tuple(ExpertOverride(*o) for o in self.expert_overrides))
 
     @classmethod
     def for_plan(cls, plan, model: str | os.PathLike, options: ServerOptions = ServerOptions(), *,
@@ -196,7 +231,7 @@ class ServerSpec:
         """
         rpc, ngl, ts = plan.layout()
         return cls(model=Path(model), rpc=tuple(rpc), ngl=ngl, tensor_split=tuple(ts),
-                   options=replace(options, alias=options.alias or model_alias(model)),
+                   expert_overrides=expert_overrides(plan), options=replace(options, alias=options.alias or model_alias(model)),
                    verbosity=LAYER_LINES_LEVEL if verify_layers else BUFFER_LINES_LEVEL)
 
     def with_rpc(self, rpc) -> "ServerSpec":
@@ -210,6 +245,8 @@ class ServerSpec:
     def args(self) -> list[str]:
         """The arguments after the program name."""
         a = ["-m", str(self.model), *layout_args(self.rpc, self.ngl, self.tensor_split)]
+        for o in self.expert_overrides:  # after --rpc: llama-server looks the buffer type up then
+            a += ["-ot", o.arg(self.rpc)]
         o = self.options
         a += ["-c", str(o.ctx), "--host", o.host, "--port", str(o.port)]
         if o.alias:

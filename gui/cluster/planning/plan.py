@@ -261,6 +261,21 @@ class Assignment(NamedTuple):
     count: int
 
 
+class ExpertHome(NamedTuple):
+    """"Experts in RAM": the expert tensors of the blocks one device holds, kept on another
+    device of the same worker (a gaming PC's GPU keeps its blocks' attention and shared
+    tensors; the same PC's CPU device keeps their experts).
+
+    Both are :attr:`Device.key` values of the plan's devices. llama-server places the experts
+    with ``-ot`` (:meth:`gui.cluster.llama.server_command.ServerSpec.for_plan`); the tensors
+    that pass between the two devices stay on that worker (``COPY_TENSOR`` within one
+    ``ggml-rpc-server``, ``docs/llama-cpp.md``).
+    """
+
+    layers: str
+    experts: str
+
+
 def model_order(devices: Iterable[Device], endpoint_order: Sequence[str] = ()) -> list[Device]:
     """``devices`` in llama.cpp's model order: RPC devices grouped by endpoint, by index, then GPUs.
 
@@ -291,15 +306,19 @@ class Plan:
         host_layers: leading slots kept on the master's CPU.
         assignments: ``(device, count)`` in llama.cpp's model order; the remaining slots, in
             order, go to these devices. Devices with count 0 are listed but hold nothing.
+        expert_homes: devices whose blocks keep their expert tensors on another device of the
+            same worker (:class:`ExpertHome`); the common case is none: whole layers.
     """
 
     n_layer: int
     host_layers: int
     assignments: tuple[Assignment, ...] = field(default_factory=tuple)
+    expert_homes: tuple[ExpertHome, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         items = tuple(Assignment(*a) for a in self.assignments)
         object.__setattr__(self, "assignments", items)
+        object.__setattr__(self, "expert_homes", tuple(ExpertHome(*h) for h in self.expert_homes))
         if isinstance(self.n_layer, bool) or not isinstance(self.n_layer, int) or self.n_layer < 1:
             raise PlanError(f"plan.n_layer: expected a positive whole number, got {self.n_layer!r}")
         _check_count(self.host_layers, "plan.host_layers")
@@ -317,6 +336,30 @@ class Plan:
                 f"plan: host {self.host_layers} + device counts {[c for _, c in items]} = {total} "
                 f"slots, but the model has {self.n_layer + 1} ({self.n_layer} blocks + output)")
         self._check_order()
+        self._check_expert_homes()
+
+    def _check_expert_homes(self) -> None:
+        """Each home is another device of the holder's worker; a device keeps its experts in one
+        place, and a home does not send its own experts elsewhere."""
+        by_key = {d.key: d for d, _ in self.assignments}
+        holders: set[str] = set()
+        for i, (layers, experts) in enumerate(self.expert_homes):
+            for key in (layers, experts):
+                if key not in by_key:
+                    raise PlanError(f"plan.expert_homes[{i}]: device {key!r} is not in the plan")
+            holder, home = by_key[layers], by_key[experts]
+            if layers == experts:
+                raise PlanError(f"plan.expert_homes[{i}]: {holder.label} cannot be its own experts' home")
+            if holder.kind != "rpc" or home.kind != "rpc" or holder.endpoint != home.endpoint:
+                raise PlanError(f"plan.expert_homes[{i}]: the experts of {holder.label} can only go to "
+                                f"another device of the same worker, not to {home.label}")
+            if layers in holders:
+                raise PlanError(f"plan.expert_homes[{i}]: {holder.label} has two homes for its experts")
+            holders.add(layers)
+        for layers, experts in self.expert_homes:
+            if experts in holders:
+                raise PlanError(f"plan.expert_homes: {by_key[experts].label} keeps another device's experts "
+                                "and cannot send its own elsewhere")
 
     def _check_order(self) -> None:
         """Model order: RPC before GPUs; one endpoint's devices together, numbered 0, 1, …"""
@@ -416,6 +459,27 @@ class Plan:
                 names[i] = dev.name or f"GPU{dev.index}"
         return names
 
+    def expert_moves(self) -> list[tuple[int, int, range]]:
+        """``(holder, home, block slots)`` per :class:`ExpertHome` whose holder holds blocks:
+        assignment indices, and the holder's block slots (the output slot has no experts)."""
+        index = {d.key: i for i, (d, _) in enumerate(self.assignments)}
+        out = []
+        for layers, experts in self.expert_homes:
+            h = index[layers]
+            slots = self.slots_of(h)
+            blocks = range(slots.start, min(slots.stop, self.n_layer))
+            if len(blocks):
+                out.append((h, index[experts], blocks))
+        return out
+
+    def with_experts_on(self, layers: str, experts: str | None) -> Plan:
+        """This plan with the experts of device ``layers`` on device ``experts`` (None: back
+        with their layers). Both are :attr:`Device.key` values."""
+        homes = tuple(h for h in self.expert_homes if h.layers != layers)
+        if experts is not None:
+            homes += (ExpertHome(layers, experts),)
+        return replace(self, expert_homes=homes)
+
     def expected_placement(self) -> dict[int, str]:
         """Slot → llama.cpp device name, as llama-server's per-layer lines (``-lv 5``) name it."""
         names = self.device_names()
@@ -427,12 +491,17 @@ class Plan:
         for i, (dev, count) in enumerate(self.assignments):
             where = dev.endpoint or "local"
             out.append(f"{dev.label:<13} {count:3d} slots  {slot_span(self.slots_of(i))}  ({where})")
+        for h, k, blocks in self.expert_moves():
+            out.append(f"{'':<13}     experts of {slot_span(blocks)} on {self.assignments[k].device.label}")
         return out
 
     def to_json(self) -> dict:
         """A JSON-ready dict: ``{"n_layer", "host_layers", "assignments": [{"device", "count"}]}``."""
-        return {"n_layer": self.n_layer, "host_layers": self.host_layers,
-                "assignments": [{"device": d.to_json(), "count": c} for d, c in self.assignments]}
+        out = {"n_layer": self.n_layer, "host_layers": self.host_layers,
+               "assignments": [{"device": d.to_json(), "count": c} for d, c in self.assignments]}
+        if self.expert_homes:
+            out["expert_homes"] = [{"layers": h.layers, "experts": h.experts} for h in self.expert_homes]
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping) -> Plan:
@@ -440,7 +509,8 @@ class Plan:
         ``gui.cluster.launching.profile``; this raises :class:`PlanError` for an impossible plan."""
         return cls(n_layer=d["n_layer"], host_layers=d["host_layers"],
                    assignments=tuple(Assignment(Device.from_json(a["device"]), a["count"])
-                                     for a in d["assignments"]))
+                                     for a in d["assignments"]),
+                   expert_homes=tuple(ExpertHome(h["layers"], h["experts"]) for h in d.get("expert_homes", ())))
 
     @classmethod
     def from_layout(cls, n_layer: int, devices: Sequence[Device], layout: Sequence[int]) -> Plan:
@@ -647,9 +717,10 @@ def compute_buffer_bytes(model: ModelInfo, ctx: int, holds_blocks: bool, holds_o
 
 def pipeline_parallel(plan: Plan) -> bool:
     """Whether llama.cpp will enable pipeline parallelism for ``plan`` (src/llama-context.cpp):
-    more than one device in play and every slot offloaded. It then keeps
-    :data:`PIPELINE_COPIES` copies of each device's inputs, which costs memory."""
-    return plan.host_layers == 0 and len(plan.active_assignments()) > 1
+    more than one device in play, every slot offloaded, and no tensor overrides (``-ot``, which
+    :attr:`Plan.expert_homes` use). It then keeps :data:`PIPELINE_COPIES` copies of each
+    device's inputs, which costs memory."""
+    return plan.host_layers == 0 and len(plan.active_assignments()) > 1 and not plan.expert_homes
 
 
 def estimate(plan: Plan, model: ModelInfo, ctx: int | CacheShape, host_free_bytes: int | None = None,
@@ -696,7 +767,21 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int | CacheShape, host_free_byte
                                                             model.n_layer in host, n_ubatch, pipeline,
                                                             shape.sequences, host=True),
                          free_bytes=host_free_bytes))
-    return _share_ram(out)
+    return _share_ram(_move_experts(plan, model, out, ctx, n_ubatch))
+
+
+def _move_experts(plan: Plan, model: ModelInfo, fits: list[DeviceFit], ctx: int, n_ubatch: int) -> list[DeviceFit]:
+    """``fits`` with each :class:`ExpertHome`'s expert bytes moved from the device holding the
+    blocks to their home, which then also needs a compute buffer for the experts' work."""
+    fits = list(fits)
+    experts = model.expert_slot_bytes
+    for h, k, blocks in plan.expert_moves():
+        moved = sum(experts[s] for s in blocks if s < len(experts))
+        fits[h] = replace(fits[h], weights_bytes=fits[h].weights_bytes - moved)
+        home = fits[k]
+        compute = home.compute_bytes or compute_buffer_bytes(model, ctx, True, False, n_ubatch, False)
+        fits[k] = replace(home, weights_bytes=home.weights_bytes + moved, compute_bytes=compute)
+    return fits
 
 
 def _share_ram(fits: list[DeviceFit]) -> list[DeviceFit]:
@@ -804,6 +889,33 @@ def _spread(count: int, devices: Sequence[Device]) -> list[int]:
         weights = [1.0] * len(devices)
     _, counts = layer_map_inverse(layer_map(count - 1, count, weights), len(devices))
     return counts
+
+
+def cpu_sibling(plan: Plan, key: str) -> Device | None:
+    """The CPU device of the worker that holds device ``key`` in ``plan`` (where "experts in
+    RAM" puts that device's experts), or None when the worker offers no CPU device."""
+    dev = next((d for d in plan.devices() if d.key == key), None)
+    if dev is None or dev.kind != "rpc":
+        return None
+    return next((d for d in plan.devices() if d.endpoint == dev.endpoint and d.key != key and not is_gpu(d)), None)
+
+
+def experts_in_ram(plan: Plan, model: ModelInfo, name: str) -> Plan:
+    """``plan`` with the experts of the GPU that ``name`` names (as a split names devices:
+    ``gaming-pc/0``, ``gaming-pc/Vulkan0``, or a node with one GPU) on its worker's CPU device:
+    the GPU keeps the blocks' attention and shared tensors, the same PC's RAM their experts."""
+    if not model.is_moe:
+        raise PlanError("experts in RAM: the model has no experts (it is not a mixture-of-experts model)")
+    gpus = [d for d in _match(name, plan.devices()) if is_gpu(d)]
+    if len(gpus) != 1:
+        known = ", ".join(d.key for d in plan.devices() if is_gpu(d) and d.kind == "rpc") or "none"
+        raise PlanError(f"experts in RAM: {name!r} names {len(gpus)} GPUs of the plan's workers; "
+                        f"name one (GPUs: {known})")
+    home = cpu_sibling(plan, gpus[0].key)
+    if home is None:
+        raise PlanError(f"experts in RAM: {gpus[0].label} has no CPU device beside it on its worker "
+                        "(the worker's agent offers only its GPU)")
+    return plan.with_experts_on(gpus[0].key, home.key)
 
 
 def plan_from_split(model: ModelInfo | int, devices: Sequence[Device], split: Mapping[str, int]) -> Plan:
