@@ -98,7 +98,9 @@ class SplitEditor(QWidget):
     fastestRequested = Signal()
     relaunchRequested = Signal()
 
-    COLUMNS = ("Use", "Device", "Slots", "Layers", "Needs", "Free", "Fit")
+    COLUMNS = ("Use", "Device", "Slots", "Layers", "Needs", "Free", "Fit", "Experts")
+    #: the column of the "experts in RAM" choice (shown for mixture-of-experts models only)
+    EXPERTS_COLUMN = 7
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -150,7 +152,12 @@ class SplitEditor(QWidget):
         self.differs.hide()
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels([self.tr("Use"), self.tr("Device"), self.tr("Slots"), self.tr("Layers"),
-                                              self.tr("Needs"), self.tr("Free"), self.tr("Fit")])
+                                              self.tr("Needs"), self.tr("Free"), self.tr("Fit"),
+                                              self.tr("Experts")])
+        self.table.horizontalHeaderItem(self.EXPERTS_COLUMN).setToolTip(self.tr(
+            "A mixture-of-experts model: tick a GPU to keep its layers' experts in its PC's RAM. The GPU "
+            "keeps attention and the shared tensors; a token reads only a few experts, so RAM serves "
+            "them well and the GPU's memory holds more layers."))
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
@@ -376,10 +383,14 @@ class SplitEditor(QWidget):
         self.split.move_worker(src, dst)
 
     def _on_use_toggled(self, item: QTableWidgetItem) -> None:
-        if item.column() != 0 or self._refreshing:
+        if item.column() not in (0, self.EXPERTS_COLUMN) or self._refreshing:
             return
         key = item.data(Qt.ItemDataRole.UserRole)
         if not key:
+            return
+        if item.column() == self.EXPERTS_COLUMN:
+            self.set_note("")
+            self.split.set_experts_in_ram(key, item.checkState() == Qt.CheckState.Checked)
             return
         # Leaving a node out (or taking it back) re-splits by memory over the rest.
         self.set_note("")
@@ -403,6 +414,27 @@ class SplitEditor(QWidget):
         self.undo_button.setEnabled(self.split.can_undo())
         self.redo_button.setEnabled(self.split.can_redo())
         self.by_memory_button.setEnabled(self.split.model is not None)
+
+    def _experts_item(self, dev: Device | None, plan: Plan | None) -> QTableWidgetItem:
+        """The "Experts" cell of ``dev``'s row: a tick box on a GPU that can keep its experts in
+        its PC's RAM, what a CPU device holds for its GPU, else nothing."""
+        item = QTableWidgetItem()
+        item.setFlags(Qt.ItemFlag.ItemIsEnabled)
+        if dev is None or plan is None:
+            return item
+        if self.split.can_keep_experts_in_ram(dev.key):
+            item.setFlags(Qt.ItemFlag.ItemIsUserCheckable | Qt.ItemFlag.ItemIsEnabled)
+            item.setCheckState(Qt.CheckState.Checked if dev.key in self.split.experts_in_ram
+                               else Qt.CheckState.Unchecked)
+            item.setData(Qt.ItemDataRole.UserRole, dev.key)
+            item.setText(self.tr("in RAM"))
+            item.setToolTip(self.tr("Keep this GPU's experts in its PC's RAM (its CPU device)"))
+        for h, k, blocks in plan.expert_moves():
+            if plan.assignments[k].device.key == dev.key:
+                item.setText(self.tr("of layers %1").replace("%1", slot_span(blocks)))
+                item.setToolTip(self.tr("Holds the experts of %1's layers").replace(
+                    "%1", plan.assignments[h].device.label))
+        return item
 
     def _fit_label(self, f: DeviceFit) -> str:
         return self.tr("host CPU") if f.device is None else f.device.label
@@ -467,6 +499,8 @@ class SplitEditor(QWidget):
                     item.setForeground(QBrush(BAD))
                     item.setToolTip(fit.describe())
                 self.table.setItem(r, c, item)
+            self.table.setItem(r, self.EXPERTS_COLUMN, self._experts_item(dev, plan))
+        self.table.setColumnHidden(self.EXPERTS_COLUMN, model is None or not model.is_moe)
         self.table.resizeColumnsToContents()
         self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         problems = self.problems()

@@ -1383,6 +1383,30 @@
         <source>%1 needs %2, and the other devices on the same computer %3, but it has %4 free: short by %5.</source>
         <translation>%1 需要 %2，同一台电脑上的其他设备另需 %3，但它只有 %4 可用：还差 %5。</translation>
     </message>
+    <message>
+        <source>A mixture-of-experts model: tick a GPU to keep its layers' experts in its PC's RAM. The GPU keeps attention and the shared tensors; a token reads only a few experts, so RAM serves them well and the GPU's memory holds more layers.</source>
+        <translation>混合专家（MoE）模型：勾选某块 GPU，即把它所承担各层的专家权重放在该电脑的内存中。GPU 保留注意力和共享张量；每个词元只读取少数几个专家，内存足以胜任，GPU 显存便能容纳更多层。</translation>
+    </message>
+    <message>
+        <source>Experts</source>
+        <translation>专家</translation>
+    </message>
+    <message>
+        <source>Holds the experts of %1's layers</source>
+        <translation>存放 %1 所承担各层的专家</translation>
+    </message>
+    <message>
+        <source>Keep this GPU's experts in its PC's RAM (its CPU device)</source>
+        <translation>把这块 GPU 的专家放在其所在电脑的内存中（该电脑的 CPU 设备）</translation>
+    </message>
+    <message>
+        <source>in RAM</source>
+        <translation>放内存</translation>
+    </message>
+    <message>
+        <source>of layers %1</source>
+        <translation>第 %1 层的专家</translation>
+    </message>
 </context>
 <context>
     <name>AgentClient</name>

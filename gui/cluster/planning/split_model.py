@@ -28,7 +28,9 @@ from gui.cluster.planning.plan import (
     DeviceFit,
     Plan,
     PlanError,
+    cpu_sibling,
     estimate,
+    is_gpu,
     model_order,
     plan_by_memory,
 )
@@ -59,6 +61,8 @@ class SplitModel:
         model: the :class:`~gui.cluster.llama.model.ModelInfo` planned for, or None.
         devices: every device the plan may use (left-out ones included).
         excluded: keys of the devices the user left out.
+        experts_in_ram: keys of the GPUs whose blocks keep their experts in their PC's RAM (the
+            worker's CPU device), for a mixture-of-experts model (:meth:`set_experts_in_ram`).
         ctx: the context size the fit is estimated for.
         server_args: llama-server's further arguments (``-np``, ``-ub``, ``--swa-full`` change
             what it allocates; see :meth:`ServerOptions.cache_shape`).
@@ -74,6 +78,7 @@ class SplitModel:
         self.model = None
         self.devices: list[Device] = []
         self.excluded: set[str] = set()
+        self.experts_in_ram: set[str] = set()
         self.ctx = ctx
         self.server_args: tuple[str, ...] = ()
         self.host_free_bytes: int | None = None
@@ -135,6 +140,7 @@ class SplitModel:
         # user made another one since.
         if saved is not None and set(saved["devices"]) == known and (old_key != new_key or not self._custom):
             self.excluded = set(saved["excluded"]) & known
+            self.experts_in_ram = set(saved.get("experts", ())) & known
             self._endpoint_order = list(saved["order"])
             self._intent = dict(saved["counts"])
             plan = self._with_counts(0, self._intent)
@@ -195,6 +201,7 @@ class SplitModel:
             return False
         keys = {d.key for d in plan.devices()}
         self.excluded = {d.key for d in self.devices if d.key not in keys}
+        self.experts_in_ram = {h.layers for h in plan.expert_homes}
         self._endpoint_order = [d.endpoint for d in plan.devices() if d.endpoint]
         self._set(plan, record=True)
         return True
@@ -229,6 +236,26 @@ class SplitModel:
         (self.excluded.discard if included else self.excluded.add)(key)
         if self.model is not None:
             self._set(self._by_memory(), record=True)
+
+    def can_keep_experts_in_ram(self, key: str) -> bool:
+        """Whether device ``key`` may keep its blocks' experts in its PC's RAM: the model has
+        experts, the device is a worker's GPU, and that worker offers its CPU as a device too."""
+        if self.model is None or not self.model.is_moe or self.plan is None:
+            return False
+        dev = next((d for d in self.plan.devices() if d.key == key), None)
+        return dev is not None and is_gpu(dev) and cpu_sibling(self.plan, key) is not None
+
+    def set_experts_in_ram(self, key: str, on: bool) -> bool:
+        """Keep the experts of GPU ``key``'s blocks in its PC's RAM (or back on the GPU): its
+        attention and shared tensors stay on the GPU, its experts go to the same worker's CPU
+        device. One undoable step; False when the device cannot (:meth:`can_keep_experts_in_ram`)."""
+        if on and not self.can_keep_experts_in_ram(key):
+            return False
+        (self.experts_in_ram.add if on else self.experts_in_ram.discard)(key)
+        if self.plan is None:
+            return False
+        self._set(self._with_experts(self.plan), record=True)
+        return True
 
     def move_worker(self, src: int, dst: int) -> bool:
         """Move the worker of included device ``src`` to where the worker of device ``dst`` is
@@ -302,7 +329,8 @@ class SplitModel:
                 key = str(e["model"])
                 entry = {"counts": {str(k): int(c) for k, c in dict(e["counts"]).items()},
                          "excluded": [str(x) for x in e["excluded"]], "order": [str(x) for x in e["order"]],
-                         "devices": [str(x) for x in e["devices"]]}
+                         "devices": [str(x) for x in e["devices"]],
+                         "experts": [str(x) for x in e.get("experts", ())]}
             except (KeyError, TypeError, ValueError, AttributeError):
                 log.warning("skipping a remembered split that is not one: %r", e)
                 continue
@@ -322,17 +350,29 @@ class SplitModel:
         self._by_model.pop(key, None)
         self._by_model = {key: {"counts": {d.key: c for d, c in self.plan.assignments},
                                 "excluded": sorted(self.excluded), "order": list(self._endpoint_order),
-                                "devices": sorted(d.key for d in self.devices)}, **self._by_model}
+                                "devices": sorted(d.key for d in self.devices),
+                                "experts": sorted(self.experts_in_ram)}, **self._by_model}
 
     def _by_memory(self) -> Plan:
-        return plan_by_memory(self.model, self.included(), self.cache_shape(), self.host_free_bytes)
+        return self._with_experts(plan_by_memory(self.model, self.included(), self.cache_shape(),
+                                                 self.host_free_bytes))
+
+    def _with_experts(self, plan: Plan) -> Plan:
+        """``plan`` with the experts of the GPUs in :attr:`experts_in_ram` in their PC's RAM
+        (the others' with their blocks)."""
+        homes = []
+        for dev in plan.devices():
+            home = cpu_sibling(plan, dev.key) if dev.key in self.experts_in_ram else None
+            if home is not None and is_gpu(dev) and self.model is not None and self.model.is_moe:
+                homes.append((dev.key, home.key))
+        return replace(plan, expert_homes=tuple(homes))
 
     def _with_counts(self, host: int, counts: dict[str, int]) -> Plan | None:
         devs = self.included()
         try:
             cs = [counts.get(d.key, 0) for d in devs]
             host = self.model.n_layer + 1 - sum(cs)
-            return Plan(self.model.n_layer, host, tuple(Assignment(d, c) for d, c in zip(devs, cs)))
+            return self._with_experts(Plan(self.model.n_layer, host, tuple(Assignment(d, c) for d, c in zip(devs, cs))))
         except PlanError:
             return None
 
@@ -341,7 +381,7 @@ class SplitModel:
         if self.model is None or len(counts) != len(devs):
             return None
         try:
-            return Plan(self.model.n_layer, host, tuple(Assignment(d, c) for d, c in zip(devs, counts)))
+            return self._with_experts(Plan(self.model.n_layer, host, tuple(Assignment(d, c) for d, c in zip(devs, counts))))
         except PlanError:
             return None
 
@@ -355,6 +395,7 @@ class SplitModel:
     def _restore(self, plan: Plan) -> None:
         keys = {d.key for d in plan.devices()}
         self.excluded = {d.key for d in self.devices if d.key not in keys}
+        self.experts_in_ram = {h.layers for h in plan.expert_homes}
         self._endpoint_order = [d.endpoint for d in plan.devices() if d.endpoint]
         self._set(plan, record=False, intent=True)
 
