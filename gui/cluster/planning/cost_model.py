@@ -184,8 +184,31 @@ def segment_s(model: ModelInfo, speed: DeviceSpeed, link: LinkSpeed, first: int,
     return sum(speed.slot_s[first:first + count]) + link.rtt_s + link.transfer_s(hop_bytes(model, holds_output))
 
 
+#: Round trips from the master that one block with its experts on another device of the same
+#: worker adds to a decode step: the scheduler hands the hidden state to the experts' device and
+#: back (``COPY_TENSOR`` within the worker, a request the master waits for).
+EXPERT_HOME_ROUND_TRIPS = 2
+
+
+def expert_share(model: ModelInfo) -> tuple[float, ...]:
+    """Per slot, the share of a decode step's reading that is experts (``expert_used_count``
+    of ``expert_count`` of the expert bytes, of the bytes a token reads): the part of a slot's
+    time that moves with the experts to their home (:attr:`Plan.expert_homes`)."""
+    n = model.n_layer + 1
+    if not model.is_moe:
+        return (0.0,) * n
+    used = min(1.0, model.expert_used_count / model.expert_count)
+    active = model.active_slot_bytes
+    experts = model.expert_slot_bytes
+    return tuple((experts[s] * used / active[s]) if s < len(experts) and active[s] else 0.0 for s in range(n))
+
+
 def step_cost(plan: Plan, model: ModelInfo, m: Measurements) -> StepCost:
-    """The predicted time of one decode step of ``plan`` (see the module docstring)."""
+    """The predicted time of one decode step of ``plan`` (see the module docstring).
+
+    A block whose experts live on another device of its worker (:attr:`Plan.expert_homes`) is
+    timed in two parts: its experts' share (:func:`expert_share`) at the home's speed, the rest
+    at its own device's, plus :data:`EXPERT_HOME_ROUND_TRIPS` of the worker's link per block."""
     if plan.n_layer != model.n_layer:
         raise PlanError(f"the plan is for {plan.n_layer} blocks but the model has {model.n_layer}")
     host_speed = m.host_speed(plan.n_slots)
@@ -202,6 +225,15 @@ def step_cost(plan: Plan, model: ModelInfo, m: Measurements) -> StepCost:
         comp.append(sum(speed.slot_s[slots.start:slots.stop]))
         rtt.append(link.rtt_s)
         xfer.append(link.transfer_s(hop_bytes(model, model.n_layer in slots)))
+    if plan.expert_homes:
+        share = expert_share(model)
+        for h, k, blocks in plan.expert_moves():
+            there = m.speed_of(plan.assignments[k].device)
+            _check_len(there, plan.n_slots, plan.assignments[k].device.label)
+            here = m.speed_of(plan.assignments[h].device)
+            comp[h] -= sum(here.slot_s[b] * share[b] for b in blocks)
+            comp[k] += sum(there.slot_s[b] * share[b] for b in blocks)
+            rtt[k] += EXPERT_HOME_ROUND_TRIPS * len(blocks) * m.link_of(plan.assignments[k].device).rtt_s
     return StepCost(host, tuple(comp), tuple(rtt), tuple(xfer))
 
 

@@ -57,8 +57,10 @@ from gui.cluster.planning.cost_model import (
     N_UBATCH,
     Measurements,
     PromptCost,
+    EXPERT_HOME_ROUND_TRIPS,
     StepCost,
     _micro_batches,
+    expert_share,
     hop_bytes,
     prompt_cost,
     prompt_hop_bytes,
@@ -73,6 +75,7 @@ from gui.cluster.planning.plan import (
     compute_buffer_bytes,
     estimate,
     headroom_bytes,
+    is_gpu,
     model_order,
 )
 
@@ -113,6 +116,8 @@ class _Slots:
         self.n = n
         self.model = model
         self.weights = np.concatenate([[0], np.cumsum(model.slot_bytes, dtype=np.int64)])
+        experts = list(model.expert_slot_bytes or ()) + [0] * (n - len(model.expert_slot_bytes or ()))
+        self.experts = np.concatenate([[0], np.cumsum(experts[:n], dtype=np.int64)])
         kv = [model.kv_bytes_per_layer(ctx, s) if s < model.n_layer else 0 for s in range(n)]
         self.kv = np.concatenate([[0], np.cumsum(kv, dtype=np.int64)])
         self.n_layer = model.n_layer
@@ -148,10 +153,12 @@ class _Slots:
 
 
 def _device_matrix(sl: _Slots, slot_s: Sequence[float], rtt: float, bps: float | None, free: int,
-                   pipeline: bool, ubatches: Sequence[int] = ()) -> np.ndarray:
+                   pipeline: bool, ubatches: Sequence[int] = (), weights: np.ndarray | None = None) -> np.ndarray:
     """``C[s][t]``: seconds the device adds for slots ``s … t-1`` (∞ if it does not fit): to a
     decode step, or — with ``ubatches`` (tokens per micro-batch) and ``slot_s`` the prompt
-    seconds per token — to the whole prompt."""
+    seconds per token — to the whole prompt. ``weights``: prefix sums of the bytes it holds
+    per slot, when not every byte of a slot (a GPU whose experts live elsewhere)."""
+    weights = sl.weights if weights is None else weights
     n = sl.n
     if len(slot_s) != n:
         raise PlanError(f"a device speed covers {len(slot_s)} slots, the model has {n}")
@@ -165,7 +172,7 @@ def _device_matrix(sl: _Slots, slot_s: Sequence[float], rtt: float, bps: float |
     else:
         xfer = np.where(holds_out, sl.hop_out, sl.hop_mid) / bps if bps else 0.0
         cost = p[sl.t] - p[sl.s] + rtt + xfer
-    need = (sl.weights[sl.t] - sl.weights[sl.s]) + (sl.kv[sl.t] - sl.kv[sl.s]) + sl.margin(sl.s < sl.n_layer, holds_out, pipeline)
+    need = (weights[sl.t] - weights[sl.s]) + (sl.kv[sl.t] - sl.kv[sl.s]) + sl.margin(sl.s < sl.n_layer, holds_out, pipeline)
     c = np.where(sl.valid & (need <= free), cost, INF)
     np.fill_diagonal(c, 0.0)  # an empty device costs nothing and needs nothing
     return c
@@ -178,10 +185,47 @@ def _minplus(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.take_along_axis(cand, arg[:, None, :], axis=1)[:, 0, :], arg
 
 
-class _Group:
-    """Devices that enter the plan together, in fixed order: one worker, or the local GPUs."""
+def _experts_in_ram_matrix(sl: _Slots, gpu: tuple, cpu: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """For a worker of two devices, a GPU then its CPU, with the GPU's experts on the CPU
+    (:attr:`Plan.expert_homes`): ``(M, mid)`` where ``M[s][u]`` is the least decode seconds of
+    the GPU holding slots ``s … t-1`` and the CPU ``t … u-1`` (``t = mid[s][u]``), ∞ when nothing
+    fits. ``gpu``/``cpu`` are ``(slot seconds, rtt, bytes/s, free bytes)``.
 
-    def __init__(self, devices: list[Device], mats: list[np.ndarray]) -> None:
+    The GPU holds its slots without their experts and spends the rest of each slot's time
+    (:func:`expert_share`); the CPU holds its own slots and the GPU's experts, spends the
+    experts' share of each of those slots at its own speed, and each such block costs
+    :data:`EXPERT_HOME_ROUND_TRIPS` of the link. No pipeline: llama.cpp runs none with ``-ot``."""
+    n = sl.n
+    share = np.asarray(expert_share(sl.model))
+    g_slot, rtt, bps, g_free = gpu
+    c_slot, _, _, c_free = cpu
+    g = _device_matrix(sl, np.asarray(g_slot) * (1.0 - share), rtt, bps, g_free, False,
+                       weights=sl.weights - sl.experts)
+    c = _device_matrix(sl, c_slot, rtt, bps, np.iinfo(np.int64).max, False)  # its fit is checked below
+    c_need = (sl.weights[sl.t] - sl.weights[sl.s]) + (sl.kv[sl.t] - sl.kv[sl.s]) \
+        + sl.margin(sl.s < sl.n_layer, sl.t == n, False)
+    c_need = np.where(sl.valid, c_need, sl.cb[True, False, False, False])  # an empty CPU still computes
+    ex_time = np.concatenate([[0.0], np.cumsum(np.asarray(c_slot) * share)])
+    blocks = np.clip(np.minimum(sl.t, sl.n_layer) - sl.s, 0, None)
+    x = ex_time[sl.t] - ex_time[sl.s] + EXPERT_HOME_ROUND_TRIPS * rtt * blocks    # [s, t]
+    moved = sl.experts[sl.t] - sl.experts[sl.s]                                   # [s, t]
+    # total[s, t, u]: the GPU takes s … t-1, the CPU t … u-1
+    fits = (c_need[None, :, :] + moved[:, :, None]) <= c_free
+    total = np.where(fits, g[:, :, None] + x[:, :, None] + c[None, :, :], INF)
+    order = (sl.s[:, :, None] <= sl.t[:, :, None]) & (np.arange(n + 1)[None, :, None] <= np.arange(n + 1)[None, None, :])
+    total = np.where(order & (moved[:, :, None] > 0), total, INF)  # no experts moved: the plain case
+    mid = np.argmin(total, axis=1)
+    return np.take_along_axis(total, mid[:, None, :], axis=1)[:, 0, :], mid
+
+
+class _Group:
+    """Devices that enter the plan together, in fixed order: one worker, or the local GPUs.
+
+    With ``experts`` (from :func:`_experts_in_ram_matrix`) a two-device worker may also run
+    with its GPU's experts on its CPU; :attr:`matrix` is the better of the two per cell."""
+
+    def __init__(self, devices: list[Device], mats: list[np.ndarray],
+                 experts: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.devices = devices
         self.partial = [mats[0]]
         self.args: list[np.ndarray] = []
@@ -189,13 +233,25 @@ class _Group:
             r, arg = _minplus(self.partial[-1], m)
             self.partial.append(r)
             self.args.append(arg)
+        self.experts = experts
+        self._matrix = self.partial[-1] if experts is None else np.minimum(self.partial[-1], experts[0])
 
     @property
     def matrix(self) -> np.ndarray:
-        return self.partial[-1]
+        return self._matrix
+
+    def experts_home(self, s: int, t: int) -> tuple[str, str] | None:
+        """``(GPU key, CPU key)`` when the best way to hold ``s … t-1`` keeps the GPU's experts
+        on the CPU, else None."""
+        if self.experts is None or not self.experts[0][s, t] < self.partial[-1][s, t]:
+            return None
+        return self.devices[0].key, self.devices[1].key
 
     def split(self, s: int, t: int) -> list[int]:
         """Slot counts per device that achieve ``matrix[s][t]``."""
+        if self.experts_home(s, t):
+            mid = int(self.experts[1][s, t])
+            return [mid - s, t - mid]
         counts = [0] * len(self.devices)
         for k in range(len(self.devices) - 1, 0, -1):
             u = int(self.args[k - 1][s, t])
@@ -247,6 +303,7 @@ def _subset_dp(groups: list[_Group], gpu_group: _Group | None, start: np.ndarray
 
     def build():
         counts: dict[str, int] = {}
+        homes: list[tuple[str, str]] = []
         if gpu_group:
             counts.update(zip((d.key for d in gpu_group.devices), gpu_group.split(s, n)))
         order: list[int] = []
@@ -254,9 +311,12 @@ def _subset_dp(groups: list[_Group], gpu_group: _Group | None, start: np.ndarray
         while m:
             prev, j, s0 = parent[(m, t)]
             counts.update(zip((d.key for d in groups[j].devices), groups[j].split(s0, t)))
+            home = groups[j].experts_home(s0, t)
+            if home:
+                homes.append(home)
             order.append(j)
             m, t = prev, s0
-        return t, counts, [groups[j].devices[0].endpoint for j in reversed(order)]
+        return t, counts, [groups[j].devices[0].endpoint for j in reversed(order)], homes
 
     best.total, best.build = float(totals.flat[flat]), build
 
@@ -319,7 +379,18 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
             speed, link = speeds[d.key]
             return _device_matrix(sl, speed.prompt_slot_s if docs else speed.slot_s, link.rtt_s,
                                   link.bytes_per_s, d.free_bytes - headroom_bytes(d), pipeline, ubatches)
-        return ([_Group(mine, [mat(d) for d in mine]) for mine in by_worker],
+        def experts(mine: list[Device]) -> tuple[np.ndarray, np.ndarray] | None:
+            # experts in RAM: a chat with a mixture-of-experts model, on a worker that offers
+            # a GPU and then its CPU, both measured
+            if docs or not model.is_moe or len(mine) != 2 or not is_gpu(mine[0]) or is_gpu(mine[1]) \
+                    or any(d.key not in speeds for d in mine):
+                return None
+            (g_speed, link), (c_speed, _) = speeds[mine[0].key], speeds[mine[1].key]
+            return _experts_in_ram_matrix(
+                sl, (g_speed.slot_s, link.rtt_s, link.bytes_per_s, mine[0].free_bytes - headroom_bytes(mine[0])),
+                (c_speed.slot_s, link.rtt_s, link.bytes_per_s, mine[1].free_bytes - headroom_bytes(mine[1])))
+
+        return ([_Group(mine, [mat(d) for d in mine], experts(mine)) for mine in by_worker],
                 _Group(gpus, [mat(d) for d in gpus]) if gpus else None)
 
     # Host: leading h slots, plus its fixed work.
@@ -352,15 +423,16 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
         total = host_cost[0] + g.matrix[0, n]
         if total < best.total:
             best.total = float(total)
-            best.build = (lambda g=g: (0, {g.devices[0].key: n}, [g.devices[0].endpoint]))
+            best.build = (lambda g=g: (0, {g.devices[0].key: n}, [g.devices[0].endpoint], []))
     if best.build is None:
         raise PlanError("no plan fits in the memory the devices and the host have free")
 
-    host_layers, counts, worker_order = best.build()
+    host_layers, counts, worker_order, homes = best.build()
     # Workers that got slots first (in the order found), then the unused ones (not in --rpc).
     used = [ep for ep in worker_order if ep and any(counts.get(d.key) for d in devs if d.endpoint == ep)]
     final = model_order(devs, used)
-    plan = Plan(model.n_layer, host_layers, tuple(Assignment(d, counts.get(d.key, 0)) for d in final))
+    plan = Plan(model.n_layer, host_layers, tuple(Assignment(d, counts.get(d.key, 0)) for d in final),
+                tuple(homes))
     fits = estimate(plan, model, ctx, host_free_bytes, n_ubatch)
     bad = [f for f in fits if not f.fits]
     if bad and all(f.shared_bytes for f in bad):

@@ -250,3 +250,63 @@ def test_fastest_says_when_devices_of_one_computer_do_not_fit_together():
     far = [Device("n1", "a", "10.0.0.1:50052", 0, "CPU", free, free, machine="pc1"),
            Device("n2", "b", "10.0.0.2:50052", 0, "CPU", free, free, machine="pc2")]
     assert all(f.fits for f in estimate(fastest(model, far, m, 512, host_free_bytes=1 << 40).plan, model, 512))
+
+
+# -- experts in RAM --------------------------------------------------------------------------------
+
+def _moe(n_layer: int) -> ModelInfo:
+    """A mixture-of-experts model: three quarters of each block's bytes are experts, a token
+    reads 2 of 8 of them."""
+    from dataclasses import replace
+    base = make_model(n_layer, block=8 * MiB, output=2 * MiB)
+    return replace(base, expert_count=8, expert_used_count=2, expert_slot_bytes=(6 * MiB,) * n_layer + (0,))
+
+
+def _gaming(gpu_free: int, cpu_free: int) -> tuple[Device, Device]:
+    gpu = Device("g", "gaming", "10.9.0.7:50052", 0, "Vulkan0", gpu_free, gpu_free)
+    cpu = Device("g", "gaming", "10.9.0.7:50052", 1, "CPU", cpu_free, cpu_free)
+    return gpu, cpu
+
+
+def _brute_force(model, gpu, cpu, m, ctx):
+    """Every plan of host + the gaming PC's two devices, with and without its experts in RAM,
+    that fits by estimate(): the least predicted step."""
+    n = model.n_layer + 1
+    best = None
+    for h in range(n + 1):
+        for g in range(n + 1 - h):
+            plan = Plan(model.n_layer, h, [(gpu, g), (cpu, n - h - g)])
+            for p in (plan, plan.with_experts_on(gpu.key, cpu.key)):
+                if p.expert_homes and not p.expert_moves():
+                    continue
+                if all(f.fits for f in estimate(p, model, ctx)):
+                    total = step_cost(p, model, m).total_s
+                    if best is None or total < best[0] - 1e-12:
+                        best = (total, p)
+    return best
+
+
+@pytest.mark.parametrize("gpu_free", [20 * MiB, 40 * MiB, 200 * MiB])
+def test_fastest_keeps_a_gpus_experts_in_ram_exactly_when_that_is_fastest(gpu_free):
+    model = _moe(6)
+    gpu, cpu = _gaming(gpu_free + (1 << 30), 1 << 34)  # the GPU keeps 1 GiB free besides
+    m = Measurements(compute={gpu.key: DeviceSpeed.uniform(6, 0.001), cpu.key: DeviceSpeed.uniform(6, 0.008)},
+                     links={"g": LinkSpeed(0.0002, 1e8)}, host=DeviceSpeed.uniform(6, 0.02), host_fixed_s=0.0001)
+    result = fastest(model, [gpu, cpu], m, 512)
+    want_total, want = _brute_force(model, gpu, cpu, m, 512)
+    assert result.cost.total_s == pytest.approx(want_total)
+    assert bool(result.plan.expert_homes) == bool(want.expert_homes), (result.plan.describe(), want.describe())
+    assert all(f.fits for f in estimate(result.plan, model, 512))
+
+
+def test_fastest_uses_the_gpu_for_every_block_when_experts_go_to_ram():
+    # a GPU with room for two whole blocks, or for every block without its experts
+    model = _moe(6)
+    gpu, cpu = _gaming(40 * MiB + (1 << 30), 1 << 34)
+    m = Measurements(compute={gpu.key: DeviceSpeed.uniform(6, 0.001), cpu.key: DeviceSpeed.uniform(6, 0.008)},
+                     links={"g": LinkSpeed(0.0002, 1e8)}, host=DeviceSpeed.uniform(6, 0.02), host_fixed_s=0.0001)
+    plain = Plan(6, 0, [(gpu, 2), (cpu, 5)])
+    result = fastest(model, [gpu, cpu], m, 512)
+    assert result.plan.expert_homes == (("g/0", "g/1"),), result.plan.describe()
+    assert result.plan.counts()[0] >= 6
+    assert result.cost.total_s < step_cost(plain, model, m).total_s
