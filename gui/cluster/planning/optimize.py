@@ -44,7 +44,7 @@ searched) and is in the figure reported for the plan found.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -77,6 +77,7 @@ from gui.cluster.planning.plan import (
     headroom_bytes,
     is_gpu,
     model_order,
+    ram_machine,
 )
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ MAX_WORKERS = 12
 #: What Fastest can optimise: the decode speed (a chat) or the time to first token of a long
 #: prompt (documents).
 OBJECTIVES = ("chat", "documents")
+#: How many times :func:`fastest` shares out a computer's RAM among its devices and searches again.
+SHARE_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -324,7 +327,7 @@ def _subset_dp(groups: list[_Group], gpu_group: _Group | None, start: np.ndarray
 def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measurements, ctx: int,
             host_free_bytes: int | None = None, n_ubatch: int = DEFAULT_UBATCH,
             skip_unmeasured: bool = False, objective: str = "chat",
-            n_prompt: int = DEFAULT_PROMPT) -> FastestResult:
+            n_prompt: int = DEFAULT_PROMPT, _shares: int = SHARE_ROUNDS) -> FastestResult:
     """The plan with the lowest predicted decode step (``objective="chat"``) or time to first
     token of an ``n_prompt``-token prompt (``"documents"``) among all plans that fit (see the
     module doc). A device without a prompt measurement holds nothing for ``"documents"`` when
@@ -340,6 +343,12 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
     slots offloaded to two or more devices costs each device extra input copies). So three
     searches run: host keeps ≥ 1 slot (no pipeline); host keeps none and several devices are in
     play (pipeline margins); host keeps none and a single device holds everything.
+
+    Devices of one computer share its RAM (:func:`gui.cluster.planning.plan.ram_machine`), which
+    the search, sizing each device on its own, does not see. When its best plan does not fit
+    for that reason, the search runs again with that computer's free RAM shared out among its
+    devices (and the host) in proportion to what the plan asked of each, up to
+    :data:`SHARE_ROUNDS` times; if no round fits, :class:`PlanError` says why in words.
     """
     if ctx < 1:
         raise PlanError(f"context length must be positive, got {ctx}")
@@ -435,6 +444,21 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
                 tuple(homes))
     fits = estimate(plan, model, ctx, host_free_bytes, n_ubatch)
     bad = [f for f in fits if not f.fits]
+    if bad and all(f.shared_bytes for f in bad) and _shares > 0:
+        shared = _share_out(fits, host_free_bytes)
+        if shared is not None:
+            capped, host_cap = shared
+            try:
+                result = fastest(model, [capped.get(d.key, d) for d in devices], measurements, ctx, host_cap,
+                                 n_ubatch, skip_unmeasured, objective, n_prompt, _shares - 1)
+            except PlanError:
+                pass
+            else:  # the same split on the devices as they are (their real free memory)
+                real = {d.key: d for d in devices}
+                plan = replace(result.plan, assignments=tuple(Assignment(real[d.key], c)
+                                                              for d, c in result.plan.assignments))
+                if all(f.fits for f in estimate(plan, model, ctx, host_free_bytes, n_ubatch)):
+                    return replace(result, plan=plan)
     if bad and all(f.shared_bytes for f in bad):
         # The search sizes each device on its own; devices on one computer share its RAM, which
         # only estimate() adds up. Say so rather than offer a split that does not fit.
@@ -445,6 +469,31 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
         raise AssertionError(f"fastest plan does not fit: {[f.describe() for f in bad]}")
     return FastestResult(plan, step_cost(plan, model, measurements),
                          predicted_prompt(plan, model, measurements, n_prompt), objective)
+
+
+def _share_out(fits, host_free_bytes: int | None) -> tuple[dict[str, Device], int | None] | None:
+    """For each computer whose devices together need more RAM than it has free, that RAM split
+    among them (the host included) in proportion to their need: ``({device key: device with
+    its share as free memory}, the host's share)``; None when no computer is short."""
+    need: dict[str, int] = {}
+    for f in fits:
+        machine = ram_machine(f.device)
+        if machine is not None and f.need_bytes:
+            need[machine] = need.get(machine, 0) + f.need_bytes
+    capped: dict[str, Device] = {}
+    host_cap = host_free_bytes
+    short = False
+    for f in fits:
+        machine = ram_machine(f.device)
+        if machine is None or f.free_bytes is None or need.get(machine, 0) <= f.free_bytes:
+            continue
+        short = True
+        share = f.free_bytes * f.need_bytes // need[machine]
+        if f.device is None:
+            host_cap = share
+        else:
+            capped[f.device.key] = replace(f.device, free_bytes=share)
+    return (capped, host_cap) if short else None
 
 
 def predicted_prompt(plan: Plan, model: ModelInfo, measurements: Measurements,
