@@ -233,7 +233,10 @@ def test_a_split_made_by_hand_comes_back_with_its_model(qtbot, make_window, agen
     assert win.open_model(str(other))
     assert win.editor.plan().n_layer == 4
     _choose_recent(qtbot, win, demo_model)
-    assert win.editor.plan() == made
+    # the same split on the same devices (their free memory is live and may have moved)
+    back = win.editor.plan()
+    assert [(d.key, c) for d, c in back.assignments] == [(d.key, c) for d, c in made.assignments]
+    assert back.host_layers == made.host_layers
 
     # after a restart: the same model opens first, the nodes report one by one, the split returns
     win.close()
