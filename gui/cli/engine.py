@@ -79,6 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     dm.add_argument("--kv-heads", type=int, help="key/value heads: fewer than the heads is grouped-query "
                                                  "attention (default: as many as the heads)")
     dm.add_argument("--head-dim", type=int, default=64, help="size of one attention head (default 64)")
+    dm.add_argument("--heads", type=int, help="attention heads (default: the width / --head-dim; more makes the "
+                                              "queries wider than the embedding, as in gpt-oss)")
     dm.add_argument("--tied", action="store_true", help="no output matrix: reuse the token embeddings")
     dm.add_argument("--window", type=int, help="sliding window of the windowed layers in tokens (gemma3: "
                                                "default 512; gpt-oss: 128)")
@@ -212,7 +214,7 @@ def demo_tokenizer(vocab: str) -> Tokenizer | None:
 def cmd_demo_model(args: argparse.Namespace) -> int:
     kw = dict(arch=args.arch, quant=args.quant, tied=args.tied, kv_heads=args.kv_heads,
               head_dim=args.head_dim, f16=not args.f32, window=args.window, experts=args.experts,
-              experts_used=args.experts_used, expert_ff=args.expert_ff)
+              experts_used=args.experts_used, expert_ff=args.expert_ff, head_count=args.heads)
     bar = TerminalProgress()
     try:
         tok = demo_tokenizer(args.vocab)

@@ -93,6 +93,8 @@ class DemoShape:
         experts: experts per block of a mixture-of-experts architecture.
         experts_used: experts each token is routed to.
         expert_ff: the feed-forward width of one expert (0: ``ff``).
+        head_count: attention heads (None: ``embd / head_dim``). More makes the queries wider
+            than the embedding, as gpt-oss's 64 heads of 64 on an embedding of 2880.
     """
 
     layers: int = 8
@@ -110,6 +112,7 @@ class DemoShape:
     experts: int = 8
     experts_used: int = 2
     expert_ff: int = 0
+    head_count: int | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -122,7 +125,7 @@ class DemoShape:
 
     @property
     def heads(self) -> int:
-        return self.embd // self.head_dim
+        return self.head_count or self.embd // self.head_dim
 
     @property
     def n_kv_heads(self) -> int:
@@ -279,6 +282,8 @@ def check_shape(shape: DemoShape) -> None:
         raise ValueError(f"head_dim must be a multiple of 16, got {shape.head_dim}")
     if shape.embd % HEAD_DIM or shape.embd % shape.head_dim:
         raise ValueError(f"embd must be a multiple of {max(HEAD_DIM, shape.head_dim)}, got {shape.embd}")
+    if shape.head_count is not None and shape.head_count < 1:
+        raise ValueError(f"head_count must be at least 1, got {shape.head_count}")
     if shape.n_kv_heads < 1 or shape.heads % shape.n_kv_heads:
         raise ValueError(f"kv_heads must divide the {shape.heads} attention heads, got {shape.kv_heads}")
     for name, dims in shape.tensors():
@@ -421,7 +426,8 @@ def write_demo_model(path: str | os.PathLike, shape: DemoShape = DemoShape(), se
         w.add_context_length(shape.ctx)
         w.add_embedding_length(shape.embd)
         w.add_block_count(shape.layers)
-        w.add_feed_forward_length(shape.ff)
+        # gpt-oss has no dense feed-forward: its files give the experts' width here too
+        w.add_feed_forward_length(shape.expert_ff or shape.ff if arch == "gpt-oss" else shape.ff)
         w.add_head_count(shape.heads)
         w.add_head_count_kv(shape.n_kv_heads)
         w.add_key_length(shape.head_dim)
