@@ -14,7 +14,8 @@ The matrix a :class:`DemoShape` spans:
   gpt-oss-20b/120b: a mixture of experts with a biased router and per-expert biases, biases on
   q/k/v/o, an attention sink per head, every other layer windowed over 128 tokens, no norm of
   its own before the experts but one after attention);
-* **attention** — grouped-query attention with ``kv_heads`` below the head count;
+* **attention** — grouped-query attention with ``kv_heads`` below the head count; queries wider
+  than the embedding with a ``head_count`` above ``embd / head_dim`` (gpt-oss);
 * **tied embeddings** — no ``output.weight``, the token embeddings double as the output matrix
   (llama.cpp then loads them twice);
 * **quant type** — ``F32``, ``F16``, ``Q8_0``, ``Q4_0``, ``Q4_1``, ``Q6_K`` and the mixes llama-quantize
