@@ -1,7 +1,8 @@
 """Benchmark: the model matrix at benchmark size, on the real engine, on this CPU.
 
 For each model of the matrix (``tests/cluster/model_matrix.py``: F16 … Q4_K_M, grouped-query
-attention, tied embeddings, llama/qwen2/qwen3, a mixture of experts, and a Gemma 3-shaped
+attention, tied embeddings, llama/qwen2/qwen3, mixtures of experts (qwen3moe, and gpt-oss with
+MXFP4 experts, attention sinks and every other layer windowed), and a Gemma 3-shaped
 sliding-window model; real vocabularies), scaled up to a benchmark
 width, and for two splits — the host keeps layers beside two workers, or the workers hold them
 all — it launches the real llama-server with two real ``ggml-rpc-server`` workers on loopback
@@ -46,11 +47,13 @@ HERE = Path(__file__).resolve().parent
 
 
 def scaled(shape, layers: int, embd: int):
-    """``shape`` at the benchmark's width and depth, keeping its heads-to-KV-heads ratio."""
+    """``shape`` at the benchmark's width and depth, keeping its heads-to-KV-heads ratio (and its
+    heads-to-width ratio when it names a head count: queries wider than the embedding)."""
     ff = int(embd * 2.75) // 256 * 256
-    heads = embd // shape.head_dim
+    heads = shape.heads * embd // shape.embd
     group = shape.heads // shape.n_kv_heads
-    return dataclasses.replace(shape, layers=layers, embd=embd, ff=ff, kv_heads=max(1, heads // group))
+    return dataclasses.replace(shape, layers=layers, embd=embd, ff=ff, kv_heads=max(1, heads // group),
+                               head_count=heads if shape.head_count else None)
 
 
 def layouts(n_slots: int) -> dict[str, tuple[int, tuple[int, int]]]:

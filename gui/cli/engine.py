@@ -64,7 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ins.add_argument("--dest", type=Path, help="install here instead of the managed folder")
     ins.set_defaults(func=cmd_install, method="auto")
 
-    dm = sub.add_parser("demo-model", help="write a random-weight GGUF (llama, qwen2, qwen3; F16 … Q4_K_M) "
+    dm = sub.add_parser("demo-model", help="write a random-weight GGUF (llama, qwen2, qwen3, qwen3moe, gemma3, "
+                                           "gpt-oss; F16 … Q4_K_M, MXFP4_MOE) "
                                            "for trying the cluster")
     dm.add_argument("path", type=Path)
     dm.add_argument("--layers", type=int, default=8)
@@ -73,18 +74,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     dm.add_argument("--ff", type=int, help="feed-forward width (default 2.75 × --embd)")
     dm.add_argument("--type", dest="quant", default="F16", choices=QUANT_TYPES,
                     help="tensor types: F16 (default), Q8_0, Q4_0, Q6_K, or the mixes llama-quantize makes "
-                         "for Q5_K_M and Q4_K_M")
+                         "for Q5_K_M, Q4_K_M and MXFP4_MOE (experts in MXFP4, the rest Q8_0: gpt-oss's)")
     dm.add_argument("--arch", default="llama", choices=ARCHITECTURES, help="model architecture (default llama)")
     dm.add_argument("--kv-heads", type=int, help="key/value heads: fewer than the heads is grouped-query "
                                                  "attention (default: as many as the heads)")
     dm.add_argument("--head-dim", type=int, default=64, help="size of one attention head (default 64)")
+    dm.add_argument("--heads", type=int, help="attention heads (default: the width / --head-dim; more makes the "
+                                              "queries wider than the embedding, as in gpt-oss)")
     dm.add_argument("--tied", action="store_true", help="no output matrix: reuse the token embeddings")
     dm.add_argument("--window", type=int, help="sliding window of the windowed layers in tokens (gemma3: "
-                                               "default 512)")
-    dm.add_argument("--experts", type=int, default=8, help="experts per block (qwen3moe; default 8)")
-    dm.add_argument("--experts-used", type=int, default=2, help="experts each token reads (qwen3moe; default 2)")
+                                               "default 512; gpt-oss: 128)")
+    dm.add_argument("--experts", type=int, default=8, help="experts per block (qwen3moe, gpt-oss; default 8)")
+    dm.add_argument("--experts-used", type=int, default=2,
+                    help="experts each token reads (qwen3moe, gpt-oss; default 2)")
     dm.add_argument("--expert-ff", type=int, default=0, help="feed-forward width of one expert "
-                                                            "(qwen3moe; default --ff)")
+                                                            "(qwen3moe, gpt-oss; default --ff)")
     dm.add_argument("--vocab", default="test",
                     help="tokenizer: test (tiny, ids from text), qwen2 or llama-bpe (real vocabularies that "
                          "`herd engine install` keeps), or the path of a vocab GGUF")
@@ -210,7 +214,7 @@ def demo_tokenizer(vocab: str) -> Tokenizer | None:
 def cmd_demo_model(args: argparse.Namespace) -> int:
     kw = dict(arch=args.arch, quant=args.quant, tied=args.tied, kv_heads=args.kv_heads,
               head_dim=args.head_dim, f16=not args.f32, window=args.window, experts=args.experts,
-              experts_used=args.experts_used, expert_ff=args.expert_ff)
+              experts_used=args.experts_used, expert_ff=args.expert_ff, head_count=args.heads)
     bar = TerminalProgress()
     try:
         tok = demo_tokenizer(args.vocab)

@@ -31,8 +31,21 @@ class MatrixModel:
         return write_demo_model(folder / f"{self.id}.gguf", self.shape, tokenizer=tokenizer)
 
 
+#: gpt-oss-20b/120b in miniature: llama-quantize's MXFP4_MOE mix (the experts in MXFP4, the other
+#: matrices Q8_0); 16 experts as wide as the embedding, 4 read a token (gpt-oss-20b: 32 and 4);
+#: biases on the router, the experts and q/k/v/o; an attention sink per head; 8 query heads of 64
+#: on an embedding of 256, so the queries are wider than the embedding (gpt-oss: 64 heads on
+#: 2880), sharing one KV head (8:1, as gpt-oss-20b); every other block windowed over 128 tokens:
+#: blocks 0, 2, 4, 6 get 1024 cells at any longer context (as gemma3's windowed ones), blocks 1,
+#: 3, 5, 7 all of it. The Llama 3 vocabulary stands in for gpt-oss's own o200k one (the tokenizer
+#: does not change what is measured here).
+GPT_OSS_MODEL = MatrixModel("gpt-oss-MXFP4_MOE-swa",
+                            DemoShape(layers=8, embd=256, ff=256, head_count=8, kv_heads=1, arch="gpt-oss",
+                                      quant="MXFP4_MOE", window=128, experts=16, experts_used=4, expert_ff=256),
+                            "llama-bpe")
+
 #: What users run, in miniature: the common quant types and their mixes, GQA, tied embeddings,
-#: Llama and Qwen (biases; q/k norms with a head size of its own), and a mixture of experts.
+#: Llama and Qwen (biases; q/k norms with a head size of its own), and mixtures of experts.
 MATRIX = (
     MatrixModel("llama-Q4_K_M-gqa", DemoShape(layers=8, embd=256, ff=768, kv_heads=1, quant="Q4_K_M"), "llama-bpe"),
     MatrixModel("qwen2-Q4_K_M-tied", DemoShape(layers=8, embd=256, ff=768, kv_heads=2, arch="qwen2",
@@ -48,6 +61,7 @@ MATRIX = (
     MatrixModel("qwen3moe-Q4_K_M-tied", DemoShape(layers=8, embd=256, ff=768, kv_heads=1, head_dim=128, arch="qwen3moe",
                                                   quant="Q4_K_M", tied=True, experts=8, experts_used=2, expert_ff=256),
                 "qwen2"),
+    GPT_OSS_MODEL,  # gpt-oss's kind: MXFP4 experts, sinks, every other layer windowed
 )
 
 

@@ -150,6 +150,9 @@ class ModelInfo:
         expert_used_count: experts each token is routed to.
         expert_slot_bytes: bytes of each slot that are expert matrices (``*_exps``), as many
             entries as ``slot_bytes`` (empty for a dense model).
+        attention_sinks: the blocks carry attention sinks (``blk.N.attn_sinks``, one learned
+            logit per head that every softmax of attention includes: gpt-oss). They are a few
+            bytes of each slot and need no cache.
     """
 
     path: Path
@@ -179,6 +182,7 @@ class ModelInfo:
     expert_count: int = 0
     expert_used_count: int = 0
     expert_slot_bytes: tuple[int, ...] = ()
+    attention_sinks: bool = False
 
     @property
     def is_moe(self) -> bool:
@@ -299,6 +303,7 @@ class ModelInfo:
             "expert_count": self.expert_count,
             "expert_used_count": self.expert_used_count,
             "expert_slot_bytes": list(self.expert_slot_bytes),
+            "attention_sinks": self.attention_sinks,
         }
 
 
@@ -470,6 +475,7 @@ def _inspect(path: str | os.PathLike) -> ModelInfo:
     token_embd = 0
     vocab = 0
     has_output = False
+    sinks = False
     type_bytes: dict[str, int] = {}
     total = 0
     n_params = 0
@@ -492,6 +498,7 @@ def _inspect(path: str | os.PathLike) -> ModelInfo:
                 raise ModelError(f"{path}: tensor {t.name} belongs to block {i}, but "
                                  f"{arch}.block_count is {n_layer}")
             slots[i] += nbytes
+            sinks = sinks or t.name.endswith(".attn_sinks.weight")
             if _EXPERTS_RE.search(t.name):
                 expert_slots[i] += nbytes
             extents.append(TensorExtent(i, **extent))
@@ -545,6 +552,7 @@ def _inspect(path: str | os.PathLike) -> ModelInfo:
         expert_count=n_expert if isinstance(n_expert, int) else 0,
         expert_used_count=n_used if isinstance(n_used, int) else 0,
         expert_slot_bytes=tuple(expert_slots) if any(expert_slots) else (),
+        attention_sinks=sinks,
     )
     _free_gradually(reader)
     return info

@@ -9,13 +9,18 @@ The matrix a :class:`DemoShape` spans:
 * **architecture** — ``llama`` (Llama 2/3, Mistral), ``qwen2`` (attention biases on q/k/v),
   ``qwen3`` (RMS norms on the q and k heads, a head size of its own), ``qwen3moe`` (Qwen3 with
   a mixture of experts in place of the feed-forward: a router and ``experts`` expert matrices
-  per block, ``experts_used`` of them read per token) and ``gemma3`` (five sliding-window layers
-  to one global, q/k norms, norms after attention and feed-forward);
-* **attention** — grouped-query attention with ``kv_heads`` below the head count;
+  per block, ``experts_used`` of them read per token), ``gemma3`` (five sliding-window layers
+  to one global, q/k norms, norms after attention and feed-forward) and ``gpt-oss`` (OpenAI's
+  gpt-oss-20b/120b: a mixture of experts with a biased router and per-expert biases, biases on
+  q/k/v/o, an attention sink per head, every other layer windowed over 128 tokens, no norm of
+  its own before the experts but one after attention);
+* **attention** — grouped-query attention with ``kv_heads`` below the head count; queries wider
+  than the embedding with a ``head_count`` above ``embd / head_dim`` (gpt-oss);
 * **tied embeddings** — no ``output.weight``, the token embeddings double as the output matrix
   (llama.cpp then loads them twice);
 * **quant type** — ``F32``, ``F16``, ``Q8_0``, ``Q4_0``, ``Q4_1``, ``Q6_K`` and the mixes llama-quantize
-  makes for ``Q4_K_M`` and ``Q5_K_M`` (:func:`tensor_type`): blocks with valid scales and random
+  makes for ``Q4_K_M``, ``Q5_K_M`` and ``MXFP4_MOE`` (gpt-oss's own: experts in MXFP4, the other
+  matrices Q8_0) (:func:`tensor_type`): blocks with valid scales and random
   quants, so llama.cpp's kernels — including the CPU repack paths (AVX2 ``CPU_REPACK``, Intel
   ``AMX``) — run on them as on a real file;
 * **tokenizer** — the tiny ``test`` one (ids hashed from text), or a real vocabulary copied
@@ -40,19 +45,23 @@ import numpy as np
 
 HEAD_DIM = 64
 
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss")
 #: Architectures whose blocks hold a mixture of experts instead of one feed-forward.
-MOE_ARCHITECTURES = ("qwen3moe",)
+MOE_ARCHITECTURES = ("qwen3moe", "gpt-oss")
 #: The attention window of a sliding-window architecture when the shape names none (Gemma 3's
-#: smallest models use 512 tokens).
-DEFAULT_WINDOW = {"gemma3": 512}
-#: The quant types ``--type`` offers; ``Q4_K_M`` and ``Q5_K_M`` are mixes (:func:`tensor_type`).
-QUANT_TYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q6_K", "Q5_K_M", "Q4_K_M")
+#: smallest models use 512 tokens; gpt-oss-20b and -120b both use 128).
+DEFAULT_WINDOW = {"gemma3": 512, "gpt-oss": 128}
+#: The quant types ``--type`` offers; ``Q4_K_M``, ``Q5_K_M`` and ``MXFP4_MOE`` are mixes
+#: (:func:`tensor_type`).
+QUANT_TYPES = ("F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q6_K", "Q5_K_M", "Q4_K_M", "MXFP4_MOE")
 #: The block size of each quantized tensor type, in weights, and its bytes per block.
 _BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144), "Q5_K": (256, 176),
-           "Q6_K": (256, 210)}
+           "Q6_K": (256, 210), "MXFP4": (32, 17)}
+#: The rope frequency base of each architecture's real files (1e6 when not listed).
+_ROPE_BASE = {"llama": 10000.0, "gpt-oss": 150000.0}
 #: ``general.file_type`` (llama.cpp's ``llama_ftype``) of each choice.
-_FILE_TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18}
+_FILE_TYPES = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18,
+               "MXFP4_MOE": 38}
 
 #: Chat template for a Llama 3 vocabulary (llama.cpp's vocab file has none): the header/eot
 #: format Llama 3 instruct models use, without the tool-calling parts.
@@ -85,6 +94,8 @@ class DemoShape:
         experts: experts per block of a mixture-of-experts architecture.
         experts_used: experts each token is routed to.
         expert_ff: the feed-forward width of one expert (0: ``ff``).
+        head_count: attention heads (None: ``embd / head_dim``). More makes the queries wider
+            than the embedding, as gpt-oss's 64 heads of 64 on an embedding of 2880.
     """
 
     layers: int = 8
@@ -102,6 +113,7 @@ class DemoShape:
     experts: int = 8
     experts_used: int = 2
     expert_ff: int = 0
+    head_count: int | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -114,7 +126,7 @@ class DemoShape:
 
     @property
     def heads(self) -> int:
-        return self.embd // self.head_dim
+        return self.head_count or self.embd // self.head_dim
 
     @property
     def n_kv_heads(self) -> int:
@@ -136,18 +148,31 @@ class DemoShape:
             p = f"blk.{i}."
             out += [(p + "attn_norm.weight", (e,)), (p + "attn_q.weight", (e, q)),
                     (p + "attn_k.weight", (e, kv)), (p + "attn_v.weight", (e, kv))]
-            if self.arch == "qwen2":
+            if self.arch in ("qwen2", "gpt-oss"):
                 out += [(p + "attn_q.bias", (q,)), (p + "attn_k.bias", (kv,)), (p + "attn_v.bias", (kv,))]
             if self.arch in ("qwen3", "qwen3moe", "gemma3"):
                 out += [(p + "attn_q_norm.weight", (d,)), (p + "attn_k_norm.weight", (d,))]
             out.append((p + "attn_output.weight", (q, e)))
-            if self.arch == "gemma3":
-                out.append((p + "post_attention_norm.weight", (e,)))
-            out.append((p + "ffn_norm.weight", (e,)))
+            if self.arch == "gpt-oss":
+                # its output bias, one sink logit per head, and the norm after attention that
+                # stands in for a norm before the experts (it has no ffn_norm)
+                out += [(p + "attn_output.bias", (e,)), (p + "attn_sinks.weight", (self.heads,)),
+                        (p + "post_attention_norm.weight", (e,))]
+            elif self.arch == "gemma3":
+                out += [(p + "post_attention_norm.weight", (e,)), (p + "ffn_norm.weight", (e,))]
+            else:
+                out.append((p + "ffn_norm.weight", (e,)))
             if self.is_moe:
                 x, fx = self.experts, self.expert_ff or f
-                out += [(p + "ffn_gate_inp.weight", (e, x)), (p + "ffn_gate_exps.weight", (e, fx, x)),
-                        (p + "ffn_up_exps.weight", (e, fx, x)), (p + "ffn_down_exps.weight", (fx, e, x))]
+                biased = self.arch == "gpt-oss"  # a bias on the router and on every expert
+                out.append((p + "ffn_gate_inp.weight", (e, x)))
+                if biased:
+                    out.append((p + "ffn_gate_inp.bias", (x,)))
+                for kind, dims, bias in (("gate", (e, fx, x), (fx, x)), ("up", (e, fx, x), (fx, x)),
+                                         ("down", (fx, e, x), (e, x))):
+                    out.append((p + f"ffn_{kind}_exps.weight", dims))
+                    if biased:
+                        out.append((p + f"ffn_{kind}_exps.bias", bias))
             else:
                 out += [(p + "ffn_gate.weight", (e, f)), (p + "ffn_up.weight", (e, f)), (p + "ffn_down.weight", (f, e))]
             if self.arch == "gemma3":
@@ -175,15 +200,19 @@ _BLK_RE = re.compile(r"^blk\.(\d+)\.")
 def tensor_type(name: str, shape: tuple[int, ...], shape_of: DemoShape) -> str:
     """The ggml type llama-quantize would give tensor ``name`` for the shape's quant type.
 
-    1-D tensors (norms, biases) stay F32. ``Q4_K_M``/``Q5_K_M``: Q4_K/Q5_K, with Q6_K for the
-    output matrix (or the token embeddings when they are tied) and for attn_v and ffn_down in the
-    blocks :func:`_use_more_bits` picks. A K-quant needs rows that are a multiple of 256.
+    1-D tensors (norms, sinks) and biases (the experts' are 2-D) stay F32. ``Q4_K_M``/``Q5_K_M``:
+    Q4_K/Q5_K, with Q6_K for the output matrix (or the token embeddings when they are tied) and
+    for attn_v and ffn_down in the blocks :func:`_use_more_bits` picks. ``MXFP4_MOE``: the expert
+    matrices (3-D) in MXFP4, every other matrix Q8_0 (src/llama-quant.cpp). A K-quant needs rows
+    that are a multiple of 256, MXFP4 and Q8_0 of 32.
     """
     q = shape_of.quant_type
-    if len(shape) == 1 or name.endswith("ffn_gate_inp.weight"):  # the router stays F32 too
+    if len(shape) == 1 or name.endswith((".bias", "ffn_gate_inp.weight")):  # the router stays F32 too
         return "F32"
     if q in ("F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q6_K"):
         return q
+    if q == "MXFP4_MOE":
+        return "MXFP4" if len(shape) == 3 else "Q8_0"
     base = {"Q4_K_M": "Q4_K", "Q5_K_M": "Q5_K"}[q]
     output_matrix = name == "output.weight" or (shape_of.tied and name == "token_embd.weight")
     m = _BLK_RE.match(name)
@@ -254,6 +283,8 @@ def check_shape(shape: DemoShape) -> None:
         raise ValueError(f"head_dim must be a multiple of 16, got {shape.head_dim}")
     if shape.embd % HEAD_DIM or shape.embd % shape.head_dim:
         raise ValueError(f"embd must be a multiple of {max(HEAD_DIM, shape.head_dim)}, got {shape.embd}")
+    if shape.head_count is not None and shape.head_count < 1:
+        raise ValueError(f"head_count must be at least 1, got {shape.head_count}")
     if shape.n_kv_heads < 1 or shape.heads % shape.n_kv_heads:
         raise ValueError(f"kv_heads must divide the {shape.heads} attention heads, got {shape.kv_heads}")
     for name, dims in shape.tensors():
@@ -354,6 +385,9 @@ def random_tensor(ggml_type: str, shape: tuple[int, ...], rng: np.random.Generat
         _f16_field(blocks, 2, 0.9e-3 * jitter)
     elif ggml_type == "Q6_K":    # 128 + 64 bytes of 6-bit quants, 16 int8 scales, then d
         _f16_field(blocks, 208, 1.5e-5 * jitter)
+    elif ggml_type == "MXFP4":   # an E8M0 exponent e, 16 bytes of nibbles indexing ±{0 … 12}
+        # weight = 2^(e − 128) × value; the values' spread is about 5.9, so e ≈ 120 gives 0.02
+        blocks[:, 0] = rng.integers(119, 122, nblocks, dtype=np.uint8)
     rows = int(np.prod(shape[1:]))
     return blocks.reshape(rows, -1)
 
@@ -393,20 +427,23 @@ def write_demo_model(path: str | os.PathLike, shape: DemoShape = DemoShape(), se
         w.add_context_length(shape.ctx)
         w.add_embedding_length(shape.embd)
         w.add_block_count(shape.layers)
-        w.add_feed_forward_length(shape.ff)
+        # gpt-oss has no dense feed-forward: its files give the experts' width here too
+        w.add_feed_forward_length(shape.expert_ff or shape.ff if arch == "gpt-oss" else shape.ff)
         w.add_head_count(shape.heads)
         w.add_head_count_kv(shape.n_kv_heads)
         w.add_key_length(shape.head_dim)
         w.add_value_length(shape.head_dim)
         w.add_rope_dimension_count(shape.head_dim)
-        w.add_layer_norm_rms_eps(1e-6 if arch != "llama" else 1e-5)
+        w.add_layer_norm_rms_eps(1e-5 if arch in ("llama", "gpt-oss") else 1e-6)
         if shape.sliding_window:
+            # the window only, as gpt-oss's real files have it: llama.cpp chooses the windowed
+            # layers itself (gemma3: five of every six; gpt-oss: every other one, from the first)
             w.add_sliding_window(shape.sliding_window)
         if shape.is_moe:
             w.add_expert_count(shape.experts)
             w.add_expert_used_count(shape.experts_used)
             w.add_expert_feed_forward_length(shape.expert_ff or shape.ff)
-        w.add_rope_freq_base(1e6 if arch != "llama" else 10000.0)
+        w.add_rope_freq_base(_ROPE_BASE.get(arch, 1e6))
         w.add_file_type(_FILE_TYPES[shape.quant_type])
         for key, value, vtype, sub in tok.keys:
             w.add_key_value(key, value, vtype, sub_type=sub)

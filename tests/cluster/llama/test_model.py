@@ -193,6 +193,29 @@ def test_a_token_reads_the_routed_share_of_the_experts(tmp_path):
     assert not dense.is_moe and dense.active_slot_bytes == dense.slot_bytes
 
 
+
+def test_gpt_oss_is_read_with_its_experts_window_and_sinks(tmp_path):
+    """gpt-oss: every other block windowed from the first (llama.cpp's own period of 2, the file
+    names only the window), its experts and their biases counted as expert bytes, MXFP4 blocks
+    of 17 bytes per 32 weights, the sinks seen — bytes computed from the shape, not the reader."""
+    shape = DemoShape(layers=4, embd=256, ff=256, head_count=8, kv_heads=1, arch="gpt-oss", quant="MXFP4_MOE",
+                      experts=4, experts_used=2, expert_ff=128)
+    info = inspect_model(write_demo_model(tmp_path / "g.gguf", shape))
+    assert (info.architecture, info.quantization) == ("gpt-oss", "MXFP4_MOE")
+    assert info.is_moe and (info.expert_count, info.expert_used_count) == (4, 2)
+    assert info.sliding_window == 128 and info.swa_layers == (True, False, True, False)
+    assert (info.n_head, info.n_head_kv, info.head_dim_k) == (8, (1,) * 4, 64)
+    assert info.kv_cells(32768, 0) == 1024 and info.kv_cells(32768, 1) == 32768
+    assert info.attention_sinks and info.summary()["attention_sinks"] is True
+    e, q, kv, x, fx = 256, 512, 64, 4, 128   # 8 query heads of 64: wider than the embedding
+    experts = 3 * e * fx * x * 17 // 32 + (2 * fx * x + e * x) * 4   # MXFP4 matrices, f32 biases
+    attention = (e * q + 2 * e * kv + q * e) * 34 // 32                  # Q8_0
+    small = (2 * e + q + 2 * kv + e + 8 + e * x + x) * 4                  # norms, biases, sinks, router
+    assert info.expert_slot_bytes[:4] == (experts,) * 4
+    assert info.slot_bytes[:4] == (experts + attention + small,) * 4
+    assert not inspect_model(write_demo_model(tmp_path / "d.gguf", DemoShape(layers=2))).attention_sinks
+
+
 def test_inspecting_puts_the_cyclic_collector_back_as_it_was(demo_model, tmp_path, monkeypatch):
     """The collector waits while a header is parsed (its passes over a big vocabulary's views
     stalled every thread), and is on again afterwards, also after an error; a collector the

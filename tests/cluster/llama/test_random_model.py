@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import gguf
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -166,3 +167,53 @@ def test_cli_writes_the_asked_type_architecture_and_embeddings(tmp_path):
                           "Q4_K_M", "--embd", "320"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "multiple of 256" in bad.stderr
     assert not (tmp_path / "b.gguf").exists()
+
+
+def test_gpt_oss_has_its_tensors_its_mxfp4_experts_and_its_window(tmp_path):
+    """gpt-oss as llama.cpp loads it (src/models/openai-moe.cpp): biases on q/k/v/o, the router
+    and each expert; a sink per head; a norm after attention and none before the experts; with
+    llama-quantize's MXFP4_MOE mix the experts are MXFP4 blocks that decode to small finite
+    weights, the other matrices Q8_0; queries wider than the embedding; the file names the
+    window, not the layers."""
+    shape = DemoShape(layers=2, embd=256, ff=256, head_count=8, kv_heads=1, arch="gpt-oss", quant="MXFP4_MOE",
+                      experts=4, experts_used=2, expert_ff=128)
+    path = write_demo_model(tmp_path / "g.gguf", shape)
+    r = gguf.GGUFReader(path)
+    blk0 = {t.name.removeprefix("blk.0."): t for t in r.tensors if t.name.startswith("blk.0.")}
+    assert set(blk0) == {
+        "attn_norm.weight", "attn_q.weight", "attn_q.bias", "attn_k.weight", "attn_k.bias", "attn_v.weight",
+        "attn_v.bias", "attn_output.weight", "attn_output.bias", "attn_sinks.weight", "post_attention_norm.weight",
+        "ffn_gate_inp.weight", "ffn_gate_inp.bias", "ffn_gate_exps.weight", "ffn_gate_exps.bias",
+        "ffn_up_exps.weight", "ffn_up_exps.bias", "ffn_down_exps.weight", "ffn_down_exps.bias"}
+    assert list(blk0["attn_sinks.weight"].shape) == [8]  # one per head
+    assert list(blk0["attn_q.weight"].shape) == [256, 512] and list(blk0["attn_output.weight"].shape) == [512, 256]
+    assert _field(r, "gpt-oss.attention.head_count") == 8
+    assert list(blk0["ffn_down_exps.weight"].shape) == [128, 256, 4]
+    assert list(blk0["ffn_down_exps.bias"].shape) == [256, 4]
+    types = {n: t.tensor_type.name for n, t in blk0.items()}
+    assert {types[f"ffn_{k}_exps.weight"] for k in ("gate", "up", "down")} == {"MXFP4"}
+    assert types["attn_q.weight"] == types["attn_output.weight"] == "Q8_0"
+    assert types["ffn_gate_inp.weight"] == types["ffn_up_exps.bias"] == "F32"
+    experts = gguf.quants.dequantize(blk0["ffn_up_exps.weight"].data, gguf.GGMLQuantizationType.MXFP4)
+    assert np.isfinite(experts).all() and 0.005 < experts.std() < 0.05
+    assert _field(r, "gpt-oss.attention.sliding_window") == 128
+    assert _field(r, "gpt-oss.expert_feed_forward_length") == 128
+    assert _field(r, "gpt-oss.feed_forward_length") == 128  # no dense feed-forward: the experts' width
+    assert _field(r, "general.file_type") == 38  # LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+    assert "gpt-oss.attention.sliding_window_pattern" not in r.fields
+    assert abs(path.stat().st_size - shape.file_bytes()) < 200_000
+
+
+def test_cli_writes_a_gpt_oss_model(tmp_path):
+    from gui.cluster.llama.model import inspect_model
+    out = tmp_path / "g.gguf"
+    r = subprocess.run([sys.executable, "-m", "gui.main", "demo-model", str(out), "--arch", "gpt-oss", "--type",
+                        "MXFP4_MOE", "--layers", "4", "--heads", "4", "--kv-heads", "1", "--experts", "8",
+                        "--experts-used", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "2 of 8 experts per token, window 128" in r.stdout
+    info = inspect_model(out)
+    assert (info.architecture, info.quantization, info.n_layer) == ("gpt-oss", "MXFP4_MOE", 4)
+    assert info.n_head == 4 and info.embedding_length == 128  # queries twice the width (4 × 64)
+    assert info.swa_layers == (True, False, True, False) and info.attention_sinks
