@@ -42,10 +42,19 @@ def expert_bytes(path) -> int:
     return sum(int(t.n_bytes) for t in reader.tensors if re.search(r"\.ffn_\w+_exps\.", t.name))
 
 
-async def test_experts_of_a_gpu_live_in_its_pcs_ram(engine, vulkan_engine, tmp_path, lan):  # noqa: F811
-    model = write_demo_model(tmp_path / "moe.gguf", DemoShape(
-        arch="qwen3moe", layers=8, embd=256, ff=512, experts=8, experts_used=2, expert_ff=256,
-        kv_heads=2, quant="Q4_K_M", tied=True))
+#: The two kinds of mixture of experts people run: Qwen3-MoE (Q4_K_M) and gpt-oss (MXFP4 experts,
+#: attention sinks, every other layer windowed).
+SHAPES = {
+    "qwen3moe": DemoShape(arch="qwen3moe", layers=8, embd=256, ff=512, experts=8, experts_used=2, expert_ff=256,
+                          kv_heads=2, quant="Q4_K_M", tied=True),
+    "gpt-oss": DemoShape(arch="gpt-oss", layers=8, embd=256, ff=256, head_count=8, kv_heads=1, quant="MXFP4_MOE",
+                         window=128, experts=16, experts_used=4, expert_ff=256),
+}
+
+
+@pytest.mark.parametrize("kind", SHAPES)
+async def test_experts_of_a_gpu_live_in_its_pcs_ram(engine, vulkan_engine, tmp_path, lan, kind):  # noqa: F811
+    model = write_demo_model(tmp_path / "moe.gguf", SHAPES[kind])
     experts = expert_bytes(model)
     env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "master-config"))
     agent = start_agent(lambda argv, **kw: lan["gaming"].popen(argv, env=dict(os.environ, **GPU_ENV), **kw),
