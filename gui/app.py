@@ -700,13 +700,12 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
     # Fusion follows the system's light/dark colour scheme on every platform (Qt ≥ 6.5).
     app.setStyle("Fusion")
     # one window per user: a second herd shows the first and leaves (gui/single_instance.py)
-    from gui.single_instance import SingleInstance, ask_running
+    from gui.single_instance import claim
 
-    if ask_running():
+    instance = claim()
+    if instance is None:
         print("herd is already open; its window is brought to the front.", file=sys.stderr)
         return 0
-    instance = SingleInstance()
-    instance.listen()
     settings = Settings()
     lang = getattr(args, "lang", None) or settings.get("ui/language") or QLocale.system().name()
     install_translator(app, lang)
