@@ -464,17 +464,18 @@ class MainWindow(QMainWindow):
         """Inspect ``path`` off the GUI thread, then use it; returns the bridge call.
 
         Parsing a GGUF's header takes seconds for a vocabulary of a quarter million tokens, so
-        it runs in the bridge loop's worker threads (the window keeps painting, the sparklines
-        keep moving) while the model panel names the file. The latest file chosen wins: a read
+        it runs in a thread of its own (the window keeps painting, the sparklines keep moving)
+        while the model panel names the file; closing the window abandons it. The latest file chosen wins: a read
         that ends after a newer one was asked for is dropped, whichever finishes first. On
         error the panel says why and the previous model stays."""
-        import asyncio
-
+        from gui.bridge import in_background_thread
         from gui.cluster.llama.model import inspect_model
 
         async def read():
-            return await asyncio.to_thread(inspect_model, path)
+            # a thread nothing waits for: closing the window mid-read does not wait for the read
+            return await in_background_thread(inspect_model, path, name="herd-read-model")
 
+        log.info("reading the model %s", path)
         self.model_panel.show_reading(path)
         call = self.bridge.submit(read(), "read model")
         self._model_read = call
@@ -699,13 +700,12 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
     # Fusion follows the system's light/dark colour scheme on every platform (Qt ≥ 6.5).
     app.setStyle("Fusion")
     # one window per user: a second herd shows the first and leaves (gui/single_instance.py)
-    from gui.single_instance import SingleInstance, ask_running
+    from gui.single_instance import claim
 
-    if ask_running():
+    instance = claim()
+    if instance is None:
         print("herd is already open; its window is brought to the front.", file=sys.stderr)
         return 0
-    instance = SingleInstance()
-    instance.listen()
     settings = Settings()
     lang = getattr(args, "lang", None) or settings.get("ui/language") or QLocale.system().name()
     install_translator(app, lang)
@@ -751,7 +751,9 @@ def _quit_on_signals(app: QApplication, win: MainWindow) -> None:
 
     def close(*_args) -> None:
         win.close()
-        app.quit()
+        # posted, not called: a signal that comes before the main loop runs (the window reads
+        # the last model as it opens) would otherwise be lost, and the app run on, windowless
+        QTimer.singleShot(0, app.quit)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:

@@ -269,6 +269,36 @@ class AsyncBridge(QObject):
                 log.error("the asyncio thread did not stop within %d ms", timeout_ms)
 
 
+async def in_background_thread(fn: Callable[..., Any], *args: Any, name: str = "herd-background") -> Any:
+    """Run ``fn(*args)`` in a daemon thread of its own and await its result.
+
+    Like ``asyncio.to_thread``, except that nothing waits for the thread: the loop's default
+    executor is joined when the process exits, so a window closed while a model file of a
+    quarter-million-token vocabulary was read stayed in the process list until the read ended
+    (15 s on 2 cores). Here a cancelled await abandons the work, and a result that arrives after
+    the loop has closed goes nowhere: it never reaches a window that is gone. For work that only
+    reads (a file's header, a folder listing): a daemon thread is stopped mid-way at exit."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(outcome: Callable[[Any], None], value: Any) -> None:
+        if not future.done():  # (cancelled meanwhile: nobody wants it)
+            outcome(value)
+
+    def work() -> None:
+        try:
+            outcome, value = future.set_result, fn(*args)
+        except Exception as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            outcome, value = future.set_exception, exc
+        try:
+            loop.call_soon_threadsafe(settle, outcome, value)
+        except RuntimeError:  # the loop is closed (the app closed): the result is dropped
+            log.debug("%s ended after the loop closed; its result is dropped", name)
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return await future
+
+
 async def _bounded(coro: Awaitable[Any], timeout: float, label: str) -> Any:
     try:
         return await asyncio.wait_for(coro, timeout)

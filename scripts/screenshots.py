@@ -4,8 +4,9 @@ For each language this starts two real ``herd-agent`` processes on loopback, ope
 window offscreen, pairs them, opens the demo's real model (SmolLM2-135M-Instruct), sets a
 three-way split, presses Start (real
 workers and llama-server), chats for a while so the dashboard has data, and grabs the nodes
-panel, the split editor and the chat with the dashboard into ``docs/screenshots/``. Nothing is
-mocked: the numbers are what this machine measured.
+panel, the split editor and the chat with the dashboard into ``docs/screenshots/`` (the English
+window once more at 1366×768, a laptop's screen). Nothing is mocked: the numbers are what this
+machine measured.
 
     python scripts/screenshots.py [--lang en zh_CN] [--out docs/screenshots]
 
@@ -23,6 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: A common laptop screen: the English chat and dashboard are rendered at this size too.
+LAPTOP = (1366, 768)
 
 
 def _wait(app, predicate, timeout: float, what: str) -> None:
@@ -169,6 +172,15 @@ def render(lang: str, out: Path) -> list[Path]:
         p = out / f"{lang}-chat-dashboard.png"
         win.grab().save(str(p))
         written.append(p)
+        if lang == "en":
+            # the same window on a common laptop screen, as its user sees it
+            win.resize(*LAPTOP)
+            _pump(app, 1.0)
+            if (win.width(), win.height()) != LAPTOP:
+                raise SystemExit(f"the window is {win.width()}×{win.height()}, not {LAPTOP[0]}×{LAPTOP[1]}")
+            p = out / f"{lang}-laptop-{LAPTOP[0]}x{LAPTOP[1]}.png"
+            win.grab().save(str(p))
+            written.append(p)
         win.launch_flow.stop()
         _wait(app, lambda: win.launch.state == "stopped", 30, "stop")
     finally:

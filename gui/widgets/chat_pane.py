@@ -229,6 +229,14 @@ class ChatPane(QWidget):
         self.input.installEventFilter(self)
         self.set_available(send is not None)
 
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        # Coming to the chat (its tab clicked) is coming to ask something: the keyboard goes to
+        # the question box, one click less to the first question. Not when another field of the
+        # pane was being typed in (the system prompt, a number): it gets the keyboard back.
+        super().showEvent(event)
+        if not isinstance(self.focusWidget(), QLineEdit):  # (a spin box types into one too)
+            self.input.setFocus(Qt.FocusReason.OtherFocusReason)
+
     # ----------------------------------------------------------------- API
 
     def set_send(self, send: SendFn | None) -> None:

@@ -8,6 +8,7 @@ import stat
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextFormat
+from PySide6.QtWidgets import QApplication
 
 from gui.cluster.chat.conversation import Conversation
 from gui.session import ClusterSession
@@ -238,3 +239,29 @@ def test_stop_while_counting_keeps_the_message_unsent(qtbot, bridge, pane):
     assert "Not sent" in pane.status.text() and pane.input.toPlainText() == "Hello there"
     assert pane.conversation.messages == [] and pane.send_button.isEnabled()
     assert not pane.stop_button.isEnabled() and not pane.context_note.isVisible()
+
+
+def test_clicking_the_chat_tab_puts_the_keyboard_in_the_question_box(qtbot, make_window):
+    """A person who comes to the chat types the question at once, without clicking the box."""
+    win = make_window(browse=False)
+    win.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is win, timeout=5000)
+    win.tabs.setCurrentWidget(win.editor)
+    bar = win.tabs.tabBar()
+    chat_tab = win.tabs.indexOf(win.chat.parentWidget())
+    qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(chat_tab).center())
+    assert win.tabs.currentIndex() == chat_tab
+    # (asked before typing: keys sent to a button that has the keyboard would press it)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is win.chat.input, timeout=5000)
+    qtbot.keyClicks(QApplication.focusWidget(), "Why is the sky blue?")
+    assert win.chat.input.toPlainText() == "Why is the sky blue?"
+
+    # a field of the pane being typed in keeps the keyboard when the person comes back
+    win.chat.system_edit.clear()
+    win.chat.system_edit.setFocus()
+    qtbot.waitUntil(win.chat.system_edit.hasFocus, timeout=5000)
+    qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(win.tabs.indexOf(win.launch)).center())
+    qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(chat_tab).center())
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is win.chat.system_edit, timeout=5000)
+    qtbot.keyClicks(QApplication.focusWidget(), "Be brief.")
+    assert win.chat.system_edit.text() == "Be brief."

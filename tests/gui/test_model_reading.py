@@ -125,3 +125,71 @@ def test_the_demo_window_answers_while_a_remembered_large_model_is_read(qtbot, m
         reading = time.perf_counter() - started
     assert win.model.path == demo_model and win.settings.get("model/last") == str(demo_model)
     assert meter.worst < reading / 10, (meter.worst, reading)
+
+
+def test_closing_herd_while_a_large_model_is_read_ends_it_at_once(tmp_path, gemma3_270m):
+    """A person opens herd (it reads the model of last time, a 262k vocabulary) and closes it
+    at once: herd is gone straight away, not when the read would have ended."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from gui.cluster.llama.model import inspect_model
+    from gui.settings import Settings
+
+    started = time.perf_counter()
+    inspect_model(gemma3_270m)
+    reading = time.perf_counter() - started
+    config = tmp_path / "xdg-config"
+    remembered = Settings(str(config / "llama-herd" / "herd.conf"))  # where herd keeps its settings on Linux
+    remembered.set("model/last", str(gemma3_270m))
+    remembered.sync()
+    env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "config"), XDG_CONFIG_HOME=str(config),
+               XDG_CACHE_HOME=str(tmp_path / "cache"), HERD_INTERFACES="127.0.0.1", QT_QPA_PLATFORM="offscreen",
+               HERD_DEBUG="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]), PYTHONUNBUFFERED="1")
+    log = tmp_path / "herd.log"
+    with open(log, "w") as out:
+        herd = subprocess.Popen([sys.executable, "-m", "gui.main"], env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while "reading the model" not in log.read_text():
+            assert herd.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)  # polling another process's log for the moment its read begins
+        closing = time.perf_counter()
+        herd.send_signal(signal.SIGTERM)  # closes the window as a person would
+        herd.wait(reading * 3)
+        took = time.perf_counter() - closing
+    finally:
+        if herd.poll() is None:
+            herd.kill()
+            herd.wait()
+    print(f"\nreading the model takes {reading:.2f} s; herd was gone {took:.2f} s after closing")
+    assert herd.returncode == 0, log.read_text()
+    assert "Traceback" not in log.read_text(), log.read_text()
+    assert took < reading / 2, (took, reading)
+
+
+def test_a_read_that_ends_after_the_window_closed_goes_nowhere(qtbot, make_window, gemma3_270m, caplog):
+    import logging
+    import threading
+
+    win = make_window(browse=False)
+    win._own_bridge = True  # as the app's own window: closing it closes its asyncio loop too
+    win.read_model(str(gemma3_270m))
+    qtbot.waitUntil(lambda: win.model_panel.busy.isVisible(), timeout=5000)
+    reader = [t for t in threading.enumerate() if t.name == "herd-read-model"]
+    assert reader, [t.name for t in threading.enumerate()]
+    win.close()
+    assert not win.bridge.is_running() and reader[0].is_alive()  # closed while the read goes on
+    failures = []
+    threading.excepthook, before = (lambda args: failures.append(args)), threading.excepthook
+    try:
+        with caplog.at_level(logging.WARNING):
+            qtbot.waitUntil(lambda: not reader[0].is_alive(), timeout=180000)
+    finally:
+        threading.excepthook = before
+    assert not failures and not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert win.model is None  # the window that was closed never took it

@@ -100,3 +100,79 @@ def test_each_user_and_config_folder_has_its_own(tmp_path, monkeypatch):
     monkeypatch.setenv("USER", "someone-else")
     monkeypatch.setenv("LOGNAME", "someone-else")
     assert instance_name() != one
+
+
+def test_a_herd_starting_while_the_first_is_not_yet_listening_waits_for_it(qtbot, tmp_path, monkeypatch):
+    """The moment between the first herd taking its claim and listening: a second one does not
+    take that for "no herd here" and open a window of its own; it waits and asks the first."""
+    from PySide6.QtCore import QLockFile
+
+    from gui.single_instance import lock_path
+
+    env = _env(tmp_path)
+    monkeypatch.setenv("HERD_CONFIG_DIR", env["HERD_CONFIG_DIR"])
+    lock_path().parent.mkdir(parents=True)
+    first_lock = QLockFile(str(lock_path()))  # this test is the first herd, claimed, not listening yet
+    assert first_lock.tryLock(0)
+    first = SingleInstance(instance_name())
+    sock = Path(QDir.tempPath()) / instance_name()
+    log = tmp_path / "second.log"
+    try:
+        with open(log, "w") as out:
+            second = _herd(["--quit-after", "300"], env, stdout=out, stderr=subprocess.STDOUT)
+        qtbot.waitUntil(lambda: "another herd holds" in log.read_text() or sock.exists()
+                        or second.poll() is not None, timeout=60000)
+        assert "another herd holds" in log.read_text(), log.read_text()
+        assert not sock.exists() and second.poll() is None  # it neither listens nor gives up
+        with qtbot.waitSignal(first.activated, timeout=20000):
+            assert first.listen()
+        assert second.wait(30) == 0, log.read_text()
+        assert "already open" in log.read_text()
+    finally:
+        if second.poll() is None:
+            second.kill()
+            second.wait()
+        first.close()
+        first.deleteLater()
+        first_lock.unlock()
+
+
+def test_two_herds_started_together_open_one_window(qtbot, tmp_path):
+    """Two `herd` let go at the same instant (each waits at a barrier with Qt and the app already
+    imported): exactly one opens its window, the other brings that one to the front and leaves."""
+    env = _env(tmp_path)
+    go = ("import sys, gui.app, gui.main\n"
+          "sys.stdin.readline()\n"  # the barrier: both are let go together
+          "sys.exit(gui.main.main(['--quit-after', '300']))\n")
+    logs = [tmp_path / f"herd-{i}.log" for i in range(2)]
+    herds = []
+    try:
+        for log in logs:
+            with open(log, "w") as out:
+                herds.append(subprocess.Popen([sys.executable, "-c", go], env=env, stdin=subprocess.PIPE, stdout=out,
+                                              stderr=subprocess.STDOUT))
+        # both imported: the import's own slowness says nothing of the race; then let go at once
+        for h in herds:
+            h.stdin.write(b"go\n")
+        for h in herds:
+            h.stdin.flush()
+            h.stdin.close()
+        qtbot.waitUntil(lambda: any(h.poll() is not None for h in herds), timeout=60000)
+        left = [i for i, h in enumerate(herds) if h.poll() is not None]
+        assert len(left) == 1, [log.read_text() for log in logs]
+        stays = 1 - left[0]
+        assert herds[left[0]].returncode == 0 and "already open" in logs[left[0]].read_text(), logs[left[0]].read_text()
+        qtbot.waitUntil(lambda: "bringing it to the front" in logs[stays].read_text(), timeout=10000)
+        assert herds[stays].poll() is None
+    finally:
+        for h in herds:
+            if h.poll() is None:
+                h.send_signal(signal.SIGTERM)  # closes the window as a person would
+        for h in herds:
+            try:
+                h.wait(60)
+            except subprocess.TimeoutExpired:
+                h.kill()
+                h.wait()
+    assert all(h.returncode == 0 for h in herds), [log.read_text() for log in logs]
+    assert not Path(env["HERD_CONFIG_DIR"], "herd-app.lock").exists()  # a clean exit lets the claim go
