@@ -365,6 +365,36 @@ def test_another_quant_is_predicted_per_weight(hub, sources, tmp_path):
     assert both["Q4_K_M"] != pytest.approx(from_f16["Q4_K_M"], rel=0.05)
 
 
+def test_a_mixture_of_experts_file_is_predicted_by_the_bytes_a_token_reads(sources, tmp_path):
+    """A token of a mixture-of-experts model reads only ``experts_used`` of each block's experts:
+    its predicted speed follows those bytes, not every byte the file holds (which would make an
+    8-expert, 2-used file look about 3× slower than it is)."""
+    from gui.cluster.llama.random_model import DemoShape, write_demo_model
+
+    moe = write_demo_model(tmp_path / "Tiny-MoE-Q4_K_M.gguf",
+                           DemoShape(arch="qwen3moe", layers=4, embd=256, ff=512, experts=8,
+                                     experts_used=2, expert_ff=256, quant="Q4_K_M"))
+    f16 = inspect_model(sources["Tiny-F16.gguf"])
+    devices = _devices(1 << 34)
+    cache = MeasurementCache(tmp_path / "measure")
+    spb = 1e-8  # seconds per byte read: the links' round trips stay a small part of a step
+    _put(cache, devices, {"alpha": spb, "beta": spb}, f16, f16.bytes_per_param)
+    with HubServer({"herd-test/Tiny-MoE-GGUF": Repo({moe.name: moe})}) as srv:
+        h = H.Hub(srv.url)
+        files = h.files("herd-test/Tiny-MoE-GGUF")
+        m = files.models[0]
+        info = h.model_info(files.repo, files.commit, m)
+        fit = H.assess(m, info, devices, 1024, host_free_bytes=1 << 34,
+                       measured=H.cluster_measurements(devices, cache))
+    read, held = sum(info.active_slot_bytes), sum(info.slot_bytes)
+    assert info.is_moe and read < held / 2
+    assert fit.fits and fit.plan.host_layers == 0
+    per_byte = spb * f16.bytes_per_param / info.bytes_per_param  # a Q4_K_M weight from an F16 one
+    links = 2 * 0.0002  # both workers' round trips, as _put measured them
+    assert fit.tokens_per_s == pytest.approx(1.0 / (read * per_byte + links), rel=0.01)
+    assert fit.tokens_per_s > 2 * (1.0 / (held * per_byte + links))
+
+
 def test_a_users_huggingface_token_is_not_sent_to_another_hub(hub, sources, tmp_path, monkeypatch):
     """HF_TOKEN is the user's huggingface.co login: a mirror (any other address) never sees it;
     a token given for that hub on purpose is sent."""
