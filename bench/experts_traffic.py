@@ -30,6 +30,31 @@ workers: llama.cpp then copies each tensor with a ``GET_TENSOR`` to the master a
 
 ``--delay-ms D`` delays every chunk by D ms in each direction (a round trip gains 2·D), to see
 the round trips in the decode speed as a LAN would show them.
+
+Measured (AMD EPYC, 2 cores shared; lavapipe as the GPU), ``python bench/experts_traffic.py``,
+per decode step, 32 steps × 3 runs (decode tok/s is the software GPU's and varies by ±50 % from
+run to run on this machine; the counts are exact and the same in every run)::
+
+    | placement                  | decode tok/s | bytes master→worker | bytes worker→master | round trips | GRAPH_COMPUTE | GRAPH_RECOMPUTE | SET_TENSOR | GET_TENSOR | COPY_TENSOR (refused) | round trips × 4 ms |
+    |----------------------------|-----|---------|--------|----|----|---|----|----|---------|--------|
+    | A GPU, whole layers        |   1.0 |  11,376 |  8,200 |  1 |  0 | 1 |  9 |  1 |  0 (0)  |   4 ms |
+    | B GPU, experts in RAM      |   1.5 | 315,152 | 58,288 | 81 | 17 | 0 | 49 | 41 | 40 (40) | 324 ms |
+    | C worker CPU, whole layers | 241.0 |  11,376 |  8,200 |  1 |  0 | 1 |  9 |  1 |  0 (0)  |   4 ms |
+
+    B: COPY_TENSOR per token, by tensor: ffn_inp-N ×8, ffn_moe_topk-N ×8,
+       ffn_moe_weights_norm-N (reshaped) ×8, ffn_norm-N (reshaped) ×8, l_out-N ×7, norm ×1
+
+    | the crossings' traffic                                  | extra round trips | tensor bytes master→worker | tensor bytes worker→master |
+    |---------------------------------------------------------|----|--------|--------|
+    | measured (B)                                            | 80 | 49,408 | 49,408 |
+    | through the master, estimate: 40 crossings × 2,048 B    | 40 | 81,920 | 81,920 |
+    | on the worker (if its COPY_TENSOR did the copy)         | 40 |      0 |      0 |
+
+Every COPY_TENSOR is refused (the worker's CPU buffer copies only from host buffers, its GPU
+buffer only from its own kind), so the five tensors that cross per block go through the master:
+ten round trips per block per token (``docs/llama-cpp.md``, "Per-token traffic"; the cost model's
+``expert_crossings``). With ``--delay-ms 2`` the counts are the same; tok/s was A 1.5, B 1.2,
+C 87.7.
 """
 
 from __future__ import annotations
@@ -39,6 +64,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import socket
 import struct
 import subprocess
@@ -302,9 +328,10 @@ def start_worker(rpc_server: Path, threads: int, log: Path) -> tuple[subprocess.
     from agent import rpc_protocol
 
     port = free_port()
-    proc = subprocess.Popen([str(rpc_server), "-H", "127.0.0.1", "-p", str(port), "-t", str(threads),
-                             "-d", "Vulkan0,CPU"], stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, env={**os.environ, **GPU_ENV})
+    with log.open("wb") as out:
+        proc = subprocess.Popen([str(rpc_server), "-H", "127.0.0.1", "-p", str(port), "-t", str(threads),
+                                 "-d", "Vulkan0,CPU"], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env={**os.environ, **GPU_ENV})
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -451,17 +478,17 @@ def main() -> int:
     ap.add_argument("--rtt-ms", type=float, default=4.0, help="the Wi-Fi round trip the last column assumes")
     ap.add_argument("--only", default="ABC", help="placements to run, e.g. AB")
     args = ap.parse_args()
-    model, results = asyncio.run(run(args))
-    report(args, model, results)
+    model, size, results = asyncio.run(run(args))
+    report(args, model, size, results)
     return 0
 
 
-async def run(args) -> tuple[object, list[Measured]]:
-    """Measure the placements ``args.only`` asks for; returns the model and the measurements."""
+async def run(args) -> tuple[object, int, list[Measured]]:
+    """Measure the placements ``args.only`` asks for; returns the model, its file's size and the
+    measurements (the file and the workers' logs are removed)."""
     from agent.engine_lookup import find_engine
     from gui.cluster.llama.model import inspect_model
     from gui.cluster.llama.random_model import DemoShape, write_demo_model
-    from gui.cluster.llama.server_command import ServerOptions
 
     vulkan, cpu = find_engine(backend="vulkan"), find_engine()
     if not vulkan.complete:
@@ -470,7 +497,17 @@ async def run(args) -> tuple[object, list[Measured]]:
     shape = DemoShape(arch="qwen3moe", layers=args.layers, embd=args.embd, ff=args.embd * 2,
                       experts=args.experts, experts_used=args.used, expert_ff=args.expert_ff, kv_heads=2,
                       quant="Q4_K_M", tied=True)
-    model = inspect_model(write_demo_model(folder / "moe.gguf", shape))
+    try:
+        model = inspect_model(write_demo_model(folder / "moe.gguf", shape))
+        return model, model.path.stat().st_size, await measure_all(args, model, folder, vulkan, cpu)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def measure_all(args, model, folder: Path, vulkan, cpu) -> list[Measured]:
+    """Each placement of ``args.only`` on a worker of its own."""
+    from gui.cluster.llama.server_command import ServerOptions
+
     # lavapipe crashes in flash attention at this build (tests/e2e/gpu.py): -fa off for all three.
     # --cache-ram 0: llama-server otherwise saves a finished request's KV cache to RAM when the next
     # one arrives (GET_TENSOR of every cache tensor), which lands in the next request's counts.
@@ -489,20 +526,23 @@ async def run(args) -> tuple[object, list[Measured]]:
             print(f"measuring {label} …", file=sys.stderr, flush=True)
             results.append(await measure(label, plan, model, cpu.require_llama_server(), options, tap,
                                          args.tokens, args.reps))
+        except Exception:
+            print(f"the worker's last words:\n{log.read_text(errors='replace')[-2000:]}", file=sys.stderr)
+            raise
         finally:
             await tap.close()
             worker.terminate()
             worker.wait(timeout=30)
-    return model, results
+    return results
 
 
-def report(args, model, results: list[Measured]) -> None:
+def report(args, model, size: int, results: list[Measured]) -> None:
     """Print the setup, the tables and each placement's command line."""
     cpu_name = next((ln.split(":", 1)[1].strip() for ln in subprocess.run(
         ["lscpu"], check=False, capture_output=True, text=True).stdout.splitlines() if ln.startswith("Model name")), "?")
     print(f"\nqwen3moe Q4_K_M, {model.n_layer} blocks, n_embd {model.embedding_length}, "
           f"{model.expert_count} experts ({model.expert_used_count} used), vocab {model.vocab_size}; "
-          f"{model.path.stat().st_size / (1 << 20):.1f} MiB. Worker: ggml-rpc-server -d Vulkan0,CPU (lavapipe), "
+          f"{size / (1 << 20):.1f} MiB. Worker: ggml-rpc-server -d Vulkan0,CPU (lavapipe), "
           f"link: loopback + {args.delay_ms:g} ms each way. CPU: {cpu_name}, {os.cpu_count()} cores.")
     print(f"Per decode step (one token), {args.tokens} steps × {args.reps} runs:\n")
     print(table(results, args.rtt_ms))
