@@ -16,6 +16,13 @@ Bytes in are the hidden state (``n_embd`` f32); bytes out are the hidden state t
 the device holding the output layer, which returns the logits (``n_vocab`` f32) — on a slow link
 that is what makes the output layer's placement matter.
 
+**Experts in RAM** (:attr:`Plan.expert_homes`) add to the device holding the blocks, for each
+of its blocks whose experts live on the other device of its worker, the crossings between the two
+devices (:func:`expert_crossings`): those tensors go through the master, not across the worker
+(measured by ``bench/experts_traffic.py``, ``docs/llama-cpp.md`` "Per-token traffic"), each
+crossing costing two round trips and its bytes both ways. Over Wi-Fi that is the larger part of a
+token's time: ten round trips per block.
+
 **Prompt processing** (:func:`prompt_cost`) runs the prompt through the same chain in batches of
 ``n_ubatch`` tokens (llama.cpp's micro-batch, 512 by default): per micro-batch each device
 computes its slots for all of its tokens and, when remote, receives and returns the hidden
@@ -170,6 +177,40 @@ class StepCost:
         return 1.0 / self.total_s if self.total_s > 0 else float("inf")
 
 
+#: Tensors that cross between a block's device and its experts' home per token, for qwen3moe at
+#: the pinned build (``bench/experts_traffic.py``): into the experts' device the block's residual
+#: input (``ffn_inp``), the normed hidden state (``ffn_norm``), the router's chosen experts
+#: (``ffn_moe_topk``) and their weights; back the block's output (``l_out``, or the last block's
+#: ``norm``). Three are hidden states (``n_embd`` f32), two hold ``n_expert_used`` numbers.
+EXPERT_CROSSINGS_PER_BLOCK = 5
+EXPERT_HIDDEN_CROSSINGS = 3
+#: Round trips per crossing: the worker refuses the server-side COPY_TENSOR (neither a GPU's nor
+#: the CPU's buffer copies from the other kind), so llama.cpp fetches the tensor (GET_TENSOR) and
+#: sends it back (a one-way SET_TENSOR).
+ROUND_TRIPS_PER_CROSSING = 2
+
+
+def expert_crossings(model: ModelInfo, blocks: int, tokens: int = 1) -> tuple[int, int]:
+    """``(round trips, bytes each way)`` that ``blocks`` blocks with their experts on another
+    device of the same worker add to one pass of ``tokens`` tokens (a decode step: 1; a prompt
+    micro-batch: its tokens): the tensors cross through the master (constants above)."""
+    per_block = (EXPERT_HIDDEN_CROSSINGS * model.activation_bytes
+                 + (EXPERT_CROSSINGS_PER_BLOCK - EXPERT_HIDDEN_CROSSINGS) * model.expert_used_count * 4)
+    return blocks * EXPERT_CROSSINGS_PER_BLOCK * ROUND_TRIPS_PER_CROSSING, blocks * tokens * per_block
+
+
+def _expert_link_s(plan: Plan, model: ModelInfo, m: Measurements, tokens: int = 1) -> dict[int, tuple[float, float]]:
+    """``(round-trip seconds, transfer seconds)`` that each assignment holding blocks with their
+    experts elsewhere adds to a pass of ``tokens`` tokens, by assignment index."""
+    out: dict[int, tuple[float, float]] = {}
+    for h, _, blocks in plan.expert_moves():
+        link = m.link_of(plan.assignments[h].device)
+        trips, each_way = expert_crossings(model, len(blocks), tokens)
+        rtt, xfer = out.get(h, (0.0, 0.0))
+        out[h] = (rtt + trips * link.rtt_s, xfer + link.transfer_s(2 * each_way))
+    return out
+
+
 def hop_bytes(model: ModelInfo, holds_output: bool) -> int:
     """Bytes moved per token for one device hop: hidden state in, hidden state or logits out."""
     out = model.vocab_size * 4 if holds_output else model.activation_bytes
@@ -182,12 +223,6 @@ def segment_s(model: ModelInfo, speed: DeviceSpeed, link: LinkSpeed, first: int,
         return 0.0
     holds_output = first + count == model.n_layer + 1
     return sum(speed.slot_s[first:first + count]) + link.rtt_s + link.transfer_s(hop_bytes(model, holds_output))
-
-
-#: Round trips from the master that one block with its experts on another device of the same
-#: worker adds to a decode step: the scheduler hands the hidden state to the experts' device and
-#: back (``COPY_TENSOR`` within the worker, a request the master waits for).
-EXPERT_HOME_ROUND_TRIPS = 2
 
 
 def expert_share(model: ModelInfo) -> tuple[float, ...]:
@@ -208,12 +243,14 @@ def step_cost(plan: Plan, model: ModelInfo, m: Measurements) -> StepCost:
 
     A block whose experts live on another device of its worker (:attr:`Plan.expert_homes`) is
     timed in two parts: its experts' share (:func:`expert_share`) at the home's speed, the rest
-    at its own device's, plus :data:`EXPERT_HOME_ROUND_TRIPS` of the worker's link per block."""
+    at its own device's; the tensors that cross between them go through the master
+    (:func:`expert_crossings`: round trips and bytes on the worker's link)."""
     if plan.n_layer != model.n_layer:
         raise PlanError(f"the plan is for {plan.n_layer} blocks but the model has {model.n_layer}")
     host_speed = m.host_speed(plan.n_slots)
     _check_len(host_speed, plan.n_slots, "host")
     host = m.host_fixed_s + sum(host_speed.slot_s[:plan.host_layers])
+    experts = _expert_link_s(plan, model, m)
     comp, rtt, xfer = [], [], []
     for i, (dev, count) in enumerate(plan.assignments):
         if count == 0:
@@ -223,8 +260,9 @@ def step_cost(plan: Plan, model: ModelInfo, m: Measurements) -> StepCost:
         _check_len(speed, plan.n_slots, dev.label)
         slots = plan.slots_of(i)
         comp.append(sum(speed.slot_s[slots.start:slots.stop]))
-        rtt.append(link.rtt_s)
-        xfer.append(link.transfer_s(hop_bytes(model, model.n_layer in slots)))
+        extra_rtt, extra_xfer = experts.get(i, (0.0, 0.0))
+        rtt.append(link.rtt_s + extra_rtt)
+        xfer.append(link.transfer_s(hop_bytes(model, model.n_layer in slots)) + extra_xfer)
     if plan.expert_homes:
         share = expert_share(model)
         for h, k, blocks in plan.expert_moves():
@@ -233,7 +271,6 @@ def step_cost(plan: Plan, model: ModelInfo, m: Measurements) -> StepCost:
             here = m.speed_of(plan.assignments[h].device)
             comp[h] -= sum(here.slot_s[b] * share[b] for b in blocks)
             comp[k] += sum(there.slot_s[b] * share[b] for b in blocks)
-            rtt[k] += EXPERT_HOME_ROUND_TRIPS * len(blocks) * m.link_of(plan.assignments[k].device).rtt_s
     return StepCost(host, tuple(comp), tuple(rtt), tuple(xfer))
 
 
@@ -351,6 +388,7 @@ def prompt_cost(plan: Plan, model: ModelInfo, m: Measurements, n_prompt: int = D
         host_s = n_prompt * sum(host.prompt_slot_s[:plan.host_layers])
     stages = []
     for u in ubs:
+        experts = _expert_link_s(plan, model, m, u)
         row = []
         for i, (dev, count) in enumerate(plan.assignments):
             if count == 0:
@@ -358,7 +396,8 @@ def prompt_cost(plan: Plan, model: ModelInfo, m: Measurements, n_prompt: int = D
                 continue
             speed = m.speed_of(dev)
             _check_len(speed, plan.n_slots, dev.label)
-            row.append(prompt_segment_s(model, speed, m.link_of(dev), plan.slots_of(i).start, count, u))
+            row.append(prompt_segment_s(model, speed, m.link_of(dev), plan.slots_of(i).start, count, u)
+                       + sum(experts.get(i, (0.0, 0.0))))
         stages.append(tuple(row))
     return PromptCost(n_prompt, ubs, batches, host_s, tuple(stages), pipeline_parallel(plan))
 

@@ -57,9 +57,9 @@ from gui.cluster.planning.cost_model import (
     N_UBATCH,
     Measurements,
     PromptCost,
-    EXPERT_HOME_ROUND_TRIPS,
     StepCost,
     _micro_batches,
+    expert_crossings,
     expert_share,
     hop_bytes,
     prompt_cost,
@@ -196,8 +196,9 @@ def _experts_in_ram_matrix(sl: _Slots, gpu: tuple, cpu: tuple) -> tuple[np.ndarr
 
     The GPU holds its slots without their experts and spends the rest of each slot's time
     (:func:`expert_share`); the CPU holds its own slots and the GPU's experts, spends the
-    experts' share of each of those slots at its own speed, and each such block costs
-    :data:`EXPERT_HOME_ROUND_TRIPS` of the link. No pipeline: llama.cpp runs none with ``-ot``."""
+    experts' share of each of those slots at its own speed, and each such block costs the
+    round trips and bytes of the tensors that cross through the master (:func:`expert_crossings`).
+    No pipeline: llama.cpp runs none with ``-ot``."""
     n = sl.n
     share = np.asarray(expert_share(sl.model))
     g_slot, rtt, bps, g_free = gpu
@@ -210,7 +211,9 @@ def _experts_in_ram_matrix(sl: _Slots, gpu: tuple, cpu: tuple) -> tuple[np.ndarr
     c_need = np.where(sl.valid, c_need, sl.cb[True, False, False, False])  # an empty CPU still computes
     ex_time = np.concatenate([[0.0], np.cumsum(np.asarray(c_slot) * share)])
     blocks = np.clip(np.minimum(sl.t, sl.n_layer) - sl.s, 0, None)
-    x = ex_time[sl.t] - ex_time[sl.s] + EXPERT_HOME_ROUND_TRIPS * rtt * blocks    # [s, t]
+    trips, each_way = expert_crossings(sl.model, 1)
+    per_block = trips * rtt + (2 * each_way / bps if bps else 0.0)
+    x = ex_time[sl.t] - ex_time[sl.s] + per_block * blocks                         # [s, t]
     moved = sl.experts[sl.t] - sl.experts[sl.s]                                   # [s, t]
     # total[s, t, u]: the GPU takes s … t-1, the CPU t … u-1
     fits = (c_need[None, :, :] + moved[:, :, None]) <= c_free
