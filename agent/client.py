@@ -404,8 +404,10 @@ class ReadyWorker:
     may also be a function of the agent's status that returns them, or None for the worker's
     default) — waits until it is ready (a worker ready for another master is restarted by its
     agent, so that this master gets its own weight cache), and raises :class:`WorkerUnavailable` if it is busy, crashed or not ready
-    within ``timeout``. ``await stop()`` stops it again if, and only if, this started it. As an
-    async context manager it does both::
+    within ``timeout``. With ``fresh`` a worker that is already running is started again, a new
+    process (one that served another llama-server before may not survive the next; see
+    :class:`gui.cluster.launching.launcher.ClusterLauncher`). ``await stop()`` stops it again if,
+    and only if, this started it. As an async context manager it does both::
 
         async with ReadyWorker(client, threads=2) as worker:
             ...  # worker.status.rpc.state is READY
@@ -417,10 +419,11 @@ class ReadyWorker:
     """
 
     def __init__(self, client: "AgentClient", *, threads: int | None = None,
-                 devices=None, timeout: float = 30.0, poll_interval: float = 0.2) -> None:
+                 devices=None, timeout: float = 30.0, poll_interval: float = 0.2, fresh: bool = False) -> None:
         self.client = client
         self.threads = threads
         self.devices = devices
+        self.fresh = fresh
         self.timeout = timeout
         self.poll_interval = poll_interval
         self.started = False
@@ -439,6 +442,10 @@ class ReadyWorker:
         if rpc.state != P.WorkerState.READY or other_devices:
             await self.client.rpc_start(threads=self.threads, devices=devices)
             self.started = True
+        elif self.fresh:
+            # a new process in place of the running one, which stays someone else's to stop
+            await self.client.rpc_stop()
+            await self.client.rpc_start(threads=rpc.threads, devices=list(rpc.requested_devices))
         else:
             # Ready as asked; the agent still restarts it if it was started for another master
             # (each master's weight cache is its own folder), and only then is it ours to stop.

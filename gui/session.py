@@ -233,11 +233,17 @@ class ClusterSession(QObject):
         return self.bridge.submit(self._status(node_id), "node status", timeout=10)
 
     def set_worker(self, node_id: str, running: bool) -> Call:
-        """Start or stop a node's RPC worker."""
+        """Start or stop a node's RPC worker. A GPU node's worker starts with every device the
+        node offers (``-d Vulkan0,CPU``), as a launch over them would: the launch then uses it
+        as it is."""
         async def go():
             node = self.discovery.nodes[node_id]
             async with self.discovery.client(node) as c:
-                return await (c.rpc_start() if running else c.rpc_stop())
+                if not running:
+                    return await c.rpc_stop()
+                status = await c.status()
+                devices = [d.name for d in node_devices(node, status)] if status.offers_gpu else None
+                return await c.rpc_start(devices=devices)
         return self.bridge.submit(go(), "start worker" if running else "stop worker", timeout=30)
 
     def devices(self, node_ids: list[str]) -> Call:

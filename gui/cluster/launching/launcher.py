@@ -128,9 +128,15 @@ class ClusterLauncher:
             self.workers.append(handle)
             # (a worker that runs with other devices is restarted with the plan's: device
             # numbers in the plan are positions in its -d list)
+            # A worker whose CPU device is to hold another device's experts starts afresh: a
+            # Vulkan ggml-rpc-server that served whole layers before dies of heap corruption
+            # when the next llama-server puts experts there (seen at build 11434 on lavapipe).
+            homes = {h.experts for h in self.plan.expert_homes}
+            fresh = any(d.key in homes for d in self.plan.devices() if d.endpoint == node.rpc_endpoint)
             handle.worker = ReadyWorker(client, threads=self.request.threads, timeout=self.worker_timeout,
                                         devices=lambda st, ep=node.rpc_endpoint: worker_devices(self.plan, ep,
-                                                                                                st.offers_gpu))
+                                                                                                st.offers_gpu),
+                                        fresh=fresh)
             try:
                 status = await handle.worker.start()
             except WorkerUnavailable as exc:
