@@ -157,7 +157,8 @@ class SplitEditor(QWidget):
         self.table.horizontalHeaderItem(self.EXPERTS_COLUMN).setToolTip(self.tr(
             "A mixture-of-experts model: tick a GPU to keep its layers' experts in its PC's RAM. The GPU "
             "keeps attention and the shared tensors; a token reads only a few experts, so RAM serves "
-            "them well and the GPU's memory holds more layers."))
+            "them well and the GPU's memory holds more layers. The tensors between the two pass through "
+            "this computer: ten round trips to that PC per layer and token, so it suits a wired network."))
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)

@@ -168,11 +168,6 @@
         <translation>已有集群在运行；请先停止它</translation>
     </message>
     <message>
-        <location filename="../../gui/session.py" line="371" />
-        <source>%1: the RPC worker did not start (%2)</source>
-        <translation>%1：RPC 工作进程没有启动（%2）</translation>
-    </message>
-    <message>
         <location filename="../../gui/session.py" line="0" />
         <source>No cluster is running.</source>
         <translation>没有正在运行的集群。</translation>
@@ -207,18 +202,8 @@
     </message>
     <message>
         <location filename="../../gui/widgets/dashboard.py" line="79" />
-        <source>Tokens/s</source>
-        <translation>token/秒</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/dashboard.py" line="79" />
         <source>Link RTT (ms)</source>
         <translation>链路往返时延（毫秒）</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/dashboard.py" line="79" />
-        <source>Link throughput (MB/s)</source>
-        <translation>链路吞吐量（MB/秒）</translation>
     </message>
     <message>
         <location filename="../../gui/widgets/dashboard.py" line="89" />
@@ -249,11 +234,6 @@
         <location filename="../../gui/widgets/dashboard.py" line="217" />
         <source>ms</source>
         <translation>毫秒</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/dashboard.py" line="217" />
-        <source>MB/s</source>
-        <translation>MB/秒</translation>
     </message>
     <message>
         <source>Link throughput (%1)</source>
@@ -472,11 +452,6 @@
         <translation>已找到 %1 个节点。</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="270" />
-        <source>No herd agent answers at %1: %2</source>
-        <translation type="vanished">%1 上没有 herd 代理响应：%2</translation>
-    </message>
-    <message>
         <location filename="../../gui/app.py" line="278" />
         <source>Pairing with %1 failed: %2</source>
         <translation>与 %1 配对失败：%2</translation>
@@ -485,76 +460,6 @@
         <location filename="../../gui/app.py" line="315" />
         <source>Making the demo model…</source>
         <translation>正在生成演示模型…</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="325" />
-        <source>Measuring the nodes to find the fastest split…</source>
-        <translation>正在测量各节点以寻找最快的分层方案…</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="331" />
-        <source>Could not find the fastest split: %1</source>
-        <translation>无法找到最快的分层方案：%1</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="346" />
-        <location filename="../../gui/app.py" line="432" />
-        <source>Open a model first.</source>
-        <translation>请先打开一个模型。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="350" />
-        <source>The plan does not fit.</source>
-        <translation>该方案内存不足。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="354" />
-        <source>The llama.cpp engine is missing; run herd engine install.</source>
-        <translation>缺少 llama.cpp 引擎，请运行 herd engine install。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="360" />
-        <source>Not reachable or not paired: %1.</source>
-        <translation>无法连接或未配对：%1。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="389" />
-        <location filename="../../gui/app.py" line="418" />
-        <source>llama-herd: %1</source>
-        <translation>llama-herd：%1</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="412" />
-        <source>llama-server stopped: %1</source>
-        <translation>llama-server 已停止：%1</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="432" />
-        <location filename="../../gui/app.py" line="434" />
-        <location filename="../../gui/app.py" line="457" />
-        <source>Export cluster profile</source>
-        <translation>导出集群配置</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="435" />
-        <source>Cluster profiles (*.json)</source>
-        <translation>集群配置 (*.json)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="456" />
-        <source>Saved %1</source>
-        <translation>已保存 %1</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="464" />
-        <location filename="../../gui/app.py" line="484" />
-        <source>Import cluster profile</source>
-        <translation>导入集群配置</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="465" />
-        <source>Cluster profiles (*.json);;All files (*)</source>
-        <translation>集群配置 (*.json);;所有文件 (*)</translation>
     </message>
     <message>
         <location filename="../../gui/app.py" line="512" />
@@ -632,11 +537,6 @@
         <translation>自动重新使用</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>The cluster is recovering; the conversation continues once it serves again.</source>
-        <translation>集群正在恢复；恢复服务后可继续对话。</translation>
-    </message>
-    <message>
         <location filename="../../gui/app.py" line="338" />
         <source>Added %1.</source>
         <translation>已添加 %1。</translation>
@@ -650,36 +550,6 @@
         <location filename="../../gui/app.py" line="349" />
         <source>Paired with %1.</source>
         <translation>已与 %1 配对。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="426" />
-        <source>Fastest keeps all %1 layer slots on this computer: by the measurements, sending each token's activations to the nodes and back costs more time than their share of the work saves.</source>
-        <translation>“最快”把全部 %1 个层位留在本机：按测量结果，每个词元把激活值发到节点再取回所花的时间，比节点分担计算所省下的时间更多。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="430" />
-        <source>Fastest leaves %1 out: by the measurements, using it would make each token slower.</source>
-        <translation>“最快”未使用 %1：按测量结果，用上它会让每个词元更慢。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="435" />
-        <source>(%1 run on this computer too, so they add no computing power.)</source>
-        <translation>（%1 也运行在本机上，因此不会增加算力。）</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="446" />
-        <source>Stop the cluster first: measuring needs the nodes' workers free.</source>
-        <translation>请先停止集群：测量需要节点的工作进程空闲。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="640" />
-        <source>The profile uses %1, which this computer cannot reach or is not paired with. Start their herd-agent and pair with them, then import again.</source>
-        <translation>该配置使用了 %1，本机无法连接或尚未与其配对。请启动它们的 herd-agent 并完成配对，然后重新导入。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="516" />
-        <source>The cluster is running. To use the split shown, press Relaunch with this split on the Split tab, or Stop first.</source>
-        <translation>集群正在运行。要使用所示的分层，请在“分层”页按“用此分层重新启动”，或先停止。</translation>
     </message>
     <message>
         <location filename="../../gui/app.py" line="748" />
@@ -893,11 +763,6 @@
         <translation>请重新配对（由旧版本配对）</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="140" />
-        <source>Another computer claims to be this node but failed the identity check; it is never sent this node's token. %1</source>
-        <translation>另一台计算机冒充此节点，但未通过身份验证；此节点的令牌绝不会发给它。%1</translation>
-    </message>
-    <message>
         <location filename="../../gui/widgets/nodes_panel.py" line="90" />
         <source>Pair…</source>
         <translation>配对…</translation>
@@ -1059,16 +924,6 @@
         <location filename="../../gui/widgets/nodes_panel.py" line="291" />
         <source>Address of the node's herd-agent (host or host:port):</source>
         <translation>节点上 herd-agent 的地址（主机 或 主机:端口）：</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="296" />
-        <source>Pair with node</source>
-        <translation type="vanished">与节点配对</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/nodes_panel.py" line="297" />
-        <source>Enter the PIN the node shows (herd-agent pin):</source>
-        <translation type="vanished">输入节点显示的配对码（herd-agent pin）：</translation>
     </message>
 </context>
 <context>
@@ -1384,10 +1239,6 @@
         <translation>%1 需要 %2，同一台电脑上的其他设备另需 %3，但它只有 %4 可用：还差 %5。</translation>
     </message>
     <message>
-        <source>A mixture-of-experts model: tick a GPU to keep its layers' experts in its PC's RAM. The GPU keeps attention and the shared tensors; a token reads only a few experts, so RAM serves them well and the GPU's memory holds more layers.</source>
-        <translation>混合专家（MoE）模型：勾选某块 GPU，即把它所承担各层的专家权重放在该电脑的内存中。GPU 保留注意力和共享张量；每个词元只读取少数几个专家，内存足以胜任，GPU 显存便能容纳更多层。</translation>
-    </message>
-    <message>
         <source>Experts</source>
         <translation>专家</translation>
     </message>
@@ -1406,6 +1257,10 @@
     <message>
         <source>of layers %1</source>
         <translation>第 %1 层的专家</translation>
+    </message>
+    <message>
+        <source>A mixture-of-experts model: tick a GPU to keep its layers' experts in its PC's RAM. The GPU keeps attention and the shared tensors; a token reads only a few experts, so RAM serves them well and the GPU's memory holds more layers. The tensors between the two pass through this computer: ten round trips to that PC per layer and token, so it suits a wired network.</source>
+        <translation>混合专家（MoE）模型：勾选某块 GPU，即把它所承担各层的专家权重放在该电脑的内存中。GPU 保留注意力和共享张量；每个词元只读取少数几个专家，内存足以胜任，GPU 显存便能容纳更多层。两者之间的张量要经过本机中转：每层每个词元需与那台电脑往返十次，因此更适合有线网络。</translation>
     </message>
 </context>
 <context>
@@ -1451,19 +1306,9 @@
         <translation>{url}：配对应答无法证明来自显示该 PIN 的节点；未配对（可能有人在篡改网络）</translation>
     </message>
     <message>
-        <location filename="../../agent/client.py" line="151" />
-        <source>{url}: not paired / wrong token (no token; pair first)</source>
-        <translation>{url}：未配对或令牌错误（没有令牌，请先配对）</translation>
-    </message>
-    <message>
         <location filename="../../agent/client.py" line="160" />
         <source>cannot reach agent at {url}: {why} ({kind})</source>
         <translation>无法连接 {url} 上的代理：{why}（{kind}）</translation>
-    </message>
-    <message>
-        <location filename="../../agent/client.py" line="182" />
-        <source>{url}: not paired / wrong token</source>
-        <translation>{url}：未配对或令牌错误</translation>
     </message>
     <message>
         <location filename="../../agent/client.py" line="216" />
@@ -1474,16 +1319,6 @@
         <location filename="../../agent/client.py" line="237" />
         <source>no echo from {address} ({count} probes, {timeout} s each)</source>
         <translation>{address} 没有回显（发送 {count} 次探测，每次等待 {timeout} 秒）</translation>
-    </message>
-    <message>
-        <location filename="../../agent/client.py" line="187" />
-        <source>{url}: wrong PIN (HTTP 403); enter the PIN the node shows now, a new one after each pairing</source>
-        <translation>{url}：PIN 错误（HTTP 403）；请输入该节点当前显示的 PIN，每次配对后都会换新的</translation>
-    </message>
-    <message>
-        <location filename="../../agent/client.py" line="190" />
-        <source>{url}: too many wrong PINs (HTTP 429); pairing is locked for {seconds} s</source>
-        <translation>{url}：PIN 错误次数过多（HTTP 429）；配对已锁定 {seconds} 秒</translation>
     </message>
     <message>
         <source>wrong PIN; enter the PIN the node shows now (herd-agent pin on that computer), a new one after each pairing</source>
@@ -1736,11 +1571,6 @@
         <location filename="../../gui/cluster/launching/launcher.py" line="1" />
         <source>llama-server crashed ({signal}) while {step}; it last printed: {lines}</source>
         <translation>llama-server 在{step}时崩溃（{signal}）；它最后输出的是：{lines}</translation>
-    </message>
-    <message>
-        <location filename="../../gui/cluster/launching/launcher.py" line="1" />
-        <source>llama-server crashed ({signal}) while {step} with host weights repacked for this CPU ({buffers}); it was started again with --no-repack, which serves but computes the host's layers more slowly</source>
-        <translation>llama-server 在{step}时崩溃（{signal}），当时主机的权重已为这颗 CPU 重排（{buffers}）；已加上 --no-repack 重新启动：可以提供服务，但主机上的层算得更慢</translation>
     </message>
     <message>
         <location filename="../../gui/cluster/launching/launcher.py" line="118" />
@@ -2809,10 +2639,6 @@
     <message>
         <source>Cluster profiles (*.json);;All files (*)</source>
         <translation>集群配置 (*.json);;所有文件 (*)</translation>
-    </message>
-    <message>
-        <source>The profile uses %1, which this computer cannot reach or is not paired with. Start their herd-agent and pair with them, then import again.</source>
-        <translation>该配置使用了 %1，本机无法连接或尚未与其配对。请启动它们的 herd-agent 并完成配对，然后重新导入。</translation>
     </message>
     <message>
         <source>Reading %1…</source>
