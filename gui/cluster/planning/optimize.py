@@ -116,8 +116,10 @@ class _Slots:
         kv = [model.kv_bytes_per_layer(ctx, s) if s < model.n_layer else 0 for s in range(n)]
         self.kv = np.concatenate([[0], np.cumsum(kv, dtype=np.int64)])
         self.n_layer = model.n_layer
-        # Compute margins by (holds blocks, holds output, pipeline, first device), exactly as
-        # estimate() sizes them; the host's by (holds blocks, holds output).
+        # Compute margins by (holds blocks, holds output, pipeline, first device), as estimate()
+        # sizes them; the host's by (holds blocks, holds output). A sliding-window model's
+        # device is given every kind of attention mask here, estimate() only those its blocks
+        # read: never more, so a plan found here fits there too.
         self.cb = {(b, o, p, f): compute_buffer_bytes(model, ctx, b, o, n_ubatch, p, first=f)
                    for b in (False, True) for o in (False, True) for p in (False, True) for f in (False, True)}
         self.host_cb = {(b, o): compute_buffer_bytes(model, ctx, b, o, n_ubatch, not b, host=True)
