@@ -124,6 +124,8 @@ class _Slots:
                    for b in (False, True) for o in (False, True) for p in (False, True) for f in (False, True)}
         self.host_cb = {(b, o): compute_buffer_bytes(model, ctx, b, o, n_ubatch, not b, host=True)
                         for b in (False, True) for o in (False, True)}
+        # the host beside one device that holds every slot: no pipeline
+        self.host_cb_alone = compute_buffer_bytes(model, ctx, False, False, n_ubatch, False, host=True)
         self.hop_mid = hop_bytes(model, False)
         self.hop_out = hop_bytes(model, True)
         idx = np.arange(n + 1)
@@ -334,6 +336,7 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
         host_cost[0] = 0.0  # (∞ × 0: a host that keeps nothing costs nothing)
     else:
         host_cost = measurements.host_fixed_s + np.concatenate([[0.0], np.cumsum(host.slot_s)])
+    alone_host_cost = float(host_cost[0])  # before the memory check: the host's margin differs there
     if host_free_bytes is not None:
         h = np.arange(n + 1)
         need = model.input_bytes + sl.weights + sl.kv + sl.host_margin(h)
@@ -350,8 +353,10 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
     # 3. The host keeps none and one device is all llama-server sees: no pipeline.
     alone = [g for g in plain if len(g.devices) == 1] if not gpus else \
         ([gpu_plain] if len(gpus) == 1 else [])
+    if host_free_bytes is not None and model.input_bytes + sl.host_cb_alone > host_free_bytes:
+        alone_host_cost = INF
     for g in alone:
-        total = host_cost[0] + g.matrix[0, n]
+        total = alone_host_cost + g.matrix[0, n]
         if total < best.total:
             best.total = float(total)
             best.build = (lambda g=g: (0, {g.devices[0].key: n}, [g.devices[0].endpoint]))

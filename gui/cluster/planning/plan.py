@@ -614,6 +614,9 @@ _HIDDEN_COPIES = {("device", False): 2, ("first", False): 4, ("device", True): 7
 #: Hidden-state-sized tensors live during a block's attention on a device without a pipeline:
 #: the residual, the normed input, Q, the attention output and its projection.
 _ATTENTION_COPIES = 5
+#: What else a compute buffer holds: the small inputs (token ids, positions, output ids; copied
+#: per pipeline stage) and each tensor's alignment in ggml-alloc.c. Measured at up to 0.11 MiB.
+_SLACK_BYTES = 64 << 10
 
 
 def _mask_bytes(model: ModelInfo, shape: CacheShape, ub: int, slots: Iterable[int] | None) -> tuple[int, int]:
@@ -632,17 +635,22 @@ def _mask_bytes(model: ModelInfo, shape: CacheShape, ub: int, slots: Iterable[in
 
 def _ffn_bytes(model: ModelInfo, ub: int) -> tuple[int, int]:
     """The feed-forward intermediates of one block (llama-graph.cpp ``build_ffn`` /
-    ``build_moe_ffn``) and the largest one of them: a dense block's gate, up and their product,
-    ``ub × n_ff`` f32 each; a mixture of experts' the same per routed expert,
-    ``[n_ff_exp, n_expert_used, ub]`` f32, plus the experts' outputs ``[n_embd, n_expert_used,
-    ub]`` beyond the one hidden state they replace, and the router's logits and probabilities
-    ``[n_expert, ub]``."""
+    ``build_moe_ffn``) and the largest one of them.
+
+    A dense block: gate, up and their product, ``ub × n_ff`` f32 each. A mixture of experts:
+    the same per routed expert, ``[n_ff_exp, n_expert_used, ub]`` f32 (``E``); the experts'
+    outputs ``[n_embd, n_expert_used, ub]`` beyond the one hidden state they replace; the
+    router's logits and probabilities ``[n_expert, ub]``. When the experts' outputs do not fit
+    in the place gate and up leave (they are at least ``2E``), ggml-alloc puts them above it,
+    which leaves one more ``E`` unused below: measured on build 11434 with 2-8 routed experts
+    of width 256-768 and widths 256-1024 (``bench/models``)."""
     if model.expert_count and model.expert_used_count:
         exp_ff = model.expert_feed_forward_length or model.feed_forward_length
         one = ub * exp_ff * model.expert_used_count * 4
-        outputs = (model.expert_used_count - 1) * ub * model.embedding_length * 4
+        outputs = model.expert_used_count * ub * model.embedding_length * 4
         router = 2 * ub * model.expert_count * 4
-        return 3 * one + outputs + router, one
+        gap = one if outputs >= 2 * one else 0
+        return 3 * one + gap + outputs - ub * model.embedding_length * 4 + router, one
     one = ub * model.feed_forward_length * 4
     return 3 * one, one
 
@@ -663,12 +671,14 @@ def compute_buffer_bytes(model: ModelInfo, ctx: int | CacheShape, holds_blocks: 
       for the buffer's place (``first``: the device that holds block 0);
     * with blocks, the feed-forward intermediates (:func:`_ffn_bytes`);
     * on the host, llama-server's output buffer: the logits of ``n_outputs`` tokens (``n_vocab``
-      f32 each; ``llama_context: CPU output buffer size``), wherever the output layer runs.
+      f32 each; ``llama_context: CPU output buffer size``), wherever the output layer runs;
+    * :data:`_SLACK_BYTES` for the small inputs and alignment.
 
     Without a pipeline a device's buffer is the larger of two moments: a block's attention (all
     its masks and :data:`_ATTENTION_COPIES` hidden states) and its feed-forward. The global mask
     of a sliding-window model is freed after the device's last global block (ggml-alloc frees a
-    tensor after its last use), and the feed-forward of the windowed blocks after it takes its
+    tensor after its last use); when the device's first block is a global one, that mask lies
+    at the bottom of the buffer and the feed-forward of the windowed blocks after it takes its
     place when its tensors fit there (ggml-alloc.c, best fit).
 
     ``holds_output`` is accepted for the callers' symmetry: the output layer's logits, ``n_vocab
@@ -680,26 +690,28 @@ def compute_buffer_bytes(model: ModelInfo, ctx: int | CacheShape, holds_blocks: 
     ub = min(n_ubatch, shape.ctx)
     copies = PIPELINE_COPIES if pipeline else 1
     hidden = ub * model.embedding_length * 4
-    window_mask, global_mask = _mask_bytes(model, shape, ub, None if host else slots)
+    # the host builds every mask (graph inputs); a device copies in those its blocks read
+    window_mask, global_mask = (_mask_bytes(model, shape, ub, None if host else slots)
+                                if host or holds_blocks else (0, 0))
     masks = window_mask + global_mask
     ffn, ffn_one = _ffn_bytes(model, ub) if holds_blocks else (0, 0)
     if host:
         place = "host" if holds_blocks else "host-no-blocks"
         logits = n_outputs * model.vocab_size * 4
-        return copies * masks + _HIDDEN_COPIES[place, pipeline] * hidden + ffn + logits
+        return copies * masks + _HIDDEN_COPIES[place, pipeline] * hidden + ffn + logits + _SLACK_BYTES
     place = "first" if first else "device"
     if pipeline:
-        return copies * masks + _HIDDEN_COPIES[place, True] * hidden + ffn
-    # the global mask's place is reused by the feed-forward of the windowed blocks after the
-    # device's last global one, when its tensors fit in it (not on the device that also holds
-    # the token embeddings' rows: there it stays)
+        return copies * masks + _HIDDEN_COPIES[place, True] * hidden + ffn + _SLACK_BYTES
+    # a global mask copied in for the device's first block lies at the bottom of its buffer;
+    # once the last global block is done, the windowed blocks after it put their feed-forward
+    # there when its tensors fit
     blocks = [s for s in (slots or ()) if s < model.n_layer]
-    freed = (not first and window_mask and global_mask >= ffn_one and blocks
-             and model.is_windowed(blocks[-1]))
+    freed = (window_mask and global_mask >= ffn_one and blocks
+             and not model.is_windowed(blocks[0]) and model.is_windowed(blocks[-1]))
     kept = window_mask if freed else masks
     feed_forward = kept + _HIDDEN_COPIES[place, False] * hidden + ffn
-    attention = masks + _ATTENTION_COPIES * hidden
-    return max(feed_forward, attention)
+    attention = masks + _ATTENTION_COPIES * hidden if holds_blocks else 0
+    return max(feed_forward, attention) + _SLACK_BYTES
 
 
 def pipeline_parallel(plan: Plan) -> bool:
