@@ -435,7 +435,9 @@ def test_real_llama_server_places_layers_where_the_plan_says(engine, demo_model,
                for kind in ("model", "KV", "compute")}
         assert mib["model"] == pytest.approx(fit.weights_bytes / (1 << 20), abs=0.01)
         assert mib["KV"] == pytest.approx(fit.kv_bytes / (1 << 20), abs=0.01)
-        assert mib["compute"] <= fit.compute_bytes / (1 << 20) <= 1.5 * mib["compute"] + 1
+        # never under by more than 5 % (a launch would run out of memory), over by at most 10 %
+        assert 0.95 * mib["compute"] <= fit.compute_bytes / (1 << 20) <= 1.10 * mib["compute"], \
+            (fit.compute_bytes / (1 << 20), mib["compute"])
 
 
 def _write_tied_model(path, layers: int = 4, e: int = 128, f: int = 352, v: int = 2048):
