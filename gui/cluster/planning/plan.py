@@ -681,8 +681,9 @@ def compute_buffer_bytes(model: ModelInfo, ctx: int | CacheShape, holds_blocks: 
     at the bottom of the buffer and the feed-forward of the windowed blocks after it takes its
     place when its tensors fit there (ggml-alloc.c, best fit).
 
-    ``holds_output`` is accepted for the callers' symmetry: the output layer's logits, ``n_vocab
-    × n_outputs`` f32 (``n_outputs`` = llama-server's ``-np``), fit in what the last block freed.
+    With ``holds_output`` the buffer is at least the output layer's logits, ``n_vocab ×
+    n_outputs`` f32 (``n_outputs`` = llama-server's ``-np``): on a device with blocks they fit
+    in what the last block freed, on one that holds only the output layer they are its peak.
     Checked against the real server over the model matrix of ``bench/models`` and the real
     models the tests run (``tests/cluster/models/test_model_matrix.py``).
     """
@@ -700,8 +701,12 @@ def compute_buffer_bytes(model: ModelInfo, ctx: int | CacheShape, holds_blocks: 
         logits = n_outputs * model.vocab_size * 4
         return copies * masks + _HIDDEN_COPIES[place, pipeline] * hidden + ffn + logits + _SLACK_BYTES
     place = "first" if first else "device"
+    # the output layer's logits, n_vocab × n_outputs f32, on a device that holds little else
+    logits = n_outputs * model.vocab_size * 4 if holds_output else 0
+    if not holds_blocks:  # the output layer alone: its input is the n_outputs rows kept
+        return logits + copies * n_outputs * model.embedding_length * 4 + _SLACK_BYTES
     if pipeline:
-        return copies * masks + _HIDDEN_COPIES[place, True] * hidden + ffn + _SLACK_BYTES
+        return max(copies * masks + _HIDDEN_COPIES[place, True] * hidden + ffn, logits) + _SLACK_BYTES
     # a global mask copied in for the device's first block lies at the bottom of its buffer;
     # once the last global block is done, the windowed blocks after it put their feed-forward
     # there when its tensors fit
@@ -711,7 +716,7 @@ def compute_buffer_bytes(model: ModelInfo, ctx: int | CacheShape, holds_blocks: 
     kept = window_mask if freed else masks
     feed_forward = kept + _HIDDEN_COPIES[place, False] * hidden + ffn
     attention = masks + _ATTENTION_COPIES * hidden if holds_blocks else 0
-    return max(feed_forward, attention) + _SLACK_BYTES
+    return max(feed_forward, attention, logits) + _SLACK_BYTES
 
 
 def pipeline_parallel(plan: Plan) -> bool:
@@ -753,7 +758,7 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int | CacheShape, host_free_byte
             weights_bytes=model.block_bytes(slots.start, count),
             kv_bytes=model.kv_bytes(shape, slots),
             compute_bytes=compute_buffer_bytes(model, shape, slots.start < model.n_layer, model.n_layer in slots,
-                                               n_ubatch, pipeline, first=slots.start == 0,
+                                               n_ubatch, pipeline, shape.sequences, first=slots.start == 0,
                                                slots=slots) if count else 0,
             free_bytes=dev.free_bytes))
     host = plan.host_slots()
