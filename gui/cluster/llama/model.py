@@ -148,6 +148,8 @@ class ModelInfo:
         swa_layers: for each block, True when it is windowed (empty: none is).
         expert_count: experts per block of a mixture-of-experts model (0: a dense model).
         expert_used_count: experts each token is routed to.
+        expert_feed_forward_length: the feed-forward width of one expert
+            (``{arch}.expert_feed_forward_length``; 0 when the file does not say).
         expert_slot_bytes: bytes of each slot that are expert matrices (``*_exps``), as many
             entries as ``slot_bytes`` (empty for a dense model).
         attention_sinks: the blocks carry attention sinks (``blk.N.attn_sinks``, one learned
@@ -181,6 +183,7 @@ class ModelInfo:
     swa_layers: tuple[bool, ...] = ()
     expert_count: int = 0
     expert_used_count: int = 0
+    expert_feed_forward_length: int = 0
     expert_slot_bytes: tuple[int, ...] = ()
     attention_sinks: bool = False
 
@@ -302,6 +305,7 @@ class ModelInfo:
             "swa_layers": list(self.swa_layers),
             "expert_count": self.expert_count,
             "expert_used_count": self.expert_used_count,
+            "expert_feed_forward_length": self.expert_feed_forward_length,
             "expert_slot_bytes": list(self.expert_slot_bytes),
             "attention_sinks": self.attention_sinks,
         }
@@ -462,6 +466,7 @@ def _inspect(path: str | os.PathLike) -> ModelInfo:
     name = _field_value(reader, "general.name")
     n_expert = _int_or_list(key("expert_count"), f"{arch}.expert_count", path)
     n_used = _int_or_list(key("expert_used_count"), f"{arch}.expert_used_count", path)
+    expert_ff = _int_or_list(key("expert_feed_forward_length"), f"{arch}.expert_feed_forward_length", path)
     window, swa_layers = _sliding_window(arch, n_layer, key("attention.sliding_window"),
                                          key("attention.sliding_window_pattern"))
 
@@ -551,6 +556,7 @@ def _inspect(path: str | os.PathLike) -> ModelInfo:
         swa_layers=swa_layers,
         expert_count=n_expert if isinstance(n_expert, int) else 0,
         expert_used_count=n_used if isinstance(n_used, int) else 0,
+        expert_feed_forward_length=expert_ff if isinstance(expert_ff, int) else 0,
         expert_slot_bytes=tuple(expert_slots) if any(expert_slots) else (),
         attention_sinks=sinks,
     )

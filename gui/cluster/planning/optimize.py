@@ -121,15 +121,21 @@ class _Slots:
         self.weights = np.concatenate([[0], np.cumsum(model.slot_bytes, dtype=np.int64)])
         experts = list(model.expert_slot_bytes or ()) + [0] * (n - len(model.expert_slot_bytes or ()))
         self.experts = np.concatenate([[0], np.cumsum(experts[:n], dtype=np.int64)])
+        #: one micro-batch's hidden state: a split input the scheduler keeps per crossing
+        self.hidden = min(n_ubatch, ctx) * model.embedding_length * 4
         kv = [model.kv_bytes_per_layer(ctx, s) if s < model.n_layer else 0 for s in range(n)]
         self.kv = np.concatenate([[0], np.cumsum(kv, dtype=np.int64)])
         self.n_layer = model.n_layer
-        # Compute margins by (holds blocks, holds output, pipeline, first device), exactly as
-        # estimate() sizes them; the host's by (holds blocks, holds output).
+        # Compute margins by (holds blocks, holds output, pipeline, first device), as estimate()
+        # sizes them; the host's by (holds blocks, holds output). A sliding-window model's
+        # device is given every kind of attention mask here, estimate() only those its blocks
+        # read: never more, so a plan found here fits there too.
         self.cb = {(b, o, p, f): compute_buffer_bytes(model, ctx, b, o, n_ubatch, p, first=f)
                    for b in (False, True) for o in (False, True) for p in (False, True) for f in (False, True)}
         self.host_cb = {(b, o): compute_buffer_bytes(model, ctx, b, o, n_ubatch, not b, host=True)
                         for b in (False, True) for o in (False, True)}
+        # the host beside one device that holds every slot: no pipeline
+        self.host_cb_alone = compute_buffer_bytes(model, ctx, False, False, n_ubatch, False, host=True)
         self.hop_mid = hop_bytes(model, False)
         self.hop_out = hop_bytes(model, True)
         idx = np.arange(n + 1)
@@ -156,11 +162,13 @@ class _Slots:
 
 
 def _device_matrix(sl: _Slots, slot_s: Sequence[float], rtt: float, bps: float | None, free: int,
-                   pipeline: bool, ubatches: Sequence[int] = (), weights: np.ndarray | None = None) -> np.ndarray:
+                   pipeline: bool, ubatches: Sequence[int] = (), weights: np.ndarray | None = None,
+                   extra_need: np.ndarray | int = 0) -> np.ndarray:
     """``C[s][t]``: seconds the device adds for slots ``s … t-1`` (∞ if it does not fit): to a
     decode step, or — with ``ubatches`` (tokens per micro-batch) and ``slot_s`` the prompt
     seconds per token — to the whole prompt. ``weights``: prefix sums of the bytes it holds
-    per slot, when not every byte of a slot (a GPU whose experts live elsewhere)."""
+    per slot, when not every byte of a slot (a GPU whose experts live elsewhere); ``extra_need``:
+    more memory per cell (its compute buffer's inputs from an expert home)."""
     weights = sl.weights if weights is None else weights
     n = sl.n
     if len(slot_s) != n:
@@ -175,7 +183,8 @@ def _device_matrix(sl: _Slots, slot_s: Sequence[float], rtt: float, bps: float |
     else:
         xfer = np.where(holds_out, sl.hop_out, sl.hop_mid) / bps if bps else 0.0
         cost = p[sl.t] - p[sl.s] + rtt + xfer
-    need = (weights[sl.t] - weights[sl.s]) + (sl.kv[sl.t] - sl.kv[sl.s]) + sl.margin(sl.s < sl.n_layer, holds_out, pipeline)
+    need = (weights[sl.t] - weights[sl.s]) + (sl.kv[sl.t] - sl.kv[sl.s]) \
+        + sl.margin(sl.s < sl.n_layer, holds_out, pipeline) + extra_need
     c = np.where(sl.valid & (need <= free), cost, INF)
     np.fill_diagonal(c, 0.0)  # an empty device costs nothing and needs nothing
     return c
@@ -203,20 +212,22 @@ def _experts_in_ram_matrix(sl: _Slots, gpu: tuple, cpu: tuple) -> tuple[np.ndarr
     share = np.asarray(expert_share(sl.model))
     g_slot, rtt, bps, g_free = gpu
     c_slot, _, _, c_free = cpu
+    blocks = np.clip(np.minimum(sl.t, sl.n_layer) - sl.s, 0, None)                # [s, t]
+    # compute-buffer inputs of the splits, as estimate() counts them (plan._move_experts)
     g = _device_matrix(sl, np.asarray(g_slot) * (1.0 - share), rtt, bps, g_free, False,
-                       weights=sl.weights - sl.experts)
+                       weights=sl.weights - sl.experts, extra_need=blocks * sl.hidden)
     c = _device_matrix(sl, c_slot, rtt, bps, np.iinfo(np.int64).max, False)  # its fit is checked below
     c_need = (sl.weights[sl.t] - sl.weights[sl.s]) + (sl.kv[sl.t] - sl.kv[sl.s]) \
         + sl.margin(sl.s < sl.n_layer, sl.t == n, False)
     c_need = np.where(sl.valid, c_need, sl.cb[True, False, False, False])  # an empty CPU still computes
+    home_inputs = np.where(sl.valid, 1, 0)[None, :, :] * (blocks * sl.hidden * 5 // 4)[:, :, None]  # [s, t, u]
     ex_time = np.concatenate([[0.0], np.cumsum(np.asarray(c_slot) * share)])
-    blocks = np.clip(np.minimum(sl.t, sl.n_layer) - sl.s, 0, None)
     trips, each_way = expert_crossings(sl.model, 1)
     per_block = trips * rtt + (2 * each_way / bps if bps else 0.0)
     x = ex_time[sl.t] - ex_time[sl.s] + per_block * blocks                         # [s, t]
     moved = sl.experts[sl.t] - sl.experts[sl.s]                                   # [s, t]
     # total[s, t, u]: the GPU takes s … t-1, the CPU t … u-1
-    fits = (c_need[None, :, :] + moved[:, :, None]) <= c_free
+    fits = (c_need[None, :, :] + moved[:, :, None] + home_inputs) <= c_free
     total = np.where(fits, g[:, :, None] + x[:, :, None] + c[None, :, :], INF)
     order = (sl.s[:, :, None] <= sl.t[:, :, None]) & (np.arange(n + 1)[None, :, None] <= np.arange(n + 1)[None, None, :])
     total = np.where(order & (moved[:, :, None] > 0), total, INF)  # no experts moved: the plain case
@@ -415,6 +426,7 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
         host_cost[0] = 0.0  # (∞ × 0: a host that keeps nothing costs nothing)
     else:
         host_cost = measurements.host_fixed_s + np.concatenate([[0.0], np.cumsum(host.slot_s)])
+    alone_host_cost = float(host_cost[0])  # before the memory check: the host's margin differs there
     if host_free_bytes is not None:
         h = np.arange(n + 1)
         need = model.input_bytes + sl.weights + sl.kv + sl.host_margin(h)
@@ -431,8 +443,10 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
     # 3. The host keeps none and one device is all llama-server sees: no pipeline.
     alone = [g for g in plain if len(g.devices) == 1] if not gpus else \
         ([gpu_plain] if len(gpus) == 1 else [])
+    if host_free_bytes is not None and model.input_bytes + sl.host_cb_alone > host_free_bytes:
+        alone_host_cost = INF
     for g in alone:
-        total = host_cost[0] + g.matrix[0, n]
+        total = alone_host_cost + g.matrix[0, n]
         if total < best.total:
             best.total = float(total)
             best.build = (lambda g=g: (0, {g.devices[0].key: n}, [g.devices[0].endpoint], []))

@@ -6,8 +6,7 @@ gpt-oss), real vocabularies — with the host keeping layers
 and with the workers holding them all: the placement check passes on whatever CPU this runs
 (repacked host buffers included), a reply in words comes back, and the memory estimate matches
 what llama-server reports per device: weights and KV cache to the printed digit, the compute
-buffer at or above the reported size by at most half of it plus 1 MiB (gpt-oss's is not modelled
-yet: recorded by ``bench/models``, not asserted).
+buffer within -5 % / +10 % of the reported size (a mixture of experts' within -5 % / +20 %).
 """
 
 from __future__ import annotations
@@ -21,6 +20,19 @@ from gui.cluster.llama.placement_log import HOST_LOADED, HOST_MAPPED
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 MiB = 1 << 20
+#: How far the compute-buffer estimate may be from llama-server's report: never under by more
+#: than 5 % (a launch would run out of memory), over by at most 10 %. A mixture of experts'
+#: last device is over by up to 11 % (qwen3moe) and 17 % (gpt-oss) at the matrix's size
+#: (ggml-alloc packs its smaller peak tighter than the estimate's sum of what is live), so MoE
+#: models get 20 %: the safe side, not yet the target.
+UNDER, OVER, OVER_MOE = 0.05, 0.10, 0.20
+
+
+def assert_compute_close(memory: dict, over: float = OVER) -> None:
+    """Each device's compute-buffer estimate is within ``-UNDER`` / ``+over`` of the report."""
+    for where, mem in memory.items():
+        est, got = mem["compute"]
+        assert (1 - UNDER) * got <= est <= (1 + over) * got, (where, "compute", est / MiB, got / MiB)
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +71,7 @@ async def test_model_is_placed_as_planned_serves_and_fits_its_estimate(engine, p
         assert -ROUNDING_BYTES <= got - est <= ROUNDING_BYTES + 64 * PAD_PER_TENSOR, (where, est, got)
         est, got = mem["kv"]
         assert abs(got - est) <= ROUNDING_BYTES, (where, "kv", est, got)
-    if m is GPT_OSS_MODEL:
-        # The compute model is the dense one: it takes the file's feed-forward width, which
-        # gpt-oss's files give as one expert's, while llama.cpp's buffers follow the 4 experts
-        # a token reads. It falls 3 to 9 MiB short here; bench/models/README.md records it.
-        return
-    for where, mem in r.memory.items():
-        est, got = mem["compute"]
-        assert got <= est <= 1.5 * got + MiB, (where, "compute", est / MiB, got / MiB)
+    assert_compute_close(r.memory, OVER_MOE if m.shape.is_moe else OVER)
 
 
 @pytest.mark.parametrize("ctx", [4096, 32768])
@@ -101,6 +106,8 @@ async def test_a_sliding_window_model_gets_the_kv_cache_llama_server_allocates(e
     per_cell = info.kv_bytes_per_layer(ctx) // ctx
     windowed = info.n_layer - len(global_blocks)
     assert abs(full - per_cell * (ctx * len(global_blocks) + 1024 * windowed)) <= 2 * ROUNDING_BYTES * len(r.memory)
+    # the compute buffers: each device's masks are the ones its blocks read
+    assert_compute_close(r.memory, OVER_MOE if m.shape.is_moe else OVER)
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +134,27 @@ async def test_the_real_gemma3_270m_split_three_ways_gets_the_kv_cache_it_is_giv
         assert abs(got - est) <= 2 * ROUNDING_BYTES, (where, "kv", est / MiB, got / MiB)
     total = sum(mem["kv"][1] for mem in r.memory.values())
     assert abs(total - info.kv_bytes(ctx, range(info.n_slots))) <= 2 * ROUNDING_BYTES * len(r.memory)
+
+
+@pytest.mark.parametrize("ctx", [4096, 32768])
+@pytest.mark.parametrize("layout", ["host+2 workers", "workers only"])
+@pytest.mark.parametrize("name", ["smollm2", "gemma3_270m"])
+async def test_real_models_get_the_compute_buffers_llama_server_reserves(engine, procs, request, name, layout, ctx):
+    """Real weights — SmolLM2 135M (llama, 30 blocks) and Gemma 3 270M (sliding window, 262k
+    vocabulary) — split over the host and two workers or over the workers alone: each device's
+    compute buffer is estimated within -5 % / +10 % of what llama-server reserves (a pipeline
+    when the workers hold everything, with four copies of each device's inputs)."""
+    from gui.cluster.llama.model import inspect_model
+
+    path = request.getfixturevalue(name)
+    n_slots = inspect_model(path).n_slots
+    host = n_slots // 4 if layout == "host+2 workers" else 0
+    counts = ((n_slots - host) // 2, n_slots - host - (n_slots - host) // 2)
+    workers = start_rpc_workers(engine, procs, 2)
+    r = await serve_case(engine, path, workers, host, counts, ctx=ctx, max_tokens=4,
+                         prompt="What is the capital of France?")
+    assert r.check.ok, r.check.problems
+    assert_compute_close(r.memory)
 
 
 @pytest.mark.parametrize("server_args", [(), ("-np", "1"), ("-np", "2"), ("-np", "2", "-kvu"), ("--swa-full",),
@@ -156,3 +184,7 @@ async def test_server_arguments_that_size_the_cache_are_honoured(engine, gemma3_
     assert (host.kv_bytes != default_kv) == bool(server_args), "each of these arguments changes the cache"
     logits = next(mib for name, mib in reported.compute.items() if name.endswith("output"))
     assert abs(round(logits * MiB) - options.cache_shape().sequences * info.vocab_size * 4) <= ROUNDING_BYTES
+    # the compute buffer follows them too (masks per cache stream, the micro-batch)
+    got_compute = sum(round(mib * MiB) for mib in reported.compute.values())
+    assert (1 - UNDER) * got_compute <= host.compute_bytes <= (1 + OVER) * got_compute, \
+        (server_args, host.compute_bytes / MiB, got_compute / MiB)
