@@ -9,7 +9,7 @@ plus an empty ``unified`` v2 mount) counts as v1, since that is where the cpu co
 
 from __future__ import annotations
 
-import contextlib
+import time
 from pathlib import Path
 
 # The kernel's smallest quota (1 ms) in a period as short as the share allows: quota left unused
@@ -104,9 +104,19 @@ class CpuQuota:
             raise CpuQuotaError(f"cannot enable the cpu controller in {control}: {e} (a cgroup that holds "
                                 "processes itself cannot hand controllers to children, e.g. in a container)") from e
 
-    def close(self) -> None:
-        """Remove the cgroups (their processes must have exited; the ones still busy are left)."""
+    def close(self, wait_s: float = 10.0) -> None:
+        """Remove the cgroups. A group whose last process is still exiting cannot be removed
+        yet (EBUSY): each is tried again for up to ``wait_s`` seconds; one still busy then is left."""
+        deadline = time.monotonic() + wait_s
         for cg in reversed(self.made):
-            with contextlib.suppress(OSError):
-                cg.rmdir()
+            while True:
+                try:
+                    cg.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
         self.made.clear()

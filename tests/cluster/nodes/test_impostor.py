@@ -84,8 +84,13 @@ class RogueApi:
             await self._runner.cleanup()
 
 
+#: The real agent's mDNS name: one no other agent on this machine has (an agent of an earlier
+#: test may still be announced for a moment, and two agents named alike get renamed).
+AGENT_NAME = f"alpha-{os.getpid()}"
+
+
 async def _paired_agent(procs, tmp_path, tokens: TokenStore):
-    agent = start_agent(procs.popen, tmp_path, "alpha")
+    agent = start_agent(procs.popen, tmp_path, AGENT_NAME)
     async with Discovery(LOOPBACK, tokens=tokens) as disc:
         assert await disc.wait_until(lambda n: agent.node_id in n, 10), "agent not browsed"
         await disc.pair(disc.nodes[agent.node_id], agent.pin())
@@ -94,7 +99,7 @@ async def _paired_agent(procs, tmp_path, tokens: TokenStore):
 
 async def _advertise_copy(zc: AsyncZeroconf, agent, rogue_port: int) -> AsyncServiceInfo:
     """Advertise the real agent's TXT record (id, fp, ...) as the rogue's, at ROGUE_IP."""
-    real_name = f"alpha.{P.SERVICE_TYPE}"
+    real_name = f"{AGENT_NAME}.{P.SERVICE_TYPE}"
     real = AsyncServiceInfo(P.SERVICE_TYPE, real_name)
     assert await real.async_request(zc.zeroconf, 3000), "real agent's record not found"
     props = {k.decode(): (v.decode() if v is not None else None) for k, v in real.properties.items()}
