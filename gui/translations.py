@@ -1,10 +1,11 @@
 """Loading the app's translations (Qt Linguist ``.ts`` sources in ``resources/translations``).
 
-Preferred: a compiled ``herd_<lang>.qm`` — beside the ``.ts`` when a build put it there, else
-compiled on first run with ``pyside6-lrelease`` (shipped with PySide6-Essentials) into the
-user's cache folder, and recompiled when the ``.ts`` is newer. When neither works (no
-``lrelease``, a read-only cache) :class:`TsTranslator` reads the ``.ts`` XML directly, so the
-app is translated either way.
+Preferred: a compiled ``herd_<lang>.qm`` — beside the ``.ts`` in an installed wheel (its build
+step compiles them, ``setup.py``), else compiled on first run with the ``lrelease`` that
+PySide6-Essentials ships (found in PySide6's package folder, so no ``PATH`` is needed) into the
+user's cache folder, and recompiled when the ``.ts`` changes (:mod:`gui.qm_compiler`). When
+neither works (no ``lrelease``, a read-only cache) :class:`TsTranslator` reads the ``.ts`` XML
+directly, so the app is translated either way.
 
 The Qt-free core (``gui/cluster/``, ``agent/``) writes its user-facing sentences through
 :func:`agent.i18n.translate`; :func:`install_translator` points that hook at
@@ -15,14 +16,13 @@ the same catalogue as the widgets' strings. The CLI never installs it and stays 
 from __future__ import annotations
 
 import logging
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QLibraryInfo, QLocale, QTranslator
 
 from agent import i18n
+from gui import qm_compiler
 
 log = logging.getLogger(__name__)
 
@@ -61,26 +61,12 @@ class TsTranslator(QTranslator):
                 self.table[(name, src)] = tr.text
 
     def translate(self, context, source_text, disambiguation=None, n=-1):  # noqa: D401 - Qt override
-        return self.table.get((context, source_text), "")
+        # None (a null QString) lets Qt ask the next translator; an empty string would be taken
+        # as the translation, and every string the catalogue lacks would show blank (#37)
+        return self.table.get((context, source_text))
 
     def isEmpty(self) -> bool:  # noqa: N802 - Qt override
         return not self.table
-
-
-def compile_translations(folder: Path = TRANSLATIONS) -> list[Path]:
-    """``.ts`` → ``.qm`` with ``pyside6-lrelease`` (or ``lrelease``), when one is installed."""
-    tool = shutil.which("pyside6-lrelease") or shutil.which("lrelease")
-    out = []
-    if tool is None:
-        return out
-    for ts in sorted(folder.glob("*.ts")):
-        qm = ts.with_suffix(".qm")
-        r = subprocess.run([tool, str(ts), "-qm", str(qm)], capture_output=True, text=True)
-        if r.returncode == 0 and qm.is_file():
-            out.append(qm)
-        else:
-            log.warning("lrelease failed for %s: %s", ts.name, r.stderr.strip())
-    return out
 
 
 def cache_dir() -> Path:
@@ -91,29 +77,15 @@ def cache_dir() -> Path:
 
 
 def compiled_qm(ts: Path, cache: Path | None = None) -> Path | None:
-    """A ``.qm`` for ``ts``: the shipped one, or one compiled into ``cache`` (None if impossible)."""
+    """A current ``.qm`` for ``ts``: the one the wheel's build put beside it, else one compiled
+    into ``cache`` (None if impossible)."""
     shipped = ts.with_suffix(".qm")
-    if shipped.is_file() and shipped.stat().st_mtime >= ts.stat().st_mtime:
+    if qm_compiler.is_current(shipped, ts):
         return shipped
-    tool = shutil.which("pyside6-lrelease") or shutil.which("lrelease")
-    if tool is None:
-        return None
-    cache = cache or cache_dir()
-    qm = cache / ts.with_suffix(".qm").name
-    if qm.is_file() and qm.stat().st_mtime >= ts.stat().st_mtime:
+    qm = (cache or cache_dir()) / shipped.name
+    if qm_compiler.is_current(qm, ts) or qm_compiler.compile_qm(ts, qm):
         return qm
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = qm.with_name(qm.name + ".tmp")
-        r = subprocess.run([tool, str(ts), "-qm", str(tmp)], capture_output=True, text=True, timeout=60)
-        if r.returncode != 0 or not tmp.is_file():
-            log.warning("lrelease failed for %s: %s", ts.name, r.stderr.strip())
-            return None
-        tmp.replace(qm)  # atomic: a half-written .qm is never loaded
-        return qm
-    except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("cannot compile %s: %s", ts.name, exc)
-        return None
+    return None
 
 
 def load_translator(lang: str, folder: Path = TRANSLATIONS, cache: Path | None = None,

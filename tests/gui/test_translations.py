@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from gui.translations import TRANSLATIONS, TsTranslator, load_translator, message_sources
+from gui import qm_compiler
+from gui.translations import TRANSLATIONS, TsTranslator, install_translator, load_translator, message_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 TS = TRANSLATIONS / "herd_zh_CN.ts"
@@ -60,7 +61,7 @@ def test_placeholders_and_accelerators_survive():
 def test_widgets_show_chinese(qtbot, qapp: QApplication, tmp_path, monkeypatch, how):
     if how == "ts":
         # no lrelease: the .ts is read directly
-        monkeypatch.setattr(shutil, "which", lambda name: None)
+        monkeypatch.setattr(qm_compiler, "lrelease_tool", lambda: None)
         t = load_translator("zh_CN", cache=tmp_path)
         assert isinstance(t, TsTranslator)
     else:
@@ -107,3 +108,59 @@ def test_core_messages_follow_the_installed_translator(qapp: QApplication, tmp_p
     assert install_translator(qapp, "en") == []
     assert i18n._translator is None
     assert fit.describe() == "host CPU: needs 4.0 MiB of 2.0 MiB free — short by 2.0 MiB"
+
+
+@pytest.mark.parametrize("how", ["qm", "ts"])
+def test_every_catalogue_together_in_the_order_the_app_installs_them(qapp: QApplication, tmp_path,
+                                                                      monkeypatch, how):
+    """The app's catalogue, Qt's and the extra Qt strings, installed by install_translator as
+    run_app does: each answers its own strings and lets the others answer theirs. With no
+    lrelease (#37: a venv not activated, a desktop shortcut) the .ts readers returned "" for the
+    strings they lacked, which Qt took as the translation: a window without text."""
+    from PySide6.QtCore import QCoreApplication
+
+    from agent import i18n
+    from gui.widgets.split_editor import SplitEditor
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    if how == "ts":
+        monkeypatch.setattr(qm_compiler, "lrelease_tool", lambda: None)
+    installed = install_translator(qapp, "zh_CN")
+    try:
+        assert len(installed) == 3, "herd's, Qt's own and the extra Qt strings"
+        readers = [isinstance(t, TsTranslator) for t in installed]
+        assert readers == ([True, False, True] if how == "ts" else [False, False, False])
+        ed = SplitEditor()
+        assert ed.by_memory_button.text() == "按内存分配"  # herd's catalogue, asked last
+        assert ed.table.horizontalHeaderItem(1).text() == "设备"
+        assert QCoreApplication.translate("QFileDialog", "&Look in:") == "查找范围(&L)："  # the extra
+        assert QCoreApplication.translate("QPlatformTheme", "Cancel") == "取消"  # Qt's own .qm
+        unknown = "A sentence no catalogue holds"
+        assert QCoreApplication.translate("SplitEditor", unknown) == unknown
+        assert QCoreApplication.translate("NoSuchContext", unknown) == unknown
+        ed.deleteLater()
+    finally:
+        for t in installed:
+            qapp.removeTranslator(t)
+        i18n.set_translator(None)
+
+
+def test_the_ts_reader_answers_no_translation_for_what_it_lacks():
+    """None (a null QString) is what lets Qt ask the next translator (#37)."""
+    t = TsTranslator(TRANSLATIONS / "qtbase_extra_zh_CN.ts")
+    assert t.translate("QFileDialog", "&Look in:") == "查找范围(&L)："
+    assert t.translate("SplitEditor", "By memory") is None
+
+
+def test_lrelease_is_found_without_path(monkeypatch, tmp_path):
+    """Started by its full path or from a shortcut, the app has no venv on PATH (#37): the
+    lrelease of PySide6's package folder compiles the catalogue all the same."""
+    monkeypatch.setenv("PATH", "")
+    tool = qm_compiler.lrelease_tool()
+    assert tool is not None
+    qm = tmp_path / "herd_zh_CN.qm"
+    assert qm_compiler.compile_qm(TS, qm, tool)
+    assert qm_compiler.is_current(qm, TS)
+    ts = tmp_path / "herd_zh_CN.ts"
+    ts.write_bytes(TS.read_bytes().replace("按内存分配".encode(), "按内存".encode()))
+    assert not qm_compiler.is_current(qm, ts), "a changed .ts makes its .qm stale"
