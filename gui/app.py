@@ -732,7 +732,15 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
     if getattr(args, "quit_after", None):
         # `herd --quit-after 5`: the packaged-app smoke test opens the window and closes it the
         # way a user does, so start-up and shutdown (discovery, bridge thread) are both exercised.
-        QTimer.singleShot(int(args.quit_after * 1000), lambda: (win.close(), app.quit()))
+        def close() -> None:
+            if getattr(args, "dump_texts", None):  # what the installed-app test reads (#37)
+                from gui.visible_texts import write_visible_texts
+
+                write_visible_texts(win, args.dump_texts)
+            win.close()
+            app.quit()
+
+        QTimer.singleShot(int(args.quit_after * 1000), close)
     freeze_startup_objects()
     try:
         return app.exec()

@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "$HERD_INTERFACES)")
     parser.add_argument("--quit-after", metavar="SECONDS", type=_positive_seconds,
                         help="open the window, then close it cleanly after SECONDS (a smoke test)")
+    parser.add_argument("--dump-texts", metavar="FILE",
+                        help="with --quit-after: write the text of every visible widget to FILE as "
+                             "JSON before closing (a smoke test of the translations)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -69,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``herd``; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.dump_texts and not args.quit_after:
+        parser.error("--dump-texts writes the texts as the window closes: give --quit-after SECONDS too")
     if getattr(args, "func", None) is None:
         try:
             from gui.app import run_app
