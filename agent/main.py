@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from agent import __version__
+from agent.closed_pipe import exit_code_on_closed_pipe
 
 #: Modules that add sub-commands (``register(subparsers)``), e.g. service installers.
 COMMAND_MODULES: list[str] = ["agent.systemd", "agent.firewall", "agent.service_windows"]
@@ -191,7 +192,12 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``herd-agent``; returns the process exit code."""
+    """Run ``herd-agent``; returns the process exit code (141 when the output pipe closed early:
+    see :mod:`agent.closed_pipe`)."""
+    return exit_code_on_closed_pipe(lambda: _run(argv))
+
+
+def _run(argv: list[str] | None) -> int:
     from agent.settings import SettingsError  # noqa: PLC0415
 
     args = build_parser().parse_args(argv)

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import sys
 
+from agent.closed_pipe import exit_code_on_closed_pipe
 from gui import __version__
 
 # Each module registers its sub-commands with ``register(subparsers)``.
@@ -69,7 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``herd``; returns the process exit code."""
+    """Run ``herd``; returns the process exit code (141 when the output pipe closed early: see
+    :mod:`agent.closed_pipe`)."""
+    return exit_code_on_closed_pipe(lambda: _run(argv))
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.dump_texts and not args.quit_after:
