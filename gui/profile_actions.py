@@ -189,7 +189,8 @@ class ProfileActions(QObject):
             self.win.use_model(info)
         elif not self.win.open_model(profile.model.path):
             return False
-        self.workspace.set_options(ctx=profile.server.ctx, host=profile.server.host, port=profile.server.port,
+        # (where the endpoint listens stays this PC's own setting: never the profile's, #32)
+        self.workspace.set_options(ctx=profile.server.ctx, port=profile.server.port,
                                    alias=profile.server.alias, extra_args=profile.server.extra_args)
         self.editor.apply_plan(bind_to_devices(rebind_plan(profile, list(self.workspace.nodes.values())),
                                                self.workspace.planned_devices()))
