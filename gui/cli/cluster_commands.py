@@ -383,15 +383,50 @@ async def cmd_export(args: argparse.Namespace) -> int:
 
 # --- up ---------------------------------------------------------------------------------------
 
-async def _target_from_profile(args, disc: Discovery, eng) -> tuple:
-    """(plan, model path, model info, server options) from a profile, checked against the
-    live cluster; differences that would break the launch stop it."""
+def _read_profile(args):
+    """The profile ``args.target``, read and checked before anything starts: a profile whose
+    arguments herd does not pass on (``--rpc``, ``--host``, ``--log-file``…) is refused here,
+    the argument named, before any node is contacted (#32). Says what it will run."""
     from gui.cluster.launching import profile as prof
-    from gui.cluster.llama.model import ModelError, inspect_model
     try:
         profile = prof.load_profile(args.target)
     except prof.ProfileError as exc:
         raise CommandError(str(exc), 2) from None
+    extra = shlex.join(profile.server.extra_args) if profile.server.extra_args else "none"
+    print(f"Profile {args.target}: model {profile.model.path}, context {profile.server.ctx}, "
+          f"port {profile.server.port}; further llama-server options from the profile: {extra}")
+    return profile
+
+
+def _server_args(args) -> tuple[str, ...]:
+    """``--server-args`` split like a shell would, and checked against the allow-list of tuning
+    options before anything starts (#32)."""
+    from gui.cluster.llama.server_args import check_extra_args
+    try:
+        return check_extra_args(shlex.split(args.server_args))
+    except ValueError as exc:  # a refused option (named), or unbalanced quotes
+        raise CommandError(f"--server-args: {exc}", 2) from None
+
+
+def _endpoint_line(spec) -> str:
+    """Where the endpoint is reached, and where llama-server really listens when that is more
+    than this PC (#32: a shared endpoint is said, never hidden behind a loopback URL)."""
+    url = spec.url
+    line = (f"Endpoint: {url}/v1  (OpenAI-compatible; model {spec.options.alias!r}; chat at "
+            f"{url}/v1/chat/completions)")
+    host = spec.options.host
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        where = "every address of this computer" if host in ("0.0.0.0", "::", "") else host
+        line += f"\nllama-server listens on {where} (--host {host}): other computers on the network can use it"
+    return line
+
+
+async def _target_from_profile(args, disc: Discovery, eng, profile) -> tuple:
+    """(plan, model path, model info, server options) from a profile read by
+    :func:`_read_profile`, checked against the live cluster; differences that would break the
+    launch stop it."""
+    from gui.cluster.launching import profile as prof
+    from gui.cluster.llama.model import ModelError, inspect_model
     # The profile says where its nodes were: look there too (mDNS may be blocked).
     wanted = [f"{n.address}:{n.api_port}" for n in profile.nodes.values() if n.api_port]
     await asyncio.gather(*(disc.add_address(a, timeout=3.0) for a in wanted), return_exceptions=True)
@@ -412,9 +447,10 @@ async def _target_from_profile(args, disc: Discovery, eng) -> tuple:
 def _plan_document(path: Path) -> dict | None:
     """The output of ``herd plan --json`` saved in ``path``, or None when the file is something
     else (a profile, or not JSON: :func:`gui.cluster.launching.profile.load_profile` says what is wrong)."""
+    from agent.json_limits import loads as json_loads
     try:
-        doc_ = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        doc_ = json_loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):  # (JsonTooDeep too: load_profile says so)
         return None
     if isinstance(doc_, dict) and "format" not in doc_ and isinstance(doc_.get("plan"), dict) \
             and "server_command" in doc_:
@@ -453,17 +489,20 @@ async def cmd_up(args: argparse.Namespace) -> int:
     from gui.cluster.failover.supervisor import supervise
     from gui.cluster.launching import profile as prof
     from gui.cluster.launching.request import nodes_for_plan, preflight
-    eng = find_engine(probe=True)
-    try:
-        llama_server = eng.require_llama_server()
-    except EngineError as exc:
-        raise CommandError(str(exc)) from None
     target = Path(args.target)
     from_file = target.suffix.lower() == ".json"
     if from_file and (args.split or args.fastest):
         raise CommandError(f"--{'split' if args.split else 'fastest'} does not go with a profile or a saved "
                            "plan: the file holds the split", 2)
+    # Everything that comes from outside is read and checked before anything starts (#32).
+    server_args = _server_args(args)
     plan_document = _plan_document(target) if from_file else None
+    profile = _read_profile(args) if from_file and plan_document is None else None
+    eng = find_engine(probe=True)
+    try:
+        llama_server = eng.require_llama_server()
+    except EngineError as exc:
+        raise CommandError(str(exc)) from None
     model = None if from_file else read_model(target)
 
     # Only the nodes the plan uses must answer (#11). A plan by free memory is a plan over all
@@ -476,7 +515,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         if plan_document is not None:
             plan, model, saved = await _target_from_plan_document(args, disc, plan_document)
         elif from_file:
-            plan, _, model, profile = await _target_from_profile(args, disc, eng)
+            plan, _, model, profile = await _target_from_profile(args, disc, eng, profile)
             if model is None:
                 raise CommandError(f"the profile's model {profile.model.path} cannot be read")
             saved = profile.server
@@ -491,7 +530,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         try:
             options = ServerOptions(ctx=args.ctx or saved.ctx, host=args.host or saved.host,
                                     port=args.port or saved.port, alias=args.alias or saved.alias,
-                                    extra_args=saved.extra_args + tuple(shlex.split(args.server_args)))
+                                    extra_args=saved.extra_args + server_args)
         except ValueError as exc:
             raise CommandError(str(exc), 2) from None
         request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers)
@@ -540,8 +579,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         for note in supervisor.notes:
             print(f"note: {note}", flush=True)
         url = supervisor.spec.url
-        print(f"Endpoint: {url}/v1  (OpenAI-compatible; model {supervisor.spec.options.alias!r}; chat at "
-              f"{url}/v1/chat/completions)")
+        print(_endpoint_line(supervisor.spec))
         print("Placement reported by llama-server:")
         for where, slots in check.actual.items():
             print(f"  {where:<24} slots {slot_span(slots)}")

@@ -80,12 +80,12 @@ def test_save_and_load_round_trip(profile, tmp_path):
 
 
 @pytest.mark.parametrize("extra, named", [
-    (["--rpc", "10.77.0.66:50052", "-ngl", "99"], "--rpc"),
+    (["--rpc", "127.0.0.1:9", "-ngl", "99"], "--rpc"),
     (["--host", "0.0.0.0"], "--host"),
     (["--host=0.0.0.0"], "--host"),
     (["--log-file", "/home/me/notes.txt"], "--log-file"),
     (["--slot-save-path=/tmp/slots"], "--slot-save-path"),
-    (["--temp", "--rpc=10.77.0.66:50052"], "--rpc"),
+    (["--temp", "--rpc=127.0.0.1:9"], "--rpc"),
 ])
 def test_a_profile_with_arguments_herd_owns_or_does_not_list_is_refused(profile, tmp_path, extra, named):
     """A profile is data, not a command line (#32): its extra arguments are tuning options or it

@@ -9,11 +9,11 @@ from gui.cluster.llama.server_command import ServerOptions, ServerSpec
 
 
 @pytest.mark.parametrize("args, named", [
-    (["--rpc", "10.77.0.66:50052", "-ngl", "99"], "--rpc"),
+    (["--rpc", "127.0.0.1:9", "-ngl", "99"], "--rpc"),
     (["--temp", "0.7", "-ngl", "99"], "-ngl"),
     (["--host", "0.0.0.0"], "--host"),
     (["--host=0.0.0.0"], "--host"),
-    (["--rpc=10.77.0.66:50052"], "--rpc"),
+    (["--rpc=127.0.0.1:9"], "--rpc"),
     (["--port", "80"], "--port"),
     (["-m", "/etc/shadow"], "-m"),
     (["--model=/x.gguf"], "--model"),
@@ -47,9 +47,9 @@ def test_owned_and_unlisted_options_are_refused_by_name(args, named):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--temp", "--rpc", "10.77.0.66:50052"], "looks like an option"),  # smuggled as a value
+    (["--temp", "--rpc", "127.0.0.1:9"], "looks like an option"),  # smuggled as a value
     (["--temp=--rpc"], "looks like an option"),
-    (["--threads", "2", "10.77.0.66:50052"], "not a llama-server option"),  # a stray word
+    (["--threads", "2", "127.0.0.1:9"], "not a llama-server option"),  # a stray word
     (["--temp"], "needs a value"),
     (["--no-webui=1"], "takes no value"),
     (["--chat-template", "x" * 20000], "too long"),
@@ -75,4 +75,4 @@ def test_no_option_is_both_owned_and_allowed():
 def test_with_extra_meets_the_same_rule():
     options = ServerOptions(extra_args=("-np", "1"))
     with pytest.raises(ServerArgsError, match="--rpc"):
-        options.with_extra("--rpc", "10.77.0.66:50052")
+        options.with_extra("--rpc", "127.0.0.1:9")
