@@ -480,6 +480,56 @@ def diff_profile(profile: Profile, live_nodes: Iterable[Any], engine_build: int 
     return out
 
 
+def settings_differences(profile: Profile, here: ServerOptions) -> list[Finding]:
+    """What the profile would change in this PC's server settings ``here``, and anything in it
+    that is out of the ordinary, in words (warnings: shown before it is used, never hidden, #32).
+
+    The endpoint's host is not among them: a profile never sets it (:func:`profile_from_json`).
+    """
+    out: list[Finding] = []
+    s = profile.server
+    if s.extra_args:
+        out.append(Finding("warning", "server", translate("Profile", "the profile adds llama-server options: {args}")
+                           .format(args=shlex.join(s.extra_args)),
+                           advice=translate("Profile", "Only tuning options are accepted (sampling, context, "
+                                                       "batch, threads, cache); check that you want these.")))
+    if s.extra_args != here.extra_args and here.extra_args:
+        out.append(Finding("warning", "server", translate("Profile", "replaces this computer's llama-server options "
+                                                                     "{old}").format(old=shlex.join(here.extra_args))))
+    if s.ctx != here.ctx:
+        out.append(Finding("warning", "server", translate("Profile", "context {new} replaces {old}")
+                           .format(new=s.ctx, old=here.ctx)))
+    if s.port != here.port:
+        out.append(Finding("warning", "server", translate("Profile", "port {new} replaces {old}")
+                           .format(new=s.port, old=here.port)))
+    if s.alias and s.alias != here.alias:
+        out.append(Finding("warning", "server", translate("Profile", "the endpoint's model id becomes {alias}")
+                           .format(alias=s.alias)))
+    return out
+
+
+def _split_key(plan: Plan) -> tuple:
+    return plan.host_layers, tuple((d.key, c) for d, c in plan.assignments if c)
+
+
+def split_differences(profile: Profile, plan: Plan, running: Plan | None, editor: Plan | None) -> list[Finding]:
+    """How the profile's split ``plan`` (on the live nodes) compares with the one serving now
+    (``running``) and the one in the split editor (``editor``), by device and layer count: the
+    review says so rather than that the profile "matches" (#37 item 14)."""
+    out: list[Finding] = []
+    mine = _split_key(plan)
+    if running is not None and _split_key(running) != mine:
+        out.append(Finding("warning", "plan", translate("Profile", "differs from the split serving now ({split})")
+                           .format(split=describe_split(profile, running)),
+                           advice=translate("Profile", "Using the profile changes the split; press Start to "
+                                                       "relaunch with it.")))
+    if editor is not None and _split_key(editor) != mine and (running is None or _split_key(editor) != _split_key(running)):
+        out.append(Finding("warning", "plan", translate("Profile", "differs from the split in the editor ({split})")
+                           .format(split=describe_split(profile, editor)),
+                           advice=translate("Profile", "Using the profile replaces the editor's split.")))
+    return out
+
+
 def blocking(findings: Iterable[Finding]) -> list[Finding]:
     """The findings that keep a profile from being used (errors: a launch would fail or run
     something other than what was saved)."""

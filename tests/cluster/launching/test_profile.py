@@ -31,6 +31,8 @@ from gui.cluster.launching.profile import (
     rebind_plan,
     refusal,
     save_profile,
+    settings_differences,
+    split_differences,
     start_scripts,
     write_start_scripts,
 )
@@ -338,3 +340,30 @@ def test_scripts_start_a_cluster_that_places_layers_as_planned(engine, demo_mode
     assert check.ok and check.per_layer, check.problems
     usage = subprocess.run(["sh", folder / "start-workers.sh", "nobody"], env=env, capture_output=True, text=True)
     assert usage.returncode == 2 and "one of: alpha beta" in usage.stderr
+
+
+def test_the_review_says_how_the_split_differs_from_the_running_one_and_the_editors(profile):
+    """#37 item 14: "✔ Matches the live cluster" was shown while the editor held another split.
+    The same split (endpoints moved) is no difference; another count per device is, against the
+    split serving now and against the editor's, each said once."""
+    plan = profile.plan
+    moved = rebind_plan(profile, [{"id": "id-a", "host": "127.0.0.9"}])
+    assert split_differences(profile, plan, moved, moved) == []
+    (a, ca), (b, cb) = plan.assignments
+    other = Plan(plan.n_layer, plan.host_layers, ((a, ca + 1), (b, cb - 1)))
+    running_differs = split_differences(profile, plan, other, other)
+    assert [f.message for f in running_differs] == [f"differs from the split serving now ({describe_split(profile, other)})"]
+    editor_differs = split_differences(profile, plan, None, other)
+    assert [f.message for f in editor_differs] == [f"differs from the split in the editor ({describe_split(profile, other)})"]
+    both = split_differences(profile, plan, plan, other)
+    assert [f.message.split(" (")[0] for f in both] == ["differs from the split in the editor"]
+    assert all(f.severity == "warning" for f in running_differs + editor_differs + both)
+
+
+def test_the_review_says_what_the_profile_changes_in_this_pcs_settings(profile):
+    same = ServerOptions(ctx=2048, port=8181, extra_args=("--temp", "0"))
+    assert [f.message for f in settings_differences(profile, same)] == ["the profile adds llama-server options: --temp 0"]
+    here = ServerOptions(ctx=4096, port=8080, extra_args=("-np", "1"))
+    said = [f.message for f in settings_differences(profile, here)]
+    assert said == ["the profile adds llama-server options: --temp 0", "replaces this computer's llama-server options -np 1",
+                    "context 2048 replaces 4096", "port 8181 replaces 8080"]
