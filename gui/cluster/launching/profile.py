@@ -198,6 +198,34 @@ def _device(d: Any, where: str) -> Device:
         raise ProfileError(f"{where}: {e}") from None
 
 
+def _server_from_json(s: dict, where: str) -> ServerOptions:
+    """The ``server`` section at ``where``: context, port, alias and further arguments, the
+    arguments checked against the allow-list and a ``host`` other than loopback refused (#32)."""
+    extra = _field(s, "extra_args", where, list, optional=True, default=[])
+    for i, x in enumerate(extra):
+        if not isinstance(x, str):
+            raise ProfileError(f"{where}.extra_args[{i}]: expected string, got {_describe(x)}")
+    host = _field(s, "host", where, str, optional=True, default=DEFAULT_HOST)
+    if host.strip().lower() not in LOOPBACK_HOSTS:
+        # a profile someone sent must not open this PC's endpoint to the network (#32)
+        raise ProfileError(translate("Profile", "{where}: {host} is not taken from a profile: where the endpoint "
+                                                "listens is this computer's own setting (herd up --host). Remove "
+                                                "server.host from the profile.").format(
+            where=f"{where}.host", host=_describe(host)))
+    ctx = _field(s, "ctx", where, int)
+    if ctx < 1:
+        raise ProfileError(f"{where}.ctx: must be positive, got {ctx}")
+    port = _field(s, "port", where, int)
+    if not 0 < port < 65536:
+        raise ProfileError(f"{where}.port: must be 1…65535, got {port}")
+    alias = _field(s, "alias", where, str, optional=True, default=None)
+    try:
+        server = ServerOptions(ctx=ctx, port=port, alias=alias or None, extra_args=tuple(extra))
+    except ValueError as e:  # a further argument that is not a tuning option (#32)
+        raise ProfileError(f"{where}.extra_args: {e}") from None
+    return server
+
+
 def profile_from_json(doc: Any, source: str = "profile") -> Profile:
     """A :class:`Profile` from a parsed JSON document, every field checked.
 
@@ -268,29 +296,7 @@ def profile_from_json(doc: Any, source: str = "profile") -> Profile:
     if model.n_layer and model.n_layer != n_layer:
         raise ProfileError(f"{p}.plan.n_layer: {n_layer} does not match {p}.model.n_layer {model.n_layer}")
 
-    s = _field(doc, "server", p, dict)
-    extra = _field(s, "extra_args", f"{p}.server", list, optional=True, default=[])
-    for i, x in enumerate(extra):
-        if not isinstance(x, str):
-            raise ProfileError(f"{p}.server.extra_args[{i}]: expected string, got {_describe(x)}")
-    host = _field(s, "host", f"{p}.server", str, optional=True, default=DEFAULT_HOST)
-    if host.strip().lower() not in LOOPBACK_HOSTS:
-        # a profile someone sent must not open this PC's endpoint to the network (#32)
-        raise ProfileError(translate("Profile", "{where}: {host} is not taken from a profile: where the endpoint "
-                                                "listens is this computer's own setting (herd up --host). Remove "
-                                                "server.host from the profile.").format(
-            where=f"{p}.server.host", host=_describe(host)))
-    ctx = _field(s, "ctx", f"{p}.server", int)
-    if ctx < 1:
-        raise ProfileError(f"{p}.server.ctx: must be positive, got {ctx}")
-    port = _field(s, "port", f"{p}.server", int)
-    if not 0 < port < 65536:
-        raise ProfileError(f"{p}.server.port: must be 1…65535, got {port}")
-    alias = _field(s, "alias", f"{p}.server", str, optional=True, default=None)
-    try:
-        server = ServerOptions(ctx=ctx, port=port, alias=alias or None, extra_args=tuple(extra))
-    except ValueError as e:  # a further argument that is not a tuning option (#32)
-        raise ProfileError(f"{p}.server.extra_args: {e}") from None
+    server = _server_from_json(_field(doc, "server", p, dict), f"{p}.server")
     return Profile(nodes=nodes, model=model, plan=plan, server=server, engine_build=build,
                    rpc_proto=proto, created=created, version=version)
 
