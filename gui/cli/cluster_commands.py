@@ -400,6 +400,10 @@ def _read_profile(args):
     extra = shlex.join(profile.server.extra_args) if profile.server.extra_args else "none"
     print(f"Profile {args.target}: model {profile.model.path}, context {profile.server.ctx}, "
           f"port {profile.server.port}; further llama-server options from the profile: {extra}")
+    # what it changes from herd's defaults (a flag given to herd up wins over the profile)
+    for f in prof.settings_differences(profile, ServerOptions()):
+        if f.code != "profile-options":  # (said on the line above)
+            print(f"note: {f.subject}: {f.message}", file=sys.stderr)
     return profile
 
 

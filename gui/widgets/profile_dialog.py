@@ -17,6 +17,7 @@ elided to a sane width: a model named ``<img src=/dev/zero>`` is shown as those 
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
@@ -37,6 +38,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gui.cluster.llama.server_command import ServerSpec
 from gui.cluster.planning.plan import slot_span
 
 WARN = "#d62728"
@@ -96,8 +98,9 @@ class ProfileDiffDialog(QDialog):
             self.tr("The endpoint will listen on %1:%2 — this computer's own setting; a profile never chooses it.")
             .replace("%1", host).replace("%2", str(profile.server.port)))
         self.endpoint_label.setWordWrap(True)
-        # every argument that will run, as the launcher builds it (#32)
-        self.command = QPlainTextEdit(shlex.join(["llama-server", *profile.llama_server_args()]))
+        # every argument that will run, as the launcher builds it, listening where this PC says (#32)
+        spec = ServerSpec.for_plan(profile.plan, profile.model.path, replace(profile.server, host=host))
+        self.command = QPlainTextEdit(shlex.join(["llama-server", *spec.args()]))
         self.command.setReadOnly(True)
         self.command.setMaximumHeight(90)
         self.list = QListWidget()

@@ -63,6 +63,11 @@ def test_every_argument_and_the_endpoint_are_shown(qtbot):
     assert dlg.command.isReadOnly() and dlg.command.isVisible()
     assert "--temp 0.7 -np 1" in dlg.extra_label.text()
     assert "127.0.0.1:8181" in dlg.endpoint_label.text() and "this computer's own setting" in dlg.endpoint_label.text()
+    # where this PC's setting shares the endpoint, the command line and the words say so
+    shared = ProfileDiffDialog("/home/me/sent.json", profile, [], host="0.0.0.0")
+    qtbot.addWidget(shared)
+    assert "--host 0.0.0.0 --port 8181" in shared.command.toPlainText()
+    assert "0.0.0.0:8181" in shared.endpoint_label.text()
     plain = _profile("Tiny", "alpha")
     other = ProfileDiffDialog("/home/me/plain.json", plain, [])
     qtbot.addWidget(other)

@@ -496,21 +496,22 @@ def settings_differences(profile: Profile, here: ServerOptions) -> list[Finding]
     s = profile.server
     if s.extra_args:
         out.append(Finding("warning", "server", translate("Profile", "the profile adds llama-server options: {args}")
-                           .format(args=shlex.join(s.extra_args)),
+                           .format(args=shlex.join(s.extra_args)), code="profile-options",
                            advice=translate("Profile", "Only tuning options are accepted (sampling, context, "
                                                        "batch, threads, cache); check that you want these.")))
     if s.extra_args != here.extra_args and here.extra_args:
         out.append(Finding("warning", "server", translate("Profile", "replaces this computer's llama-server options "
-                                                                     "{old}").format(old=shlex.join(here.extra_args))))
+                                                                     "{old}").format(old=shlex.join(here.extra_args)),
+                           code="replaces-options"))
     if s.ctx != here.ctx:
         out.append(Finding("warning", "server", translate("Profile", "context {new} replaces {old}")
-                           .format(new=s.ctx, old=here.ctx)))
+                           .format(new=s.ctx, old=here.ctx), code="context"))
     if s.port != here.port:
         out.append(Finding("warning", "server", translate("Profile", "port {new} replaces {old}")
-                           .format(new=s.port, old=here.port)))
+                           .format(new=s.port, old=here.port), code="port"))
     if s.alias and s.alias != here.alias:
         out.append(Finding("warning", "server", translate("Profile", "the endpoint's model id becomes {alias}")
-                           .format(alias=s.alias)))
+                           .format(alias=s.alias), code="alias"))
     return out
 
 
@@ -526,12 +527,12 @@ def split_differences(profile: Profile, plan: Plan, running: Plan | None, editor
     mine = _split_key(plan)
     if running is not None and _split_key(running) != mine:
         out.append(Finding("warning", "plan", translate("Profile", "differs from the split serving now ({split})")
-                           .format(split=describe_split(profile, running)),
+                           .format(split=describe_split(profile, running)), code="split-differs",
                            advice=translate("Profile", "Using the profile changes the split; press Start to "
                                                        "relaunch with it.")))
     if editor is not None and _split_key(editor) != mine and (running is None or _split_key(editor) != _split_key(running)):
         out.append(Finding("warning", "plan", translate("Profile", "differs from the split in the editor ({split})")
-                           .format(split=describe_split(profile, editor)),
+                           .format(split=describe_split(profile, editor)), code="split-differs",
                            advice=translate("Profile", "Using the profile replaces the editor's split.")))
     return out
 
