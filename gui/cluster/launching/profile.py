@@ -55,6 +55,7 @@ VERSION = 1
 #: The ``server.host`` values read (and ignored) in a profile: this PC only, as herd's default.
 LOOPBACK_HOSTS = frozenset({"", "127.0.0.1", "localhost", "::1", "[::1]"})
 
+
 class ProfileError(ValueError):
     """A profile file that cannot be used. The message names the file or field at fault."""
 
