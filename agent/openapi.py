@@ -74,6 +74,13 @@ _RPC = {
     "required": ["state", "port", "restarts", "devices"],
 }
 
+#: ``/status``'s ``keep_awake``: the sleep inhibitor held while a master uses the worker (#36).
+_KEEP_AWAKE = {"type": "object", "properties": {
+    "enabled": {"type": "boolean", "description": "the agent's keep_awake setting"},
+    "held": {"type": "boolean", "description": "the computer is kept from sleeping now"},
+    "how": {"type": ["string", "null"], "enum": ["logind", "windows", "macos", None]},
+    "error": {"type": ["string", "null"], "description": "why it could not be kept awake"}}}
+
 _AUTH_ERRORS = {"401": _err("no client certificate, or not a paired master's (pair first)")}
 
 
@@ -152,7 +159,8 @@ def _document() -> dict:
                 "summary": "Hardware, live load and the RPC worker",
                 "security": [{"mtls": []}],
                 "responses": {"200": _json({"type": "object", "required": ["id", "hardware", "load", "rpc"],
-                                            "properties": {"rpc": {"$ref": "#/components/schemas/Rpc"}}},
+                                            "properties": {"rpc": {"$ref": "#/components/schemas/Rpc"},
+                                                           "keep_awake": _KEEP_AWAKE}},
                                            "full state"), **_AUTH_ERRORS}}},
             P.PATH_RPC_START: {"post": {
                 "summary": "Start (or restart with new options) the RPC worker",
