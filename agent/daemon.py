@@ -25,7 +25,7 @@ from agent.api import build_app
 from agent.api_guard import KEEPALIVE_TIMEOUT, ConnectionGuard, GuardedSite, PeerErrorLog, raise_fd_limit
 from agent.echo import EchoServer
 from agent.engine_lookup import choose_engine
-from agent.hardware import LoadMeter, hardware_summary, nics
+from agent.hardware import LoadMeter, hardware_summary, nics, wake_on_lan_address
 from agent.identity import Identity, load_or_create, peer_fingerprint, server_context, trust
 from agent.keep_awake import KeepAwake
 from agent.lease import Leases
@@ -424,8 +424,9 @@ class Agent:
             "ports": {"api": self.api_port, "rpc": self.rpc_port, "echo": self.echo_port},
         }
 
-    async def status(self) -> dict:
-        """``/status``: everything (see ``/openapi.json``)."""
+    async def status(self, local_address: str | None = None) -> dict:
+        """``/status``: everything (see ``/openapi.json``); ``local_address`` is this side's
+        address of the caller's connection, whose interface's MAC it reports for Wake-on-LAN."""
         await self.supervisor.refresh_devices()
         load = self.load.sample()
         hardware = dict(self._hardware)
@@ -450,6 +451,7 @@ class Agent:
             "masters": [{"name": m.name, "fingerprint": m.fingerprint, "paired_at": m.paired_at}
                         for m in self.state.masters],
             "keep_awake": self.keep_awake.status(),
+            "wake": wake_on_lan_address(local_address) if local_address else None,
         }
 
 
