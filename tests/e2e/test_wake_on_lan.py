@@ -89,3 +89,48 @@ def test_herd_wake_sends_the_magic_packet_to_the_sleeping_node(tmp_path, lan):
     for port in (9, 7):
         assert received[port] == {"port": port, "to": f"{lan.subnet}.255", "from": m.ip, "payload": magic}
 
+
+# The stand-in for a PC asleep whose network card may wake it: on the magic packet for its MAC
+# (argv[1]) it "wakes up" by becoming the herd-agent (argv[2:]), the same process, so the LAN's
+# clean-up stops it. Anything else that arrives is ignored.
+SLEEPING_PC = r"""
+import os, socket, sys
+mac = bytes.fromhex(sys.argv[1].replace(":", ""))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+s.bind(("0.0.0.0", 9))
+print("asleep", flush=True)
+while s.recv(2048) != b"\xff" * 6 + mac * 16:
+    pass
+s.close()
+print("woken", flush=True)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+def test_herd_wake_waits_until_the_node_answers(tmp_path, lan):
+    env = dict(os.environ)
+    env["HERD_CONFIG_DIR"] = str(tmp_path / "master-config")
+    m, w = lan["m"], lan["w"]
+    agent = start_agent(w.popen, tmp_path, "sleepy", bind=w.ip, api_port=API, rpc_port=RPC, echo_port=ECHO)
+    assert herd(["pair", f"{w.ip}:{API}", "--pin", agent.pin()], env, wrap=m.cmd).returncode == 0
+    mac = w.run(["cat", f"/sys/class/net/{w.dev}/address"], check=True).stdout.strip()
+    agent.proc.terminate()
+    agent.proc.wait(timeout=10)
+
+    r = herd(["wake", "sleepy", "--wait", "2"], env, wrap=m.cmd)  # nothing wakes: it says so
+    assert r.returncode == 1
+    assert r.stderr.startswith("herd wake: sleepy did not answer within 2 s: check that Wake-on-LAN is allowed")
+
+    agent_argv = ["-m", "agent.main", "--config", agent.config, "--state-dir", agent.state_dir, "--name", "sleepy",
+                  "--bind", w.ip, "--api-port", API, "--rpc-port", RPC, "--echo-port", ECHO,
+                  "--mdns-interfaces", w.ip, "run"]
+    pc = w.popen([sys.executable, "-c", SLEEPING_PC, mac, *agent_argv], stdout=subprocess.PIPE,
+                 stderr=subprocess.STDOUT, text=True)
+    assert pc.stdout.readline().strip() == "asleep"
+    r = herd(["wake", "sleepy", "--wait", "60"], env, wrap=m.cmd)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"waiting up to 60 s for it to answer at {w.ip}:{API}" in r.stdout
+    assert r.stdout.splitlines()[-1].startswith("sleepy is awake (answered after ")
+    assert pc.stdout.readline().strip() == "woken"
+

@@ -420,7 +420,8 @@ class Discovery:
                 self._by_name.pop(other, None)
         node = _node_from_status(status, host, api_port, self._key(node_id)).with_(
             addresses=tuple(dict.fromkeys((host, *addresses))), reachable=True, **extra)
-        remember_wake(self.tokens, node_id, status)  # for `herd wake` once it sleeps (#36)
+        # for `herd wake` once it sleeps (#36)
+        remember_wake(self.tokens, node_id, status, node.api_url.removeprefix("https://"))
         self._failed[node_id] = 0
         return self._upsert(node, answered=True)
 

@@ -13,6 +13,7 @@ network adapter's "Allow this device to wake the computer"): see the README.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import re
@@ -48,38 +49,41 @@ class WakeTarget:
     Attributes:
         mac: its MAC address, ``aa:bb:cc:dd:ee:ff``.
         broadcast: the broadcast address of its subnet (IPv4).
+        api: ``host:port`` of its API where the master last reached it ("" if unknown): where
+            to ask whether it woke up.
     """
 
     mac: str
     broadcast: str
+    api: str = ""
 
     @classmethod
-    def from_status(cls, status: object) -> "WakeTarget | None":
-        """The target an agent's ``/status`` reports (its ``wake`` part), or None when it reports
-        none or something unusable."""
+    def from_status(cls, status: object, api: str = "") -> "WakeTarget | None":
+        """The target an agent's ``/status`` reports (its ``wake`` part), read at ``api``
+        (``host:port``), or None when it reports none or something unusable."""
         wake = status.get("wake") if isinstance(status, dict) else None
         if not isinstance(wake, dict):
             return None
-        return cls.from_json(wake)
+        return cls.from_json({**wake, "api": api})
 
     @classmethod
     def from_json(cls, data: object) -> "WakeTarget | None":
         """A target from ``{"mac", "broadcast"}`` (as stored or reported), or None if unusable."""
         if not isinstance(data, dict):
             return None
-        mac, broadcast = data.get("mac"), data.get("broadcast")
-        if not isinstance(mac, str) or not isinstance(broadcast, str):
+        mac, broadcast, api = data.get("mac"), data.get("broadcast"), data.get("api", "")
+        if not isinstance(mac, str) or not isinstance(broadcast, str) or not isinstance(api, str):
             return None
         try:
             parse_mac(mac)
             ipaddress.IPv4Address(broadcast)
         except ValueError:
             return None
-        return cls(mac=mac.lower().replace("-", ":"), broadcast=broadcast)
+        return cls(mac=mac.lower().replace("-", ":"), broadcast=broadcast, api=api)
 
     def to_json(self) -> dict:
-        """``{"mac", "broadcast"}``, as the pairing file keeps it."""
-        return {"mac": self.mac, "broadcast": self.broadcast}
+        """``{"mac", "broadcast", "api"}``, as the pairing file keeps it."""
+        return {"mac": self.mac, "broadcast": self.broadcast, "api": self.api}
 
 
 def send_wake(target: WakeTarget, ports: tuple[int, ...] = WAKE_PORTS) -> int:
@@ -100,14 +104,45 @@ def send_wake(target: WakeTarget, ports: tuple[int, ...] = WAKE_PORTS) -> int:
     return sent
 
 
-def remember_wake(store, node_id: str, status: object) -> None:
-    """Keep the MAC and broadcast address a paired node's ``/status`` reports with its pairing
-    in ``store`` (a :class:`~gui.cluster.nodes.records.PairingStore`): what the master does each
-    time it reads the node, so the address is there once the node sleeps."""
-    target = WakeTarget.from_status(status)
+def remember_wake(store, node_id: str, status: object, api: str = "") -> None:
+    """Keep the MAC and broadcast address a paired node's ``/status`` (read at ``api``,
+    ``host:port``) reports with its pairing in ``store`` (a
+    :class:`~gui.cluster.nodes.records.PairingStore`): what the master does each time it reads
+    the node, so the address is there once the node sleeps."""
+    target = WakeTarget.from_status(status, api)
     if target is None:
         return
     try:
         store.set_wake(node_id, target)
     except (ValueError, OSError) as exc:  # an unreadable pairing file is reported where it is read
         log.debug("could not keep the wake address of %s: %s", node_id, exc)
+
+
+#: Seconds between magic packets while waiting for a node to wake (a UDP packet may be lost).
+RESEND_S = 10.0
+
+
+async def wake_and_wait(target: WakeTarget, answers, timeout: float, *, interval: float = 1.0,
+                        progress=None) -> float | None:
+    """Send ``target``'s magic packet, again every :data:`RESEND_S` seconds, until ``answers()``
+    (a coroutine function: does the node answer now?) is true or ``timeout`` seconds passed.
+
+    ``progress(seconds waited)`` is called after each unanswered try. Returns the seconds it took,
+    or None when the node did not answer in time. OSError when no packet could be sent at all.
+    """
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    sent_at = None
+    while True:
+        now = loop.time()
+        if sent_at is None or now - sent_at >= RESEND_S:
+            await asyncio.to_thread(send_wake, target)
+            sent_at = now
+        if await answers():
+            return loop.time() - started
+        waited = loop.time() - started
+        if waited >= timeout:
+            return None
+        if progress is not None:
+            progress(waited)
+        await asyncio.sleep(min(interval, max(0.0, timeout - waited)))
