@@ -229,10 +229,26 @@ class NodeCard(QFrame):
             # what makes a second start fast, and what it costs in disk (the cap: agent's cache_max_gib)
             parts.append(self.tr("Weights cached %1 of at most %2").replace("%1", _size(cache.used_bytes))
                          .replace("%2", _size(cache.cap_bytes)))
+        awake = self._keep_awake_text(status.get("keep_awake"))
+        if awake:
+            parts.append(awake)
         self.hardware.setText("\n".join(parts))
         wifi = [n.get("name") for n in hw.get("nics") or [] if n.get("wifi") and not n.get("loopback")]
         self.set_warning(self.tr("Wi-Fi link (%1): expect slow, uneven decoding. Use a cable if you can.")
                          .replace("%1", ", ".join(wifi)) if wifi else "")
+
+    def _keep_awake_text(self, keep_awake) -> str:
+        """Whether the agent keeps its PC from sleeping while it serves (#36); "" when it would
+        but no master uses it now."""
+        if not isinstance(keep_awake, Mapping):
+            return ""
+        if keep_awake.get("held"):
+            return self.tr("Kept awake while serving")
+        if not keep_awake.get("enabled"):
+            return self.tr("May sleep while serving (keep_awake is off in its agent.toml)")
+        if keep_awake.get("error"):
+            return self.tr("Cannot keep this computer awake: %1").replace("%1", str(keep_awake["error"]))
+        return ""
 
     def show_host(self, name: str, cpu: str, cores: int, ram_free: int, ram_total: int, engine: str) -> None:
         """Show the master itself (the host CPU of every plan)."""

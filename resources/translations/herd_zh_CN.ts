@@ -887,6 +887,18 @@
         <source>RTT %1 ms</source>
         <translation>往返时延 %1 毫秒</translation>
     </message>
+    <message>
+        <source>Cannot keep this computer awake: %1</source>
+        <translation>无法让这台电脑保持唤醒：%1</translation>
+    </message>
+    <message>
+        <source>Kept awake while serving</source>
+        <translation>服务期间保持唤醒</translation>
+    </message>
+    <message>
+        <source>May sleep while serving (keep_awake is off in its agent.toml)</source>
+        <translation>服务期间可能进入睡眠（其 agent.toml 中 keep_awake 已关闭）</translation>
+    </message>
 </context>
 <context>
     <name>NodesPanel</name>
