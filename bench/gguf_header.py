@@ -4,6 +4,8 @@ against the ``gguf`` package's ``GGUFReader`` (what herd used before #32/#37), s
     python bench/gguf_header.py            # real models that are installed, and hostile files
     python bench/gguf_header.py --smoke    # a small generated model and a small hostile file
 
+"old" is ``gguf.GGUFReader`` opening the file and reading its fields (all but the vocabulary's),
+as the old ``inspect_model`` did before its own steps; "new" is the whole ``inspect_model``.
 Each read runs in a fresh child process, so its peak memory is its own: the table shows the
 wall and CPU time of the read, and the child's peak resident memory (``ru_maxrss``) above what
 it held after its imports. The goal (#37, item 11): at most 1 s and 100 MB for any GGUF header.
@@ -116,7 +118,8 @@ def _files(tmp: Path, smoke: bool) -> list[tuple[str, Path]]:
 
 
 def _cell(value, fmt: str) -> str:
-    return "—" if value is None else format(value, fmt)
+    """``value`` in ``fmt`` (a width and a precision), or a dash as wide."""
+    return format("—", ">" + fmt.split(".")[0]) if value is None else format(value, fmt)
 
 
 def main() -> int:
