@@ -2298,6 +2298,10 @@
         <source>not a usable GGUF file: {why}</source>
         <translation>不是可用的 GGUF 文件：{why}</translation>
     </message>
+    <message>
+        <source>{path}: the GGUF header does not end within the file's first {n} bytes: not a usable GGUF file ({why})</source>
+        <translation>{path}：GGUF 文件头在文件的前 {n} 字节内没有结束：不是可用的 GGUF 文件（{why}）</translation>
+    </message>
 </context>
 <context>
     <name>HubDialog</name>

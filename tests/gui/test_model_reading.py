@@ -14,8 +14,7 @@ import time
 import pytest
 from PySide6.QtCore import QTimer
 
-from gui.cluster.llama.gguf_header import parse_header
-from gui.cluster.llama.random_model import DemoShape, write_demo_model
+from cluster.padded_gguf import write_padded_model
 
 #: Empty strings in the slow model's extra key: a read of a few seconds on a desktop CPU.
 SLOW_HEADER_STRINGS = 30_000_000
@@ -23,21 +22,8 @@ SLOW_HEADER_STRINGS = 30_000_000
 
 @pytest.fixture(scope="module")
 def slow_model(tmp_path_factory):
-    """The demo model with a key of :data:`SLOW_HEADER_STRINGS` empty strings put first in its
-    header (a multiple of the alignment long, so the tensors' offsets stay right)."""
-    import struct
-
-    folder = tmp_path_factory.mktemp("slow")
-    raw = write_demo_model(folder / "demo.gguf", DemoShape(layers=4)).read_bytes()
-    alignment = parse_header(raw).fields.get("general.alignment", 32)
-    name = b"herd.pad"  # 8 bytes: with the 24 bytes around it and the strings, 32-byte aligned
-    extra = struct.pack("<Q", len(name)) + name + struct.pack("<IIQ", 9, 8, SLOW_HEADER_STRINGS)
-    extra += b"\0" * (8 * SLOW_HEADER_STRINGS)
-    assert len(extra) % alignment == 0
-    n_kv = struct.unpack_from("<Q", raw, 16)[0]
-    path = folder / "slow-header.gguf"
-    path.write_bytes(raw[:16] + struct.pack("<Q", n_kv + 1) + extra + raw[24:])
-    return path
+    """A model whose header holds :data:`SLOW_HEADER_STRINGS` empty strings."""
+    return write_padded_model(tmp_path_factory.mktemp("slow") / "slow-header.gguf", SLOW_HEADER_STRINGS)
 
 
 class StallMeter:

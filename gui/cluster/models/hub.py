@@ -195,8 +195,9 @@ def group_gguf_files(files: Sequence[HubFile]) -> list[ModelFile]:
 
 
 class _NeedMore(Exception):
-    def __init__(self, nbytes: int) -> None:
+    def __init__(self, nbytes: int, why: str = "") -> None:
         self.nbytes = nbytes
+        self.why = why  # where the header reader stopped, in words
 
 
 def gguf_header_length(buf: bytes) -> int:
@@ -210,7 +211,7 @@ def gguf_header_length(buf: bytes) -> int:
     try:
         return parse_header(buf).data_offset
     except HeaderTruncated as e:
-        raise _NeedMore(e.needed) from None
+        raise _NeedMore(e.needed, str(e)) from None
     except HeaderError as e:
         raise HubError(translate("Hub", "not a usable GGUF file: {why}").format(why=e)) from None
 
@@ -419,8 +420,8 @@ class Hub:
             except _NeedMore as more:
                 if more.nbytes > min(f.size, HEADER_MAX_BYTES) or len(buf) < want:
                     raise HubError(translate("Hub", "{path}: the GGUF header does not end within the "
-                                                    "file's first {n} bytes: not a usable GGUF file")
-                                   .format(path=f.path, n=len(buf))) from None
+                                                    "file's first {n} bytes: not a usable GGUF file ({why})")
+                                   .format(path=f.path, n=len(buf), why=more.why)) from None
                 want = min(max(more.nbytes, 2 * len(buf)), f.size, HEADER_MAX_BYTES)
 
     def model_info(self, repo: str, commit: str, model: ModelFile, workdir: str | os.PathLike | None = None):
