@@ -1952,6 +1952,14 @@
         <source>{what} is not UTF-8 text</source>
         <translation>{what} 不是 UTF-8 文本</translation>
     </message>
+    <message>
+        <source>the header goes on past {most} MiB, which no model's does ({why})</source>
+        <translation>文件头超过了 {most} MiB，没有哪个模型的文件头有这么长（{why}）</translation>
+    </message>
+    <message>
+        <source>{what} declares {count} entries; a model has at most {most}</source>
+        <translation>{what}声明了 {count} 项；模型最多只有 {most} 项</translation>
+    </message>
 </context>
 <context>
     <name>FailoverBanner</name>

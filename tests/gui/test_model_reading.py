@@ -1,29 +1,69 @@
 """Opening a model never blocks the window: the GGUF is read off the GUI thread.
 
-A real model's header reads in milliseconds since the bounded reader (#37, item 11; Gemma 3
-270M took seconds before). A read can still take a while — a header on a slow disk or share, a
-header with an enormous list — so these tests read a model whose header holds 30 million empty
-strings, which the reader walks one by one: while it is read the window keeps handling events,
-the model panel names the file, and a model chosen meanwhile wins.
+A model's header reads in well under a second since the bounded reader (#37, item 11; Gemma 3
+270M took seconds before), but a read can still take long: a model on a network share or a
+disk that is waking up. These tests read the longest header the reader accepts (32 MiB of
+string lengths to walk), held at its start until the test lets it go — a stand-in for a slow
+disk, which cannot be had here. While it is read the window keeps handling events, the model
+panel names the file, a model chosen meanwhile wins, and closing herd does not wait for it.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from PySide6.QtCore import QTimer
 
 from cluster.padded_gguf import write_padded_model
+from gui.cluster.llama import model as model_module
+from gui.cluster.llama.gguf_header import MAX_HEADER_BYTES
 
-#: Empty strings in the slow model's extra key: a read of a few seconds on a desktop CPU.
-SLOW_HEADER_STRINGS = 30_000_000
+#: Empty strings that fill the slow model's header up to (nearly) the reader's cap.
+SLOW_HEADER_STRINGS = (MAX_HEADER_BYTES // 8) - (1 << 16)
+
+#: Run as ``python -c`` before herd's own main: every model read waits for ever, as on a disk
+#: that never answers (herd must close all the same).
+NEVER_ANSWERING_DISK = """
+import runpy, threading
+import gui.cluster.llama.model as model_module
+model_module.read_header = lambda path: threading.Event().wait()
+runpy.run_module("gui.main", run_name="__main__")
+"""
 
 
 @pytest.fixture(scope="module")
 def slow_model(tmp_path_factory):
-    """A model whose header holds :data:`SLOW_HEADER_STRINGS` empty strings."""
+    """A model whose header is as long as the reader accepts."""
     return write_padded_model(tmp_path_factory.mktemp("slow") / "slow-header.gguf", SLOW_HEADER_STRINGS)
+
+
+class SlowDisk:
+    """Reads of ``path`` wait at their start until :meth:`release` (a slow disk's stand-in)."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+        self.released = threading.Event()
+        self.waiting = threading.Event()
+        self._read = model_module.read_header
+
+    def read_header(self, path):
+        if str(path) == self.path:
+            self.waiting.set()
+            self.released.wait(120)
+        return self._read(path)
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@pytest.fixture
+def slow_disk(monkeypatch, slow_model):
+    disk = SlowDisk(slow_model)
+    monkeypatch.setattr(model_module, "read_header", disk.read_header)
+    yield disk
+    disk.release()  # a read still held ends before the next test
 
 
 class StallMeter:
@@ -59,7 +99,8 @@ def pick_recent(win, path) -> None:
     box.activated.emit(index)  # what a click on the entry in the opened list emits
 
 
-def test_a_model_that_reads_slowly_opens_while_the_window_stays_responsive(qtbot, make_window, slow_model):
+def test_a_model_that_reads_slowly_opens_while_the_window_stays_responsive(qtbot, make_window, slow_model,
+                                                                           slow_disk):
     win = make_window(browse=False, **{"model/recent": [str(slow_model)]})
     win.model_panel.set_recent(win.settings.get("model/recent"))
     with StallMeter() as meter:
@@ -72,18 +113,19 @@ def test_a_model_that_reads_slowly_opens_while_the_window_stays_responsive(qtbot
         win.tabs.setCurrentIndex(1)
         assert win.tabs.currentWidget() is win.launch
         assert win.model_panel.open_button.isEnabled()
+        slow_disk.release()  # the disk answers; the longest header there is is walked
         qtbot.waitUntil(lambda: win.model is not None, timeout=180000)
         reading = time.perf_counter() - started
     assert win.model.path == slow_model and win.model.architecture == "llama"
     assert not win.model_panel.busy.isVisible()
     assert slow_model.name in win.model_panel.info.text()
-    # The read took as long as the inspection does; the window never stopped for more than a
-    # small part of it (read on the GUI thread, the worst stall would be the whole read).
+    # The window never stopped for the read (read on the GUI thread, the worst stall would be
+    # all of it).
     print(f"\nread {reading:.2f} s, the window's worst stall {meter.worst * 1000:.0f} ms")
-    assert meter.worst < reading / 10, (meter.worst, reading)
+    assert meter.worst < reading / 2, (meter.worst, reading)
 
 
-def test_a_model_chosen_while_another_is_read_wins(qtbot, make_window, slow_model, demo_model):
+def test_a_model_chosen_while_another_is_read_wins(qtbot, make_window, slow_model, demo_model, slow_disk):
     win = make_window(browse=False, **{"model/recent": [str(slow_model), str(demo_model)]})
     win.model_panel.set_recent(win.settings.get("model/recent"))
     pick_recent(win, slow_model)
@@ -94,6 +136,7 @@ def test_a_model_chosen_while_another_is_read_wins(qtbot, make_window, slow_mode
     assert win.model.path == demo_model
     # the large one finishes later (its result reaches the window) and is dropped: the model
     # chosen last stays open
+    slow_disk.release()
     qtbot.waitUntil(lambda: bool(ended), timeout=180000)
     assert ended[0].path == slow_model
     assert win.model.path == demo_model
@@ -115,7 +158,7 @@ def test_an_unreadable_model_says_why_and_keeps_the_open_one(qtbot, make_window,
 
 
 def test_the_demo_window_answers_while_a_remembered_large_model_is_read(qtbot, make_window, agents, demo_model,
-                                                                       slow_model):
+                                                                       slow_model, slow_disk):
     """`herd demo` after a session with a large model: the window starts reading the remembered
     model, then the demo's own; it keeps answering meanwhile and the demo's model is the one
     open, although the remembered one finishes last."""
@@ -128,27 +171,24 @@ def test_the_demo_window_answers_while_a_remembered_large_model_is_read(qtbot, m
         win.attach_demo(agents, demo_model)
         qtbot.waitUntil(lambda: win.model is not None, timeout=60000)
         assert win.model.path == demo_model
+        slow_disk.release()
         qtbot.waitUntil(lambda: bool(ended), timeout=180000)
         reading = time.perf_counter() - started
     assert win.model.path == demo_model and win.settings.get("model/last") == str(demo_model)
-    assert meter.worst < reading / 10, (meter.worst, reading)
+    assert meter.worst < reading / 2, (meter.worst, reading)
 
 
-def test_closing_herd_while_a_large_model_is_read_ends_it_at_once(tmp_path, slow_model):
-    """A person opens herd (it reads the model of last time, one that reads slowly) and closes it
-    at once: herd is gone straight away, not when the read would have ended."""
+def test_closing_herd_while_a_model_is_read_ends_it_at_once(tmp_path, slow_model):
+    """A person opens herd (it reads the model of last time, from a disk that does not answer)
+    and closes it: herd is gone, cleanly, without waiting for the read."""
     import os
     import signal
     import subprocess
     import sys
     from pathlib import Path
 
-    from gui.cluster.llama.model import inspect_model
     from gui.settings import Settings
 
-    started = time.perf_counter()
-    inspect_model(slow_model)
-    reading = time.perf_counter() - started
     config = tmp_path / "xdg-config"
     remembered = Settings(str(config / "llama-herd" / "herd.conf"))  # where herd keeps its settings on Linux
     remembered.set("model/last", str(slow_model))
@@ -158,8 +198,8 @@ def test_closing_herd_while_a_large_model_is_read_ends_it_at_once(tmp_path, slow
                HERD_DEBUG="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]), PYTHONUNBUFFERED="1")
     log = tmp_path / "herd.log"
     with open(log, "w") as out:
-        herd = subprocess.Popen([sys.executable, "-m", "gui.main"], env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT)
+        herd = subprocess.Popen([sys.executable, "-c", NEVER_ANSWERING_DISK], env=env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
         while "reading the model" not in log.read_text():
@@ -167,19 +207,18 @@ def test_closing_herd_while_a_large_model_is_read_ends_it_at_once(tmp_path, slow
             time.sleep(0.05)  # polling another process's log for the moment its read begins
         closing = time.perf_counter()
         herd.send_signal(signal.SIGTERM)  # closes the window as a person would
-        herd.wait(reading * 3)
+        herd.wait(60)  # generous: the read never ends, so any exit is herd's own
         took = time.perf_counter() - closing
     finally:
         if herd.poll() is None:
             herd.kill()
             herd.wait()
-    print(f"\nreading the model takes {reading:.2f} s; herd was gone {took:.2f} s after closing")
+    print(f"\nherd was gone {took:.2f} s after closing")
     assert herd.returncode == 0, log.read_text()
     assert "Traceback" not in log.read_text(), log.read_text()
-    assert took < reading / 2, (took, reading)
 
 
-def test_a_read_that_ends_after_the_window_closed_goes_nowhere(qtbot, make_window, slow_model, caplog):
+def test_a_read_that_ends_after_the_window_closed_goes_nowhere(qtbot, make_window, slow_model, slow_disk, caplog):
     import logging
     import threading
 
@@ -191,6 +230,7 @@ def test_a_read_that_ends_after_the_window_closed_goes_nowhere(qtbot, make_windo
     assert reader, [t.name for t in threading.enumerate()]
     win.close()
     assert not win.bridge.is_running() and reader[0].is_alive()  # closed while the read goes on
+    slow_disk.release()
     failures = []
     threading.excepthook, before = (lambda args: failures.append(args)), threading.excepthook
     try:

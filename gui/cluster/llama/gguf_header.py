@@ -37,13 +37,27 @@ _SCALARS = {0: (1, "B"), 1: (1, "b"), 2: (2, "H"), 3: (2, "h"), 4: (4, "I"), 5: 
             6: (4, "f"), 7: (1, "?"), 10: (8, "Q"), 11: (8, "q"), 12: (8, "d")}
 _STRING, _ARRAY = 8, 9
 
+#: The longest header read. The largest vocabularies (Qwen's, Gemma 3's, with their merges) take
+#: under 12 MiB; a header that goes on past this is not a model's. It bounds the time a read
+#: takes (walking 32 MiB of string lengths takes well under a second) as the other limits bound
+#: its memory. A hub reads no more of a file than this either (``HEADER_MAX_BYTES``).
+MAX_HEADER_BYTES = 32 << 20
 #: A number array of at most this many entries is read (per-layer head counts and window
 #: patterns have one entry per layer); a longer one (token scores, token types) is skipped.
 KEPT_ARRAY_ENTRIES = 1 << 16
 #: A string value longer than this is skipped, not decoded (chat templates take a few KiB).
 KEPT_STRING_BYTES = 1 << 20
+#: A string array of at most this many entries is read (``general.tags``); the vocabulary is not.
+KEPT_STRING_ENTRIES = 1 << 10
+#: What all kept values together may cost in memory, roughly, in bytes (a Python object per
+#: number or string); past it, values are skipped. Herd's keys take a few KiB.
+KEPT_BUDGET = 4 << 20
 #: Longest key name accepted: llama.cpp's own keys are under 64 bytes.
-MAX_KEY_BYTES = 1 << 16
+MAX_KEY_BYTES = 1 << 10
+#: Most keys and tensors a header may declare: models have about a hundred keys and a few
+#: thousand tensors per file.
+MAX_KEYS = 1 << 14
+MAX_TENSORS = 1 << 16
 #: llama.cpp refuses tensor names of GGML_MAX_NAME (64) bytes or more, and more than
 #: GGML_MAX_DIMS (4) dimensions.
 MAX_TENSOR_NAME_BYTES = 63
@@ -129,12 +143,21 @@ def _truncated(what: str, needed: int) -> HeaderTruncated:
 
 
 class _Cursor:
-    """A position in ``buf`` that moves only after checking that the bytes are there."""
+    """A position in ``buf`` that moves only after checking that the bytes are there (at most
+    :data:`MAX_HEADER_BYTES` of them), and what may still be spent on kept values."""
 
     def __init__(self, buf) -> None:
         self.buf = buf
-        self.size = len(buf)
+        self.size = min(len(buf), MAX_HEADER_BYTES)
         self.pos = 0
+        self.budget = KEPT_BUDGET
+
+    def spend(self, cost: int) -> bool:
+        """Take ``cost`` from the budget for kept values; False (nothing taken) when it is short."""
+        if cost > self.budget:
+            return False
+        self.budget -= cost
+        return True
 
     def need(self, nbytes: int, what: str) -> None:
         """Raise :class:`HeaderTruncated` unless ``nbytes`` more bytes are there."""
@@ -178,12 +201,18 @@ def _count_fits(cur: _Cursor, count: int, min_bytes: int, what: str) -> None:
                          cur.pos + min(count * min_bytes, 1 << 62))
 
 
+def _at_most(count: int, most: int, what: str) -> None:
+    if count > most:
+        raise HeaderError(translate("Model", "{what} declares {count} entries; a model has at most {most}")
+                          .format(what=what, count=count, most=most))
+
+
 def _read_string(cur: _Cursor, what: str, limit: int | None = None) -> str | SkippedValue:
     """A length-prefixed string; one longer than ``limit`` is skipped (or refused when it is a
     name: see the callers)."""
     length = cur.u64(what)
     cur.need(length, what)
-    if limit is not None and length > limit:
+    if limit is not None and (length > limit or not cur.spend(length + 64)):
         cur.pos += length
         return SkippedValue(_STRING, length)
     return cur.text(length, what)
@@ -212,7 +241,7 @@ def _read_array(cur: _Cursor, key: str):
     if entry_type in _SCALARS:
         width, code = _SCALARS[entry_type]
         _count_fits(cur, count, width, key)
-        if count > KEPT_ARRAY_ENTRIES:
+        if count > KEPT_ARRAY_ENTRIES or not cur.spend(count * 40):
             cur.pos += count * width
             return SkippedValue(entry_type, count)
         values = list(struct.unpack_from(f"<{count}{code}", cur.buf, cur.pos))
@@ -220,10 +249,12 @@ def _read_array(cur: _Cursor, key: str):
         return values
     if entry_type == _STRING:
         _count_fits(cur, count, _MIN_ENTRY_BYTES[_STRING], key)
-        if count > KEPT_ARRAY_ENTRIES:
-            _skip_strings(cur, count, key)
+        start = cur.pos
+        _skip_strings(cur, count, key)
+        if count > KEPT_STRING_ENTRIES or not cur.spend(cur.pos - start + 64 * count):
             return SkippedValue(entry_type, count)
-        return [_read_string(cur, key, KEPT_STRING_BYTES) for _ in range(count)]
+        cur.pos = start
+        return [cur.text(cur.u64(key), key) for _ in range(count)]
     raise HeaderError(translate("Model", "key {key} holds an array of an unknown value type ({type})")
                       .format(key=key, type=entry_type))
 
@@ -244,6 +275,7 @@ def _read_value(cur: _Cursor, key: str):
 def _read_fields(cur: _Cursor, n_keys: int) -> dict[str, object]:
     what = translate("Model", "the list of keys")
     _count_fits(cur, n_keys, _MIN_KEY_BYTES, what)
+    _at_most(n_keys, MAX_KEYS, what)
     fields: dict[str, object] = {}
     for index in range(n_keys):
         name_what = translate("Model", "the name of key number {n}").format(n=index + 1)
@@ -282,7 +314,9 @@ def _read_tensor(cur: _Cursor, index: int) -> tuple[str, tuple[int, ...], int, i
 
 
 def _read_tensors(cur: _Cursor, n_tensors: int) -> list[tuple[str, tuple[int, ...], int, int]]:
-    _count_fits(cur, n_tensors, _MIN_TENSOR_BYTES, translate("Model", "the list of tensors"))
+    what = translate("Model", "the list of tensors")
+    _count_fits(cur, n_tensors, _MIN_TENSOR_BYTES, what)
+    _at_most(n_tensors, MAX_TENSORS, what)
     tensors = [_read_tensor(cur, i) for i in range(n_tensors)]
     seen: set[str] = set()
     for name, *_ in tensors:
@@ -297,8 +331,19 @@ def parse_header(buf) -> GGUFHeader:
 
     Raises :class:`HeaderTruncated` when ``buf`` ends before the header does, and
     :class:`HeaderError` for anything else that is wrong — in words that name the key or the
-    tensor. Nothing is allocated for a count or length the bytes left cannot hold.
+    tensor. Nothing is allocated for a count or length the bytes left cannot hold, no more than
+    :data:`MAX_HEADER_BYTES` are read, and kept values cost at most :data:`KEPT_BUDGET`.
     """
+    try:
+        return _parse(buf)
+    except HeaderTruncated as e:
+        if len(buf) > MAX_HEADER_BYTES and e.needed > MAX_HEADER_BYTES:
+            raise HeaderError(translate("Model", "the header goes on past {most} MiB, which no model's does "
+                                                 "({why})").format(most=MAX_HEADER_BYTES >> 20, why=e)) from None
+        raise
+
+
+def _parse(buf) -> GGUFHeader:
     cur = _Cursor(buf)
     if cur.left() < len(MAGIC) or bytes(buf[:len(MAGIC)]) != MAGIC:
         raise HeaderError(translate("Model", "it does not start with the GGUF signature"))
