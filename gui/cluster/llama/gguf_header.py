@@ -37,8 +37,8 @@ _SCALARS = {0: (1, "B"), 1: (1, "b"), 2: (2, "H"), 3: (2, "h"), 4: (4, "I"), 5: 
             6: (4, "f"), 7: (1, "?"), 10: (8, "Q"), 11: (8, "q"), 12: (8, "d")}
 _STRING, _ARRAY = 8, 9
 
-#: The longest header read. The largest vocabularies (Qwen's, Gemma 3's, with their merges) take
-#: under 12 MiB; a header that goes on past this is not a model's. It bounds the time a read
+#: The longest header read. Gemma 3's 262k-token vocabulary makes a 6.2 MiB header, Qwen's with
+#: its merges about 6 MB; a header that goes on past five times that is not a model's. It bounds the time a read
 #: takes (walking 32 MiB of string lengths takes well under a second) as the other limits bound
 #: its memory. A hub reads no more of a file than this either (``HEADER_MAX_BYTES``).
 MAX_HEADER_BYTES = 32 << 20

@@ -45,8 +45,8 @@ from agent.i18n import translate
 PARTIAL_DIR = ".herd-downloads"
 #: First ranged read of a header; grown until the header and the tensor infos are in.
 HEADER_FIRST_READ = 256 * 1024
-#: A header larger than this is not a model's: the largest vocabularies (Qwen's, Gemma 3's, with
-#: their merges) take under 12 MiB. It bounds what a hub can make the app fetch and hold (#32).
+#: A header larger than this is not a model's (the local reader's cap, ``MAX_HEADER_BYTES`` of
+#: gui.cluster.llama.gguf_header). It bounds what a hub can make the app fetch and hold (#32).
 HEADER_MAX_BYTES = 32 << 20
 #: Disk space kept free beyond the download itself (the OS and the app need some too).
 DISK_MARGIN_BYTES = 64 << 20
