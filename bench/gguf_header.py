@@ -85,11 +85,11 @@ def _hostile_array(path: Path) -> Path:
     return path
 
 
-def _hostile_strings(path: Path) -> Path:
-    """2 million empty strings (16 MB) after an architecture key."""
+def _hostile_strings(path: Path, count: int = 2_000_000) -> Path:
+    """``count`` empty strings (8 bytes each) after an architecture key."""
     arch = struct.pack("<Q", 20) + b"general.architecture" + struct.pack("<IQ", 8, 5) + b"llama"
-    tokens = struct.pack("<Q", 21) + b"tokenizer.ggml.tokens" + struct.pack("<IIQ", 9, 8, 2_000_000)
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + arch + tokens + b"\0" * 16_000_000)
+    tokens = struct.pack("<Q", 21) + b"tokenizer.ggml.tokens" + struct.pack("<IIQ", 9, 8, count)
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + arch + tokens + b"\0" * (8 * count))
     return path
 
 
@@ -101,6 +101,10 @@ def _files(tmp: Path, smoke: bool) -> list[tuple[str, Path]]:
     if smoke:
         return files
     files.append(("hostile: 2M empty strings, 16 MB", _hostile_strings(tmp / "strings.gguf")))
+    from gui.cluster.llama.gguf_header import MAX_HEADER_BYTES
+
+    longest = MAX_HEADER_BYTES // 8 - 64  # strings that fill the longest header the reader walks
+    files.append(("hostile: 4M empty strings, 32 MiB", _hostile_strings(tmp / "longest.gguf", longest)))
     from gui.cluster.models.demo_weights import installed_demo_weights
 
     smollm = installed_demo_weights()
