@@ -51,7 +51,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSpinBox,
-    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -60,6 +59,7 @@ from gui.cluster.chat.client import ChatDelta, ChatDone, ChatError
 from gui.cluster.chat.conversation import ContextFit, Conversation, Message
 from gui.cluster.nodes.network_errors import explain
 from gui.widgets.feedback import flash_copied
+from gui.widgets.transcript import Transcript, insert_reply_markdown
 
 FRAME_MS = 16
 
@@ -102,6 +102,7 @@ def _shrinkable(label: QLabel) -> QLabel:
     pasted line, a server's message) is cut at the pane's edge instead of widening the pane and
     squeezing the dashboard beside it."""
     label.setWordWrap(True)
+    label.setTextFormat(Qt.TextFormat.PlainText)  # a server's words are text, never rich text (#32)
     label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
     label.setMinimumWidth(1)
     return label
@@ -118,7 +119,7 @@ class ChatPane(QWidget):
         conversation: the :class:`~gui.cluster.chat.conversation.Conversation` shown.
         stats: what was measured about each reply, in order (tokens, time to first token,
             tokens/s as seen and as llama-server counted them, stopped, error).
-        transcript: the ``QTextBrowser`` holding the conversation.
+        transcript: the :class:`~gui.widgets.transcript.Transcript` holding the conversation.
         context_note: shown when the next message does not fit the server's context: what
             ``context_text`` says, ``drop_button`` (leave out the oldest turns and send) and
             ``cancel_button``.
@@ -157,8 +158,8 @@ class ChatPane(QWidget):
         self.new_button = QPushButton(self.tr("New chat"))
         self.save_button = QPushButton(self.tr("Save history…"))
         self.copy_button = QPushButton(self.tr("Copy reply"))
-        self.transcript = QTextBrowser()
-        self.transcript.setOpenExternalLinks(True)
+        # loads no image, opens a link only after showing its address (#32)
+        self.transcript = Transcript()
         self.transcript.setUndoRedoEnabled(False)  # no undo history growing with every token
         # a 30k-character paste without spaces wraps too, instead of one endless line
         self.transcript.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
@@ -571,7 +572,7 @@ class ChatPane(QWidget):
         cur.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cur.removeSelectedText()
         if text:
-            cur.insertMarkdown(text)
+            insert_reply_markdown(cur, text)  # no raw HTML, images as links (#32)
             self._shade_code_blocks(self._reply_start, cur.position())
 
     def _shade_code_blocks(self, start: int, end: int) -> None:

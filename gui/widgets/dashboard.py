@@ -30,6 +30,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from gui.widgets.node_colors import node_colors
+from gui.widgets.outside_text import NAME_WORD, escaped
 
 REDRAW_MS = 250
 #: The samplers report every 1–2 s; a series silent for longer than this was idle or unreachable,
@@ -326,7 +327,7 @@ class Dashboard(QWidget):
         return own + sorted(nodes.values(), key=lambda ks: (ks[1].label.casefold(), ks[1].label, ks[1].node_id))
 
     def _update_legend(self) -> None:
-        parts = [f'<span style="color: {self._color(k)};">■</span>&nbsp;{html.escape(s.label)}'
+        parts = [f'<span style="color: {self._color(k)};">■</span>&nbsp;{escaped(s.label, longest_word=NAME_WORD)}'
                  for k, s in self._legend_order()]
         self.legend.setText(" &nbsp; ".join(parts))
 
@@ -418,5 +419,5 @@ class Dashboard(QWidget):
         parts = [f"<b>{x:.1f} s</b>"]
         for plot in PLOTS:
             for name, v in sorted(vals.get(plot, {}).items(), key=lambda nv: nv[0].casefold()):
-                parts.append(f"{html.escape(name)}: {v:.2f} {units[plot]}")
+                parts.append(f"{escaped(name, longest_word=NAME_WORD)}: {v:.2f} {units[plot]}")
         return " · ".join(parts)

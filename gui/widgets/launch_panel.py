@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from gui.widgets.feedback import flash_copied
+from gui.widgets.outside_text import PlainLabel, plain_tooltip, shortened
 
 WARN = "#d62728"
 OK = "#2ca02c"
@@ -68,12 +69,10 @@ class LaunchPanel(QWidget):
         self.start_button = QPushButton(self.tr("Start"))
         self.stop_button = QPushButton(self.tr("Stop"))
         self.stop_button.setEnabled(False)
-        self.status = QLabel(self.tr("Not running."))
-        self.status.setWordWrap(True)
-        self.verified = QLabel()
-        self.verified.setWordWrap(True)
-        self.notes = QLabel()  # what the launch had to do differently (e.g. --no-repack)
-        self.notes.setWordWrap(True)
+        # node names and llama-server's and the agents' words: plain text (#32)
+        self.status = PlainLabel(self.tr("Not running."))
+        self.verified = PlainLabel()
+        self.notes = PlainLabel()  # what the launch had to do differently (e.g. --no-repack)
         self.notes.setStyleSheet(f"color: {WARN};")
         self.notes.hide()
         self.progress = QProgressBar()
@@ -85,8 +84,7 @@ class LaunchPanel(QWidget):
         self._transfer_lay = QVBoxLayout(self.transfer_box)
         self._transfer_lay.setContentsMargins(0, 0, 0, 0)
         self.transfer_bars: dict[str, QProgressBar] = {}
-        self.stall = QLabel()
-        self.stall.setWordWrap(True)
+        self.stall = PlainLabel()
         self.stall.setStyleSheet(f"color: {WARN};")
         self.stall.hide()
         self._transfer_lay.addWidget(self.stall)
@@ -165,7 +163,7 @@ class LaunchPanel(QWidget):
         marks = {"error": "✖", "warning": "⚠", "ok": "✔"}
         colors = {"error": WARN, "warning": AMBER, "ok": OK}
         for f in sorted(findings, key=lambda f: order.get(f.severity, 3)):
-            item = QListWidgetItem(f"{marks.get(f.severity, '•')} {self.subject_text(f)}: {f.message}")
+            item = QListWidgetItem(shortened(f"{marks.get(f.severity, '•')} {self.subject_text(f)}: {f.message}"))
             item.setForeground(QGuiApplication.palette().text() if f.severity == "ok" else _brush(colors[f.severity]))
             self.findings.addItem(item)
 
@@ -235,8 +233,8 @@ class LaunchPanel(QWidget):
                 self.transfer_bars[w.endpoint] = bar
                 self._transfer_lay.insertWidget(self._transfer_lay.count() - 1, bar)
             bar.setValue(int(1000 * w.fraction))
-            bar.setFormat(w.describe())
-            bar.setToolTip(w.describe())
+            bar.setFormat(shortened(w.describe()))
+            bar.setToolTip(plain_tooltip(w.describe()))
         self.stall.setText(("⚠ " + event.stall) if event.stall else "")
         self.stall.setVisible(bool(event.stall))
         self.transfer_box.setVisible(bool(self.transfer_bars))
@@ -289,7 +287,7 @@ class LaunchPanel(QWidget):
 
     def set_start_hint(self, text: str) -> None:
         """What hovering Start says ("" for nothing)."""
-        self.start_button.setToolTip(text)
+        self.start_button.setToolTip(plain_tooltip(text))  # it may name nodes (#32)
 
     def set_state(self, state: str, error: str = "") -> None:
         """llama-server's state, as the launcher reports it."""

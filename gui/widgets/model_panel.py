@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxL
                                QProgressBar, QPushButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from gui.cluster.models.local import size_verdict, source_label
-from gui.widgets.wrapping_label import WrappingLabel
+from gui.widgets.outside_text import PATH_WORD, PlainLabel, plain_tooltip
 
 WARN = "#d62728"
 #: A file read faster than this shows no busy indicator (it would only flicker).
@@ -58,7 +58,8 @@ class ModelPanel(QWidget):
         self.recent.setMinimumContentsLength(14)
         self.recent.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.recent.setPlaceholderText(self.tr("Recent models"))
-        self.info = WrappingLabel(self.tr("No model open. Open a GGUF file or drop one here."))
+        # a model's name is whatever its file says: plain text (#32); its path may be long
+        self.info = PlainLabel(self.tr("No model open. Open a GGUF file or drop one here."), longest_word=PATH_WORD)
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         # While a large GGUF's header is read (seconds for a big vocabulary): a busy bar and the
         # file's name; every control stays usable, and choosing another file replaces it.
@@ -67,7 +68,7 @@ class ModelPanel(QWidget):
         self.busy.setTextVisible(False)
         self.busy.setMaximumHeight(6)
         self.busy.hide()
-        self.reading = WrappingLabel()
+        self.reading = PlainLabel()
         self.reading.hide()
         self._busy_timer = QTimer(self)
         self._busy_timer.setSingleShot(True)
@@ -116,7 +117,7 @@ class ModelPanel(QWidget):
         for m in self._local_models:
             item = QTreeWidgetItem([m.name, self._size_text(m), source_label(m.source), ""])
             item.setData(NAME, Qt.ItemDataRole.UserRole, str(m.path))
-            item.setToolTip(NAME, str(m.path))
+            item.setToolTip(NAME, plain_tooltip(m.path))
             item.setTextAlignment(SIZE, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.local.addTopLevelItem(item)
         self.local.setVisible(bool(self._local_models))

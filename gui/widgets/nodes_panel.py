@@ -9,7 +9,6 @@ its RPC worker. The panel's own button adds a node by address, for networks wher
 
 from __future__ import annotations
 
-import html
 from collections import deque
 from collections.abc import Mapping
 
@@ -35,6 +34,7 @@ from agent.identity import display_fingerprint
 from agent.pairing import normalise_pin
 from agent.protocol import PIN_DIGITS
 from gui.widgets.node_colors import node_colors
+from gui.widgets.outside_text import NAME_WORD, PlainLabel, escaped, shortened
 from gui.widgets.wrapping_label import WrappingLabel
 
 GiB = 1 << 30
@@ -103,16 +103,18 @@ class NodeCard(QFrame):
         self.setObjectName("nodeCard")
         # Wrapped labels that get the height their text needs in the scrolled list (#17).
         self.title = WrappingLabel()
-        self.title.setTextFormat(Qt.TextFormat.RichText)
-        self.address = WrappingLabel()
+        self.title.setTextFormat(Qt.TextFormat.RichText)  # the name in it is escaped (#32)
+        # what the node announces or reports (its address, engine, CPU and GPU names) is text (#32)
+        self.address = PlainLabel()
         self.state = QLabel()
-        self.hardware = WrappingLabel()
-        self.engine = WrappingLabel()
-        self.warning = WrappingLabel()
+        self.state.setTextFormat(Qt.TextFormat.PlainText)
+        self.hardware = PlainLabel()
+        self.engine = PlainLabel()
+        self.warning = PlainLabel()
         self.warning.setStyleSheet(f"color: {WARN};")
         self.warning.hide()
         # Its own line: the Wi-Fi warning must not hide it, nor it the Wi-Fi warning.
-        self.impostor = WrappingLabel()
+        self.impostor = PlainLabel()
         self.impostor.setStyleSheet(f"color: {WARN}; font-weight: bold;")
         self.impostor.hide()
         self.rtt_label = QLabel()
@@ -191,13 +193,13 @@ class NodeCard(QFrame):
 
     def _show_title(self) -> None:
         swatch = f'<span style="color: {self.color};">■</span> ' if self.color else ""
-        self.title.setText(f"{swatch}<b>{html.escape(self.name)}</b>")
+        self.title.setText(f"{swatch}<b>{escaped(self.name, longest_word=NAME_WORD)}</b>")
 
     def _state_text(self, state: str) -> str:
         names = {"stopped": self.tr("worker stopped"), "ready": self.tr("worker ready"),
                  "busy": self.tr("worker in use"), "starting": self.tr("worker starting"),
                  "crashed": self.tr("worker crashed"), "": self.tr("online")}
-        return names.get(state, state)
+        return names.get(state, shortened(state, longest_word=NAME_WORD))
 
     def show_status(self, status) -> None:
         """Show an agent's status (an :class:`~agent.protocol.AgentStatus`, as the telemetry
@@ -252,7 +254,7 @@ class NodeCard(QFrame):
 
     def show_host(self, name: str, cpu: str, cores: int, ram_free: int, ram_total: int, engine: str) -> None:
         """Show the master itself (the host CPU of every plan)."""
-        self.title.setText(f"<b>{name}</b> — " + self.tr("this computer (host)"))
+        self.title.setText(f"<b>{escaped(name, longest_word=NAME_WORD)}</b> — " + self.tr("this computer (host)"))
         self.address.setText(self.tr("Runs llama-server; keeps the first layers and the token embeddings."))
         self.state.setText(self.tr("host"))
         self.hardware.setText(self.tr("CPU %1").replace("%1", f"{cpu} ×{cores}") + "\n"
@@ -282,8 +284,9 @@ class PinDialog(QDialog):
     def __init__(self, node_name: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(self.tr("Pair with node"))
-        label = QLabel(self.tr("Enter the PIN %1 shows (herd-agent pin on that computer):").replace("%1", node_name))
-        label.setWordWrap(True)
+        # the name is what an unpaired computer announced: text, never rich text (#32)
+        label = PlainLabel(self.tr("Enter the PIN %1 shows (herd-agent pin on that computer):")
+                           .replace("%1", shortened(node_name, longest_word=NAME_WORD)))
         self.edit = QLineEdit()
         self.edit.setMaxLength(PIN_DIGITS + 4)
         self.edit.setValidator(QRegularExpressionValidator(QRegularExpression(r"[\d -]*"), self.edit))
@@ -345,7 +348,7 @@ class NodesPanel(QWidget):
         self.demo_button.setToolTip(self.tr("Start two workers on this computer to see the whole loop"))
         self.empty_label = WrappingLabel(self.tr("No worker found yet. Start herd-agent on your other PCs, "
                                                  "or add one by address."))
-        self.message = WrappingLabel()
+        self.message = PlainLabel()
         self.message.setStyleSheet(f"color: {WARN};")
         self.message.hide()
         self.host_card = NodeCard(None)

@@ -1876,6 +1876,122 @@
         <source>{path}: part of a split model is missing or unreadable ({why})</source>
         <translation>{path}：分卷模型的某个文件缺失或无法读取（{why}）</translation>
     </message>
+    <message>
+        <source>GGUF format version {version} is not one llama.cpp reads (2 or 3)</source>
+        <translation>GGUF 格式版本 {version} 不是 llama.cpp 能读取的版本（2 或 3）</translation>
+    </message>
+    <message>
+        <source>it does not start with the GGUF signature</source>
+        <translation>它不以 GGUF 签名开头</translation>
+    </message>
+    <message>
+        <source>key general.alignment must be a power of two, got {value}</source>
+        <translation>键 general.alignment 必须是 2 的幂，实际为 {value}</translation>
+    </message>
+    <message>
+        <source>key number {n} has a name of {length} bytes; a key name takes at most {most}</source>
+        <translation>第 {n} 个键的名称长 {length} 字节；键名最多 {most} 字节</translation>
+    </message>
+    <message>
+        <source>key {key} appears twice</source>
+        <translation>键 {key} 出现了两次</translation>
+    </message>
+    <message>
+        <source>key {key} has an unknown value type ({type})</source>
+        <translation>键 {key} 的值类型未知（{type}）</translation>
+    </message>
+    <message>
+        <source>key {key} holds an array of an unknown value type ({type})</source>
+        <translation>键 {key} 是一个元素类型未知（{type}）的数组</translation>
+    </message>
+    <message>
+        <source>key {key} holds an array of arrays, which GGUF models do not use</source>
+        <translation>键 {key} 是数组的数组，GGUF 模型不使用这种结构</translation>
+    </message>
+    <message>
+        <source>tensor number {n} has a name of {length} bytes; llama.cpp takes at most {most}</source>
+        <translation>第 {n} 个张量的名称长 {length} 字节；llama.cpp 最多接受 {most} 字节</translation>
+    </message>
+    <message>
+        <source>tensor {name} appears twice</source>
+        <translation>张量 {name} 出现了两次</translation>
+    </message>
+    <message>
+        <source>tensor {name} has more elements than a file can hold</source>
+        <translation>张量 {name} 的元素数量超过了文件所能容纳的上限</translation>
+    </message>
+    <message>
+        <source>tensor {name} has {n} dimensions; llama.cpp takes at most {most}</source>
+        <translation>张量 {name} 有 {n} 个维度；llama.cpp 最多接受 {most} 个</translation>
+    </message>
+    <message>
+        <source>tensor {name} starts at an offset that is not a multiple of the alignment {alignment}</source>
+        <translation>张量 {name} 的起始偏移不是对齐值 {alignment} 的整数倍</translation>
+    </message>
+    <message>
+        <source>the format version</source>
+        <translation>格式版本</translation>
+    </message>
+    <message>
+        <source>the header ends inside {what}</source>
+        <translation>文件头在 {what} 中途结束</translation>
+    </message>
+    <message>
+        <source>the key count</source>
+        <translation>键的数量</translation>
+    </message>
+    <message>
+        <source>the list of keys</source>
+        <translation>键列表</translation>
+    </message>
+    <message>
+        <source>the list of tensors</source>
+        <translation>张量列表</translation>
+    </message>
+    <message>
+        <source>the name of key number {n}</source>
+        <translation>第 {n} 个键的名称</translation>
+    </message>
+    <message>
+        <source>the name of tensor number {n}</source>
+        <translation>第 {n} 个张量的名称</translation>
+    </message>
+    <message>
+        <source>the tensor count</source>
+        <translation>张量的数量</translation>
+    </message>
+    <message>
+        <source>{path}: corrupt GGUF file: {why}</source>
+        <translation>{path}：GGUF 文件已损坏：{why}</translation>
+    </message>
+    <message>
+        <source>{path}: not a GGUF file (it does not start with the GGUF signature that every llama.cpp model file has)</source>
+        <translation>{path}：不是 GGUF 文件（它不以每个 llama.cpp 模型文件都有的 GGUF 签名开头）</translation>
+    </message>
+    <message>
+        <source>{path}: tensor {name} has a ggml type ({type}) that llama.cpp does not know</source>
+        <translation>{path}：张量 {name} 的 ggml 类型（{type}）是 llama.cpp 不认识的</translation>
+    </message>
+    <message>
+        <source>{path}: truncated or corrupt GGUF file: {why}</source>
+        <translation>{path}：GGUF 文件不完整或已损坏：{why}</translation>
+    </message>
+    <message>
+        <source>{what} (it declares {count} entries)</source>
+        <translation>{what}（声明了 {count} 项）</translation>
+    </message>
+    <message>
+        <source>{what} is not UTF-8 text</source>
+        <translation>{what} 不是 UTF-8 文本</translation>
+    </message>
+    <message>
+        <source>the header goes on past {most} MiB, which no model's does ({why})</source>
+        <translation>文件头超过了 {most} MiB，没有哪个模型的文件头有这么长（{why}）</translation>
+    </message>
+    <message>
+        <source>{what} declares {count} entries; a model has at most {most}</source>
+        <translation>{what}声明了 {count} 项；模型最多只有 {most} 项</translation>
+    </message>
 </context>
 <context>
     <name>FailoverBanner</name>
@@ -2217,6 +2333,14 @@
     <message>
         <source>not enough disk space in {dir}: the model needs {need} MB and {free} MB are free; free some space or choose another models folder</source>
         <translation>{dir} 磁盘空间不足：模型需要 {need} MB，可用 {free} MB；请释放一些空间或选择其他模型文件夹</translation>
+    </message>
+    <message>
+        <source>not a usable GGUF file: {why}</source>
+        <translation>不是可用的 GGUF 文件：{why}</translation>
+    </message>
+    <message>
+        <source>{path}: the GGUF header does not end within the file's first {n} bytes: not a usable GGUF file ({why})</source>
+        <translation>{path}：GGUF 文件头在文件的前 {n} 字节内没有结束：不是可用的 GGUF 文件（{why}）</translation>
     </message>
 </context>
 <context>
@@ -2916,6 +3040,29 @@
     <message>
         <source>{arg} is not a llama-server option (nor the value of one)</source>
         <translation>{arg} 不是 llama-server 选项（也不是某个选项的值）</translation>
+    </message>
+</context>
+<context>
+    <name>Transcript</name>
+    <message>
+        <source>Open link</source>
+        <translation>打开链接</translation>
+    </message>
+    <message>
+        <source>Open this address in your browser?
+
+%1</source>
+        <translation>要在浏览器中打开这个地址吗？
+
+%1</translation>
+    </message>
+    <message>
+        <source>herd opens only web links (http, https) from a chat. This link goes to:
+
+%1</source>
+        <translation>herd 只打开聊天中的网页链接（http、https）。此链接指向：
+
+%1</translation>
     </message>
 </context>
 </TS>
