@@ -303,3 +303,20 @@ def test_shortened_cuts_long_words_in_the_middle_and_keeps_short_ones():
     cut = shortened("x" * 100 + "END and more", longest_word=20)
     assert cut.startswith("xxxxxxxxxx…") and cut.endswith("xEND and more") and len(cut.split()[0]) == 20
     assert len(shortened("y " * 5000)) <= 2000
+
+
+@pytest.mark.parametrize("error", [ValueError("<b>Qwen</b> <img src=pixel.png>"),
+                                   OSError("cluster <i>profile</i>.json: no such file")])
+def test_a_profile_error_quoting_the_profile_shows_as_text(qtbot, make_window, error):
+    """An import error may quote what the profile says (its model name, its path): the message box
+    shows it plainly, as the review dialog does (#32)."""
+    from person import answer_dialog, check
+
+    win = make_window(browse=False)
+    seen = []
+    told = answer_dialog(qtbot, QMessageBox, lambda box: (seen.append((box.textFormat(), box.text())), box.accept()))
+    win.profiles._unreadable(error)
+    check(told)
+    text_format, text = seen[0]
+    assert text_format == Qt.TextFormat.PlainText
+    assert str(error) in text
