@@ -418,7 +418,8 @@ class MainWindow(QMainWindow):
         except ValueError as exc:
             self.nodes.show_message(str(exc))
             return
-        self.nodes.show_message("")  # a well-formed address: an earlier error about one is stale
+        # a sign of life at once: an address that does not answer takes seconds to time out (#37)
+        self.nodes.show_message(self.tr("Connecting to %1…").replace("%1", address), error=False)
         call = self.session.add_address(address)
         call.finished.connect(lambda node: (self.settings.add_recent("nodes/addresses", address, 50),
                                             self.nodes.show_message(

@@ -1,0 +1,89 @@
+"""The first minutes of a new user, guided (#37 items 2-7, 10, 12, 13).
+
+Real widgets in the real main window (offscreen), real agents on loopback where a node takes
+part; each test names the stumble of #37 it keeps from coming back.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from PySide6.QtCore import QEvent, QPoint, Qt
+from PySide6.QtWidgets import QApplication
+
+from person import add_node_by_address
+
+pytestmark = pytest.mark.engine
+
+
+def _tabs_top(win) -> QPoint:
+    """Where the tabs are once the layout passes posted so far have run."""
+    QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+    QApplication.processEvents()
+    return win.tabs.mapTo(win, QPoint(0, 0))
+
+
+def test_reading_a_model_does_not_move_the_tabs(qtbot, make_window, demo_model):
+    """#37.3: the "Reading … .gguf" bar lies over the panel instead of pushing the tabs down."""
+    win = make_window(browse=False)
+    qtbot.waitExposed(win)
+    assert win.open_model(str(demo_model))
+    # the scan for the models on this PC (the opened one is a recent file now) has ended
+    qtbot.waitUntil(lambda: str(demo_model) in win.model_panel.local_paths(), timeout=30000)
+    before = _tabs_top(win)
+    # what read_model() says while a file is read; the bar appears after a moment
+    win.model_panel.show_reading(str(demo_model))
+    qtbot.waitUntil(lambda: win.model_panel.busy.isVisible(), timeout=5000)
+    assert demo_model.name in win.model_panel.reading.text()
+    during = _tabs_top(win)
+    win.model_panel.show_model(win.model)
+    qtbot.waitUntil(lambda: not win.model_panel.busy.isVisible())
+    after = _tabs_top(win)
+    assert before == during == after, (before, during, after)
+
+
+def test_a_file_that_is_not_gguf_says_so_and_which_model_stays_open(qtbot, make_window, demo_model, tmp_path):
+    """#37.5: the error is shown where the description was, and the panel says which model the
+    split below belongs to; the list's selection goes back to that model's row."""
+    from gui.cluster.models.local import LocalModel
+
+    bad = tmp_path / "notes.gguf"
+    bad.write_bytes(b"not a gguf at all")
+    win = make_window(browse=False)
+    qtbot.waitExposed(win)
+    assert win.open_model(str(demo_model))
+    panel = win.model_panel
+    panel.set_local_models([LocalModel(demo_model, demo_model.name, demo_model.stat().st_size, "herd"),
+                            LocalModel(bad, bad.name, bad.stat().st_size, "herd")])
+    plan_before = win.editor.plan()
+    tree = panel.local
+    bad_row = tree.topLevelItem(1)
+    qtbot.mouseClick(tree.viewport(), Qt.MouseButton.LeftButton, pos=tree.visualItemRect(bad_row).center())
+    qtbot.waitUntil(lambda: "Cannot use notes.gguf" in panel.info.text(), timeout=30000)
+    text = panel.info.text()
+    assert "Still open" in text and demo_model.name in text, text
+    assert win.model.path == demo_model and win.editor.plan() is plan_before
+    assert [i.text(0) for i in tree.selectedItems()] == [demo_model.name]
+
+
+def _silent_listener():
+    """A loopback port that takes connections and never answers (a hung agent): the kernel
+    completes the handshake from the backlog, nothing ever speaks."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    return s
+
+
+def test_an_address_that_does_not_answer_shows_progress_at_once(qtbot, make_window):
+    """#37.4: right after Enter the panel says it is connecting; the answer replaces it."""
+    win = make_window(browse=False)
+    qtbot.waitExposed(win)
+    with _silent_listener() as dead:
+        address = f"127.0.0.1:{dead.getsockname()[1]}"
+        add_node_by_address(qtbot, win, address)
+        message = win.nodes.message
+        assert message.isVisible() and f"Connecting to {address}" in message.text(), message.text()
+        qtbot.waitUntil(lambda: "Could not add" in message.text(), timeout=60000)
+    assert "Connecting" not in message.text()
