@@ -87,3 +87,29 @@ def test_an_address_that_does_not_answer_shows_progress_at_once(qtbot, make_wind
         assert message.isVisible() and f"Connecting to {address}" in message.text(), message.text()
         qtbot.waitUntil(lambda: "Could not add" in message.text(), timeout=60000)
     assert "Connecting" not in message.text()
+
+
+def test_a_node_card_says_it_waits_for_the_status_instead_of_zeros(qtbot):
+    """#37.6: right after pairing, before the agent has said anything about its weight cache,
+    the card says so in words; no "0 MiB of at most 0 MiB"."""
+    from agent.protocol import AgentStatus
+    from gui.cluster.nodes.records import Node
+    from gui.widgets.nodes_panel import NodesPanel
+
+    panel = NodesPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.on_node_event("added", Node(id="n1", name="alpha", host="127.0.0.1", api_port=50050, paired=True))
+    card = panel.card("n1")
+    assert "Waiting for the node's status" in card.hardware.text()
+
+    def status(cache: dict) -> AgentStatus:
+        return AgentStatus.from_json({"id": "n1", "name": "alpha", "hardware": {"cpu_model": "x", "cpu_threads": 2},
+                                      "load": {}, "rpc": {"state": "stopped", "weight_cache": cache}})
+
+    card.show_status(status({"dir": "", "bytes": 0, "files": 0, "limit_bytes": 0}))
+    text = card.hardware.text()
+    assert "0 MiB of at most 0 MiB" not in text and "Weights cached: —" in text, text
+    assert "Waiting" not in text
+    card.show_status(status({"dir": "", "bytes": 5 << 20, "files": 1, "limit_bytes": 2 << 30}))
+    assert "Weights cached 5 MiB of at most 2.0 GiB" in card.hardware.text()
