@@ -113,3 +113,41 @@ def test_a_node_card_says_it_waits_for_the_status_instead_of_zeros(qtbot):
     assert "Waiting" not in text
     card.show_status(status({"dir": "", "bytes": 5 << 20, "files": 1, "limit_bytes": 2 << 30}))
     assert "Weights cached 5 MiB of at most 2.0 GiB" in card.hardware.text()
+
+
+@pytest.fixture
+def chat_pane(qtbot, bridge, llama_server):
+    """A chat pane talking to a real llama-server (the demo model) through a real session."""
+    from gui.session import ClusterSession
+    from gui.widgets.chat_pane import ChatPane
+
+    session = ClusterSession(bridge)
+    pane = ChatPane(session.chat_sender(llama_server))
+    qtbot.addWidget(pane)
+    pane.resize(600, 500)
+    pane.show()
+    yield pane
+    pane.stop()
+    session.close()
+
+
+def test_ctrl_enter_while_a_reply_streams_says_why_it_waits(qtbot, chat_pane):
+    """#37.7: the second question is not silently ignored: the pane says why it was not sent,
+    it stays in the box, and once the reply is over the pane says how to send it."""
+    pane = chat_pane
+    pane.max_tokens.setValue(4000)
+    assert pane.send_text("Tell me a long story")
+    qtbot.waitUntil(lambda: pane._stats is not None and pane._stats.pieces >= 3, timeout=30000)
+    pane.input.setFocus()
+    qtbot.keyClicks(pane.input, "And then?")
+    qtbot.keyClick(pane.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert "wait for the reply to finish, or press Stop" in pane.status.text(), pane.status.text()
+    assert pane.input.toPlainText() == "And then?"
+    # the streaming status that follows keeps saying it
+    pieces = pane._stats.pieces
+    qtbot.waitUntil(lambda: pane._stats is not None and pane._stats.pieces > pieces + 2, timeout=30000)
+    qtbot.waitUntil(lambda: "Streaming" in pane.status.text(), timeout=5000)
+    assert "press Stop" in pane.status.text()
+    with qtbot.waitSignal(pane.replyFinished, timeout=10000):
+        qtbot.mouseClick(pane.stop_button, Qt.MouseButton.LeftButton)
+    assert pane.input.toPlainText() == "And then?"
