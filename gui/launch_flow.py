@@ -95,7 +95,7 @@ class LaunchFlow(QObject):
 
         request = self.workspace.launch_request(self.editor.plan())
         if request is None:
-            self.launch.refuse([self.tr("Open a model first.")])
+            self.launch.refuse([self._why_no_split()])
             return
         errors = check_request(request, self.workspace.nodes.values(), self.engine,
                                host_free_bytes=host_free_bytes())
@@ -117,6 +117,16 @@ class LaunchFlow(QObject):
         call = self.session.preflight(request, self.engine)
         call.finished.connect(lambda findings: self._after_preflight(findings, request))
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+
+    def _why_no_split(self) -> str:
+        """Why Start has no split to launch yet, and what to do (#37: "Open a model first"
+        while the demo's model was still being read sent people looking for a button)."""
+        if self.win.model_panel.is_reading():
+            return self.tr("The model is still being read; press Start again once the Split tab shows "
+                           "its layers.")
+        if self.workspace.model is None:
+            return self.tr("Open a model first: Open model… above, or click one under On this PC.")
+        return self.tr("The split is not ready yet: the Split tab shows why.")
 
     def _after_preflight(self, findings, request) -> None:
         from gui.cluster.launching.doctor import ERROR

@@ -89,6 +89,7 @@ class ModelPanel(QWidget):
         self._open_text = ""
         #: the file of the model open now, to select its row again after a failed read
         self._open_path = ""
+        self._reading = False
         self._busy_timer = QTimer(self)
         self._busy_timer.setSingleShot(True)
         self._busy_timer.setInterval(BUSY_AFTER_MS)
@@ -195,13 +196,19 @@ class ModelPanel(QWidget):
 
         The model shown so far stays shown until :meth:`show_model` or :meth:`show_error`."""
         self.reading.setText(self.tr("Reading %1…").replace("%1", Path(path).name))
+        self._reading = True
         self._busy_timer.start()
+
+    def is_reading(self) -> bool:
+        """True from :meth:`show_reading` until :meth:`show_model` or :meth:`show_error`."""
+        return self._reading
 
     def _show_busy(self) -> None:
         self.reading_box.raise_()
         self.reading_box.show()
 
     def _reading_done(self) -> None:
+        self._reading = False
         self._busy_timer.stop()
         self.reading_box.hide()
 

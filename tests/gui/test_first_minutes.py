@@ -151,3 +151,18 @@ def test_ctrl_enter_while_a_reply_streams_says_why_it_waits(qtbot, chat_pane):
     with qtbot.waitSignal(pane.replyFinished, timeout=10000):
         qtbot.mouseClick(pane.stop_button, Qt.MouseButton.LeftButton)
     assert pane.input.toPlainText() == "And then?"
+
+
+def test_start_before_the_split_exists_says_why(qtbot, make_window, demo_model):
+    """#37.7: Start with no model, and Start while the model is still being read, each say what
+    to wait for or do (before, both said "Open a model first." even while a model was read)."""
+    win = make_window(browse=False)
+    qtbot.waitExposed(win)
+    win.tabs.setCurrentWidget(win.launch)
+    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    assert "Open model…" in win.launch.status.text(), win.launch.status.text()
+    win.read_model(str(demo_model))
+    # (the read's result comes back through the event loop, which the click does not run)
+    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    assert "still being read" in win.launch.status.text(), win.launch.status.text()
+    qtbot.waitUntil(lambda: win.model is not None and win.editor.plan() is not None, timeout=30000)
