@@ -58,6 +58,9 @@ RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 ICON_PATH = RESOURCES / "icons" / "herd.svg"
 #: Comma-separated addresses of the interfaces to look for nodes on (default: all).
 INTERFACES_ENV = "HERD_INTERFACES"
+#: Room left above a first window for the title bar the window manager adds (not known before
+#: the window is shown).
+TITLE_BAR_ALLOWANCE = 40
 
 
 def app_icon() -> QIcon:
@@ -317,13 +320,27 @@ class MainWindow(QMainWindow):
     def _restore_layout(self) -> None:
         geo = self.settings.get("window/geometry")
         if not geo.isEmpty():
-            self.restoreGeometry(geo)
+            self.restoreGeometry(geo)  # (Qt puts a saved window back on the screen it fits)
         else:
-            self.resize(1280, 820)
+            self._fit_first_window()
         split = self.settings.get("window/splitter")
         if not split.isEmpty():
             self.splitter.restoreState(split)
         self.tabs.setCurrentIndex(self.settings.get("window/tab"))
+
+    def _fit_first_window(self) -> None:
+        """A first start: 1280×820 where the screen has room, else as large as its free area
+        less the title bar the window manager adds, centred. On a 1366×768 laptop the fixed size
+        put the bottom of the window, the command line on the Split tab, off the screen (#37)."""
+        screen = self.screen() or QApplication.primaryScreen()
+        if screen is None:
+            self.resize(1280, 820)
+            return
+        free = screen.availableGeometry()
+        width, height = min(1280, free.width() - 16), min(820, free.height() - TITLE_BAR_ALLOWANCE)
+        self.resize(width, height)
+        self.move(free.x() + (free.width() - width) // 2, free.y() + max(0, (free.height() - height
+                                                                          - TITLE_BAR_ALLOWANCE) // 2))
 
     def start(self, addresses: list[str] | None = None) -> None:
         """Start discovery (and add remembered or given node addresses); open the last model."""

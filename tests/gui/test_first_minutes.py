@@ -166,3 +166,35 @@ def test_start_before_the_split_exists_says_why(qtbot, make_window, demo_model):
     qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
     assert "still being read" in win.launch.status.text(), win.launch.status.text()
     qtbot.waitUntil(lambda: win.model is not None and win.editor.plan() is not None, timeout=30000)
+
+
+@pytest.mark.parametrize("screen", [(1366, 768), (1920, 1080)])
+def test_the_first_window_fits_the_screen_it_opens_on(tmp_path, demo_model, screen):
+    """#37.2: on a first start the window, frame and all, fits the screen's free area, and the
+    Split tab's command line is on the screen (at 1366×768 it was below the bottom)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    width, height = screen
+    config = tmp_path / "screen.json"
+    config.write_text(json.dumps({"screens": [{"name": "screen", "x": 0, "y": 0, "width": width, "height": height,
+                                               "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}))
+    env = dict(os.environ, QT_QPA_PLATFORM=f"offscreen:configfile={config}", HERD_CONFIG_DIR=str(tmp_path / "config"),
+               XDG_CACHE_HOME=str(tmp_path / "cache"))
+    probe = Path(__file__).with_name("window_on_screen.py")
+    out = subprocess.run([sys.executable, str(probe), str(demo_model), str(tmp_path / "herd.ini")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    sx, sy, sw, sh = seen["screen"]
+    wx, wy, ww, wh = seen["window"]
+    assert (sw, sh) == (width, height)
+    assert sx <= wx and wx + ww <= sx + sw and sy <= wy and wy + wh <= sy + sh, seen
+    cx, cy, cw, ch = seen["command"]
+    assert seen["command_visible"] and ch > 20 and sy <= cy and cy + ch <= sy + sh, seen
+    # a large screen keeps the size the window was designed at
+    if width >= 1320 and height >= 880:
+        assert seen["size"] == [1280, 820], seen
