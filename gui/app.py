@@ -49,6 +49,7 @@ from gui.widgets.dashboard import Dashboard
 from gui.widgets.failover_banner import FailoverBanner
 from gui.widgets.launch_panel import LaunchPanel
 from gui.widgets.model_panel import ModelPanel
+from gui.widgets.next_step import NextStep
 from gui.widgets.nodes_panel import NodesPanel
 from gui.widgets.split_editor import SplitEditor
 
@@ -116,6 +117,11 @@ class MainWindow(QMainWindow):
         chat_split.addWidget(self.dashboard)
         chat_split.setSizes([500, 500])
         self.tabs.addTab(chat_split, self.tr("Chat && dashboard"))
+        # beside the tabs, what to do next; its link opens the tab where it is done (#37)
+        self.next_step = NextStep()
+        self.tabs.setCornerWidget(self.next_step, Qt.Corner.TopRightCorner)
+        self.next_step.tabRequested.connect(
+            lambda name: self.tabs.setCurrentIndex({"launch": 1, "chat": 2}.get(name, self.tabs.currentIndex())))
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.addWidget(self.model_panel)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, QTimer
 
+from gui.cluster import workspace as W
 from gui.cluster.failover.text import describe_event
 from gui.cluster.planning.devices import host_free_bytes
+from gui.widgets import next_step as S
 
 
 class LaunchFlow(QObject):
@@ -36,6 +38,26 @@ class LaunchFlow(QObject):
         self.banner, self.dashboard = win.failover_banner, win.dashboard
         self.fastest_call = None
         self._relaunch_pending = False
+        # the next step said beside the tabs follows the model and the launch (#37)
+        self.launch.stateChanged.connect(lambda _s: self.update_next_step())
+        win.model_panel.readingChanged.connect(lambda _r: self.update_next_step())
+        self.workspace.subscribe(lambda event: event == W.MODEL and self.update_next_step())
+        self.update_next_step()
+
+    def update_next_step(self) -> None:
+        """Say the next step of a first run beside the tabs: open a model, Launch ▸ Start, Chat."""
+        state = self.launch.state
+        if state in ("starting", "loading"):
+            step = S.STARTING
+        elif state == "ready":
+            step = S.CHAT
+        elif self.win.model_panel.is_reading():
+            step = S.READING
+        elif self.workspace.model is None:
+            step = S.OPEN_MODEL
+        else:
+            step = S.START
+        self.win.next_step.show_step(step)
 
     def find_fastest(self):
         """Ask the planner for the fastest split (measures the nodes first, once per model)."""

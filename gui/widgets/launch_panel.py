@@ -51,6 +51,7 @@ class LaunchPanel(QWidget):
     Signals:
         startRequested(): the user pressed Start.
         stopRequested(): the user pressed Stop.
+        stateChanged(str): :meth:`set_state` showed a state (the window's next-step line follows it).
 
     Attributes:
         state: the last llama-server state shown (``stopped``, ``starting``, ``loading``, ``ready``, ``failed``).
@@ -58,6 +59,7 @@ class LaunchPanel(QWidget):
 
     startRequested = Signal()
     stopRequested = Signal()
+    stateChanged = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -317,6 +319,7 @@ class LaunchPanel(QWidget):
                 self.set_status(self.tr("Stopped."))
         elif state == "stopping":
             self.set_status(self.tr("Stopping…"))
+        self.stateChanged.emit(state)
 
     def show_placement(self, check, notes: list[str] | tuple[str, ...] = ()) -> None:
         """After launch: placement verified, or the difference; then ``notes`` (translated

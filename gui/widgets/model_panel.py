@@ -41,11 +41,13 @@ class ModelPanel(QWidget):
         modelChosen(str): the user picked a file (path).
         demoRequested(): the user wants a demo model made.
         hubRequested(): the user wants to get a model from a hub (#14).
+        readingChanged(bool): a file began to be read (True), or its reading ended (False).
     """
 
     modelChosen = Signal(str)
     demoRequested = Signal()
     hubRequested = Signal()
+    readingChanged = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -198,6 +200,7 @@ class ModelPanel(QWidget):
         self.reading.setText(self.tr("Reading %1…").replace("%1", Path(path).name))
         self._reading = True
         self._busy_timer.start()
+        self.readingChanged.emit(True)
 
     def is_reading(self) -> bool:
         """True from :meth:`show_reading` until :meth:`show_model` or :meth:`show_error`."""
@@ -208,9 +211,11 @@ class ModelPanel(QWidget):
         self.reading_box.show()
 
     def _reading_done(self) -> None:
-        self._reading = False
+        was_reading, self._reading = self._reading, False
         self._busy_timer.stop()
         self.reading_box.hide()
+        if was_reading:
+            self.readingChanged.emit(False)
 
     def show_model(self, info) -> None:
         """Show a :class:`gui.cluster.llama.model.ModelInfo`."""

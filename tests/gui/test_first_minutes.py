@@ -198,3 +198,30 @@ def test_the_first_window_fits_the_screen_it_opens_on(tmp_path, demo_model, scre
     # a large screen keeps the size the window was designed at
     if width >= 1320 and height >= 880:
         assert seen["size"] == [1280, 820], seen
+
+
+def test_the_next_step_is_said_beside_the_tabs(qtbot, make_window, demo_model):
+    """#37.2: open a model → Launch ▸ Start → Chat, each said beside the tabs as it comes, and
+    its link opens the tab where it is done (here on this PC alone: host-only, a real launch)."""
+    from gui.widgets import next_step as S
+
+    win = make_window(browse=False)
+    qtbot.waitExposed(win)
+    hint = win.next_step
+    assert hint.isVisible() and hint.step == S.OPEN_MODEL and "open a model" in hint.text()
+    win.read_model(str(demo_model))
+    assert hint.step == S.READING
+    qtbot.waitUntil(lambda: hint.step == S.START, timeout=30000)
+    assert "Launch ▸ Start" in hint.text()
+    assert win.tabs.currentWidget() is win.editor
+    hint.linkActivated.emit("launch")  # what a click on the link emits
+    assert win.tabs.currentWidget() is win.launch
+    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: hint.step == S.STARTING, timeout=30000)
+    qtbot.waitUntil(lambda: win.launch.state == "ready", timeout=120000)
+    assert hint.step == S.CHAT and "ask something" in hint.text()
+    hint.linkActivated.emit("chat")
+    assert win.tabs.currentIndex() == 2
+    qtbot.mouseClick(win.launch.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.launch.state == "stopped", timeout=30000)
+    assert hint.step == S.START
