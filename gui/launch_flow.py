@@ -73,6 +73,9 @@ class LaunchFlow(QObject):
         call.failed.connect(lambda exc: self.editor.show_summary(
             self.tr("Could not find the fastest split: %1").replace("%1", str(exc))))
         call.done.connect(self.update_fastest_button)
+        # its bandwidth probes are not the cluster's traffic: the throughput graph leaves them out
+        self.dashboard.set_probing(True)
+        call.done.connect(lambda: self.dashboard.set_probing(False, tail_s=self.session.status_interval))
         self.fastest_call = call
         return call
 

@@ -225,3 +225,35 @@ def test_the_next_step_is_said_beside_the_tabs(qtbot, make_window, demo_model):
     qtbot.mouseClick(win.launch.stop_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.launch.state == "stopped", timeout=30000)
     assert hint.step == S.START
+
+
+def test_the_throughput_graph_leaves_out_the_link_probes(qtbot, make_window, agents, demo_model):
+    """#37.10: while Fastest measures (its bandwidth probes run at loopback speed, 1.7 GB/s
+    with nothing generating) the nodes' throughput is not drawn, and the span is marked as a
+    link probe; before and after it, it is. Two real agents, their real status every 0.5 s."""
+    import math
+
+    win = make_window(browse=False)
+    ours = {a.address for a in agents.agents}
+    for a in agents.agents:
+        win.add_node(a.address)
+    qtbot.waitUntil(lambda: len([n for n in win.node_map.values() if f"{n.host}:{n.api_port}" in ours]) == 2,
+                    timeout=20000)
+    ids = {n.name: n.id for n in win.node_map.values() if f"{n.host}:{n.api_port}" in ours}
+    for a in agents.agents:
+        win.pair_node(ids[a.name], a.pin)
+    assert win.open_model(str(demo_model))
+    d = win.dashboard
+    qtbot.waitUntil(lambda: all(len(d.curve_data("net", name)[0]) >= 2 for name in ids), timeout=20000)
+    qtbot.waitUntil(lambda: win.editor.fastest_button.isEnabled(), timeout=20000)
+    qtbot.mouseClick(win.editor.fastest_button, Qt.MouseButton.LeftButton)
+    with qtbot.waitSignal(win.launch_flow.fastest_call.done, timeout=300000):
+        pass
+    assert len(d.probe_spans) == 1 and d.probe_spans[0][1] is not None
+    start, end = d.probe_spans[0]
+    qtbot.waitUntil(lambda: all(d.series[("net", n)].t[-1] > end + 1 for n in ids), timeout=20000)
+    for name in ids:
+        s = d.series[("net", name)]
+        inside = [v for t, v in zip(s.t, s.v) if start <= t <= end]
+        assert inside and all(math.isnan(v) for v in inside), (name, inside)
+        assert any(not math.isnan(v) for t, v in zip(s.t, s.v) if t > end)
