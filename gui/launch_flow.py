@@ -43,6 +43,52 @@ class LaunchFlow(QObject):
         win.model_panel.readingChanged.connect(lambda _r: self.update_next_step())
         self.workspace.subscribe(lambda event: event == W.MODEL and self.update_next_step())
         self.update_next_step()
+        # a model without a chat template gets one of llama-server's built-in ones (#37)
+        self.workspace.subscribe(lambda event: event == W.MODEL and self.check_chat_template())
+        self.launch.templateChosen.connect(self.use_chat_template)
+        #: the ``--chat-template`` herd added to the server options (not one the user typed)
+        self._our_template: str | None = None
+        self.template_call = None
+
+    def check_chat_template(self):
+        """Read off the GUI thread whether the open model has a chat template; without one, the
+        launch panel says so and the suggested built-in template is used until another is
+        chosen. Returns the bridge call (None without a model)."""
+        import asyncio
+
+        from gui.cluster.llama.chat_template import BUILT_IN, has_chat_template, suggested_template
+
+        model = self.workspace.model
+        if model is None:
+            return None
+
+        async def check():
+            return await asyncio.to_thread(has_chat_template, model.path)
+
+        def show(has_one) -> None:
+            if call is not self.template_call or self.workspace.model is not model:
+                return  # another model was opened meanwhile
+            if has_one is False:
+                name = suggested_template(model.architecture)
+                self.launch.offer_templates(BUILT_IN, name)
+                self.use_chat_template(name)
+            else:  # its own (or unreadable here: llama-server reads it itself)
+                self.launch.offer_templates((), "")
+                self.use_chat_template(None)
+
+        call = self.template_call = self.win.bridge.submit(check(), "read the chat template")
+        call.finished.connect(show)
+        return call
+
+    def use_chat_template(self, name: str | None) -> None:
+        """Pass ``--chat-template name`` to llama-server (None: the model's own template)."""
+        from gui.cluster.llama.chat_template import template_in, with_template
+
+        extra = self.workspace.options.extra_args
+        if name is None and (self._our_template is None or template_in(extra) != self._our_template):
+            return  # a template the user gave by hand stays
+        self._our_template = name
+        self.workspace.set_options(extra_args=with_template(extra, name))
 
     def update_next_step(self) -> None:
         """Say the next step of a first run beside the tabs: open a model, Launch ▸ Start, Chat."""

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -52,6 +53,7 @@ class LaunchPanel(QWidget):
         startRequested(): the user pressed Start.
         stopRequested(): the user pressed Stop.
         stateChanged(str): :meth:`set_state` showed a state (the window's next-step line follows it).
+        templateChosen(str): the user chose a built-in chat template for a model without one.
 
     Attributes:
         state: the last llama-server state shown (``stopped``, ``starting``, ``loading``, ``ready``, ``failed``).
@@ -60,6 +62,7 @@ class LaunchPanel(QWidget):
     startRequested = Signal()
     stopRequested = Signal()
     stateChanged = Signal(str)
+    templateChosen = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -94,6 +97,22 @@ class LaunchPanel(QWidget):
         self._transfer_lay.addWidget(self.stall)
         self.transfer_box.hide()
         self._by_bytes = False
+        # A model without a chat template (#37): said, with llama-server's built-in templates
+        # to choose from (hidden for a model that has its own).
+        self.template_box = QWidget()
+        self.template_note = QLabel(self.tr("This model has no chat template: llama-server would fall back to "
+                                            "ChatML, and a model trained on another format answers with "
+                                            "markers such as <|im_end|> in its words. Choose the template "
+                                            "it was trained with:"))
+        self.template_note.setTextFormat(Qt.TextFormat.PlainText)
+        self.template_note.setWordWrap(True)
+        self.template_note.setStyleSheet(f"color: {AMBER};")
+        self.template_choice = QComboBox()
+        template_row = QHBoxLayout(self.template_box)
+        template_row.setContentsMargins(0, 0, 0, 0)
+        template_row.addWidget(self.template_note, 1)
+        template_row.addWidget(self.template_choice)
+        self.template_box.hide()
         self.findings = QListWidget()
         self.findings.setMaximumHeight(110)
         self.endpoint = QLineEdit()
@@ -130,6 +149,7 @@ class LaunchPanel(QWidget):
         lay.addWidget(self.transfer_box)
         lay.addWidget(self.verified)
         lay.addWidget(self.notes)
+        lay.addWidget(self.template_box)
         lay.addWidget(QLabel(self.tr("Checks")))
         lay.addWidget(self.findings)
         lay.addLayout(ep)
@@ -144,6 +164,8 @@ class LaunchPanel(QWidget):
         self.copy_button.clicked.connect(lambda: (QGuiApplication.clipboard().setText(self.endpoint.text()),
                                                   flash_copied(self.copy_button)))
         self.debug_box.toggled.connect(self._refill_log)
+        self.template_choice.activated.connect(
+            lambda i: self.templateChosen.emit(self.template_choice.itemData(i)))
 
     # ------------------------------------------------------------ shown state
 
@@ -288,6 +310,17 @@ class LaunchPanel(QWidget):
         user): Start is off, Stop stays the way out."""
         self.start_button.setEnabled(False)
         self.stop_button.setEnabled(True)
+
+    def offer_templates(self, names: list[str] | tuple[str, ...], chosen: str) -> None:
+        """The open model has no chat template: say so, and offer ``names`` (``chosen`` selected);
+        an empty ``names`` hides the offer (the model has its own)."""
+        self.template_choice.blockSignals(True)
+        self.template_choice.clear()
+        for name in names:
+            self.template_choice.addItem(name, name)
+        self.template_choice.setCurrentIndex(max(0, self.template_choice.findData(chosen)))
+        self.template_choice.blockSignals(False)
+        self.template_box.setVisible(bool(names))
 
     def set_start_hint(self, text: str) -> None:
         """What hovering Start says ("" for nothing)."""

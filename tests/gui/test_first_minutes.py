@@ -257,3 +257,37 @@ def test_the_throughput_graph_leaves_out_the_link_probes(qtbot, make_window, age
         inside = [v for t, v in zip(s.t, s.v) if start <= t <= end]
         assert inside and all(math.isnan(v) for v in inside), (name, inside)
         assert any(not math.isnan(v) for t, v in zip(s.t, s.v) if t > end)
+
+
+def test_a_model_without_a_chat_template_is_offered_one(qtbot, make_window, demo_model, smollm2):
+    """#37.13: a GGUF without ``tokenizer.chat_template`` (the random demo model here, as Gemma 3
+    270M was) is said to have none on the Launch tab, with llama-server's built-in templates to
+    choose from; the choice goes into the command line and llama-server starts with it. A model
+    with its own template (SmolLM2) shows no offer and passes no --chat-template."""
+    from gui.cluster.llama.chat_template import has_chat_template
+
+    assert has_chat_template(demo_model) is False and has_chat_template(smollm2) is True
+    win = make_window(browse=False)
+    qtbot.waitExposed(win)
+    win.tabs.setCurrentWidget(win.launch)
+    assert win.open_model(str(demo_model))
+    launch = win.launch
+    qtbot.waitUntil(lambda: launch.template_box.isVisible(), timeout=10000)
+    assert "no chat template" in launch.template_note.text()
+    assert "gemma" in [launch.template_choice.itemText(i) for i in range(launch.template_choice.count())]
+    suggested = launch.template_choice.currentText()
+    assert f"--chat-template {suggested}" in win.editor.command_line()
+    index = launch.template_choice.findText("gemma")
+    launch.template_choice.setCurrentIndex(index)
+    launch.template_choice.activated.emit(index)  # what choosing it in the opened list emits
+    assert "--chat-template gemma" in win.editor.command_line()
+    assert win.editor.command_line().count("--chat-template") == 1
+    qtbot.mouseClick(launch.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: launch.state in ("ready", "failed"), timeout=120000)
+    assert launch.state == "ready", launch.status.text()
+    qtbot.mouseClick(launch.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: launch.state == "stopped", timeout=30000)
+
+    assert win.open_model(str(smollm2))
+    qtbot.waitUntil(lambda: not launch.template_box.isVisible(), timeout=10000)
+    assert "--chat-template" not in win.editor.command_line()
