@@ -46,6 +46,7 @@ class LaunchFlow(QObject):
         # a model without a chat template gets one of llama-server's built-in ones (#37)
         self.workspace.subscribe(lambda event: event == W.MODEL and self.check_chat_template())
         self.launch.templateChosen.connect(self.use_chat_template)
+        self.launch.startWithoutRequested.connect(self.start_without)
         #: the ``--chat-template`` herd added to the server options (not one the user typed)
         self._our_template: str | None = None
         self.template_call = None
@@ -181,6 +182,7 @@ class LaunchFlow(QObject):
         lost = [f.subject for f in errors if f.code in ("unreachable", "not-paired", "unknown-endpoint")]
         if lost:
             self.launch.refuse([self.tr("Not reachable or not paired: %1.").replace("%1", ", ".join(lost))])
+            self.launch.offer_start_without(lost)
             return
         self.settings.set("server/ctx", request.options.ctx)
         self.win.tabs.setCurrentWidget(self.launch)
@@ -188,6 +190,27 @@ class LaunchFlow(QObject):
         call = self.session.preflight(request, self.engine)
         call.finished.connect(lambda findings: self._after_preflight(findings, request))
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+
+    def start_without(self, names: list[str]) -> None:
+        """Re-plan by free memory over the devices of every node but ``names`` (node names that
+        did not answer at Start), show that split, and Start with it."""
+        from gui.cluster.planning.plan import PlanError, plan_by_memory
+
+        model = self.workspace.model
+        if model is None:
+            return
+        left_out = {nid for nid, n in self.workspace.nodes.items() if n.name in names or nid in names}
+        devices = [d for d in self.workspace.planned_devices() if d.node_id not in left_out]
+        try:
+            plan = plan_by_memory(model, devices, self.workspace.options.ctx, host_free_bytes=host_free_bytes())
+        except PlanError as exc:
+            self.launch.refuse([str(exc)])
+            return
+        self.launch.offer_start_without([])
+        self.editor.apply_plan(plan)
+        self.editor.set_note(self.tr("Started without %1: the split was made again over the other devices "
+                                     "by their free memory.").replace("%1", ", ".join(names)))
+        self.start()
 
     def _why_no_split(self) -> str:
         """Why Start has no split to launch yet, and what to do (#37: "Open a model first"
@@ -207,6 +230,9 @@ class LaunchFlow(QObject):
         if errors:
             self.launch.set_state("stopped")
             self.launch.refuse(errors)
+            silent = [f.subject for f in findings if f.severity == ERROR and f.code == "unreachable"]
+            if len(silent) == len(errors):  # (anything else wrong would stop a start without them too)
+                self.launch.offer_start_without(list(dict.fromkeys(silent)))
             return
         self.launch.set_state("starting")
         call = self.session.launch(self.engine.llama_server, request)

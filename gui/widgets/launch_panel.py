@@ -54,6 +54,8 @@ class LaunchPanel(QWidget):
         stopRequested(): the user pressed Stop.
         stateChanged(str): :meth:`set_state` showed a state (the window's next-step line follows it).
         templateChosen(str): the user chose a built-in chat template for a model without one.
+        startWithoutRequested(list): the user chose to start without the nodes named (they did
+            not answer at Start).
 
     Attributes:
         state: the last llama-server state shown (``stopped``, ``starting``, ``loading``, ``ready``, ``failed``).
@@ -63,6 +65,7 @@ class LaunchPanel(QWidget):
     stopRequested = Signal()
     stateChanged = Signal(str)
     templateChosen = Signal(str)
+    startWithoutRequested = Signal(list)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -75,6 +78,11 @@ class LaunchPanel(QWidget):
         self.stop_button.setEnabled(False)
         self.status = QLabel(self.tr("Not running."))
         self.status.setWordWrap(True)
+        # A worker that does not answer at Start is not a dead end (#37): start over the others,
+        # as the failover does when one is lost while serving.
+        self.without_button = QPushButton()
+        self.without_button.hide()
+        self._without: list[str] = []
         self.verified = QLabel()
         self.verified.setWordWrap(True)
         self.notes = QLabel()  # what the launch had to do differently (e.g. --no-repack)
@@ -139,6 +147,7 @@ class LaunchPanel(QWidget):
         row.addWidget(self.start_button)
         row.addWidget(self.stop_button)
         row.addWidget(self.status, 1)
+        row.addWidget(self.without_button)
         ep = QHBoxLayout()
         ep.addWidget(QLabel(self.tr("Endpoint")))
         ep.addWidget(self.endpoint, 1)
@@ -164,6 +173,7 @@ class LaunchPanel(QWidget):
         self.copy_button.clicked.connect(lambda: (QGuiApplication.clipboard().setText(self.endpoint.text()),
                                                   flash_copied(self.copy_button)))
         self.debug_box.toggled.connect(self._refill_log)
+        self.without_button.clicked.connect(lambda: self.startWithoutRequested.emit(list(self._without)))
         self.template_choice.activated.connect(
             lambda i: self.templateChosen.emit(self.template_choice.itemData(i)))
 
@@ -311,6 +321,15 @@ class LaunchPanel(QWidget):
         self.start_button.setEnabled(False)
         self.stop_button.setEnabled(True)
 
+    def offer_start_without(self, names: list[str]) -> None:
+        """Offer to start without the nodes ``names`` (their layers re-planned over the others);
+        an empty list withdraws the offer."""
+        self._without = list(names)
+        self.without_button.setText(self.tr("Start without %1").replace("%1", ", ".join(names)))
+        self.without_button.setToolTip(self.tr("Split the model over the other devices by their free memory, "
+                                               "as when a node is lost while serving, and start."))
+        self.without_button.setVisible(bool(names))
+
     def offer_templates(self, names: list[str] | tuple[str, ...], chosen: str) -> None:
         """The open model has no chat template: say so, and offer ``names`` (``chosen`` selected);
         an empty ``names`` hides the offer (the model has its own)."""
@@ -329,6 +348,8 @@ class LaunchPanel(QWidget):
     def set_state(self, state: str, error: str = "") -> None:
         """llama-server's state, as the launcher reports it."""
         self.state = state
+        if state != "stopped":
+            self.offer_start_without([])
         if state == "starting":
             self.set_status(self.tr("Starting the workers and llama-server…"))
         elif state == "loading":

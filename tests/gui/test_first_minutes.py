@@ -291,3 +291,38 @@ def test_a_model_without_a_chat_template_is_offered_one(qtbot, make_window, demo
     assert win.open_model(str(smollm2))
     qtbot.waitUntil(lambda: not launch.template_box.isVisible(), timeout=10000)
     assert "--chat-template" not in win.editor.command_line()
+
+
+def test_a_worker_unplugged_at_start_can_be_left_out(qtbot, make_window, agents, demo_model):
+    """#37.12: one of two paired agents is stopped (its process ends, as when its PC is
+    unplugged) just before Start: Start says so and offers to start without it; that starts
+    the cluster over the other one. Real agents, a real launch."""
+    win = make_window(browse=False)
+    ours = {a.address: a for a in agents.agents}
+    for a in agents.agents:
+        win.add_node(a.address)
+    qtbot.waitUntil(lambda: len([n for n in win.node_map.values() if f"{n.host}:{n.api_port}" in ours]) == 2,
+                    timeout=20000)
+    ids = {n.name: n.id for n in win.node_map.values() if f"{n.host}:{n.api_port}" in ours}
+    for a in agents.agents:
+        win.pair_node(ids[a.name], a.pin)
+    qtbot.waitUntil(lambda: all(i in win.node_status for i in ids.values()), timeout=15000)
+    assert win.open_model(str(demo_model))
+    win.editor.ctx.setValue(512)
+    qtbot.waitUntil(lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, timeout=10000)
+    gone = agents.agents[1]
+    gone.proc.terminate()
+    gone.proc.wait(10)
+    launch = win.launch
+    qtbot.mouseClick(launch.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: launch.without_button.isVisible(), timeout=60000)
+    assert "Not started" in launch.status.text() and gone.name in launch.status.text()
+    assert launch.without_button.text() == f"Start without {gone.name}"
+    qtbot.mouseClick(launch.without_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: launch.state in ("ready", "failed"), timeout=120000)
+    assert launch.state == "ready", launch.status.text()
+    used = {d.node_id for d, c in win.launch_flow.running_plan().assignments if c}
+    assert ids[gone.name] not in used and ids[agents.agents[0].name] in used
+    assert not launch.without_button.isVisible()
+    qtbot.mouseClick(launch.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: launch.state == "stopped", timeout=30000)
