@@ -53,11 +53,12 @@ class LaunchFlow(QObject):
 
     def check_chat_template(self):
         """Read off the GUI thread whether the open model has a chat template; without one, the
-        launch panel says so and the suggested built-in template is used until another is
-        chosen. Returns the bridge call (None without a model)."""
+        launch panel says so and offers llama-server's built-in templates, the one suggested for
+        its architecture first. Nothing is passed until one is chosen: Start and ``herd up`` run
+        the same command line for the same profile. Returns the bridge call (None without a model)."""
         import asyncio
 
-        from gui.cluster.llama.chat_template import BUILT_IN, has_chat_template, suggested_template
+        from gui.cluster.llama.chat_template import BUILT_IN, has_chat_template, suggested_template, template_in
 
         model = self.workspace.model
         if model is None:
@@ -70,9 +71,10 @@ class LaunchFlow(QObject):
             if call is not self.template_call or self.workspace.model is not model:
                 return  # another model was opened meanwhile
             if has_one is False:
-                name = suggested_template(model.architecture)
-                self.launch.offer_templates(BUILT_IN, name)
-                self.use_chat_template(name)
+                first = suggested_template(model.architecture)
+                self.use_chat_template(None)  # (one chosen for the model before)
+                self.launch.offer_templates((first, *(n for n in BUILT_IN if n != first)),
+                                            template_in(self.workspace.options.extra_args) or "")
             else:  # its own (or unreadable here: llama-server reads it itself)
                 self.launch.offer_templates((), "")
                 self.use_chat_template(None)
@@ -85,6 +87,7 @@ class LaunchFlow(QObject):
         """Pass ``--chat-template name`` to llama-server (None: the model's own template)."""
         from gui.cluster.llama.chat_template import template_in, with_template
 
+        name = name or None  # ("" is the offer's "ChatML, llama-server's fallback": nothing passed)
         extra = self.workspace.options.extra_args
         if name is None and (self._our_template is None or template_in(extra) != self._our_template):
             return  # a template the user gave by hand stays

@@ -331,10 +331,11 @@ class LaunchPanel(QWidget):
         self.without_button.setVisible(bool(names))
 
     def offer_templates(self, names: list[str] | tuple[str, ...], chosen: str) -> None:
-        """The open model has no chat template: say so, and offer ``names`` (``chosen`` selected);
-        an empty ``names`` hides the offer (the model has its own)."""
+        """The open model has no chat template: say so, and offer ``names`` (``chosen`` selected,
+        "" for none yet); an empty ``names`` hides the offer (the model has its own)."""
         self.template_choice.blockSignals(True)
         self.template_choice.clear()
+        self.template_choice.addItem(self.tr("ChatML (llama-server's fallback)"), "")
         for name in names:
             self.template_choice.addItem(name, name)
         self.template_choice.setCurrentIndex(max(0, self.template_choice.findData(chosen)))

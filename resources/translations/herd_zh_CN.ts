@@ -371,6 +371,10 @@
         <source>This model has no chat template: llama-server would fall back to ChatML, and a model trained on another format answers with markers such as &lt;|im_end|&gt; in its words. Choose the template it was trained with:</source>
         <translation>此模型没有对话模板：llama-server 会退回使用 ChatML，而按其他格式训练的模型会在回复中夹带 &lt;|im_end|&gt; 之类的标记。请选择它训练时所用的模板：</translation>
     </message>
+    <message>
+        <source>ChatML (llama-server's fallback)</source>
+        <translation>ChatML（llama-server 的默认回退）</translation>
+    </message>
 </context>
 <context>
     <name>MainWindow</name>
