@@ -328,25 +328,11 @@ class MainWindow(QMainWindow):
         if not geo.isEmpty():
             self.restoreGeometry(geo)  # (Qt puts a saved window back on the screen it fits)
         else:
-            self._fit_first_window()
+            fit_first_window(self)
         split = self.settings.get("window/splitter")
         if not split.isEmpty():
             self.splitter.restoreState(split)
         self.tabs.setCurrentIndex(self.settings.get("window/tab"))
-
-    def _fit_first_window(self) -> None:
-        """A first start: 1280×820 where the screen has room, else as large as its free area
-        less the title bar the window manager adds, centred. On a 1366×768 laptop the fixed size
-        put the bottom of the window, the command line on the Split tab, off the screen (#37)."""
-        screen = self.screen() or QApplication.primaryScreen()
-        if screen is None:
-            self.resize(1280, 820)
-            return
-        free = screen.availableGeometry()
-        width, height = min(1280, free.width() - 16), min(820, free.height() - TITLE_BAR_ALLOWANCE)
-        self.resize(width, height)
-        self.move(free.x() + (free.width() - width) // 2, free.y() + max(0, (free.height() - height
-                                                                          - TITLE_BAR_ALLOWANCE) // 2))
 
     def start(self, addresses: list[str] | None = None) -> None:
         """Start discovery (and add remembered or given node addresses); open the last model."""
@@ -691,6 +677,21 @@ class MainWindow(QMainWindow):
         if self.tray is not None:
             self.tray.hide()
         super().closeEvent(event)
+
+
+def fit_first_window(win: QMainWindow) -> None:
+    """A first start: 1280×820 where the screen has room, else as large as its free area less
+    the title bar the window manager adds, centred. On a 1366×768 laptop the fixed size put the
+    bottom of the window, the command line on the Split tab, off the screen (#37)."""
+    screen = win.screen() or QApplication.primaryScreen()
+    if screen is None:
+        win.resize(1280, 820)
+        return
+    free = screen.availableGeometry()
+    width, height = min(1280, free.width() - 16), min(820, free.height() - TITLE_BAR_ALLOWANCE)
+    win.resize(width, height)
+    win.move(free.x() + (free.width() - width) // 2,
+             free.y() + max(0, (free.height() - height - TITLE_BAR_ALLOWANCE) // 2))
 
 
 def freeze_startup_objects() -> None:

@@ -78,11 +78,6 @@ class LaunchPanel(QWidget):
         self.stop_button.setEnabled(False)
         self.status = QLabel(self.tr("Not running."))
         self.status.setWordWrap(True)
-        # A worker that does not answer at Start is not a dead end (#37): start over the others,
-        # as the failover does when one is lost while serving.
-        self.without_button = QPushButton()
-        self.without_button.hide()
-        self._without: list[str] = []
         self.verified = QLabel()
         self.verified.setWordWrap(True)
         self.notes = QLabel()  # what the launch had to do differently (e.g. --no-repack)
@@ -105,22 +100,7 @@ class LaunchPanel(QWidget):
         self._transfer_lay.addWidget(self.stall)
         self.transfer_box.hide()
         self._by_bytes = False
-        # A model without a chat template (#37): said, with llama-server's built-in templates
-        # to choose from (hidden for a model that has its own).
-        self.template_box = QWidget()
-        self.template_note = QLabel(self.tr("This model has no chat template: llama-server would fall back to "
-                                            "ChatML, and a model trained on another format answers with "
-                                            "markers such as <|im_end|> in its words. Choose the template "
-                                            "it was trained with:"))
-        self.template_note.setTextFormat(Qt.TextFormat.PlainText)
-        self.template_note.setWordWrap(True)
-        self.template_note.setStyleSheet(f"color: {AMBER};")
-        self.template_choice = QComboBox()
-        template_row = QHBoxLayout(self.template_box)
-        template_row.setContentsMargins(0, 0, 0, 0)
-        template_row.addWidget(self.template_note, 1)
-        template_row.addWidget(self.template_choice)
-        self.template_box.hide()
+        self._build_offers()
         self.findings = QListWidget()
         self.findings.setMaximumHeight(110)
         self.endpoint = QLineEdit()
@@ -173,7 +153,32 @@ class LaunchPanel(QWidget):
         self.copy_button.clicked.connect(lambda: (QGuiApplication.clipboard().setText(self.endpoint.text()),
                                                   flash_copied(self.copy_button)))
         self.debug_box.toggled.connect(self._refill_log)
+
+    def _build_offers(self) -> None:
+        """What Start offers when it cannot go as asked (both hidden until then): to start without
+        a worker that does not answer, and a chat template for a model without one."""
+        # A worker that does not answer at Start is not a dead end (#37): start over the others,
+        # as the failover does when one is lost while serving.
+        self.without_button = QPushButton()
+        self.without_button.hide()
+        self._without: list[str] = []
         self.without_button.clicked.connect(lambda: self.startWithoutRequested.emit(list(self._without)))
+        # A model without a chat template (#37): said, with llama-server's built-in templates
+        # to choose from (hidden for a model that has its own).
+        self.template_box = QWidget()
+        self.template_note = QLabel(self.tr("This model has no chat template: llama-server would fall back to "
+                                            "ChatML, and a model trained on another format answers with "
+                                            "markers such as <|im_end|> in its words. Choose the template "
+                                            "it was trained with:"))
+        self.template_note.setTextFormat(Qt.TextFormat.PlainText)
+        self.template_note.setWordWrap(True)
+        self.template_note.setStyleSheet(f"color: {AMBER};")
+        self.template_choice = QComboBox()
+        template_row = QHBoxLayout(self.template_box)
+        template_row.setContentsMargins(0, 0, 0, 0)
+        template_row.addWidget(self.template_note, 1)
+        template_row.addWidget(self.template_choice)
+        self.template_box.hide()
         self.template_choice.activated.connect(
             lambda i: self.templateChosen.emit(self.template_choice.itemData(i)))
 

@@ -69,24 +69,7 @@ class ModelPanel(QWidget):
         self.busy.setRange(0, 0)
         self.busy.setTextVisible(False)
         self.busy.setMaximumHeight(6)
-        self.reading = QLabel()
-        # (a long file name is cut, not widening the window past a small screen, #17)
-        self.reading.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        # The name and the bar lie over the model's description instead of below it, and the
-        # room for them is kept while hidden: a bar that appeared below pushed the tabs down
-        # about 32 px under the pointer, so the next click landed on nothing (#37).
-        self.reading_box = QWidget()
-        self.reading_box.setAutoFillBackground(True)
-        box = QVBoxLayout(self.reading_box)
-        box.setContentsMargins(0, 0, 0, 0)
-        box.setSpacing(2)
-        box.addWidget(self.reading)
-        box.addWidget(self.busy)
-        policy = self.reading_box.sizePolicy()
-        policy.setRetainSizeWhenHidden(True)
-        policy.setVerticalPolicy(QSizePolicy.Policy.Fixed)
-        self.reading_box.setSizePolicy(policy)
-        self.reading_box.hide()
+        self._build_reading_box()
         #: the description of the model open now (kept under an error about another file, #37)
         self._open_text = ""
         #: the file of the model open now, to select its row again after a failed read
@@ -131,6 +114,27 @@ class ModelPanel(QWidget):
         self.hub_button.clicked.connect(self.hubRequested)
         self.recent.activated.connect(lambda i: self.modelChosen.emit(self.recent.itemData(i)))
         self.local.itemClicked.connect(lambda item, _col: self.modelChosen.emit(item.data(NAME, Qt.ItemDataRole.UserRole)))
+
+    def _build_reading_box(self) -> None:
+        """The file's name and a busy bar, shown over the description while a file is read."""
+        self.reading = QLabel()
+        # (a long file name is cut, not widening the window past a small screen, #17)
+        self.reading.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        # The name and the bar lie over the model's description instead of below it, and the
+        # room for them is kept while hidden: a bar that appeared below pushed the tabs down
+        # about 32 px under the pointer, so the next click landed on nothing (#37).
+        self.reading_box = QWidget()
+        self.reading_box.setAutoFillBackground(True)
+        box = QVBoxLayout(self.reading_box)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(2)
+        box.addWidget(self.reading)
+        box.addWidget(self.busy)
+        policy = self.reading_box.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        policy.setVerticalPolicy(QSizePolicy.Policy.Fixed)
+        self.reading_box.setSizePolicy(policy)
+        self.reading_box.hide()
 
     # ------------------------------------------------------------ the models on this PC
 
