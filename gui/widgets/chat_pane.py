@@ -228,6 +228,8 @@ class ChatPane(QWidget):
         self.drop_button.clicked.connect(self.leave_out_and_send)
         self.cancel_button.clicked.connect(self.cancel_held)
         self.input.installEventFilter(self)
+        #: why the last Ctrl+Enter did not send (said after the streaming status until the reply ends)
+        self._refusal = ""
         self.set_available(send is not None)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -262,7 +264,13 @@ class ChatPane(QWidget):
         if obj is self.input and event.type() == event.Type.KeyPress \
                 and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
                 and event.modifiers() & Qt.KeyboardModifier.ControlModifier:
-            self.send_input()
+            if self.busy() and self.input.toPlainText().strip():
+                # not silently ignored (#37): sending waits for the reply; the question stays
+                self._refusal = self.tr("Not sent: wait for the reply to finish, or press Stop. "
+                                        "Your message stays in the box.")
+                self.status.setText(self._refusal)
+            else:
+                self.send_input()
             return True
         return super().eventFilter(obj, event)
 
@@ -530,7 +538,8 @@ class ChatPane(QWidget):
         if st is not None and st.first is not None:
             tps = st.seen_tps()
             self.status.setText(self.tr("Streaming… %1 tokens").replace("%1", str(st.pieces))
-                                + (f" · {tps:.0f} tok/s" if tps else ""))
+                                + (f" · {tps:.0f} tok/s" if tps else "")
+                                + (" — " + self._refusal if self._refusal else ""))
 
     def _end_reply(self, *, stopped: bool = False, error: str | None = None) -> None:
         st = self._stats
@@ -539,6 +548,7 @@ class ChatPane(QWidget):
         self._flush.stop()
         self._flush_pending()
         self._stats = None
+        held, self._refusal = bool(self._refusal), ""
         self._call = None
         text = "".join(self._reply_parts)
         self._failed_reply = None
@@ -559,6 +569,8 @@ class ChatPane(QWidget):
             self.status.setText(self.tr("The reply failed: %1").replace("%1", error))
         elif stopped:
             self.status.setText(self.tr("Stopped."))
+        elif held and self.input.toPlainText().strip():
+            self.status.setText(self.tr("Your message is still in the box: press Ctrl+Enter to send it."))
         else:
             self.status.clear()
         self.busyChanged.emit(False)

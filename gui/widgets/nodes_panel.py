@@ -155,6 +155,9 @@ class NodeCard(QFrame):
         """Show a :class:`gui.cluster.nodes.records.Node`'s identity and reachability."""
         self.name = node.name
         self._show_title()
+        if not self.hardware.text():
+            # until the agent's first status: said in words, not as zeros (#37)
+            self.hardware.setText(self.tr("Waiting for the node's status…"))
         self.address.setText(self.tr("Address: %1 (API %2, RPC %3)")
                              .replace("%1", node.host).replace("%2", str(node.api_port))
                              .replace("%3", str(node.rpc_port or "?")))
@@ -227,7 +230,10 @@ class NodeCard(QFrame):
                 parts.append(self.tr("GPU %1: %2 free of %3").replace("%1", d.name)
                              .replace("%2", _gib(d.free_bytes)).replace("%3", _gib(d.total_bytes)))
         cache = status.rpc.weight_cache
-        if cache is not None:
+        if cache is not None and cache.cap_bytes <= 0 and cache.used_bytes <= 0:
+            # nothing measured yet (a status right after pairing said "0 MiB of at most 0 MiB", #37)
+            parts.append(self.tr("Weights cached: —"))
+        elif cache is not None:
             # what makes a second start fast, and what it costs in disk (the cap: agent's cache_max_gib)
             parts.append(self.tr("Weights cached %1 of at most %2").replace("%1", _size(cache.used_bytes))
                          .replace("%2", _size(cache.cap_bytes)))

@@ -149,6 +149,14 @@
         <source>Not sent. Your message is still in the box below.</source>
         <translation>未发送。您的消息仍在下方输入框中。</translation>
     </message>
+    <message>
+        <source>Not sent: wait for the reply to finish, or press Stop. Your message stays in the box.</source>
+        <translation>未发送：请等待回复结束，或按“停止”。您的消息仍在输入框中。</translation>
+    </message>
+    <message>
+        <source>Your message is still in the box: press Ctrl+Enter to send it.</source>
+        <translation>您的消息仍在输入框中：按 Ctrl+Enter 发送。</translation>
+    </message>
 </context>
 <context>
     <name>ClusterSession</name>
@@ -238,6 +246,10 @@
     <message>
         <source>Link throughput (%1)</source>
         <translation>链路吞吐量（%1）</translation>
+    </message>
+    <message>
+        <source>link probe</source>
+        <translation>链路探测</translation>
     </message>
 </context>
 <context>
@@ -346,6 +358,22 @@
         <location filename="../../gui/widgets/launch_panel.py" line="109" />
         <source>this PC</source>
         <translation>本机</translation>
+    </message>
+    <message>
+        <source>Split the model over the other devices by their free memory, as when a node is lost while serving, and start.</source>
+        <translation>按空闲内存把模型分到其他设备上（与服务中失去节点时的做法相同），然后启动。</translation>
+    </message>
+    <message>
+        <source>Start without %1</source>
+        <translation>不使用 %1 启动</translation>
+    </message>
+    <message>
+        <source>This model has no chat template: llama-server would fall back to ChatML, and a model trained on another format answers with markers such as &lt;|im_end|&gt; in its words. Choose the template it was trained with:</source>
+        <translation>此模型没有对话模板：llama-server 会退回使用 ChatML，而按其他格式训练的模型会在回复中夹带 &lt;|im_end|&gt; 之类的标记。请选择它训练时所用的模板：</translation>
+    </message>
+    <message>
+        <source>ChatML (llama-server's fallback)</source>
+        <translation>ChatML（llama-server 的默认回退）</translation>
     </message>
 </context>
 <context>
@@ -646,6 +674,10 @@
         <source>&lt;b&gt;Slow replies:&lt;/b&gt; Fastest measures the nodes and picks the quickest split; a node on Wi-Fi is marked on its card.</source>
         <translation>&lt;b&gt;回复很慢：&lt;/b&gt;“最快”会测量各节点并选出最快的分层；使用 Wi-Fi 的节点会在其卡片上标出。</translation>
     </message>
+    <message>
+        <source>Connecting to %1…</source>
+        <translation>正在连接 %1…</translation>
+    </message>
 </context>
 <context>
     <name>ModelPanel</name>
@@ -742,6 +774,10 @@
     <message>
         <source>needs about %1 GB more</source>
         <translation>还需约 %1 GB</translation>
+    </message>
+    <message>
+        <source>Still open, and shown below: %1</source>
+        <translation>仍在使用（下方显示的即为此模型）：%1</translation>
     </message>
 </context>
 <context>
@@ -898,6 +934,14 @@
     <message>
         <source>May sleep while serving (keep_awake is off in its agent.toml)</source>
         <translation>服务期间可能进入睡眠（其 agent.toml 中 keep_awake 已关闭）</translation>
+    </message>
+    <message>
+        <source>Waiting for the node's status…</source>
+        <translation>正在等待节点的状态…</translation>
+    </message>
+    <message>
+        <source>Weights cached: —</source>
+        <translation>已缓存权重：—</translation>
     </message>
 </context>
 <context>
@@ -2817,6 +2861,22 @@
         <source>The cluster is recovering; the conversation continues once it serves again.</source>
         <translation>集群正在恢复；恢复服务后可继续对话。</translation>
     </message>
+    <message>
+        <source>Open a model first: Open model… above, or click one under On this PC.</source>
+        <translation>请先打开模型：点击上方的“打开模型…”，或在“本机上的模型”中点选一个。</translation>
+    </message>
+    <message>
+        <source>Started without %1: the split was made again over the other devices by their free memory.</source>
+        <translation>已在没有 %1 的情况下启动：已按空闲内存在其他设备上重新分层。</translation>
+    </message>
+    <message>
+        <source>The model is still being read; press Start again once the Split tab shows its layers.</source>
+        <translation>模型仍在读取中；待“分层”页显示其各层后，再按“启动”。</translation>
+    </message>
+    <message>
+        <source>The split is not ready yet: the Split tab shows why.</source>
+        <translation>分层尚未就绪：原因见“分层”页。</translation>
+    </message>
 </context>
 <context>
     <name>ProfileActions</name>
@@ -3063,6 +3123,41 @@
         <translation>herd 只打开聊天中的网页链接（http、https）。此链接指向：
 
 %1</translation>
+    </message>
+</context>
+<context>
+    <name>NextStep</name>
+    <message>
+        <source>Chat</source>
+        <translation>对话</translation>
+    </message>
+    <message>
+        <source>Launch ▸ Start</source>
+        <translation>“启动”页 ▸ 启动</translation>
+    </message>
+    <message>
+        <source>Next: %1, then %2.</source>
+        <translation>下一步：%1，然后%2。</translation>
+    </message>
+    <message>
+        <source>Next: open a model (Open model…, or one under On this PC).</source>
+        <translation>下一步：打开模型（“打开模型…”，或“本机上的模型”中的一个）。</translation>
+    </message>
+    <message>
+        <source>Reading the model; its split appears on the Split tab.</source>
+        <translation>正在读取模型；其分层将显示在“分层”页。</translation>
+    </message>
+    <message>
+        <source>Running. Next: ask something in %1.</source>
+        <translation>运行中。下一步：在%1中提问。</translation>
+    </message>
+    <message>
+        <source>Starting the cluster; %1 opens once it is ready.</source>
+        <translation>正在启动集群；就绪后即可%1。</translation>
+    </message>
+    <message>
+        <source>The steps of a first run: open a model, Launch ▸ Start, then Chat.</source>
+        <translation>首次运行的步骤：打开模型，“启动”页 ▸ 启动，然后对话。</translation>
     </message>
 </context>
 </TS>
