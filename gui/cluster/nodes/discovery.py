@@ -48,11 +48,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zeroconf import InterfaceChoice, IPVersion, ServiceStateChange
+from zeroconf import IPVersion, ServiceStateChange
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
 from agent import protocol as P
 from agent.client import AgentClient, AgentError, KeyMismatch
+from agent.mdns_interfaces import every_usable_interface
 from gui.cluster.nodes.records import Node, PairingStore, master_identity
 
 log = logging.getLogger(__name__)
@@ -200,10 +201,11 @@ class Discovery:
     async def start(self) -> None:
         """Start browsing (if enabled) and pinging."""
         if self.browse and self._aiozc is None:
-            ifaces = self.interfaces if self.interfaces is not None else InterfaceChoice.All
-            ipv = IPVersion.All if self.interfaces is None else IPVersion.V4Only
-            if self.interfaces is not None and any(":" in a for a in self.interfaces):
-                ipv = IPVersion.All
+            if self.interfaces is None:
+                ifaces, ipv = every_usable_interface()  # no ::1 socket and its traceback (#37)
+            else:
+                ifaces = self.interfaces
+                ipv = IPVersion.All if any(":" in a for a in self.interfaces) else IPVersion.V4Only
             self._aiozc = AsyncZeroconf(interfaces=ifaces, ip_version=ipv)
             self._browser = AsyncServiceBrowser(self._aiozc.zeroconf, P.SERVICE_TYPE,
                                                 handlers=[self._on_change])
