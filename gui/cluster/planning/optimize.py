@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from agent.i18n import translate
-
+from gui.cluster.llama.model import DEFAULT_UBATCH
 from gui.cluster.planning.cost_model import (
     DEFAULT_PROMPT,
     N_BATCH,
@@ -66,19 +66,11 @@ from gui.cluster.planning.cost_model import (
     prompt_hop_bytes,
     step_cost,
 )
-from gui.cluster.planning.plan import (
-    DEFAULT_UBATCH,
-    Assignment,
-    Device,
-    Plan,
-    PlanError,
-    compute_buffer_bytes,
-    estimate,
-    headroom_bytes,
-    is_gpu,
-    model_order,
-    ram_machine,
-)
+from gui.cluster.planning.plan.assignment import Assignment, Plan
+from gui.cluster.planning.plan.compute_buffer import compute_buffer_bytes
+from gui.cluster.planning.plan.device import Device, headroom_bytes, is_gpu, model_order, ram_machine
+from gui.cluster.planning.plan.fit import estimate
+from gui.cluster.planning.plan.layer_map import PlanError
 
 if TYPE_CHECKING:
     from gui.cluster.llama.model import ModelInfo
