@@ -22,7 +22,7 @@ from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZerocon
 from agent import protocol as P
 from agent.mdns_interfaces import every_usable_interface
 
-log = logging.getLogger("gui.cluster.nodes.discovery")
+log = logging.getLogger("gui.cluster.nodes.discovery")  # discovery's own log, as before the split
 
 #: ``on_record(name, advert, host)``: a usable record ``name`` read as ``advert``, to be looked at
 #: on ``host`` (its address that is chosen to reach it).
