@@ -28,19 +28,19 @@ gui.cluster.planning.plan import …``; within ``gui.cluster.planning`` import f
 
 # llama-server's default micro-batch, for the callers that plan with it
 from gui.cluster.llama.model import DEFAULT_UBATCH
-from gui.cluster.planning.plan.layer_map import layer_map, layer_map_inverse, PlanError, slot_span
-from gui.cluster.planning.plan.device import (
-    Device, DEVICE_KINDS, endpoint_machine, GPU_HEADROOM_BYTES, headroom_bytes, is_gpu,
-    MASTER_MACHINE, MiB, model_order, ram_machine,
-)
 from gui.cluster.planning.plan.assignment import Assignment, ExpertHome, Plan
+from gui.cluster.planning.plan.by_memory import plan_by_memory
 from gui.cluster.planning.plan.compute_buffer import (
-    compute_buffer_bytes, DEFAULT_OUTPUTS, PIPELINE_COPIES, pipeline_parallel,
+    DEFAULT_OUTPUTS, PIPELINE_COPIES, compute_buffer_bytes, pipeline_parallel,
+)
+from gui.cluster.planning.plan.device import (
+    DEVICE_KINDS, GPU_HEADROOM_BYTES, MASTER_MACHINE, Device, MiB, endpoint_machine,
+    headroom_bytes, is_gpu, model_order, ram_machine,
 )
 from gui.cluster.planning.plan.fit import DeviceFit, estimate, misfits
-from gui.cluster.planning.plan.by_memory import plan_by_memory
+from gui.cluster.planning.plan.layer_map import PlanError, layer_map, layer_map_inverse, slot_span
 from gui.cluster.planning.plan.split_syntax import (
-    cpu_sibling, experts_in_ram, HOST_KEYS, parse_split, plan_from_split,
+    HOST_KEYS, cpu_sibling, experts_in_ram, parse_split, plan_from_split,
 )
 
 __all__ = [

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from gui.cluster.llama.placement_log import HOST_DEVICE_NAME
 from gui.cluster.planning.plan.device import Device
 from gui.cluster.planning.plan.layer_map import (
-    _check_count, layer_map, layer_map_inverse, PlanError, slot_span,
+    PlanError, check_slot_count, layer_map, layer_map_inverse, slot_span,
 )
 
 
@@ -62,12 +62,12 @@ class Plan:
         object.__setattr__(self, "expert_homes", tuple(ExpertHome(*h) for h in self.expert_homes))
         if isinstance(self.n_layer, bool) or not isinstance(self.n_layer, int) or self.n_layer < 1:
             raise PlanError(f"plan.n_layer: expected a positive whole number, got {self.n_layer!r}")
-        _check_count(self.host_layers, "plan.host_layers")
+        check_slot_count(self.host_layers, "plan.host_layers")
         seen: set[str] = set()
         for i, (dev, count) in enumerate(items):
             if not isinstance(dev, Device):
                 raise PlanError(f"plan.assignments[{i}].device: expected a Device, got {dev!r}")
-            _check_count(count, f"plan.assignments[{i}].count ({dev.label})")
+            check_slot_count(count, f"plan.assignments[{i}].count ({dev.label})")
             if dev.key in seen:
                 raise PlanError(f"plan.assignments[{i}]: device {dev.key} ({dev.label}) is listed twice")
             seen.add(dev.key)

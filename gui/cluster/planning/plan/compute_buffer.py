@@ -19,10 +19,8 @@ if TYPE_CHECKING:  # only for annotations; keeps this module importable without 
 #: Tokens whose logits llama-server keeps per step (one per parallel slot, ``-np``).
 DEFAULT_OUTPUTS = DEFAULT_SEQUENCES
 
-
 #: Input copies per device under pipeline parallelism (GGML_SCHED_MAX_COPIES in ggml-backend.cpp).
 PIPELINE_COPIES = 4
-
 
 #: Hidden-state-sized (``ub × n_embd`` f32) tensors live at the peak of a compute buffer, by
 #: where the buffer is (``first``: the device holding block 0) and whether the scheduler runs a
@@ -41,7 +39,6 @@ _HIDDEN_COPIES = {("device", False): 2, ("first", False): 4, ("device", True): 7
 #: Hidden-state-sized tensors live during a block's attention on a device without a pipeline:
 #: the residual, the normed input, Q, the attention output and its projection.
 _ATTENTION_COPIES = 5
-
 
 #: What else a compute buffer holds: the small inputs (token ids, positions, output ids; copied
 #: per pipeline stage) and each tensor's alignment in ggml-alloc.c. Measured at up to 0.11 MiB.

@@ -4,18 +4,16 @@ each is on, the headroom llama.cpp leaves on a GPU, and llama.cpp's model order 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-import re
 
 from gui.cluster.planning.plan.layer_map import PlanError
 
 
 DEVICE_KINDS = ("rpc", "gpu")
 
-
 MiB = 1 << 20
-
 
 #: Memory llama.cpp leaves free on each GPU when it fits a model itself (``--fit-target``, 1 GiB
 #: per device by default, common/common.h): the driver and the desktop need it. herd plans GPUs
@@ -36,7 +34,6 @@ def headroom_bytes(device: Device | None) -> int:
 
 # host:port, with IPv6 hosts in brackets ("[fe80::1]:50052")
 _ENDPOINT_RE = re.compile(r"(\[[0-9A-Za-z:.%]+\]|[^\s,:\[\]]+):\d{1,5}")
-
 
 #: The machine key of the master itself (its CPU, and workers it reaches on loopback).
 MASTER_MACHINE = "master"

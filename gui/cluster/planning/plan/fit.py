@@ -12,7 +12,7 @@ from agent.i18n import translate
 from gui.cluster.llama.model import CacheShape
 from gui.cluster.planning.plan.assignment import Plan
 from gui.cluster.planning.plan.compute_buffer import compute_buffer_bytes, pipeline_parallel
-from gui.cluster.planning.plan.device import Device, headroom_bytes, MiB, ram_machine
+from gui.cluster.planning.plan.device import Device, MiB, headroom_bytes, ram_machine
 from gui.cluster.planning.plan.layer_map import PlanError
 
 if TYPE_CHECKING:  # only for annotations; keeps this module importable without gguf

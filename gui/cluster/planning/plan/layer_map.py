@@ -90,7 +90,9 @@ def layer_map_inverse(layout: Sequence[int], n_devices: int) -> tuple[int, list[
     return len(layout) - host, counts
 
 
-def _check_count(value, what: str) -> int:
+def check_slot_count(value, what: str) -> int:
+    """``value`` as a slot count (a whole number, not negative); :class:`PlanError` naming ``what``
+    otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise PlanError(f"{what}: expected a whole number of slots, got {value!r}")
     if value < 0:

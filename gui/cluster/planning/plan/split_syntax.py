@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from gui.cluster.planning.plan.assignment import Assignment, Plan
 from gui.cluster.planning.plan.device import Device, is_gpu, model_order
-from gui.cluster.planning.plan.layer_map import _check_count, layer_map, layer_map_inverse, PlanError
+from gui.cluster.planning.plan.layer_map import PlanError, check_slot_count, layer_map, layer_map_inverse
 
 if TYPE_CHECKING:  # only for annotations; keeps this module importable without gguf
     from gui.cluster.llama.model import ModelInfo
@@ -121,7 +121,7 @@ def plan_from_split(model: ModelInfo | int, devices: Sequence[Device], split: Ma
     host: int | None = None
     named_eps: list[str] = []
     for key, count in split.items():
-        _check_count(count, f"split {key!r}")
+        check_slot_count(count, f"split {key!r}")
         if key.lower() in HOST_KEYS:
             host = count
             continue
