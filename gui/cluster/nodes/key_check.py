@@ -10,12 +10,12 @@ found nothing; it changes no list (that is :class:`~gui.cluster.nodes.discovery.
 from __future__ import annotations
 
 from agent.client import AgentClient, AgentError, KeyMismatch
-from gui.cluster.nodes.records import PairingStore
+from gui.cluster.nodes.records import PairingStore, bracket_host
 
 
 def agent_url(host: str, api_port: int) -> str:
     """The agent's API address (an IPv6 host in brackets)."""
-    return f"https://{f'[{host}]' if ':' in host else host}:{api_port}"
+    return f"https://{bracket_host(host)}:{api_port}"
 
 
 async def public_info(node_id: str, host: str, api_port: int, *, timeout: float) -> tuple[dict, str | None]:

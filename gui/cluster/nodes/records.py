@@ -101,12 +101,12 @@ class Node:
     @property
     def api_url(self) -> str:
         """``https://host:port`` of its control API."""
-        return f"https://{_bracket(self.host)}:{self.api_port}"
+        return f"https://{bracket_host(self.host)}:{self.api_port}"
 
     @property
     def rpc_endpoint(self) -> str:
         """``host:port`` for ``llama-server --rpc``."""
-        return f"{_bracket(self.host)}:{self.rpc_port}"
+        return f"{bracket_host(self.host)}:{self.rpc_port}"
 
     def with_(self, **changes) -> "Node":
         """A copy with ``changes`` applied."""
@@ -185,7 +185,8 @@ def usable_nodes(nodes) -> list[Node]:
     return sorted((n for n in nodes if n.usable), key=lambda n: (n.name, n.id))
 
 
-def _bracket(host: str) -> str:
+def bracket_host(host: str) -> str:
+    """``host`` as it stands in a URL or ``host:port``: an IPv6 address in brackets."""
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
