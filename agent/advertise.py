@@ -14,10 +14,11 @@ import logging
 import socket
 
 import psutil
-from zeroconf import InterfaceChoice, IPVersion, NonUniqueNameException
+from zeroconf import IPVersion, NonUniqueNameException
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from agent import protocol as P
+from agent.mdns_interfaces import every_usable_interface
 
 log = logging.getLogger("herd.agent.mdns")
 
@@ -44,11 +45,6 @@ def lan_addresses() -> list[str]:
             if not (ip.is_loopback or ip.is_unspecified or ip.is_link_local):
                 out.append(str(ip))
     return out
-
-
-def _host_has_ipv6() -> bool:
-    return any(a.family == socket.AF_INET6 and not a.address.startswith("::1")
-               for addrs in psutil.net_if_addrs().values() for a in addrs)
 
 
 class Advertiser:
@@ -87,8 +83,7 @@ class Advertiser:
             interfaces = addresses
         else:
             addresses = lan_addresses()
-            ip_version = IPVersion.All if _host_has_ipv6() else IPVersion.V4Only
-            interfaces = InterfaceChoice.All
+            interfaces, ip_version = every_usable_interface()  # no ::1 socket (#37)
         self._zc = AsyncZeroconf(interfaces=interfaces, ip_version=ip_version)
         self._info = AsyncServiceInfo(
             P.SERVICE_TYPE, f"{self.name}.{P.SERVICE_TYPE}", port=self.port, properties=self.txt,

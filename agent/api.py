@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 
@@ -27,7 +27,46 @@ from agent.pairing import BadExchange, NoPin, PairingLocked, WrongPin
 from agent.relay import normalise_ip
 
 if TYPE_CHECKING:
-    from agent.daemon import Agent
+    from collections.abc import Sequence
+
+    from agent.identity import Identity
+    from agent.lease import Leases
+    from agent.pairing import AgentPairing
+    from agent.settings import AgentState
+
+
+class RpcLog(Protocol):
+    """The worker's recent output lines, as the ``rpc/log`` endpoint reads them."""
+
+    lines: Sequence[str]
+
+
+class AgentService(Protocol):
+    """What the API needs of the agent it serves (the daemon's ``Agent`` is one).
+
+    The API is handed this and never imports the daemon, which builds the API: the two stay
+    one-way (#33).
+    """
+
+    state: AgentState
+    identity: Identity
+    pairing: AgentPairing
+    leases: Leases
+    supervisor: RpcLog
+    pending_names: dict[str, str]
+    #: the error :meth:`start_rpc` raises when the worker cannot be started (a 409 here)
+    Refused: type[Exception]
+
+    def info(self) -> dict: ...
+    async def status(self) -> dict: ...
+    def rpc_status(self) -> dict: ...
+    async def start_rpc(self, *, port: int | None = None, threads: int | None = None,
+                        devices: list[str] | None = None, cache: bool | None = None,
+                        master: str | None = None) -> None: ...
+    async def stop_rpc(self) -> None: ...
+    def paired_master(self, name: str, cert_pem: str, fingerprint: str, address: str) -> None: ...
+    def unpair(self, fingerprint: str) -> None: ...
+    def log_limited(self, key: str, level: int, msg: str, *args) -> None: ...
 
 log = logging.getLogger("herd.agent.api")
 
@@ -67,7 +106,7 @@ async def _require_master(request: web.Request, handler):
     """401 unless the TLS client certificate is a paired master's (public paths excepted)."""
     if request.match_info.http_exception is not None or request.path in P.PUBLIC_PATHS:
         return await handler(request)
-    agent: Agent = request.app[AGENT_KEY]
+    agent: AgentService = request.app[AGENT_KEY]
     ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
     agent.state.refresh()  # an unpairing by `herd-agent unpair` counts from the next request
     master = agent.state.master_for_fingerprint(peer_fingerprint(ssl_object))
@@ -81,7 +120,7 @@ async def _require_master(request: web.Request, handler):
 
 def _take_lease(request: web.Request) -> None:
     """409 unless the calling master holds the worker's lease, or takes it now."""
-    agent: Agent = request.app[AGENT_KEY]
+    agent: AgentService = request.app[AGENT_KEY]
     master = request[MASTER_KEY]
     other = agent.leases.take(master.fingerprint, master.name)
     if other is not None:
@@ -146,7 +185,7 @@ async def info(request: web.Request) -> web.Response:
 
 
 async def ping(request: web.Request) -> web.Response:
-    agent: Agent = request.app[AGENT_KEY]
+    agent: AgentService = request.app[AGENT_KEY]
     return web.json_response({"ok": True, "id": agent.state.node_id, "time": time.time()})
 
 
@@ -159,7 +198,7 @@ def _hex_field(body: dict, name: str, max_bytes: int) -> bytes:
 
 async def pair_start(request: web.Request) -> web.Response:
     """PAKE step 1 (see :mod:`agent.pairing`)."""
-    agent: Agent = request.app[AGENT_KEY]
+    agent: AgentService = request.app[AGENT_KEY]
     body = await _json_object(request, {"msg", "name"})
     msg = _hex_field(body, "msg", 256)
     name = body.get("name", "")
@@ -180,7 +219,7 @@ async def pair_start(request: web.Request) -> web.Response:
 
 async def pair_finish(request: web.Request) -> web.Response:
     """PAKE step 2: on a right MAC the master's certificate is pinned."""
-    agent: Agent = request.app[AGENT_KEY]
+    agent: AgentService = request.app[AGENT_KEY]
     body = await _json_object(request, {"session", "cert", "mac"})
     sid = body.get("session")
     if not isinstance(sid, str) or not re.fullmatch(r"[0-9a-f]{32}", sid):
@@ -215,7 +254,7 @@ async def retired(request: web.Request) -> web.Response:
 
 async def unpair(request: web.Request) -> web.Response:
     """The calling master forgets this node: its pairing here goes too."""
-    agent: Agent = request.app[AGENT_KEY]
+    agent: AgentService = request.app[AGENT_KEY]
     await _json_object(request, set())
     master = request[MASTER_KEY]
     agent.unpair(master.fingerprint)
@@ -230,7 +269,7 @@ async def status(request: web.Request) -> web.Response:
 
 
 async def rpc_start(request: web.Request) -> web.Response:
-    agent: Agent = request.app[AGENT_KEY]
+    agent: AgentService = request.app[AGENT_KEY]
     body = await _json_object(request, {"port", "threads", "devices", "cache"})
     port = _int_field(body, "port", 1, 65535)
     threads = _int_field(body, "threads", 1, 1024)
@@ -255,7 +294,7 @@ async def rpc_start(request: web.Request) -> web.Response:
 
 
 async def rpc_stop(request: web.Request) -> web.Response:
-    agent: Agent = request.app[AGENT_KEY]
+    agent: AgentService = request.app[AGENT_KEY]
     await _json_object(request, set())
     _take_lease(request)
     await agent.stop_rpc()
@@ -264,7 +303,7 @@ async def rpc_stop(request: web.Request) -> web.Response:
 
 
 async def rpc_log(request: web.Request) -> web.Response:
-    agent: Agent = request.app[AGENT_KEY]
+    agent: AgentService = request.app[AGENT_KEY]
     tail = _int_query(request, "tail", 100, 0, P.LOG_TAIL_MAX)
     lines = list(agent.supervisor.lines)
     return web.json_response({"lines": lines[len(lines) - tail:] if tail else []})
@@ -289,8 +328,8 @@ async def openapi(request: web.Request) -> web.Response:
     return web.json_response(openapi_document())
 
 
-def build_app(agent: "Agent") -> web.Application:
-    """The aiohttp application serving ``agent``."""
+def build_app(agent: AgentService) -> web.Application:
+    """The aiohttp application serving ``agent`` (the daemon hands itself in)."""
     app = web.Application(middlewares=[_errors_as_json, _require_master], client_max_size=64 * 1024)
     app[AGENT_KEY] = agent
     app.router.add_get(P.PATH_INFO, info)

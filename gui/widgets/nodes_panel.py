@@ -30,9 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from agent.identity import display_fingerprint
-from agent.pairing import normalise_pin
-from agent.protocol import PIN_DIGITS
+from gui.cluster.nodes.pairing_display import PIN_DIGITS, display_fingerprint, normalise_pin
 from gui.widgets.node_colors import node_colors
 from gui.widgets.outside_text import NAME_WORD, PlainLabel, escaped, shortened
 from gui.widgets.wrapping_label import WrappingLabel

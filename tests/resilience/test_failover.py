@@ -22,6 +22,7 @@ from resilience.faults import LINK_DOWN, RPC_KILL, run_fault
 from agent.protocol import AgentStatus
 from gui.cluster.failover import events as E
 from gui.cluster.failover import supervisor as F
+from gui.cluster.failover.policy import MAX_QUICK_FAILURES
 from gui.cluster.failover.text import describe_event
 from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import inspect_model
@@ -128,14 +129,14 @@ async def test_a_server_that_keeps_dying_is_relaunched_then_left_alone(engine, d
     """llama-server killed with no worker at fault: relaunched on the same nodes; killed again
     right after each relaunch, the supervisor stops after three and waits for the user."""
     async with supervised(engine, demo_model, procs, tmp_path, F.FailoverPolicy(countdown=0)) as (sup, _):
-        for round_ in range(F.MAX_QUICK_FAILURES):
+        for round_ in range(MAX_QUICK_FAILURES):
             await until(sup, lambda: sup.state == F.SERVING)
             os.kill(sup.server.pid, signal.SIGKILL)
             await until(sup, lambda: sup.state != F.SERVING)
         await until(sup, lambda: sup.state == F.WAITING)
         exits = [e for e in sup.events if e.kind == E.EventKind.SERVER_EXITED]
-        assert len(exits) == F.MAX_QUICK_FAILURES and "killed by signal SIGKILL" in describe_event(exits[0])
-        assert sum(e.kind == E.EventKind.RECOVERED for e in sup.events) == F.MAX_QUICK_FAILURES - 1
+        assert len(exits) == MAX_QUICK_FAILURES and "killed by signal SIGKILL" in describe_event(exits[0])
+        assert sum(e.kind == E.EventKind.RECOVERED for e in sup.events) == MAX_QUICK_FAILURES - 1
         assert "not relaunching again" in describe_event(sup.events[-1]) and sup.options == (E.OPT_RECOVER,)
         assert not any(e.kind == E.EventKind.LOST for e in sup.events)  # no node was blamed
         await sup.recover_now()

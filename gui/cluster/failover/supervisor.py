@@ -28,6 +28,8 @@ streaming reply is marked interrupted with the reason; after the relaunch the co
 resent by the next request (see :mod:`gui.cluster.chat.conversation`).
 
 Everything runs on one asyncio loop and is Qt-free; the app and ``herd up`` subscribe to events.
+The states and their moves are here; the relaunch policy (the settings, the re-plan, when to stop
+relaunching) is :mod:`gui.cluster.failover.policy` (#33).
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from enum import Enum
 
 from agent.client import AgentError
@@ -52,12 +53,12 @@ from gui.cluster.failover.events import (
     FailoverEvent,
     WaitReason,
 )
+from gui.cluster.failover.policy import QUICK_FAILURE_S, FailoverPolicy, QuickFailures, replan
 from gui.cluster.failover.text import describe_event, interruption_note
 from gui.cluster.launching.launcher import ClusterLauncher
 from gui.cluster.launching.request import LaunchRequest, nodes_for_plan
 from gui.cluster.llama.server_process import FAILED, LaunchError
 from gui.cluster.nodes.health import NodeHealth
-from gui.cluster.planning.devices import node_devices
 
 log = logging.getLogger(__name__)
 
@@ -92,40 +93,6 @@ MOVES: dict[FailoverState, frozenset[FailoverState]] = {
     RELAUNCHING: frozenset({SERVING, WAITING}),
     WAITING: frozenset({RECOVERING, RELAUNCHING, WAITING}),
 }
-
-#: llama-server stopping this soon after a relaunch, with no node to blame, counts as a quick
-#: failure; after this many in a row the supervisor stops relaunching and waits for the user.
-QUICK_FAILURE_S = 30.0
-MAX_QUICK_FAILURES = 3
-
-@dataclass
-class FailoverPolicy:
-    """How the supervisor watches and recovers (the app shows these as settings).
-
-    Attributes:
-        auto_recover: relaunch on the survivors by itself (after ``countdown``); otherwise wait
-            for :meth:`ClusterSupervisor.recover_now`.
-        countdown: seconds announced before an automatic relaunch (0: at once).
-        rejoin: ``"ask"`` — announce a returning node and offer to re-plan with it; ``"auto"`` —
-            re-plan with it at once.
-        poll_interval, poll_timeout, misses: a node is lost after ``misses`` status polls in a
-            row failed; the defaults notice a silent node within about 3 s.
-        server_grace: seconds llama-server gets to exit before it is killed (a server stuck on
-            a dead link does not exit by itself).
-        load_timeout: seconds a relaunched server may take to load.
-        busy_wait: seconds to wait for a surviving worker to let go of the old server.
-    """
-
-    auto_recover: bool = True
-    countdown: float = 5.0
-    rejoin: str = "ask"
-    poll_interval: float = 1.0
-    poll_timeout: float = 1.0
-    misses: int = 2
-    server_grace: float = 2.0
-    load_timeout: float = 300.0
-    busy_wait: float = 10.0
-
 
 class ClusterSupervisor:
     """A :class:`ClusterLauncher` that survives a lost worker (see the module docstring).
@@ -190,7 +157,7 @@ class ClusterSupervisor:
         self._recovery: asyncio.Task | None = None
         self._stopping = False
         self._serving_since: float | None = None
-        self._quick_failures = 0
+        self._quick_failures = QuickFailures()
         self._back: tuple[str, ...] = ()   # names of the nodes that came back, for the rejoin's re-plan
 
     # --- events -------------------------------------------------------------------------------
@@ -443,12 +410,7 @@ class ClusterSupervisor:
             self._emit(EventKind.SERVER_EXITED, error=server_error)
         if self.conversation is not None:
             self.conversation.interrupt(interruption_note(lost, server_error))
-        # A server that keeps dying soon after each relaunch with no node to blame (a bad
-        # option, a broken build) would be relaunched forever: stop after a few and ask.
-        quick = not lost and self._serving_since is not None and \
-            time.monotonic() - self._serving_since < QUICK_FAILURE_S
-        self._quick_failures = self._quick_failures + 1 if quick else 0
-        if self._quick_failures >= MAX_QUICK_FAILURES:
+        if self._quick_failures.note(blamed=bool(lost), serving_since=self._serving_since):
             self._pending_plan = self.launcher.plan
             self._run_recovery(self._give_up(server_error))
             return
@@ -456,7 +418,7 @@ class ClusterSupervisor:
 
     async def _give_up(self, server_error: str | None) -> None:
         await self._release(self.launcher)
-        self._set_waiting(WaitReason.QUICK_FAILURES, (OPT_RECOVER,), count=self._quick_failures,
+        self._set_waiting(WaitReason.QUICK_FAILURES, (OPT_RECOVER,), count=self._quick_failures.count,
                           seconds=QUICK_FAILURE_S, error=server_error)
 
     async def _stop_server(self, launcher: ClusterLauncher) -> None:
@@ -483,26 +445,9 @@ class ClusterSupervisor:
             self.lost.pop(node.id, None)
         return found
 
-    async def _free_held(self, launcher: ClusterLauncher) -> bool:
-        """Restart the planned workers that a dead connection from this computer holds again
-        (a late packet of the stopped server); True if one was."""
-        freed = False
-        for node in launcher.planned_nodes():
-            try:
-                status = await self.health.status(node)
-                if self.health.held_by_this_computer(node, status):
-                    await self.health.client(node).rpc_start(threads=self.request.threads)
-                    await self.health.settle(node, await self.health.status(node), threads=self.request.threads,
-                                             wait=self.policy.busy_wait)
-                    freed = True
-            except AgentError as exc:
-                log.info("could not restart the worker of %s: %s", node.name, exc)
-        return freed
-
     async def _replan_and_relaunch(self, *, back: tuple[str, ...], stop_first: bool, immediate: bool) -> None:
         """Re-plan over the nodes that answer and relaunch; ``back``: the names of the nodes whose
         return is the reason (none: a loss is)."""
-        from gui.cluster.planning import plan as P
         try:
             if stop_first:
                 self._enter(RECOVERING)
@@ -514,19 +459,8 @@ class ClusterSupervisor:
                                                                      wait=self.policy.busy_wait)))
                 except AgentError:
                     self.lost[node.id] = node
-            alive = {n.id for n, _ in survivors}
-            first_ids = {d.node_id for d, c in self.request.plan.assignments if c and d.kind == "rpc"}
-            if first_ids <= alive:
-                plan = self.request.plan  # everyone is back: the user's own split
-            else:
-                devices = []
-                for node, status in survivors:
-                    devices.extend(node_devices(node, status))
-                plan = P.plan_by_memory(self.request.model, devices, self._cache_shape(),
-                                        host_free_bytes=self.host_free_bytes())
-            bad = P.misfits(P.estimate(plan, self.request.model, self._cache_shape(),
-                                       host_free_bytes=self.host_free_bytes()))
-            used = tuple(n.name for n in nodes_for_plan(plan, [n for n, _ in survivors], strict=False))
+            again = replan(self.request, survivors, self._cache_shape(), self.host_free_bytes)
+            plan, bad, used = again.plan, again.misfits, again.used
             self._pending_plan = plan
             self._back = ()
             if bad:
@@ -591,7 +525,9 @@ class ClusterSupervisor:
                 check = await launcher.start(self.policy.load_timeout)
                 break
             except (LaunchError, AgentError) as exc:
-                if attempt == 1 and getattr(exc, "code", None) == "worker-busy" and await self._free_held(launcher):
+                busy = attempt == 1 and getattr(exc, "code", None) == "worker-busy"
+                if busy and await self.health.restart_held(launcher.planned_nodes(), threads=self.request.threads,
+                                                           wait=self.policy.busy_wait):
                     continue
                 self._emit(EventKind.RECOVERY_FAILED, error=str(exc), relaunched=True)
                 self._set_waiting(WaitReason.FOR_NODES, (OPT_RECOVER,))

@@ -208,7 +208,27 @@ async def check_node(node, client: AgentClient, engine: Engine, *, timeout: floa
                         .format(url=node.api_url, id=info.get("id")), "vanished")]
     out.append(Finding(OK, name, translate("Doctor", "The agent answers at {url}.").format(url=node.api_url),
                        "reachable"))
+    out.extend(_check_versions(name, info, engine))
+    status, paired = await _check_paired(node, client)
+    out.append(paired)
+    if node.echo_port:
+        out.append(await _check_echo(name, node))
+    if status is not None and isinstance(status.get("engine"), dict):
+        out.extend(check_node_engine(name, status["engine"],
+                                     mismatch=any(f.code == "version-mismatch" for f in out)))
+    if status is not None:
+        out.extend(await _check_worker(name, node, status, timeout))
+    mine = _wifi_nic(nics(), _local_ip_towards(node.host))
+    if mine:
+        out.append(Finding(WARNING, name, translate(
+            "Doctor", "This master reaches the node over Wi-Fi ({nic}); a cable will be much faster.")
+            .format(nic=mine["name"]), "wifi"))
+    return out
 
+
+def _check_versions(name: str, info: dict, engine: Engine) -> list[Finding]:
+    """The node's RPC worker is there and runs this master's llama.cpp build and protocol."""
+    out: list[Finding] = []
     eng = info.get("engine") or {}
     build, proto = eng.get("build"), eng.get("proto")
     master_proto = engine.rpc_proto
@@ -229,63 +249,63 @@ async def check_node(node, client: AgentClient, engine: Engine, *, timeout: floa
         out.append(Finding(OK, name, translate(
             "Doctor", "Same llama.cpp build ({build}) and RPC protocol ({proto}) as the master.")
             .format(build=build or _unknown(), proto=proto or _unknown()), "version"))
+    return out
 
-    status = None
+
+async def _check_paired(node, client: AgentClient) -> tuple[dict | None, Finding]:
+    """Whether this master is paired with ``node``: its status (None when it could not be read)
+    and the finding that says so."""
+    name = node.name or node.id
     try:
         status = await client.status()
-        out.append(Finding(OK, name, translate("Doctor", "This master is paired with the node."), "paired"))
     except AgentError as exc:
         if exc.status == 401:
-            out.append(Finding(ERROR, name, translate(
+            return None, Finding(ERROR, name, translate(
                 "Doctor", "This master is not paired with the node; run `herd pair {address} --pin "
-                "PIN` with the PIN it shows.").format(address=f"{node.host}:{node.api_port}"), "not-paired"))
+                "PIN` with the PIN it shows.").format(address=f"{node.host}:{node.api_port}"), "not-paired")
+        return None, Finding(ERROR, name, translate("Doctor", "The node's status could not be read ({why}).")
+                             .format(why=exc), "status")
+    return status, Finding(OK, name, translate("Doctor", "This master is paired with the node."), "paired")
+
+
+async def _check_echo(name: str, node) -> Finding:
+    """The node's UDP echo answers (the latency graphs need it)."""
+    try:
+        rtts = await measure_echo_rtt(node.host, node.echo_port, count=3, timeout=1.0)
+    except AgentError:
+        return Finding(WARNING, name, translate(
+            "Doctor", "UDP echo port {port} does not answer; a firewall may block it (latency "
+            "graphs will be empty).").format(port=node.echo_port), "echo")
+    return Finding(OK, name, translate("Doctor", "Echo answers ({ms} ms round trip).")
+                   .format(ms=f"{min(rtts) * 1000:.2f}"), "echo")
+
+
+async def _check_worker(name: str, node, status: dict, timeout: float) -> list[Finding]:
+    """The node's RPC worker is free and its port open; the node's own link is no Wi-Fi."""
+    out: list[Finding] = []
+    rpc = AgentStatus.of(status).rpc
+    if rpc.state == WorkerState.BUSY:
+        out.append(Finding(ERROR, name, translate("Doctor", "Its RPC worker is in use by another "
+                                                  "client ({client}).")
+                           .format(client=rpc.client or _unknown()), "busy"))
+    elif rpc.state == WorkerState.READY and node.rpc_port:
+        why = await _tcp_open(node.host, node.rpc_port, timeout)
+        if why:
+            out.append(Finding(ERROR, name, translate(
+                "Doctor", "RPC port {endpoint} is not reachable from this master ({why}); check "
+                "its firewall.").format(endpoint=node.rpc_endpoint, why=why), "rpc-port"))
         else:
-            out.append(Finding(ERROR, name, translate("Doctor", "The node's status could not be read ({why}).")
-                               .format(why=exc), "status"))
-
-    if node.echo_port:
-        try:
-            rtts = await measure_echo_rtt(node.host, node.echo_port, count=3, timeout=1.0)
-            out.append(Finding(OK, name, translate("Doctor", "Echo answers ({ms} ms round trip).")
-                               .format(ms=f"{min(rtts) * 1000:.2f}"), "echo"))
-        except AgentError:
-            out.append(Finding(WARNING, name, translate(
-                "Doctor", "UDP echo port {port} does not answer; a firewall may block it (latency "
-                "graphs will be empty).").format(port=node.echo_port), "echo"))
-
-    if status is not None and isinstance(status.get("engine"), dict):
-        out.extend(check_node_engine(name, status["engine"],
-                                     mismatch=any(f.code == "version-mismatch" for f in out)))
-
-    if status is not None:
-        rpc = AgentStatus.of(status).rpc
-        if rpc.state == WorkerState.BUSY:
-            out.append(Finding(ERROR, name, translate("Doctor", "Its RPC worker is in use by another "
-                                                      "client ({client}).")
-                               .format(client=rpc.client or _unknown()), "busy"))
-        elif rpc.state == WorkerState.READY and node.rpc_port:
-            why = await _tcp_open(node.host, node.rpc_port, timeout)
-            if why:
-                out.append(Finding(ERROR, name, translate(
-                    "Doctor", "RPC port {endpoint} is not reachable from this master ({why}); check "
-                    "its firewall.").format(endpoint=node.rpc_endpoint, why=why), "rpc-port"))
-            else:
-                out.append(Finding(OK, name, translate("Doctor", "RPC port {endpoint} is open.")
-                                   .format(endpoint=node.rpc_endpoint), "rpc-port"))
-        elif rpc.state == WorkerState.CRASHED:
-            out.append(Finding(WARNING, name, translate(
-                "Doctor", "Its RPC worker crashed: {error}; it will be restarted on launch.")
-                .format(error=rpc.error or "?"), "crashed"))
-        node_nic = _wifi_nic((status.get("hardware") or {}).get("nics") or [], node.host)
-        if node_nic:
-            out.append(Finding(WARNING, name, translate(
-                "Doctor", "The node reaches this network over Wi-Fi ({nic}); each token needs a round "
-                "trip, so a cable will be much faster.").format(nic=node_nic["name"]), "wifi"))
-    mine = _wifi_nic(nics(), _local_ip_towards(node.host))
-    if mine:
+            out.append(Finding(OK, name, translate("Doctor", "RPC port {endpoint} is open.")
+                               .format(endpoint=node.rpc_endpoint), "rpc-port"))
+    elif rpc.state == WorkerState.CRASHED:
         out.append(Finding(WARNING, name, translate(
-            "Doctor", "This master reaches the node over Wi-Fi ({nic}); a cable will be much faster.")
-            .format(nic=mine["name"]), "wifi"))
+            "Doctor", "Its RPC worker crashed: {error}; it will be restarted on launch.")
+            .format(error=rpc.error or "?"), "crashed"))
+    node_nic = _wifi_nic((status.get("hardware") or {}).get("nics") or [], node.host)
+    if node_nic:
+        out.append(Finding(WARNING, name, translate(
+            "Doctor", "The node reaches this network over Wi-Fi ({nic}); each token needs a round "
+            "trip, so a cable will be much faster.").format(nic=node_nic["name"]), "wifi"))
     return out
 
 

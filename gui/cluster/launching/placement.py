@@ -350,8 +350,30 @@ def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
         order = _log_keys(placement.devices)
     else:
         order = [(name, _plan_key(plan, i)) for name, _, i in want_devices]
-    # Experts in RAM: a home's buffer also holds the experts of another device's blocks, which
-    # that device's buffer lacks; with those bytes put back, each device reads as whole slots.
+    shift, expert_lines = _expert_shift(plan, placement, model)
+    start: int | None = host
+    for seen in _read_devices(placement, w, order, host, n, shift):
+        ep, want = planned.get(seen.key, (seen.key[0], range(0)))
+        said, problem, start = _judge_device(seen, f"{ep} ({seen.name})", want, w)
+        if said:
+            report.append(said)
+        if problem:
+            problems.append(problem)
+        if seen.slots:
+            actual.setdefault(ep, []).extend(seen.slots)
+    if start is not None and start != n:
+        problems.append(translate("Placement", "the reported weights cover slots up to {last}, the "
+                                               "model has {n} slots (0-{top})").format(last=start - 1, n=n,
+                                                                                       top=n - 1))
+    if not problems:
+        report += expert_lines
+    return actual, problems, report
+
+
+def _expert_shift(plan: Plan, placement: Placement, model: ModelInfo) -> tuple[dict[str, int], list[str]]:
+    """Experts in RAM: a home's buffer also holds the experts of another device's blocks, which
+    that device's buffer lacks; with those bytes put back, each device reads as whole slots.
+    Returns ({device name: bytes to add to what it reports}, a report line per move)."""
     names = plan.device_names()
     shift: dict[str, int] = {}
     expert_lines: list[str] = []
@@ -364,50 +386,37 @@ def _check_bytes(plan: Plan, placement: Placement, model: ModelInfo,
         expert_lines.append(f"{names[h]} keeps the experts of {_slots(blocks)} ({_mib(moved)}) on "
                             f"{names[k]} as planned (llama-server reports {_mib(reported.get(str(names[h]), 0))} "
                             f"of weights on {names[h]}, {_mib(reported.get(str(names[k]), 0))} on {names[k]})")
-    start: int | None = host
-    for seen in _read_devices(placement, w, order, host, n, shift):
-        ep, want = planned.get(seen.key, (seen.key[0], range(0)))
-        label = f"{ep} ({seen.name})"
-        b = seen.bytes
-        planned_bytes = _mib(w.bytes(want.start, len(want)))
-        if seen.slots is not None:
-            got = seen.slots
-            if got:
-                actual.setdefault(ep, []).extend(got)
-            if got == want:
-                report.append(f"{label} holds {_slots(got)} as planned ({_mib(b)} of weights)"
-                              if got else f"{label} holds no slot, as planned")
-            else:
-                problems.append(translate("Placement", "{device} holds {got} ({size} of weights), the "
-                                                       "plan gave it {want} ({planned})").format(
-                    device=label, got=_slots(got), size=_mib(b), want=_slots(want), planned=planned_bytes))
-            start = got.stop
-        elif seen.start is None:
-            problems.append(translate("Placement", "{device}: {size} of weights; its slots cannot be "
-                                                   "told because an earlier device's could not")
-                            .format(device=label, size=_mib(b)))
-            start = None
-        elif not seen.candidates:
-            problems.append(translate("Placement", "{device} has {size} of weights, which is no run of "
-                                                   "whole slots from slot {start}; the plan gave it {want} "
-                                                   "({planned})").format(
-                device=label, size=_mib(b), start=seen.start, want=_slots(want), planned=planned_bytes))
-            start = None
-        else:
-            problems.append(translate("Placement", "{device}: {size} of weights fits {n} slot counts "
-                                                   "from slot {start} ({counts}): some slots are smaller "
-                                                   "than the log's rounding, so bytes alone cannot tell; "
-                                                   "use --verify-layers").format(
-                device=label, size=_mib(b), n=len(seen.candidates), start=seen.start,
-                counts=", ".join(map(str, seen.candidates))))
-            start = None
-    if start is not None and start != n:
-        problems.append(translate("Placement", "the reported weights cover slots up to {last}, the "
-                                               "model has {n} slots (0-{top})").format(last=start - 1, n=n,
-                                                                                       top=n - 1))
-    if not problems:
-        report += expert_lines
-    return actual, problems, report
+    return shift, expert_lines
+
+
+def _judge_device(seen: _Seen, label: str, want: range, w: _Weights) -> tuple[str | None, str | None, int | None]:
+    """One device as read off its weights buffer against the slots the plan gave it (``want``):
+    (a line for the report, a problem, the slot the next device starts at; None: not known)."""
+    b = seen.bytes
+    planned_bytes = _mib(w.bytes(want.start, len(want)))
+    if seen.slots is not None:
+        got = seen.slots
+        if got == want:
+            return (f"{label} holds {_slots(got)} as planned ({_mib(b)} of weights)"
+                    if got else f"{label} holds no slot, as planned"), None, got.stop
+        return None, translate("Placement", "{device} holds {got} ({size} of weights), the "
+                                            "plan gave it {want} ({planned})").format(
+            device=label, got=_slots(got), size=_mib(b), want=_slots(want), planned=planned_bytes), got.stop
+    if seen.start is None:
+        return None, translate("Placement", "{device}: {size} of weights; its slots cannot be "
+                                            "told because an earlier device's could not").format(
+            device=label, size=_mib(b)), None
+    if not seen.candidates:
+        return None, translate("Placement", "{device} has {size} of weights, which is no run of "
+                                            "whole slots from slot {start}; the plan gave it {want} "
+                                            "({planned})").format(
+            device=label, size=_mib(b), start=seen.start, want=_slots(want), planned=planned_bytes), None
+    return None, translate("Placement", "{device}: {size} of weights fits {n} slot counts "
+                                        "from slot {start} ({counts}): some slots are smaller "
+                                        "than the log's rounding, so bytes alone cannot tell; "
+                                        "use --verify-layers").format(
+        device=label, size=_mib(b), n=len(seen.candidates), start=seen.start,
+        counts=", ".join(map(str, seen.candidates))), None
 
 
 def _check_host(w: _Weights, host: int, host_bufs: dict[str, float]) -> tuple[bool, str]:

@@ -36,24 +36,26 @@ mDNS records and typed addresses are hints: they say where to look, nothing more
 
 Everything runs on one asyncio loop. Zeroconf callbacks never raise: whatever a rogue or broken
 advertiser sends is ignored (``agent.protocol.parse_txt`` returns None for it).
+
+The list and its rules are here; browsing mDNS is :mod:`gui.cluster.nodes.mdns_browse`, asking an
+agent who it is against its pinned key :mod:`gui.cluster.nodes.key_check`, and the node records
+:mod:`gui.cluster.nodes.records` (#33).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zeroconf import InterfaceChoice, IPVersion, ServiceStateChange
-from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
-
 from agent import protocol as P
-from agent.client import AgentClient, AgentError, KeyMismatch
-from gui.cluster.nodes.records import Node, PairingStore, master_identity
+from agent.client import AgentClient, AgentError
+from gui.cluster.nodes.key_check import agent_url, authenticated_status, public_info, which_paired
+from gui.cluster.nodes.mdns_browse import MdnsBrowse
+from gui.cluster.nodes.records import Node, PairingStore, master_identity, node_from_info, node_from_status
 from gui.cluster.nodes.wake import remember_wake
 
 log = logging.getLogger(__name__)
@@ -100,66 +102,6 @@ def parse_address(text: str, default_port: int = P.DEFAULT_API_PORT) -> tuple[st
     return host, default_port
 
 
-def _pick_host(addresses: list[str]) -> str | None:
-    """The address to reach a node by: IPv4 first (simplest for ``--rpc``), then global IPv6."""
-    v4 = [a for a in addresses if ":" not in a]
-    if v4:
-        return v4[0]
-    v6 = [a for a in addresses if not ipaddress.ip_address(a).is_link_local]
-    return v6[0] if v6 else None
-
-
-def _node_from_info(info: dict, host: str, api_port: int) -> Node:
-    """A :class:`Node` from an agent's ``/api/v1/info`` reply (for nodes added by address)."""
-    nid = info.get("id")
-    if not isinstance(nid, str) or not nid:
-        raise AgentError(f"{host}:{api_port} answered /info without an id: is it a herd agent?")
-    ports = info.get("ports") if isinstance(info.get("ports"), dict) else {}
-
-    def port(*candidates) -> int:
-        for c in candidates:
-            if isinstance(c, int) and not isinstance(c, bool) and 0 < c < 65536:
-                return c
-        return 0
-
-    def text(*candidates) -> str:
-        for c in candidates:
-            if isinstance(c, (str, int)) and not isinstance(c, bool) and str(c):
-                return str(c)
-        return ""
-
-    engine = info.get("engine") if isinstance(info.get("engine"), dict) else {}
-    return Node(
-        id=nid, name=text(info.get("name"), host), host=host, api_port=api_port,
-        rpc_port=port(ports.get("rpc")),
-        echo_port=port(ports.get("echo")),
-        version=text(info.get("version")),
-        proto=text(engine.get("proto")),
-        engine=text(engine.get("build")),
-        addresses=(host,), manual=True,
-    )
-
-
-def _node_from_status(status: dict, host: str, api_port: int, key: str) -> Node:
-    """A paired node as its own authenticated ``/status`` describes it (``key``: the pinned
-    key's fingerprint, whose start is the node's ``fingerprint``)."""
-    ports = status.get("ports") if isinstance(status.get("ports"), dict) else {}
-    rpc = status.get("rpc") if isinstance(status.get("rpc"), dict) else {}
-    engine = status.get("engine") if isinstance(status.get("engine"), dict) else {}
-
-    def port(v) -> int:
-        return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536 else 0
-
-    def text(v) -> str:
-        return str(v) if isinstance(v, (str, int)) and not isinstance(v, bool) else ""
-
-    return Node(id=text(status.get("id")), name=text(status.get("name")) or host, host=host,
-                api_port=api_port, rpc_port=port(ports.get("rpc")) or port(rpc.get("port")),
-                echo_port=port(ports.get("echo")), state=text(rpc.get("state")),
-                version=text(status.get("version")), proto=text(engine.get("proto")),
-                engine=text(engine.get("build")), fingerprint=key[:16], addresses=(host,))
-
-
 class Discovery:
     """The live list of worker nodes (see the module docstring).
 
@@ -189,9 +131,7 @@ class Discovery:
         self._impostors: dict[str, tuple[str, str]] = {}  # mDNS name -> (node id, why it failed)
         self._failed: dict[str, int] = {}
         self._subs: list[Callable[[NodeEvent], None]] = []
-        self._aiozc: AsyncZeroconf | None = None
-        self._browser: AsyncServiceBrowser | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._mdns = MdnsBrowse(interfaces, self._on_record, self._goodbye) if browse else None
         self._pinger: asyncio.Task | None = None
         self._changed = asyncio.Event()
         self._locks: dict[str, asyncio.Lock] = {}  # node id -> hints for it are checked in turn
@@ -200,14 +140,8 @@ class Discovery:
 
     async def start(self) -> None:
         """Start browsing (if enabled) and pinging."""
-        if self.browse and self._aiozc is None:
-            ifaces = self.interfaces if self.interfaces is not None else InterfaceChoice.All
-            ipv = IPVersion.All if self.interfaces is None else IPVersion.V4Only
-            if self.interfaces is not None and any(":" in a for a in self.interfaces):
-                ipv = IPVersion.All
-            self._aiozc = AsyncZeroconf(interfaces=ifaces, ip_version=ipv)
-            self._browser = AsyncServiceBrowser(self._aiozc.zeroconf, P.SERVICE_TYPE,
-                                                handlers=[self._on_change])
+        if self._mdns is not None:
+            await self._mdns.start()
         if self._pinger is None:
             self._pinger = asyncio.get_running_loop().create_task(self._ping_loop(), name="discovery-ping")
 
@@ -218,17 +152,8 @@ class Discovery:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._pinger
             self._pinger = None
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        if self._browser is not None:
-            await self._browser.async_cancel()
-            self._browser = None
-        if self._aiozc is not None:
-            await self._aiozc.async_close()
-            self._aiozc = None
+        if self._mdns is not None:
+            await self._mdns.stop()
 
     async def __aenter__(self) -> "Discovery":
         await self.start()
@@ -330,51 +255,19 @@ class Discovery:
 
     # --- mDNS ---------------------------------------------------------------------------------
 
-    def _on_change(self, zeroconf, service_type: str, name: str, state_change: ServiceStateChange) -> None:
-        # Called by zeroconf on the event loop; must never raise.
-        try:
-            if state_change in (ServiceStateChange.Added, ServiceStateChange.Updated):
-                self._spawn(self._resolve(service_type, name))
-            elif state_change is ServiceStateChange.Removed:
-                self._goodbye(name)
-        except Exception:
-            log.exception("ignored a zeroconf event for %r", name)
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _resolve(self, service_type: str, name: str) -> None:
-        try:
-            if self._aiozc is None:
-                return
-            info = AsyncServiceInfo(service_type, name)
-            if not await info.async_request(self._aiozc.zeroconf, 3000):
-                return
-            addresses = [a for a in info.parsed_addresses() if self._usable(a)]
-            friendly = name[: -len(service_type) - 1] if name.endswith("." + service_type) else name
-            advert = P.parse_txt(info.properties, name=friendly, addresses=addresses)
-            host = _pick_host(list(advert.addresses)) if advert else None
-            if advert is None or host is None:
-                log.debug("ignored mDNS record %r: not a usable herd agent", name)
-                return
-            # The record says where to look (id, address, API port); everything else comes from
-            # the agent there.
-            async with self._lock(advert.node_id):
-                node = await self._check_hint(advert.node_id, host, advert.api_port, hint=name,
-                                              via_mdns=True, addresses=advert.addresses,
-                                              fingerprint=advert.fingerprint)
-                if node is None or node.host != host:
-                    return  # ignored, or a record that failed the key check: it stands for nobody
-                old_id = self._by_name.get(name)
-                self._by_name[name] = advert.node_id
-                if old_id and old_id != advert.node_id:
-                    self._goodbye_id(old_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("ignored an unreadable mDNS record %r", name)
+    async def _on_record(self, name: str, advert: P.NodeAdvert, host: str) -> None:
+        """An mDNS record ``name`` says node ``advert.node_id`` is at ``host``: where to look (id,
+        address, API port); everything else comes from the agent there."""
+        async with self._lock(advert.node_id):
+            node = await self._check_hint(advert.node_id, host, advert.api_port, hint=name,
+                                          via_mdns=True, addresses=advert.addresses,
+                                          fingerprint=advert.fingerprint)
+            if node is None or node.host != host:
+                return  # ignored, or a record that failed the key check: it stands for nobody
+            old_id = self._by_name.get(name)
+            self._by_name[name] = advert.node_id
+            if old_id and old_id != advert.node_id:
+                self._goodbye_id(old_id)
 
     def _lock(self, node_id: str) -> asyncio.Lock:
         return self._locks.setdefault(node_id, asyncio.Lock())
@@ -392,15 +285,17 @@ class Discovery:
             cert = None
         if cert is None:
             if info is None:
-                info, why = await self._public_info(node_id, host, api_port)
+                info, why = await public_info(node_id, host, api_port, timeout=self.ping_timeout)
                 if why:
                     log.debug("ignored mDNS record %r: %s" if via_mdns else "ignored the address %r: %s",
                               hint, why)
                     return None
-            node = _node_from_info(info, host, api_port).with_(
+            node = node_from_info(info, host, api_port).with_(
                 addresses=tuple(dict.fromkeys((host, *addresses))), fingerprint=fingerprint, **extra)
             return self._upsert(node)
-        status, failed = await self._authenticated(node_id, host, api_port)
+        status, failed = await authenticated_status(node_id, host, api_port, identity=self.identity,
+                                                    pinned=self.tokens.get(node_id),
+                                                    timeout=max(self.ping_timeout, 3.0))
         known = self._nodes.get(node_id)  # as it is now, after the awaits (#25)
         if failed:
             log.warning("%s", failed)
@@ -418,7 +313,7 @@ class Discovery:
         for other, (nid, _why) in self._impostors.items():
             if nid == node_id and other != hint:
                 self._by_name.pop(other, None)
-        node = _node_from_status(status, host, api_port, self._key(node_id)).with_(
+        node = node_from_status(status, host, api_port, self._key(node_id)).with_(
             addresses=tuple(dict.fromkeys((host, *addresses))), reachable=True, **extra)
         # for `herd wake` once it sleeps (#36)
         remember_wake(self.tokens, node_id, status, node.api_url.removeprefix("https://"))
@@ -430,77 +325,6 @@ class Discovery:
             return self.tokens.names().get(node_id, "")
         except ValueError:
             return ""
-
-    def _usable(self, address: str) -> bool:
-        """Loopback addresses only make sense when browsing includes loopback: a record heard on
-        a LAN interface that says 127.0.0.1 points at this machine, not at the advertiser."""
-        try:
-            if not ipaddress.ip_address(address.split("%", 1)[0]).is_loopback:
-                return True
-        except ValueError:
-            return False
-        if self.interfaces is None:
-            return True
-        return any(ipaddress.ip_address(i.split("%", 1)[0]).is_loopback for i in self.interfaces
-                   if _is_ip(i))
-
-    async def _public_info(self, node_id: str, host: str, api_port: int) -> tuple[dict, str | None]:
-        """``(info, None)`` when the agent at ``host:api_port`` says in its public ``/info`` that
-        it is ``node_id``, else ``({}, the reason)``."""
-        url = f"https://{_bracket(host)}:{api_port}"
-        try:
-            async with AgentClient(url, timeout=self.ping_timeout) as c:
-                info = await c.info()
-        except AgentError as exc:
-            return {}, f"no herd agent answers at {url} ({exc})"
-        if info.get("id") != node_id:
-            return {}, f"the agent at {url} is {info.get('id')!r}, not {node_id}"
-        return info, None
-
-    async def _authenticated(self, node_id: str, host: str, api_port: int) -> tuple[dict, str | None]:
-        """``(status, None)`` when the agent at ``host:api_port`` answers ``/status`` with the key
-        pinned for ``node_id`` (mutual TLS), else ``({}, why not)`` — the message names the
-        address."""
-        url = f"https://{_bracket(host)}:{api_port}"
-        try:
-            async with AgentClient(url, timeout=max(self.ping_timeout, 3.0), identity=self.identity,
-                                   pinned=self.tokens.get(node_id), node_id=node_id) as c:
-                status = await c.status_json()
-        except KeyMismatch:
-            return {}, (f"wrong key: the agent at {url} claims to be node {node_id} but its key is not "
-                        "the one pinned at pairing; this master does not use it")
-        except AgentError as exc:
-            return {}, (f"key not checked: the agent at {url} claims to be node {node_id} but did not "
-                        f"answer ({exc}); this master does not use it")
-        if status.get("id") != node_id:
-            return {}, f"the agent at {url} has the pinned key but says it is {status.get('id')!r}"
-        return status, None
-
-    async def _which_paired(self, host: str, api_port: int) -> str | None:
-        """The id of the paired node whose pinned key answers at ``host:api_port`` (one TLS
-        handshake that accepts any of the pinned keys, and only those: the master's certificate
-        goes to nobody else), or None."""
-        try:
-            pinned = self.tokens.all()
-        except ValueError:
-            return None
-        if not pinned:
-            return None
-        by_key = {}
-        for nid, cert in pinned.items():
-            try:
-                by_key[self.tokens.fingerprint(nid)] = nid
-            except ValueError:
-                continue
-        url = f"https://{_bracket(host)}:{api_port}"
-        try:
-            async with AgentClient(url, timeout=max(self.ping_timeout, 3.0), identity=self.identity,
-                                   pinned="".join(pinned.values())) as c:
-                status, key = await c.status_and_key()
-        except AgentError:
-            return None
-        nid = by_key.get(key or "")
-        return nid if nid is not None and status.get("id") == nid else None
 
     def _goodbye(self, name: str) -> None:
         gone = self._impostors.pop(name, None)
@@ -536,15 +360,16 @@ class Discovery:
         answers there.
         """
         host, port = parse_address(address)
-        nid = await self._which_paired(host, port)
+        nid = await which_paired(host, port, tokens=self.tokens, identity=self.identity,
+                                 timeout=max(self.ping_timeout, 3.0))
         if nid is not None:
             async with self._lock(nid):
                 node = await self._check_hint(nid, host, port, hint=f"{host}:{port}", manual=True)
             if node is not None:
                 return node
-        async with AgentClient(f"https://{_bracket(host)}:{port}", timeout=timeout) as c:
+        async with AgentClient(agent_url(host, port), timeout=timeout) as c:
             info = await c.info()
-        node = _node_from_info(info, host, port)
+        node = node_from_info(info, host, port)
         async with self._lock(node.id):
             listed = await self._check_hint(node.id, host, port, hint=f"{host}:{port}", manual=True,
                                             info=info)
@@ -649,20 +474,8 @@ class Discovery:
             await asyncio.sleep(max(0.0, self.ping_interval - (time.monotonic() - started)))
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text.split("%", 1)[0])
-        return True
-    except ValueError:
-        return False
-
-
 def _visible(n: Node) -> tuple:
     """The fields whose change is worth an ``updated`` event (not ``last_seen``)."""
     return (n.name, n.host, n.api_port, n.rpc_port, n.echo_port, n.state, n.version, n.proto,
             n.engine, n.fingerprint, n.via_mdns, n.manual, n.reachable, n.paired, n.impostor, n.key,
             n.repair)
-
-
-def _bracket(host: str) -> str:
-    return f"[{host}]" if ":" in host else host

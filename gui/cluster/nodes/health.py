@@ -162,6 +162,21 @@ class NodeHealth:
             status = await self.status(node)
         return status
 
+    async def restart_held(self, nodes, *, threads: int | None, wait: float) -> bool:
+        """Restart the workers of ``nodes`` that a dead connection from this computer holds
+        again (a late packet of a stopped server), and :meth:`settle` them; True if one was."""
+        restarted = False
+        for node in nodes:
+            try:
+                status = await self.status(node)
+                if self.held_by_this_computer(node, status):
+                    await self.client(node).rpc_start(threads=threads)
+                    await self.settle(node, await self.status(node), threads=threads, wait=wait)
+                    restarted = True
+            except AgentError as exc:
+                log.info("could not restart the worker of %s: %s", node.name, exc)
+        return restarted
+
     async def close(self) -> None:
         """Close the clients."""
         for c in self._clients.values():

@@ -1,5 +1,5 @@
-"""What the master knows about worker nodes: the :class:`Node` record discovery keeps, the
-certificates pinned when each node was paired (per node id), and the master's own identity.
+"""What the master knows about worker nodes: the :class:`Node` record discovery keeps (and how
+an agent's ``/info`` or ``/status`` reads as one), the certificates pinned when each node was paired (per node id), and the master's own identity.
 
 A pinned certificate is public, but the file decides which key this master trusts for a node,
 so it is written atomically (temp file + ``os.replace``) with owner-only permissions. The
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import platformdirs
 
+from agent.client import AgentError
 from agent.files import CorruptFile, parse_json_object, read_or_set_aside, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -100,12 +101,12 @@ class Node:
     @property
     def api_url(self) -> str:
         """``https://host:port`` of its control API."""
-        return f"https://{_bracket(self.host)}:{self.api_port}"
+        return f"https://{bracket_host(self.host)}:{self.api_port}"
 
     @property
     def rpc_endpoint(self) -> str:
         """``host:port`` for ``llama-server --rpc``."""
-        return f"{_bracket(self.host)}:{self.rpc_port}"
+        return f"{bracket_host(self.host)}:{self.rpc_port}"
 
     def with_(self, **changes) -> "Node":
         """A copy with ``changes`` applied."""
@@ -127,12 +128,65 @@ class Node:
                 "repair": self.repair, "api_url": self.api_url}
 
 
+def node_from_info(info: dict, host: str, api_port: int) -> Node:
+    """A :class:`Node` from an agent's ``/api/v1/info`` reply (for nodes added by address)."""
+    nid = info.get("id")
+    if not isinstance(nid, str) or not nid:
+        raise AgentError(f"{host}:{api_port} answered /info without an id: is it a herd agent?")
+    ports = info.get("ports") if isinstance(info.get("ports"), dict) else {}
+
+    def port(*candidates) -> int:
+        for c in candidates:
+            if isinstance(c, int) and not isinstance(c, bool) and 0 < c < 65536:
+                return c
+        return 0
+
+    def text(*candidates) -> str:
+        for c in candidates:
+            if isinstance(c, (str, int)) and not isinstance(c, bool) and str(c):
+                return str(c)
+        return ""
+
+    engine = info.get("engine") if isinstance(info.get("engine"), dict) else {}
+    return Node(
+        id=nid, name=text(info.get("name"), host), host=host, api_port=api_port,
+        rpc_port=port(ports.get("rpc")),
+        echo_port=port(ports.get("echo")),
+        version=text(info.get("version")),
+        proto=text(engine.get("proto")),
+        engine=text(engine.get("build")),
+        addresses=(host,), manual=True,
+    )
+
+
+def node_from_status(status: dict, host: str, api_port: int, key: str) -> Node:
+    """A paired node as its own authenticated ``/status`` describes it (``key``: the pinned
+    key's fingerprint, whose start is the node's ``fingerprint``)."""
+    ports = status.get("ports") if isinstance(status.get("ports"), dict) else {}
+    rpc = status.get("rpc") if isinstance(status.get("rpc"), dict) else {}
+    engine = status.get("engine") if isinstance(status.get("engine"), dict) else {}
+
+    def port(v) -> int:
+        return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536 else 0
+
+    def text(v) -> str:
+        return str(v) if isinstance(v, (str, int)) and not isinstance(v, bool) else ""
+
+    return Node(id=text(status.get("id")), name=text(status.get("name")) or host, host=host,
+                api_port=api_port, rpc_port=port(ports.get("rpc")) or port(rpc.get("port")),
+                echo_port=port(ports.get("echo")), state=text(rpc.get("state")),
+                version=text(status.get("version")), proto=text(engine.get("proto")),
+                engine=text(engine.get("build")), fingerprint=key[:16], addresses=(host,))
+
+
+
 def usable_nodes(nodes) -> list[Node]:
     """The nodes a launch can use (:attr:`Node.usable`), in a stable order: by name, then id."""
     return sorted((n for n in nodes if n.usable), key=lambda n: (n.name, n.id))
 
 
-def _bracket(host: str) -> str:
+def bracket_host(host: str) -> str:
+    """``host`` as it stands in a URL or ``host:port``: an IPv6 address in brackets."""
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 

@@ -48,7 +48,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gui.cluster.llama.model import DEFAULT_UBATCH
-from gui.cluster.planning.plan import Device, Plan, PlanError
+from gui.cluster.planning.plan.assignment import Plan
+from gui.cluster.planning.plan.device import Device
+from gui.cluster.planning.plan.layer_map import PlanError
 
 if TYPE_CHECKING:
     from gui.cluster.llama.model import ModelInfo
@@ -373,7 +375,7 @@ def prompt_cost(plan: Plan, model: ModelInfo, m: Measurements, n_prompt: int = D
                 n_ubatch: int = N_UBATCH, n_batch: int = N_BATCH) -> PromptCost:
     """The predicted time of processing an ``n_prompt``-token prompt with ``plan`` (see the
     module docstring); :class:`PlanError` when a device used has no prompt measurement."""
-    from gui.cluster.planning.plan import pipeline_parallel
+    from gui.cluster.planning.plan.compute_buffer import pipeline_parallel
 
     if plan.n_layer != model.n_layer:
         raise PlanError(f"the plan is for {plan.n_layer} blocks but the model has {model.n_layer}")

@@ -7,7 +7,7 @@ import functools
 import psutil
 
 from agent.protocol import AgentStatus
-from gui.cluster.planning.plan import MASTER_MACHINE, Device, endpoint_machine
+from gui.cluster.planning.plan.device import MASTER_MACHINE, Device, endpoint_machine
 
 
 def node_devices(node, status: AgentStatus | dict) -> list[Device]:

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from agent.i18n import translate
-
+from gui.cluster.llama.model import DEFAULT_UBATCH
 from gui.cluster.planning.cost_model import (
     DEFAULT_PROMPT,
     N_BATCH,
@@ -66,19 +66,11 @@ from gui.cluster.planning.cost_model import (
     prompt_hop_bytes,
     step_cost,
 )
-from gui.cluster.planning.plan import (
-    DEFAULT_UBATCH,
-    Assignment,
-    Device,
-    Plan,
-    PlanError,
-    compute_buffer_bytes,
-    estimate,
-    headroom_bytes,
-    is_gpu,
-    model_order,
-    ram_machine,
-)
+from gui.cluster.planning.plan.assignment import Assignment, Plan
+from gui.cluster.planning.plan.compute_buffer import compute_buffer_bytes
+from gui.cluster.planning.plan.device import Device, headroom_bytes, is_gpu, model_order, ram_machine
+from gui.cluster.planning.plan.fit import estimate
+from gui.cluster.planning.plan.layer_map import PlanError
 
 if TYPE_CHECKING:
     from gui.cluster.llama.model import ModelInfo
@@ -368,97 +360,10 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
         raise PlanError(f"context length must be positive, got {ctx}")
     if objective not in OBJECTIVES:
         raise PlanError(f"Fastest optimises {' or '.join(OBJECTIVES)}, not {objective!r}")
-    docs = objective == "documents"
-    ubatches = _micro_batches(n_prompt, N_UBATCH, N_BATCH)[0] if docs else ()
-    devs = model_order(devices)
-    keys = [d.key for d in devs]
-    if len(set(keys)) != len(keys):
-        raise PlanError("a device is listed twice")
-    sl = _Slots(model, ctx, n_ubatch)
-    n = sl.n
-    endpoints = list(dict.fromkeys(d.endpoint for d in devs if d.kind == "rpc"))
-    if len(endpoints) > MAX_WORKERS:
-        raise PlanError(f"{len(endpoints)} workers is more than the fastest-plan search handles "
-                        f"({MAX_WORKERS}); leave some out")
-    speeds: dict[str, tuple] = {}
-    for d in devs:
-        try:
-            speeds[d.key] = (measurements.speed_of(d), measurements.link_of(d))
-            if docs and len(speeds[d.key][0].prompt_slot_s) != n:
-                del speeds[d.key]
-                raise PlanError(f"no prompt-speed measurement for {d.label} (measure it again)")
-        except PlanError:
-            if not skip_unmeasured:
-                raise
-    if not speeds and measurements.host is None:
-        raise PlanError("no device and no host has a speed measurement")
-    gpus = [d for d in devs if d.kind == "gpu"]
-    by_worker = [[d for d in devs if d.endpoint == ep] for ep in endpoints]
-
-    def groups_for(pipeline: bool) -> tuple[list[_Group], _Group | None]:
-        def mat(d: Device) -> np.ndarray:
-            if d.key not in speeds:  # unmeasured: may only hold nothing
-                return np.where(np.eye(n + 1, dtype=bool), 0.0, INF)
-            speed, link = speeds[d.key]
-            return _device_matrix(sl, speed.prompt_slot_s if docs else speed.slot_s, link.rtt_s,
-                                  link.bytes_per_s, d.free_bytes - headroom_bytes(d), pipeline, ubatches)
-        def experts(mine: list[Device]) -> tuple[np.ndarray, np.ndarray] | None:
-            # experts in RAM: a chat with a mixture-of-experts model, on a worker that offers
-            # a GPU and then its CPU, both measured
-            if docs or not model.is_moe or len(mine) != 2 or not is_gpu(mine[0]) or is_gpu(mine[1]) \
-                    or any(d.key not in speeds for d in mine):
-                return None
-            (g_speed, link), (c_speed, _) = speeds[mine[0].key], speeds[mine[1].key]
-            return _experts_in_ram_matrix(
-                sl, (g_speed.slot_s, link.rtt_s, link.bytes_per_s, mine[0].free_bytes - headroom_bytes(mine[0])),
-                (c_speed.slot_s, link.rtt_s, link.bytes_per_s, mine[1].free_bytes - headroom_bytes(mine[1])))
-
-        return ([_Group(mine, [mat(d) for d in mine], experts(mine)) for mine in by_worker],
-                _Group(gpus, [mat(d) for d in gpus]) if gpus else None)
-
-    # Host: leading h slots, plus its fixed work.
-    host = measurements.host_speed(n)
-    if len(host.slot_s) != n:
-        raise PlanError(f"the host speed covers {len(host.slot_s)} slots, the model has {n}")
-    if docs:
-        host_prompt = host.prompt_slot_s if len(host.prompt_slot_s) == n else (INF,) * n
-        host_cost = n_prompt * np.concatenate([[0.0], np.cumsum(host_prompt)])
-        host_cost[0] = 0.0  # (∞ × 0: a host that keeps nothing costs nothing)
-    else:
-        host_cost = measurements.host_fixed_s + np.concatenate([[0.0], np.cumsum(host.slot_s)])
-    alone_host_cost = float(host_cost[0])  # before the memory check: the host's margin differs there
-    if host_free_bytes is not None:
-        h = np.arange(n + 1)
-        need = model.input_bytes + sl.weights + sl.kv + sl.host_margin(h)
-        need = need - np.where(h == n, model.output_duplicate_bytes, 0)
-        host_cost = np.where(need <= host_free_bytes, host_cost, INF)
-
-    best = _Best()
-    plain, gpu_plain = groups_for(pipeline=False)
-    # 1. The host keeps at least one slot: llama.cpp runs no pipeline.
-    _subset_dp(plain, gpu_plain, np.where(np.arange(n + 1) > 0, host_cost, INF), n, best)
-    # 2. The host keeps none: with two or more devices in play, pipeline margins apply.
-    piped, gpu_piped = groups_for(pipeline=True)
-    _subset_dp(piped, gpu_piped, np.where(np.arange(n + 1) == 0, host_cost, INF), n, best)
-    # 3. The host keeps none and one device is all llama-server sees: no pipeline.
-    alone = [g for g in plain if len(g.devices) == 1] if not gpus else \
-        ([gpu_plain] if len(gpus) == 1 else [])
-    if host_free_bytes is not None and model.input_bytes + sl.host_cb_alone > host_free_bytes:
-        alone_host_cost = INF
-    for g in alone:
-        total = alone_host_cost + g.matrix[0, n]
-        if total < best.total:
-            best.total = float(total)
-            best.build = (lambda g=g: (0, {g.devices[0].key: n}, [g.devices[0].endpoint], []))
-    if best.build is None:
-        raise PlanError("no plan fits in the memory the devices and the host have free")
-
-    host_layers, counts, worker_order, homes = best.build()
-    # Workers that got slots first (in the order found), then the unused ones (not in --rpc).
-    used = [ep for ep in worker_order if ep and any(counts.get(d.key) for d in devs if d.endpoint == ep)]
-    final = model_order(devs, used)
-    plan = Plan(model.n_layer, host_layers, tuple(Assignment(d, counts.get(d.key, 0)) for d in final),
-                tuple(homes))
+    search = _Search.over(model, devices, measurements, ctx, n_ubatch, skip_unmeasured,
+                          docs=objective == "documents", n_prompt=n_prompt)
+    host_cost, alone_host_cost = search.host_costs(measurements, n_prompt, host_free_bytes)
+    plan = search.best_plan(host_cost, alone_host_cost, host_free_bytes)
     fits = estimate(plan, model, ctx, host_free_bytes, n_ubatch)
     bad = [f for f in fits if not f.fits]
     if bad and all(f.shared_bytes for f in bad) and _shares > 0:
@@ -486,6 +391,134 @@ def fastest(model: ModelInfo, devices: Sequence[Device], measurements: Measureme
         raise AssertionError(f"fastest plan does not fit: {[f.describe() for f in bad]}")
     return FastestResult(plan, step_cost(plan, model, measurements),
                          predicted_prompt(plan, model, measurements, n_prompt), objective)
+
+
+@dataclass
+class _Search:
+    """What Fastest's search runs over: the model's slots, the devices in model order, each
+    measured device's (speed, link), and the objective (``docs``: a long prompt's time to first
+    token, with its micro-batches ``ubatches``; else the decode step)."""
+
+    model: ModelInfo
+    sl: _Slots
+    devs: list[Device]
+    speeds: dict[str, tuple]
+    docs: bool
+    ubatches: tuple
+
+    @classmethod
+    def over(cls, model: ModelInfo, devices: Sequence[Device], measurements: Measurements, ctx: int,
+             n_ubatch: int, skip_unmeasured: bool, *, docs: bool, n_prompt: int) -> "_Search":
+        """The search over ``devices``; :class:`PlanError` for a device listed twice, too many
+        workers, or a device without its measurements (unless ``skip_unmeasured``)."""
+        ubatches = _micro_batches(n_prompt, N_UBATCH, N_BATCH)[0] if docs else ()
+        devs = model_order(devices)
+        keys = [d.key for d in devs]
+        if len(set(keys)) != len(keys):
+            raise PlanError("a device is listed twice")
+        sl = _Slots(model, ctx, n_ubatch)
+        endpoints = list(dict.fromkeys(d.endpoint for d in devs if d.kind == "rpc"))
+        if len(endpoints) > MAX_WORKERS:
+            raise PlanError(f"{len(endpoints)} workers is more than the fastest-plan search handles "
+                            f"({MAX_WORKERS}); leave some out")
+        speeds: dict[str, tuple] = {}
+        for d in devs:
+            try:
+                speeds[d.key] = (measurements.speed_of(d), measurements.link_of(d))
+                if docs and len(speeds[d.key][0].prompt_slot_s) != sl.n:
+                    del speeds[d.key]
+                    raise PlanError(f"no prompt-speed measurement for {d.label} (measure it again)")
+            except PlanError:
+                if not skip_unmeasured:
+                    raise
+        if not speeds and measurements.host is None:
+            raise PlanError("no device and no host has a speed measurement")
+        return cls(model, sl, devs, speeds, docs, ubatches)
+
+    @property
+    def gpus(self) -> list[Device]:
+        return [d for d in self.devs if d.kind == "gpu"]
+
+    def groups(self, pipeline: bool) -> tuple[list[_Group], _Group | None]:
+        """A group per worker (its devices in order) and one of the local GPUs (None without)."""
+        endpoints = list(dict.fromkeys(d.endpoint for d in self.devs if d.kind == "rpc"))
+        by_worker = [[d for d in self.devs if d.endpoint == ep] for ep in endpoints]
+        gpus = self.gpus
+        return ([_Group(mine, [self._matrix(d, pipeline) for d in mine], self._experts(mine))
+                 for mine in by_worker],
+                _Group(gpus, [self._matrix(d, pipeline) for d in gpus]) if gpus else None)
+
+    def _matrix(self, d: Device, pipeline: bool) -> np.ndarray:
+        n = self.sl.n
+        if d.key not in self.speeds:  # unmeasured: may only hold nothing
+            return np.where(np.eye(n + 1, dtype=bool), 0.0, INF)
+        speed, link = self.speeds[d.key]
+        return _device_matrix(self.sl, speed.prompt_slot_s if self.docs else speed.slot_s, link.rtt_s,
+                              link.bytes_per_s, d.free_bytes - headroom_bytes(d), pipeline, self.ubatches)
+
+    def _experts(self, mine: list[Device]) -> tuple[np.ndarray, np.ndarray] | None:
+        # experts in RAM: a chat with a mixture-of-experts model, on a worker that offers
+        # a GPU and then its CPU, both measured
+        if self.docs or not self.model.is_moe or len(mine) != 2 or not is_gpu(mine[0]) or is_gpu(mine[1]) \
+                or any(d.key not in self.speeds for d in mine):
+            return None
+        (g_speed, link), (c_speed, _) = self.speeds[mine[0].key], self.speeds[mine[1].key]
+        return _experts_in_ram_matrix(
+            self.sl, (g_speed.slot_s, link.rtt_s, link.bytes_per_s, mine[0].free_bytes - headroom_bytes(mine[0])),
+            (c_speed.slot_s, link.rtt_s, link.bytes_per_s, mine[1].free_bytes - headroom_bytes(mine[1])))
+
+    def host_costs(self, measurements: Measurements, n_prompt: int,
+                   host_free_bytes: int | None) -> tuple[np.ndarray, float]:
+        """The host's cost of keeping the leading ``h`` slots (plus its fixed work), ∞ where it
+        does not fit; and its cost when it keeps none and one device holds everything (its
+        margin differs there, so it is checked in :meth:`best_plan`)."""
+        model, sl, n = self.model, self.sl, self.sl.n
+        host = measurements.host_speed(n)
+        if len(host.slot_s) != n:
+            raise PlanError(f"the host speed covers {len(host.slot_s)} slots, the model has {n}")
+        if self.docs:
+            host_prompt = host.prompt_slot_s if len(host.prompt_slot_s) == n else (INF,) * n
+            host_cost = n_prompt * np.concatenate([[0.0], np.cumsum(host_prompt)])
+            host_cost[0] = 0.0  # (∞ × 0: a host that keeps nothing costs nothing)
+        else:
+            host_cost = measurements.host_fixed_s + np.concatenate([[0.0], np.cumsum(host.slot_s)])
+        alone_host_cost = float(host_cost[0])  # before the memory check: the host's margin differs there
+        if host_free_bytes is not None:
+            h = np.arange(n + 1)
+            need = model.input_bytes + sl.weights + sl.kv + sl.host_margin(h)
+            need = need - np.where(h == n, model.output_duplicate_bytes, 0)
+            host_cost = np.where(need <= host_free_bytes, host_cost, INF)
+        return host_cost, alone_host_cost
+
+    def best_plan(self, host_cost: np.ndarray, alone_host_cost: float, host_free_bytes: int | None) -> Plan:
+        """The cheapest plan of the three searches (see :func:`fastest`), in model order."""
+        n, model = self.sl.n, self.model
+        best = _Best()
+        plain, gpu_plain = self.groups(pipeline=False)
+        # 1. The host keeps at least one slot: llama.cpp runs no pipeline.
+        _subset_dp(plain, gpu_plain, np.where(np.arange(n + 1) > 0, host_cost, INF), n, best)
+        # 2. The host keeps none: with two or more devices in play, pipeline margins apply.
+        piped, gpu_piped = self.groups(pipeline=True)
+        _subset_dp(piped, gpu_piped, np.where(np.arange(n + 1) == 0, host_cost, INF), n, best)
+        # 3. The host keeps none and one device is all llama-server sees: no pipeline.
+        gpus = self.gpus
+        alone = [g for g in plain if len(g.devices) == 1] if not gpus else \
+            ([gpu_plain] if len(gpus) == 1 else [])
+        if host_free_bytes is not None and model.input_bytes + self.sl.host_cb_alone > host_free_bytes:
+            alone_host_cost = INF
+        for g in alone:
+            total = alone_host_cost + g.matrix[0, n]
+            if total < best.total:
+                best.total = float(total)
+                best.build = (lambda g=g: (0, {g.devices[0].key: n}, [g.devices[0].endpoint], []))
+        if best.build is None:
+            raise PlanError("no plan fits in the memory the devices and the host have free")
+        host_layers, counts, worker_order, homes = best.build()
+        # Workers that got slots first (in the order found), then the unused ones (not in --rpc).
+        used = [ep for ep in worker_order if ep and any(counts.get(d.key) for d in self.devs if d.endpoint == ep)]
+        final = model_order(self.devs, used)
+        return Plan(model.n_layer, host_layers, tuple(Assignment(d, counts.get(d.key, 0)) for d in final),
+                    tuple(homes))
 
 
 def _share_out(fits, host_free_bytes: int | None) -> tuple[dict[str, Device], int | None] | None:

@@ -22,18 +22,12 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from gui.cluster.planning.plan import (
-    Assignment,
-    Device,
-    DeviceFit,
-    Plan,
-    PlanError,
-    cpu_sibling,
-    estimate,
-    is_gpu,
-    model_order,
-    plan_by_memory,
-)
+from gui.cluster.planning.plan.assignment import Assignment, Plan
+from gui.cluster.planning.plan.by_memory import plan_by_memory
+from gui.cluster.planning.plan.device import Device, is_gpu, model_order
+from gui.cluster.planning.plan.fit import DeviceFit, estimate
+from gui.cluster.planning.plan.layer_map import PlanError
+from gui.cluster.planning.plan.split_syntax import cpu_sibling
 from gui.cluster.llama.server_command import DEFAULT_CTX, ServerOptions
 
 log = logging.getLogger(__name__)
