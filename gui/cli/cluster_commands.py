@@ -37,6 +37,8 @@ from gui.cluster.nodes.discovery import Discovery, parse_address
 from gui.cluster.nodes.records import KnownAddresses, Node, TokenStore, config_dir, usable_nodes
 from gui.cluster.planning.devices import host_free_bytes
 from gui.cluster.planning.plan import slot_span
+from gui.cluster.serving.front_door import DoorSettings, FrontDoor, FrontDoorError
+from gui.cluster.serving.sharing import endpoint_options, endpoint_urls, print_requests, share_on_lan
 
 MiB = 1 << 20
 
@@ -88,6 +90,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the model id the endpoint shows (default: the model file's name)")
     p.add_argument("--host", default=None, help="address the endpoint listens on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help=f"endpoint port (default {DEFAULT_PORT})")
+    p.add_argument("--lan", action="store_true",
+                   help="share the endpoint with the other devices of the network through herd's front "
+                        "door (on every address, or --host): each device needs a key (herd keys add NAME)")
+    p.add_argument("--key-for-local", action="store_true",
+                   help="with --lan: ask programs on this computer for a key too")
     p.add_argument("--load-timeout", type=float, default=600.0, metavar="S")
     p.add_argument("--stats", type=float, default=0.0, metavar="S",
                    help="while serving, print tokens/s and link round trips every S seconds "
@@ -472,6 +479,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
     unanswered: dict[str, str] = {}
     disc = await discover(args, strict=not (from_file or args.split or args.fastest), unanswered=unanswered)
     supervisor: ClusterSupervisor | None = None
+    door: FrontDoor | None = None
     try:
         if plan_document is not None:
             plan, model, saved = await _target_from_plan_document(args, disc, plan_document)
@@ -494,6 +502,9 @@ async def cmd_up(args: argparse.Namespace) -> int:
                                     extra_args=saved.extra_args + tuple(shlex.split(args.server_args)))
         except ValueError as exc:
             raise CommandError(str(exc), 2) from None
+        if args.lan:  # the front door takes the endpoint; llama-server moves to loopback (#34)
+            options, door = share_on_lan(options, args.host,
+                                         settings=DoorSettings(require_key_on_loopback=args.key_for_local))
         request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers)
         findings = await preflight(request, disc.nodes.values(), disc.client, eng, host_free_bytes=host_free_bytes(),
                                    doctor=not args.no_doctor)
@@ -515,6 +526,11 @@ async def cmd_up(args: argparse.Namespace) -> int:
         # The supervisor runs the launcher and relaunches on the survivors if a worker is lost.
         policy = FailoverPolicy(auto_recover=args.auto_recover, countdown=max(0.0, args.countdown),
                                 rejoin=args.rejoin, load_timeout=args.load_timeout)
+        if door is not None:
+            try:
+                await door.start()  # before the model loads: its port never refuses a client
+            except FrontDoorError as exc:
+                raise CommandError(str(exc)) from None
         supervisor = supervise(request, used, disc.client, llama_server, policy=policy, host_free_bytes=host_free_bytes,
                                probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout))
         supervisor.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
@@ -540,8 +556,14 @@ async def cmd_up(args: argparse.Namespace) -> int:
         for note in supervisor.notes:
             print(f"note: {note}", flush=True)
         url = supervisor.spec.url
-        print(f"Endpoint: {url}/v1  (OpenAI-compatible; model {supervisor.spec.options.alias!r}; chat at "
-              f"{url}/v1/chat/completions)")
+        public = endpoint_urls(door) if door is not None else [url]
+        print(f"Endpoint: {public[0]}/v1  (OpenAI-compatible; model {supervisor.spec.options.alias!r}; chat at "
+              f"{public[0]}/v1/chat/completions)")
+        if door is not None:
+            for other in public[1:]:
+                print(f"  also at {other}/v1")
+            print("  other devices need a key: make one for each with `herd keys add NAME`")
+            print_requests()
         print("Placement reported by llama-server:")
         for where, slots in check.actual.items():
             print(f"  {where:<24} slots {slot_span(slots)}")
@@ -556,7 +578,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         # What is running now, for `herd export` (and the app) to pick up.
         with contextlib.suppress(OSError, ValueError):
             prof.save_profile(running_profile_path(), prof.make_profile(
-                plan, model, used, engine=eng, server=supervisor.spec.options))
+                plan, model, used, engine=eng, server=endpoint_options(supervisor.spec.options, door)))
         print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
         gave_up: list[str] = []
         supervisor.subscribe(lambda ev: _print_failover(ev, args, stop, gave_up))
@@ -576,6 +598,8 @@ async def cmd_up(args: argparse.Namespace) -> int:
         if supervisor is not None:
             running_profile_path().unlink(missing_ok=True)
             await supervisor.stop()
+        if door is not None:
+            await door.stop()
         await disc.stop()
         if supervisor is not None:
             print("Stopped: llama-server and the workers herd started.", flush=True)
