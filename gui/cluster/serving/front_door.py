@@ -113,6 +113,7 @@ class FrontDoor:
     Attributes:
         upstream: where requests go now.
         served: requests answered so far, by key name ("" for callers on loopback without key).
+        waiting: requests waiting now for llama-server to come (back).
     """
 
     def __init__(self, upstream: str, keys: ApiKeyStore, *, hosts: Sequence[str] = ("127.0.0.1",),
@@ -123,6 +124,7 @@ class FrontDoor:
         self.port = int(port)
         self.settings = settings
         self.served: dict[str, int] = {}
+        self.waiting = 0
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -217,25 +219,36 @@ class FrontDoor:
         # Only the model's routes wait: /health and the dashboard's reads say at once how it is.
         waits = request.path in PUBLIC_PATHS and request.path not in OPEN_PATHS
         deadline = time.monotonic() + (self.settings.upstream_wait if waits else 0.0)
-        while True:
-            upstream = None
-            try:
-                upstream = await self._session.request(request.method, self.upstream + request.path_qs,
-                                                       headers=headers, data=body)
-            except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
-                pass  # not listening (yet): llama-server is being (re)started
-            # 503 is llama-server's "Loading model": nothing was done, so the request may go again.
-            if upstream is not None and (upstream.status != 503 or not waits):
-                return await self._relay(request, upstream)
-            if upstream is not None:
-                upstream.release()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return _error(503, translate("FrontDoor", "the model is not being served at the moment (it is "
-                                                          "starting or being relaunched); try again in a few "
-                                                          "seconds"), "server_error",
-                              {"Retry-After": str(self.settings.retry_after)})
-            await asyncio.sleep(min(0.25, left))  # poll the upstream's port until the deadline
+        counted = False
+        try:
+            while True:
+                upstream = None
+                try:
+                    upstream = await self._session.request(request.method, self.upstream + request.path_qs,
+                                                           headers=headers, data=body)
+                except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
+                    pass  # not listening (yet): llama-server is being (re)started
+                # 503 is llama-server's "Loading model": nothing was done, so it may go again.
+                if upstream is not None and (upstream.status != 503 or not waits):
+                    if counted:
+                        self.waiting -= 1
+                        counted = False
+                    return await self._relay(request, upstream)
+                if upstream is not None:
+                    upstream.release()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return _error(503, translate("FrontDoor", "the model is not being served at the moment (it "
+                                                              "is starting or being relaunched); try again in a "
+                                                              "few seconds"), "server_error",
+                                  {"Retry-After": str(self.settings.retry_after)})
+                if not counted:
+                    self.waiting += 1
+                    counted = True
+                await asyncio.sleep(min(0.25, left))  # poll the upstream's port until the deadline
+        finally:
+            if counted:
+                self.waiting -= 1
 
     async def _relay(self, request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         """Pass ``upstream``'s answer on as it arrives (chunked; never gathered first)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import time
 
 import httpx
@@ -98,6 +99,10 @@ async def test_a_stream_arrives_while_it_is_generated_and_a_cancel_stops_it(door
     await wait_until(lambda: _idle(upstream), 5.0, "llama-server stopping the cancelled reply")
 
 
+async def _true(value: bool) -> bool:
+    return value
+
+
 async def _idle(upstream: str) -> bool:
     return await busy_slots(upstream) == 0
 
@@ -164,3 +169,53 @@ async def test_a_port_in_use_is_refused_in_words(tmp_path):
                                                   ("not-an-address", False)])
 def test_loopback_callers_are_told_by_address(remote, loopback):
     assert is_loopback(remote) is loopback
+
+
+async def test_the_port_outlives_llama_server_a_cut_stream_says_so_and_a_waiting_request_is_served(
+        engine, smollm2, tmp_path):
+    """A relaunch as the failover does it, with a real llama-server: the front door is up before
+    llama-server, a request waits for it and is served; when llama-server dies mid-stream (as
+    when a worker is lost) the stream ends with an error event; while it is away the port still
+    answers, with 503 and Retry-After."""
+    from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+    from gui.cluster.llama.server_start import machine_args
+
+    hidden = free_port()
+    spec = ServerSpec(model=smollm2, options=ServerOptions(ctx=2048, port=hidden, extra_args=("--threads", "1")))
+    argv = spec.with_extra("--no-webui", *machine_args(engine.llama_server)).argv(engine.llama_server)
+    keys = ApiKeyStore(tmp_path / "api-keys.json")
+    d = FrontDoor(f"http://127.0.0.1:{hidden}", keys, port=free_port(), settings=DoorSettings(upstream_wait=60))
+    await d.start()
+    server = None
+    try:
+        async with httpx.AsyncClient(base_url=d.urls[0], timeout=120) as c:
+            waiting = asyncio.create_task(c.post("/v1/chat/completions", json=chat()))
+            # The request waits at the door, not refused, while llama-server is not there yet.
+            await wait_until(lambda: _true(d.waiting == 1), 10.0, "the request waiting for llama-server")
+            assert not waiting.done()
+            with open(tmp_path / "server.log", "wb") as log:
+                server = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=subprocess.STDOUT,
+                                                              stdin=subprocess.DEVNULL)
+            r = await waiting
+            assert r.status_code == 200, r.text
+
+            events = []
+            async with c.stream("POST", "/v1/chat/completions",
+                                json=chat(1500, stream=True, ignore_eos=True)) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data: {"):
+                        events.append(json.loads(line[6:]))
+                        if len(events) == 5:
+                            server.kill()  # llama-server aborts when a worker is lost
+            assert len(events) < 1500 and "choices" in events[0]
+            assert "the reply was cut" in events[-1]["error"]["message"]
+            await server.wait()
+
+            d.settings = DoorSettings(upstream_wait=0.5, retry_after=3)
+            r = await c.post("/v1/chat/completions", json=chat())
+            assert r.status_code == 503 and r.headers["Retry-After"] == "3"
+    finally:
+        if server is not None and server.returncode is None:
+            server.kill()
+            await server.wait()
+        await d.stop()
