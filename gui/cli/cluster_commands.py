@@ -556,14 +556,9 @@ async def cmd_up(args: argparse.Namespace) -> int:
         for note in supervisor.notes:
             print(f"note: {note}", flush=True)
         url = supervisor.spec.url
-        public = endpoint_urls(door) if door is not None else [url]
-        print(f"Endpoint: {public[0]}/v1  (OpenAI-compatible; model {supervisor.spec.options.alias!r}; chat at "
-              f"{public[0]}/v1/chat/completions)")
+        _print_endpoint(supervisor.spec, door)
         if door is not None:
-            for other in public[1:]:
-                print(f"  also at {other}/v1")
-            print("  other devices need a key: make one for each with `herd keys add NAME`")
-            print_requests()
+            print_requests()  # one line per request from another device (#34)
         print("Placement reported by llama-server:")
         for where, slots in check.actual.items():
             print(f"  {where:<24} slots {slot_span(slots)}")
@@ -603,6 +598,23 @@ async def cmd_up(args: argparse.Namespace) -> int:
         await disc.stop()
         if supervisor is not None:
             print("Stopped: llama-server and the workers herd started.", flush=True)
+
+
+def _print_endpoint(spec, door: FrontDoor | None) -> None:
+    """Where clients connect: llama-server's endpoint, or with ``--lan`` every address the front
+    door listens on (#34); a llama-server open to the network without it is warned about."""
+    public = endpoint_urls(door) if door is not None else [spec.url]
+    print(f"Endpoint: {public[0]}/v1  (OpenAI-compatible; model {spec.options.alias!r}; chat at "
+          f"{public[0]}/v1/chat/completions)")
+    if door is None:
+        if spec.options.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"warning: llama-server listens on {spec.options.host} with no key: every device of the "
+                  "network can use it and its admin routes (/slots, /props); share it with --lan instead",
+                  file=sys.stderr)
+        return
+    for other in public[1:]:
+        print(f"  also at {other}/v1")
+    print("  other devices need a key: make one for each with `herd keys add NAME`")
 
 
 def _print_failover(ev, args: argparse.Namespace, stop: asyncio.Event, gave_up: list[str]) -> None:
