@@ -152,6 +152,18 @@ async def test_while_llama_server_is_away_a_request_waits_then_gets_503_with_ret
         await d.stop()
 
 
+async def test_a_body_over_the_limit_is_refused_in_words(tmp_path):
+    d = FrontDoor("http://127.0.0.1:9", ApiKeyStore(tmp_path / "k.json"), port=free_port(),
+                  settings=DoorSettings(max_body=1 << 20))
+    await d.start()
+    try:
+        async with httpx.AsyncClient(base_url=d.urls[0], timeout=30) as c:
+            r = await c.post("/v1/embeddings", content=b"x" * (2 << 20), headers={"Content-Type": "application/json"})
+        assert r.status_code == 413 and r.json()["error"]["message"] == "the request is larger than 1 MiB"
+    finally:
+        await d.stop()
+
+
 async def test_a_port_in_use_is_refused_in_words(tmp_path):
     first = FrontDoor("http://127.0.0.1:9", ApiKeyStore(tmp_path / "k.json"), port=free_port())
     await first.start()
