@@ -220,14 +220,19 @@ class FrontDoor:
         waits = request.path in PUBLIC_PATHS and request.path not in OPEN_PATHS
         deadline = time.monotonic() + (self.settings.upstream_wait if waits else 0.0)
         counted = False
+        tries = 0
         try:
             while True:
                 upstream = None
+                tries += 1
                 try:
                     upstream = await self._session.request(request.method, self.upstream + request.path_qs,
                                                            headers=headers, data=body)
                 except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
-                    pass  # not listening (yet): llama-server is being (re)started
+                    # Not listening (yet): llama-server is being (re)started. Or a kept-alive
+                    # connection that llama-server closed while idle: the second try opens a new one.
+                    if tries == 1:
+                        continue
                 # 503 is llama-server's "Loading model": nothing was done, so it may go again.
                 if upstream is not None and (upstream.status != 503 or not waits):
                     if counted:
