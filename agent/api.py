@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from agent import protocol as P
+from agent.json_limits import MAX_JSON_DEPTH, JsonTooDeep
+from agent.json_limits import loads as json_loads
 from agent.openapi import openapi_document
 from agent.identity import IdentityError, der_of_pem, fingerprint_of_der, peer_fingerprint
 from agent.pairing import BadExchange, NoPin, PairingLocked, WrongPin
@@ -98,7 +100,12 @@ async def _json_object(request: web.Request, allowed: set[str]) -> dict:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
+        body = json_loads(raw)
+    except JsonTooDeep:
+        # Python's parser would recurse into a RecursionError: a 500 and a traceback (#32)
+        log.warning("refused a request to %s from %s: its JSON body nests deeper than %d levels",
+                    request.path, _remote(request), MAX_JSON_DEPTH)
+        raise BadRequest(f"body is nested deeper than {MAX_JSON_DEPTH} levels") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):

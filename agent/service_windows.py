@@ -229,21 +229,46 @@ async def serve_until(settings, state, stop: threading.Event) -> int:
     return 0
 
 
-def _run_agent_for_service(args, stop: threading.Event) -> int:
+def lock_private_folders(folders, run=subprocess.run) -> None:
+    """Leave each of ``folders`` to SYSTEM and Administrators (:func:`restrict_acl_command`).
+
+    ``run`` runs a command line as :func:`subprocess.run` does (a stand-in in the tests, where
+    there is no ``icacls``).
+
+    Raises:
+        ServiceError: naming the folder and what ``icacls`` said, when it could not: the state
+            folder holds the pairing key and the PIN, so the service must not run on with them
+            readable by every user of the PC (#32).
+    """
+    for folder in folders:
+        proc = run(restrict_acl_command(folder), capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            said = ((proc.stdout or "") + (proc.stderr or "")).strip() or f"exit status {proc.returncode}"
+            raise ServiceError(f"could not leave {folder} to SYSTEM and Administrators (icacls: {said}); "
+                               "the service does not run while its pairing key could be read by other "
+                               "users of this PC. Run the service as LocalSystem (as the installer sets "
+                               "it up), or give that folder back to SYSTEM and Administrators.")
+
+
+def _run_agent_for_service(args, stop: threading.Event, *, acl_run=None) -> int:
+    """The agent as the service runs it, once its private folders are locked (on Windows, or
+    with ``acl_run``: :func:`lock_private_folders`'s ``run``). Returns the exit code; 1 when a
+    folder could not be locked (the agent does not start)."""
     import asyncio  # noqa: PLC0415
 
     from agent.main import effective_settings  # noqa: PLC0415
     from agent.settings import load_state  # noqa: PLC0415
 
     settings = effective_settings(args)
-    for folder in (Path(args.state_dir), Path(args.log_file).parent):
+    folders = [Path(args.state_dir), Path(args.log_file).parent]
+    for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
-        if sys.platform != "win32":
-            continue
-        proc = subprocess.run(restrict_acl_command(folder), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
-            log.warning("could not restrict access to %s: %s", folder, (proc.stdout + proc.stderr).strip())
+    if sys.platform == "win32" or acl_run is not None:
+        try:
+            lock_private_folders(folders, acl_run or subprocess.run)
+        except ServiceError as exc:
+            log.error("%s", exc)
+            return 1
     state = load_state(Path(args.state_dir))
     return asyncio.run(serve_until(settings, state, stop))
 

@@ -111,7 +111,7 @@ class ProfileActions(QObject):
         whether it was applied."""
         from gui.widgets.profile_dialog import ProfileDiffDialog
 
-        dlg = ProfileDiffDialog(path, profile, self.check(profile, info), self.win)
+        dlg = ProfileDiffDialog(path, profile, self.check(profile, info), self.win, host=self.workspace.options.host)
         dlg.pairRequested.connect(self.win.nodes.ask_pin)
         # (events come on the GUI thread: from the session's queued signals, through the window)
         stop = self.workspace.subscribe(lambda _event: dlg.set_findings(self.check(profile, info)))
@@ -154,12 +154,25 @@ class ProfileActions(QObject):
     def check(self, profile, info) -> list:
         """The one check of ``profile`` against the window's cluster (``info``: its model as
         read here, None when missing): nodes as discovery reports them, which of them have
-        reported their devices, the engine build. What the review shows and :meth:`apply` obeys."""
-        from gui.cluster.launching.profile import diff_profile
+        reported their devices, the engine build; then, as warnings, what it changes in this
+        PC's server settings and how its split differs from the one serving and the editor's
+        (#32, #37 item 14). What the review shows and :meth:`apply` obeys."""
+        from gui.cluster.launching.profile import (
+            bind_to_devices,
+            diff_profile,
+            rebind_plan,
+            settings_differences,
+            split_differences,
+        )
 
-        reporting = {d.node_id for d in self.workspace.planned_devices()}
-        return diff_profile(profile, list(self.workspace.nodes.values()), self.engine.build, info,
-                            reporting=reporting)
+        nodes = list(self.workspace.nodes.values())
+        devices = self.workspace.planned_devices()
+        reporting = {d.node_id for d in devices}
+        found = diff_profile(profile, nodes, self.engine.build, info, reporting=reporting)
+        running = self.workspace.running.plan if self.workspace.running is not None else None
+        plan = bind_to_devices(rebind_plan(profile, nodes), devices)
+        return (found + settings_differences(profile, self.workspace.options)
+                + split_differences(profile, plan, running, self.editor.plan()))
 
     def _unreadable(self, exc) -> None:
         QMessageBox.warning(self.win, self.tr("Import cluster profile"), str(exc))
@@ -189,7 +202,8 @@ class ProfileActions(QObject):
             self.win.use_model(info)
         elif not self.win.open_model(profile.model.path):
             return False
-        self.workspace.set_options(ctx=profile.server.ctx, host=profile.server.host, port=profile.server.port,
+        # (where the endpoint listens stays this PC's own setting: never the profile's, #32)
+        self.workspace.set_options(ctx=profile.server.ctx, port=profile.server.port,
                                    alias=profile.server.alias, extra_args=profile.server.extra_args)
         self.editor.apply_plan(bind_to_devices(rebind_plan(profile, list(self.workspace.nodes.values())),
                                                self.workspace.planned_devices()))

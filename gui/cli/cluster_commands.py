@@ -78,6 +78,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_finding_options(p, 2.0)
     p.set_defaults(func=command_runner(cmd_plan))
 
+    _register_up(sub, planning)
+
+    p = sub.add_parser("doctor", help="check nodes, versions, ports and links before a launch")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    add_finding_options(p, 2.0)
+    p.set_defaults(func=command_runner(cmd_doctor))
+
+    p = sub.add_parser("export", help="save the running cluster (or a plan) as a profile")
+    p.add_argument("-o", "--output", required=True, type=Path, help="profile file to write")
+    p.add_argument("--model", type=Path, help="export a plan for this model instead of the running cluster")
+    planning(p)
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"endpoint port (default {DEFAULT_PORT})")
+    p.add_argument("--scripts", type=Path, metavar="DIR",
+                   help="also write start-workers/start-master scripts (sh, bat) into DIR")
+    add_finding_options(p, 2.0)
+    p.set_defaults(func=command_runner(cmd_export))
+
+
+def _register_up(sub: argparse._SubParsersAction, planning) -> None:
+    """``herd up``'s parser (``planning`` adds the options it shares with ``plan`` and ``export``)."""
     p = sub.add_parser("up", help="launch the cluster and serve until Ctrl-C")
     p.add_argument("target", help="a model (.gguf), a profile (.json, herd export) or a saved plan "
                                   "(.json, herd plan --json)")
@@ -114,21 +134,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="when a lost node comes back: ask = say so, auto = re-plan with it")
     add_finding_options(p, 2.0)
     p.set_defaults(func=command_runner(cmd_up))
-
-    p = sub.add_parser("doctor", help="check nodes, versions, ports and links before a launch")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    add_finding_options(p, 2.0)
-    p.set_defaults(func=command_runner(cmd_doctor))
-
-    p = sub.add_parser("export", help="save the running cluster (or a plan) as a profile")
-    p.add_argument("-o", "--output", required=True, type=Path, help="profile file to write")
-    p.add_argument("--model", type=Path, help="export a plan for this model instead of the running cluster")
-    planning(p)
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"endpoint port (default {DEFAULT_PORT})")
-    p.add_argument("--scripts", type=Path, metavar="DIR",
-                   help="also write start-workers/start-master scripts (sh, bat) into DIR")
-    add_finding_options(p, 2.0)
-    p.set_defaults(func=command_runner(cmd_export))
 
 
 # --- finding nodes ----------------------------------------------------------------------------
@@ -390,15 +395,59 @@ async def cmd_export(args: argparse.Namespace) -> int:
 
 # --- up ---------------------------------------------------------------------------------------
 
-async def _target_from_profile(args, disc: Discovery, eng) -> tuple:
-    """(plan, model path, model info, server options) from a profile, checked against the
-    live cluster; differences that would break the launch stop it."""
+def _read_profile(args):
+    """The profile ``args.target``, read and checked before anything starts: a profile whose
+    arguments herd does not pass on (``--rpc``, ``--host``, ``--log-file``…) is refused here,
+    the argument named, before any node is contacted (#32). Says what it will run."""
     from gui.cluster.launching import profile as prof
-    from gui.cluster.llama.model import ModelError, inspect_model
     try:
         profile = prof.load_profile(args.target)
     except prof.ProfileError as exc:
         raise CommandError(str(exc), 2) from None
+    extra = shlex.join(profile.server.extra_args) if profile.server.extra_args else "none"
+    print(f"Profile {args.target}: model {profile.model.path}, context {profile.server.ctx}, "
+          f"port {profile.server.port}; further llama-server options from the profile: {extra}")
+    # what it changes from herd's defaults (a flag given to herd up wins over the profile)
+    for f in prof.settings_differences(profile, ServerOptions()):
+        if f.code != "profile-options":  # (said on the line above)
+            print(f"note: {f.subject}: {f.message}", file=sys.stderr)
+    return profile
+
+
+def _server_args(args) -> tuple[str, ...]:
+    """``--server-args`` split like a shell would, and checked against the allow-list of tuning
+    options before anything starts (#32)."""
+    from gui.cluster.llama.server_args import check_extra_args
+    try:
+        return check_extra_args(shlex.split(args.server_args))
+    except ValueError as exc:  # a refused option (named), or unbalanced quotes
+        raise CommandError(f"--server-args: {exc}", 2) from None
+
+
+def _endpoint_line(spec, door: FrontDoor | None = None) -> str:
+    """Where the endpoint is reached, and where llama-server really listens when that is more
+    than this PC (#32: a shared endpoint is said, never hidden behind a loopback URL). With
+    ``--lan`` (#34): every address the front door listens on, and that devices need a key."""
+    public = endpoint_urls(door) if door is not None else [spec.url]
+    line = (f"Endpoint: {public[0]}/v1  (OpenAI-compatible; model {spec.options.alias!r}; chat at "
+            f"{public[0]}/v1/chat/completions)")
+    if door is not None:
+        line += "".join(f"\n  also at {other}/v1" for other in public[1:])
+        return line + "\n  other devices need a key: make one for each with `herd keys add NAME`"
+    host = spec.options.host
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        where = "every address of this computer" if host in ("0.0.0.0", "::", "") else host
+        line += (f"\nllama-server listens on {where} (--host {host}): other computers on the network can use it, "
+                 "with no key and its admin routes (/slots, /props) too; share it with --lan instead")
+    return line
+
+
+async def _target_from_profile(args, disc: Discovery, eng, profile) -> tuple:
+    """(plan, model path, model info, server options) from a profile read by
+    :func:`_read_profile`, checked against the live cluster; differences that would break the
+    launch stop it."""
+    from gui.cluster.launching import profile as prof
+    from gui.cluster.llama.model import ModelError, inspect_model
     # The profile says where its nodes were: look there too (mDNS may be blocked).
     wanted = [f"{n.address}:{n.api_port}" for n in profile.nodes.values() if n.api_port]
     await asyncio.gather(*(disc.add_address(a, timeout=3.0) for a in wanted), return_exceptions=True)
@@ -419,9 +468,10 @@ async def _target_from_profile(args, disc: Discovery, eng) -> tuple:
 def _plan_document(path: Path) -> dict | None:
     """The output of ``herd plan --json`` saved in ``path``, or None when the file is something
     else (a profile, or not JSON: :func:`gui.cluster.launching.profile.load_profile` says what is wrong)."""
+    from agent.json_limits import loads as json_loads
     try:
-        doc_ = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        doc_ = json_loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):  # (JsonTooDeep too: load_profile says so)
         return None
     if isinstance(doc_, dict) and "format" not in doc_ and isinstance(doc_.get("plan"), dict) \
             and "server_command" in doc_:
@@ -459,18 +509,21 @@ async def _target_from_plan_document(args, disc: Discovery, document: dict) -> t
 async def cmd_up(args: argparse.Namespace) -> int:
     from gui.cluster.failover.supervisor import supervise
     from gui.cluster.launching import profile as prof
-    from gui.cluster.launching.request import nodes_for_plan, preflight
-    eng = find_engine(probe=True)
-    try:
-        llama_server = eng.require_llama_server()
-    except EngineError as exc:
-        raise CommandError(str(exc)) from None
+    from gui.cluster.launching.request import nodes_for_plan
     target = Path(args.target)
     from_file = target.suffix.lower() == ".json"
     if from_file and (args.split or args.fastest):
         raise CommandError(f"--{'split' if args.split else 'fastest'} does not go with a profile or a saved "
                            "plan: the file holds the split", 2)
+    # Everything that comes from outside is read and checked before anything starts (#32).
+    server_args = _server_args(args)
     plan_document = _plan_document(target) if from_file else None
+    profile = _read_profile(args) if from_file and plan_document is None else None
+    eng = find_engine(probe=True)
+    try:
+        llama_server = eng.require_llama_server()
+    except EngineError as exc:
+        raise CommandError(str(exc)) from None
     model = None if from_file else read_model(target)
 
     # Only the nodes the plan uses must answer (#11). A plan by free memory is a plan over all
@@ -481,41 +534,18 @@ async def cmd_up(args: argparse.Namespace) -> int:
     supervisor: ClusterSupervisor | None = None
     door: FrontDoor | None = None
     try:
-        if plan_document is not None:
-            plan, model, saved = await _target_from_plan_document(args, disc, plan_document)
-        elif from_file:
-            plan, _, model, profile = await _target_from_profile(args, disc, eng)
-            if model is None:
-                raise CommandError(f"the profile's model {profile.model.path} cannot be read")
-            saved = profile.server
-        else:
-            saved = ServerOptions()
-            for n in disc.nodes.values():
-                if n.reachable and not n.paired:
-                    print(f"note: {n.name} ({n.host}) is not paired; `herd pair {n.host}:{n.api_port} "
-                          "--pin PIN` to use it", file=sys.stderr)
-            args.ctx = args.ctx or saved.ctx
-            plan, _ = await _make_plan(args, disc, model, usable_nodes(disc.nodes.values()), unanswered)
+        plan, model, saved = await _up_target(args, disc, eng, plan_document, profile, model, unanswered)
         try:
             options = ServerOptions(ctx=args.ctx or saved.ctx, host=args.host or saved.host,
                                     port=args.port or saved.port, alias=args.alias or saved.alias,
-                                    extra_args=saved.extra_args + tuple(shlex.split(args.server_args)))
+                                    extra_args=saved.extra_args + server_args)
         except ValueError as exc:
             raise CommandError(str(exc), 2) from None
         if args.lan:  # the front door takes the endpoint; llama-server moves to loopback (#34)
             options, door = share_on_lan(options, args.host,
                                          settings=DoorSettings(require_key_on_loopback=args.key_for_local))
         request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers)
-        findings = await preflight(request, disc.nodes.values(), disc.client, eng, host_free_bytes=host_free_bytes(),
-                                   doctor=not args.no_doctor)
-        for f in findings:
-            if f.severity != doc.OK:
-                print(f"{f.severity}: {f.subject}: {f.message}", file=sys.stderr)
-        errors = [f for f in findings if f.severity == doc.ERROR]
-        if any(f.code == "does-not-fit" for f in errors):
-            raise CommandError("the plan does not fit: " + "; ".join(f.message for f in errors if f.code == "does-not-fit"))
-        if errors:
-            raise CommandError("not launching: " + " ".join(f"{f.subject}: {f.message}" for f in errors))
+        await _preflight_or_refuse(request, disc, eng, args)
         used = nodes_for_plan(plan, disc.nodes.values())
         for a in unanswered:
             print(f"warning: the remembered node at {a} does not answer; the plan does not use it",
@@ -536,36 +566,17 @@ async def cmd_up(args: argparse.Namespace) -> int:
         supervisor.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
         print("Starting " + " ".join(request.argv(llama_server)), flush=True)
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        start = asyncio.create_task(supervisor.start(args.load_timeout))
-        stopper = asyncio.create_task(stop.wait())
-        await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if not start.done():  # Ctrl-C while loading: the launcher's start undoes itself
-            start.cancel()
-            with contextlib.suppress(asyncio.CancelledError, LaunchError, AgentError):
-                await start
+        check = await _start_or_stop(supervisor, args.load_timeout, stop)
+        if check is None:
             print("stopped before the model was loaded")
             return 130
-        stopper.cancel()
-        try:
-            check = start.result()
-        except (LaunchError, AgentError) as exc:
-            raise CommandError(f"launch failed: {exc}") from None
         for note in supervisor.notes:
             print(f"note: {note}", flush=True)
         url = supervisor.spec.url
-        _print_endpoint(supervisor.spec, door)
+        print(_endpoint_line(supervisor.spec, door))
         if door is not None:
             print_requests()  # one line per request from another device (#34)
-        print("Placement reported by llama-server:")
-        for where, slots in check.actual.items():
-            print(f"  {where:<24} slots {slot_span(slots)}")
-        print("Checked " + ("layer by layer (llama-server's per-layer lines):" if check.per_layer
-                            else "from the weights llama-server reports per device:"))
-        for line in check.report:
-            print("  " + line)
+        _print_placement(check)
         if not check.ok:
             for p in check.problems:
                 print(f"  MISMATCH: {p}", file=sys.stderr)
@@ -575,19 +586,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
             prof.save_profile(running_profile_path(), prof.make_profile(
                 plan, model, used, engine=eng, server=endpoint_options(supervisor.spec.options, door)))
         print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
-        gave_up: list[str] = []
-        supervisor.subscribe(lambda ev: _print_failover(ev, args, stop, gave_up))
-        stats = _StatsPrinter(url, used, args.stats) if args.stats > 0 else None
-        if stats:
-            stats.start()
-        try:
-            await stop.wait()
-        finally:
-            if stats:
-                await stats.stop()
-        if gave_up:
-            raise CommandError(gave_up[0])
-        print("Stopping…", flush=True)
+        await _serve_until_stopped(args, supervisor, url, used, stop)
         return 0
     finally:
         if supervisor is not None:
@@ -600,21 +599,89 @@ async def cmd_up(args: argparse.Namespace) -> int:
             print("Stopped: llama-server and the workers herd started.", flush=True)
 
 
-def _print_endpoint(spec, door: FrontDoor | None) -> None:
-    """Where clients connect: llama-server's endpoint, or with ``--lan`` every address the front
-    door listens on (#34); a llama-server open to the network without it is warned about."""
-    public = endpoint_urls(door) if door is not None else [spec.url]
-    print(f"Endpoint: {public[0]}/v1  (OpenAI-compatible; model {spec.options.alias!r}; chat at "
-          f"{public[0]}/v1/chat/completions)")
-    if door is None:
-        if spec.options.host not in ("127.0.0.1", "localhost", "::1"):
-            print(f"warning: llama-server listens on {spec.options.host} with no key: every device of the "
-                  "network can use it and its admin routes (/slots, /props); share it with --lan instead",
-                  file=sys.stderr)
-        return
-    for other in public[1:]:
-        print(f"  also at {other}/v1")
-    print("  other devices need a key: make one for each with `herd keys add NAME`")
+async def _start_or_stop(supervisor, load_timeout: float, stop: asyncio.Event):
+    """Start the cluster and wait until the model is loaded (its placement check), or until
+    Ctrl-C sets ``stop`` (None: the launcher's start undid itself)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    start = asyncio.create_task(supervisor.start(load_timeout))
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if not start.done():  # Ctrl-C while loading
+        start.cancel()
+        with contextlib.suppress(asyncio.CancelledError, LaunchError, AgentError):
+            await start
+        return None
+    stopper.cancel()
+    try:
+        return start.result()
+    except (LaunchError, AgentError) as exc:
+        raise CommandError(f"launch failed: {exc}") from None
+
+
+async def _preflight_or_refuse(request, disc: Discovery, eng, args) -> None:
+    """The doctor's checks of ``request`` before a launch: warnings printed, errors refuse it."""
+    from gui.cluster.launching.request import preflight
+    findings = await preflight(request, disc.nodes.values(), disc.client, eng, host_free_bytes=host_free_bytes(),
+                               doctor=not args.no_doctor)
+    for f in findings:
+        if f.severity != doc.OK:
+            print(f"{f.severity}: {f.subject}: {f.message}", file=sys.stderr)
+    errors = [f for f in findings if f.severity == doc.ERROR]
+    if any(f.code == "does-not-fit" for f in errors):
+        raise CommandError("the plan does not fit: " + "; ".join(f.message for f in errors if f.code == "does-not-fit"))
+    if errors:
+        raise CommandError("not launching: " + " ".join(f"{f.subject}: {f.message}" for f in errors))
+
+
+async def _serve_until_stopped(args, supervisor, url: str, used: list[Node], stop: asyncio.Event) -> None:
+    """Serve until Ctrl-C (``stop``), saying what failover does and, with ``--stats``, the speed."""
+    gave_up: list[str] = []
+    supervisor.subscribe(lambda ev: _print_failover(ev, args, stop, gave_up))
+    stats = _StatsPrinter(url, used, args.stats) if args.stats > 0 else None
+    if stats:
+        stats.start()
+    try:
+        await stop.wait()
+    finally:
+        if stats:
+            await stats.stop()
+    if gave_up:
+        raise CommandError(gave_up[0])
+    print("Stopping…", flush=True)
+
+
+async def _up_target(args, disc: Discovery, eng, plan_document: dict | None, profile, model,
+                     unanswered: dict[str, str]) -> tuple:
+    """(plan, model info, saved server options) for ``herd up``: from a saved plan, a profile
+    (already read by :func:`_read_profile`), or a model split by ``--split``/``--fastest``/memory."""
+    if plan_document is not None:
+        return await _target_from_plan_document(args, disc, plan_document)
+    if profile is not None:
+        plan, _, model, profile = await _target_from_profile(args, disc, eng, profile)
+        if model is None:
+            raise CommandError(f"the profile's model {profile.model.path} cannot be read")
+        return plan, model, profile.server
+    saved = ServerOptions()
+    for n in disc.nodes.values():
+        if n.reachable and not n.paired:
+            print(f"note: {n.name} ({n.host}) is not paired; `herd pair {n.host}:{n.api_port} "
+                  "--pin PIN` to use it", file=sys.stderr)
+    args.ctx = args.ctx or saved.ctx
+    plan, _ = await _make_plan(args, disc, model, usable_nodes(disc.nodes.values()), unanswered)
+    return plan, model, saved
+
+
+def _print_placement(check) -> None:
+    """Where llama-server says it put the layers, and how that was checked against the plan."""
+    print("Placement reported by llama-server:")
+    for where, slots in check.actual.items():
+        print(f"  {where:<24} slots {slot_span(slots)}")
+    print("Checked " + ("layer by layer (llama-server's per-layer lines):" if check.per_layer
+                        else "from the weights llama-server reports per device:"))
+    for line in check.report:
+        print("  " + line)
 
 
 def _print_failover(ev, args: argparse.Namespace, stop: asyncio.Event, gave_up: list[str]) -> None:

@@ -6,11 +6,20 @@ node that is gone or silent, another model or build) cannot be used: *Use this p
 greyed out and each error says what to do about it. A node that is here but not paired gets a
 *Pair with …* button; the window checks the profile again as the nodes change
 (:meth:`ProfileDiffDialog.set_findings`), so after pairing the same dialog lets it be used.
+
+Everything that will run is shown: llama-server's whole command line, the options the profile
+adds, and where the endpoint listens (this PC's setting, never the profile's). Every text that
+comes from the profile is plain text (``Qt.PlainText``, table cells, a plain-text box) and
+elided to a sane width: a model named ``<img src=/dev/zero>`` is shown as those characters, and a
+5,000-character name does not make the dialog wider than the screen (#32).
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+import shlex
+from dataclasses import replace
+
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -21,6 +30,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QPlainTextEdit,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -28,10 +38,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gui.cluster.llama.server_command import ServerSpec
 from gui.cluster.planning.plan import slot_span
 
 WARN = "#d62728"
 AMBER = "#e6a700"
+#: The widest a text from the profile is drawn (pixels): longer ones are elided.
+NAME_WIDTH_PX = 400
+
+
+def plain_label(text: str = "") -> QLabel:
+    """A label that shows ``text`` as the characters it holds, never as rich text."""
+    label = QLabel(text)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    return label
 
 
 class ProfileDiffDialog(QDialog):
@@ -40,6 +60,9 @@ class ProfileDiffDialog(QDialog):
     Attributes:
         findings: the list of differences (``gui.cluster.launching.profile.Finding``), errors first.
         plan_table: the profile's split, one row per holder of slots (host first).
+        command: llama-server's whole command line for this profile, read-only plain text.
+        extra_label: the options the profile adds to herd's, in words (or that it adds none).
+        endpoint_label: where the endpoint will listen: this PC's setting.
         verdict: one sentence: whether the profile can be used, and if not what to do.
         pair_buttons: {node id: its *Pair with …* button}, one per node the profile uses that is
             here but not paired.
@@ -52,15 +75,34 @@ class ProfileDiffDialog(QDialog):
 
     pairRequested = Signal(str)
 
-    def __init__(self, path: str, profile, findings: list, parent: QWidget | None = None) -> None:
+    def __init__(self, path: str, profile, findings: list, parent: QWidget | None = None, *,
+                 host: str = "127.0.0.1") -> None:
         super().__init__(parent)
         self.setWindowTitle(self.tr("Import cluster profile"))
-        head = QLabel(self.tr("<b>%1</b><br>Model %2 · %3 layer slots · context %4 · port %5")
-                      .replace("%1", path).replace("%2", profile.model.name or profile.model.path)
-                      .replace("%3", str(profile.plan.n_slots)).replace("%4", str(profile.server.ctx))
-                      .replace("%5", str(profile.server.port)))
+        title = plain_label(self._fit(path, Qt.TextElideMode.ElideMiddle))
+        font = title.font()
+        font.setBold(True)
+        title.setFont(font)
+        head = plain_label(self.tr("Model %2 · %3 layer slots · context %4 · port %5")
+                           .replace("%2", self._fit(profile.model.name or profile.model.path))
+                           .replace("%3", str(profile.plan.n_slots)).replace("%4", str(profile.server.ctx))
+                           .replace("%5", str(profile.server.port)))
         head.setWordWrap(True)
         self.plan_table = self._plan_table(profile)
+        extra = profile.server.extra_args
+        self.extra_label = plain_label(
+            self.tr("Further llama-server options from the profile: %1").replace("%1", shlex.join(extra))
+            if extra else self.tr("The profile adds no llama-server options of its own."))
+        self.extra_label.setWordWrap(True)
+        self.endpoint_label = plain_label(
+            self.tr("The endpoint will listen on %1:%2 — this computer's own setting; a profile never chooses it.")
+            .replace("%1", host).replace("%2", str(profile.server.port)))
+        self.endpoint_label.setWordWrap(True)
+        # every argument that will run, as the launcher builds it, listening where this PC says (#32)
+        spec = ServerSpec.for_plan(profile.plan, profile.model.path, replace(profile.server, host=host))
+        self.command = QPlainTextEdit(shlex.join(["llama-server", *spec.args()]))
+        self.command.setReadOnly(True)
+        self.command.setMaximumHeight(90)
         self.list = QListWidget()
         self.list.setWordWrap(True)
         self.pair_row = QHBoxLayout()
@@ -72,9 +114,14 @@ class ProfileDiffDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
+        lay.addWidget(title)
         lay.addWidget(head)
         lay.addWidget(QLabel(self.tr("Plan")))
         lay.addWidget(self.plan_table)
+        lay.addWidget(QLabel(self.tr("What will run")))
+        lay.addWidget(self.command)
+        lay.addWidget(self.extra_label)
+        lay.addWidget(self.endpoint_label)
         lay.addWidget(QLabel(self.tr("Differences from the live cluster")))
         lay.addWidget(self.list, 1)
         lay.addLayout(self.pair_row)
@@ -96,7 +143,7 @@ class ProfileDiffDialog(QDialog):
         if not findings:
             self.list.addItem(self.tr("✔ Matches the live cluster: it can launch as saved."))
         for f in findings:
-            text = ("✖ " if f.severity == "error" else "⚠ ") + f"{self._subject(f.subject)}: {f.message}"
+            text = ("✖ " if f.severity == "error" else "⚠ ") + f"{self._fit(self._subject(f.subject), width=240)}: {f.message}"
             if getattr(f, "advice", ""):
                 text += "\n    " + f.advice
             item = QListWidgetItem(text)
@@ -108,7 +155,7 @@ class ProfileDiffDialog(QDialog):
         self.pair_buttons = {}
         for f in findings:
             if getattr(f, "pair_with", "") and f.pair_with not in self.pair_buttons:
-                button = QPushButton(self.tr("Pair with %1…").replace("%1", f.subject))
+                button = QPushButton(self.tr("Pair with %1…").replace("%1", self._fit(f.subject, width=240)))
                 button.clicked.connect(lambda _=False, nid=f.pair_with: self.pairRequested.emit(nid))
                 self.pair_row.addWidget(button)
                 self.pair_buttons[f.pair_with] = button
@@ -126,6 +173,11 @@ class ProfileDiffDialog(QDialog):
         # a profile whose nodes are gone would launch on endpoints nobody listens on (#17)
         self.apply_button.setEnabled(not errors)
 
+    def _fit(self, text: str, mode: Qt.TextElideMode = Qt.TextElideMode.ElideRight, width: int = NAME_WIDTH_PX) -> str:
+        """``text`` from the profile, one line, elided to ``width`` pixels."""
+        line = " ".join(str(text).split())
+        return self.fontMetrics().elidedText(line, mode, width)
+
     def _subject(self, subject: str) -> str:
         names = {"model": self.tr("model"), "engine": self.tr("engine")}
         return names.get(subject, subject)
@@ -137,7 +189,8 @@ class ProfileDiffDialog(QDialog):
             node = profile.nodes.get(dev.node_id)
             name = node.name if node is not None else dev.node_name
             label = f"{name} {dev.name}".strip() if dev.name else name
-            rows.append((label, count, plan.slots_of(i), dev.endpoint or self.tr("this computer")))
+            rows.append((self._fit(label, width=260), count, plan.slots_of(i),
+                         self._fit(dev.endpoint, width=200) if dev.endpoint else self.tr("this computer")))
         t = QTableWidget(len(rows), 4)
         t.setHorizontalHeaderLabels([self.tr("Device"), self.tr("Slots"), self.tr("Layers"), self.tr("Address")])
         t.verticalHeader().setVisible(False)

@@ -1016,6 +1016,26 @@
         <source>This profile can be used once its nodes are paired: press Pair for each. This check runs again by itself; there is no need to import again.</source>
         <translation>节点配对后即可使用此配置：请为每个节点按“配对”。此检查会自动重新进行，无需重新导入。</translation>
     </message>
+    <message>
+        <source>Further llama-server options from the profile: %1</source>
+        <translation>配置文件中的其他 llama-server 选项：%1</translation>
+    </message>
+    <message>
+        <source>Model %2 · %3 layer slots · context %4 · port %5</source>
+        <translation>模型 %2 · %3 个层槽位 · 上下文 %4 · 端口 %5</translation>
+    </message>
+    <message>
+        <source>The endpoint will listen on %1:%2 — this computer's own setting; a profile never chooses it.</source>
+        <translation>端点将在 %1:%2 上监听——这是本机自己的设置；配置文件从不决定它。</translation>
+    </message>
+    <message>
+        <source>The profile adds no llama-server options of its own.</source>
+        <translation>此配置文件未添加自己的 llama-server 选项。</translation>
+    </message>
+    <message>
+        <source>What will run</source>
+        <translation>将要运行的内容</translation>
+    </message>
 </context>
 <context>
     <name>SplitBar</name>
@@ -2508,6 +2528,54 @@
         <source>this computer</source>
         <translation>本机</translation>
     </message>
+    <message>
+        <source>Only tuning options are accepted (sampling, context, batch, threads, cache); check that you want these.</source>
+        <translation>只接受调优选项（采样、上下文、批大小、线程、缓存）；请确认您需要这些选项。</translation>
+    </message>
+    <message>
+        <source>Using the profile changes the split; press Start to relaunch with it.</source>
+        <translation>使用此配置文件会改变拆分；按“启动”以新的拆分重新启动。</translation>
+    </message>
+    <message>
+        <source>Using the profile replaces the editor's split.</source>
+        <translation>使用此配置文件会替换编辑器中的拆分。</translation>
+    </message>
+    <message>
+        <source>context {new} replaces {old}</source>
+        <translation>上下文 {new} 将替换 {old}</translation>
+    </message>
+    <message>
+        <source>differs from the split in the editor ({split})</source>
+        <translation>与编辑器中的拆分不同（{split}）</translation>
+    </message>
+    <message>
+        <source>differs from the split serving now ({split})</source>
+        <translation>与当前正在服务的拆分不同（{split}）</translation>
+    </message>
+    <message>
+        <source>port {new} replaces {old}</source>
+        <translation>端口 {new} 将替换 {old}</translation>
+    </message>
+    <message>
+        <source>replaces this computer's llama-server options {old}</source>
+        <translation>将替换本机的 llama-server 选项 {old}</translation>
+    </message>
+    <message>
+        <source>the endpoint's model id becomes {alias}</source>
+        <translation>端点的模型 ID 将变为 {alias}</translation>
+    </message>
+    <message>
+        <source>the profile adds llama-server options: {args}</source>
+        <translation>配置文件添加了 llama-server 选项：{args}</translation>
+    </message>
+    <message>
+        <source>{path}: not a profile: its JSON is nested deeper than {n} levels</source>
+        <translation>{path}：不是配置文件：其 JSON 嵌套超过 {n} 层</translation>
+    </message>
+    <message>
+        <source>{where}: {host} is not taken from a profile: where the endpoint listens is this computer's own setting (herd up --host). Remove server.host from the profile.</source>
+        <translation>{where}：不从配置文件中采用 {host}：端点监听的地址是本机自己的设置（herd up --host）。请从配置文件中删除 server.host。</translation>
+    </message>
 </context>
 <context>
     <name>Feedback</name>
@@ -2801,6 +2869,41 @@
     <message>
         <source>recent</source>
         <translation>最近使用</translation>
+    </message>
+</context>
+<context>
+    <name>ServerArgs</name>
+    <message>
+        <source>llama-server arguments must be text, not {value}</source>
+        <translation>llama-server 参数必须是文本，而不是 {value}</translation>
+    </message>
+    <message>
+        <source>llama-server option {flag} is not accepted: herd sets it itself (the model, the workers and layers, the context, where the endpoint listens, the log level)</source>
+        <translation>不接受 llama-server 选项 {flag}：它由 herd 自己设置（模型、工作节点与层、上下文、端点监听地址、日志级别）</translation>
+    </message>
+    <message>
+        <source>llama-server option {flag} is not accepted: it is not one of the tuning options herd passes on (sampling, context, batch, threads, cache, flash attention, slots); options that read or write files, open the endpoint or fetch models are refused — see docs/security.md</source>
+        <translation>不接受 llama-server 选项 {flag}：它不属于 herd 会传递的调优选项（采样、上下文、批大小、线程、缓存、Flash Attention、槽位）；读写文件、开放端点或下载模型的选项一律拒绝——参见 docs/security.md</translation>
+    </message>
+    <message>
+        <source>llama-server option {flag} needs a value</source>
+        <translation>llama-server 选项 {flag} 需要一个值</translation>
+    </message>
+    <message>
+        <source>llama-server option {flag} takes no value</source>
+        <translation>llama-server 选项 {flag} 不接受值</translation>
+    </message>
+    <message>
+        <source>the value of {flag} is too long or holds control characters</source>
+        <translation>{flag} 的值过长或含有控制字符</translation>
+    </message>
+    <message>
+        <source>the value of {flag} looks like an option ({value}): give each option separately</source>
+        <translation>{flag} 的值看起来像一个选项（{value}）：请分别给出每个选项</translation>
+    </message>
+    <message>
+        <source>{arg} is not a llama-server option (nor the value of one)</source>
+        <translation>{arg} 不是 llama-server 选项（也不是某个选项的值）</translation>
     </message>
 </context>
 <context>

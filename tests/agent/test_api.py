@@ -237,6 +237,27 @@ async def test_malformed_requests_are_4xx(paired):
         assert r.status_code == 405
 
 
+async def test_deep_json_is_a_400_with_one_log_line(paired, caplog):
+    """A 40 KB nested array (under the body cap) from a stranger to /pair/start, and from the
+    paired master to /rpc/start: 400 in words and one log line, never a 500 or a traceback (#32)."""
+    agent, client = paired
+    deep = b"[" * 20_000 + b"]" * 20_000
+    caplog.set_level("DEBUG", logger="herd.agent")
+    async with anon_http(agent.api_url) as h:
+        r = await h.post(P.PATH_PAIR_START, content=deep)
+        assert r.status_code == 400 and "nested deeper than" in r.json()["error"]
+    async with master_http(client) as h:
+        r = await h.post(P.PATH_RPC_START, content=b'{"port": ' + deep + b"}")
+        assert r.status_code == 400 and "nested deeper than" in r.json()["error"]
+        # a string full of brackets is not nesting
+        r = await h.post(P.PATH_RPC_START, json={"devices": ["[" * 40]})
+        assert r.status_code == 400 and r.json()["field"] == "devices"
+    refusals = [rec for rec in caplog.records if "nests deeper" in rec.getMessage()]
+    assert len(refusals) == 2 and not any(rec.exc_info for rec in caplog.records)
+    assert not any("Traceback" in rec.getMessage() or "RecursionError" in rec.getMessage() for rec in caplog.records)
+    assert agent.supervisor.state == P.STATE_STOPPED
+
+
 async def test_status_reports_hardware_and_load(paired):
     agent, client = paired
     st = await client.status()

@@ -21,6 +21,10 @@ as another program on the master). Not a test; ``tests/e2e/test_lan_attacks.py``
     python attacker.py local-rpc PORT
         Connect to 127.0.0.1:PORT (a master's forwarder), send an RPC HELLO, and report within
         5 s whether the connection was closed and what came back.
+    python attacker.py count HOST PORT[,PORT…]
+        Listen on HOST at each PORT (a ggml-rpc-server's place, say) and count the connections
+        made to it, accepting and closing each. Prints ``{"listening": true}`` once ready and
+        then one JSON line of counts every 0.2 s.
 
 Every loop is bounded by its caller: the test stops the process (or SECONDS does).
 """
@@ -262,6 +266,28 @@ def local_rpc(port: int) -> None:
     _say(closed=closed, bytes=len(got), seconds=round(time.monotonic() - started, 3))
 
 
+# --- a host that counts who comes to it -------------------------------------------------------
+
+async def count(host: str, ports: list[int]) -> None:
+    counts = {str(p): 0 for p in ports}
+
+    def handler(port: int):
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            counts[str(port)] += 1
+            writer.close()
+        return on_connect
+
+    servers = [await asyncio.start_server(handler(p), host, p) for p in ports]
+    _say(listening=True)
+    try:
+        while True:
+            await asyncio.sleep(0.2)
+            _say(connections=sum(counts.values()), by_port=counts)
+    finally:
+        for s in servers:
+            s.close()
+
+
 def main() -> None:
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "keepalive":
@@ -274,6 +300,8 @@ def main() -> None:
         echo_flush(args[0], int(args[1]), args[2], int(args[3]), float(args[4]))
     elif mode == "local-rpc":
         local_rpc(int(args[0]))
+    elif mode == "count":
+        asyncio.run(count(args[0], [int(p) for p in args[1].split(",")]))
     else:
         raise SystemExit(f"unknown attack {mode!r}")
 

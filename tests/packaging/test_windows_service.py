@@ -237,3 +237,34 @@ def test_file_logging_catches_logs_and_stray_output(tmp_path):
     assert "noise" not in text
     out = log_file.with_suffix(".out.log").read_text()
     assert "stray print" in out and "stray error" in out
+
+
+def test_the_service_does_not_run_on_when_its_state_folder_cannot_be_locked(tmp_path, caplog):
+    """On Windows, an ``icacls`` that fails leaves the service stopped with the reason logged,
+    not running on with its pairing key readable by every user (#32). There is no Windows (nor
+    ``icacls``) here: a stand-in answers for ``icacls`` as it does when access is denied."""
+    import subprocess
+
+    from conftest import free_port
+
+    from agent.main import build_parser
+
+    api = free_port()
+    args = build_parser().parse_args([
+        "service", "--config", str(tmp_path / "agent.toml"), "--state-dir", str(tmp_path / "state"),
+        "--bind", "127.0.0.1", "--api-port", str(api), "--rpc-port", str(free_port()),
+        "--echo-port", str(free_port()), "--no-mdns", "--name", "svc-test"])
+    args.log_file = tmp_path / "logs" / "herd-agent.log"
+    asked: list[list[str]] = []
+
+    def icacls_denied(argv, **kw):  # the stand-in for icacls (Windows only)
+        asked.append(argv)
+        return subprocess.CompletedProcess(argv, 5, "", "tmp\\state: Access is denied.\n")
+
+    rc = service_windows._run_agent_for_service(args, __import__("threading").Event(), acl_run=icacls_denied)
+    assert rc == 1
+    assert asked == [service_windows.restrict_acl_command(tmp_path / "state")]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any(str(tmp_path / "state") in e and "Access is denied" in e for e in errors), errors
+    assert not (tmp_path / "state" / "agent-state.json").exists()  # the agent never started
+    assert _info(api) is None

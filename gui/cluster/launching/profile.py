@@ -11,8 +11,15 @@ cluster again::
       "model": {"path": "/models/x.gguf", "size": 123, "sha256": "…" or null, "name": "…",
                 "architecture": "llama", "n_layer": 32},
       "plan": {"n_layer": 32, "host_layers": 0, "assignments": [{"device": {…}, "count": 20}, …]},
-      "server": {"ctx": 4096, "host": "127.0.0.1", "port": 8080, "extra_args": []}
+      "server": {"ctx": 4096, "port": 8080, "extra_args": ["--temp", "0.7"]}
     }
+
+A profile is data, not a command line (#32): herd builds llama-server's arguments itself. The
+extra arguments may only be the tuning options of :mod:`gui.cluster.llama.server_args`
+(a profile asking for ``--rpc``, ``--log-file``… is refused, the argument named), and where the
+endpoint listens is this PC's own setting: a ``server.host`` other than loopback is refused
+(older herds wrote it; loopback is read and ignored). The reader refuses JSON nested deeper than
+:data:`agent.json_limits.MAX_JSON_DEPTH`.
 
 :func:`load_profile` checks every field and names the one that is wrong
 (``profile.plan.assignments[1].count: expected integer, got 'x'``); :func:`diff_profile` says
@@ -34,8 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 from agent.files import write_atomic
 from agent.i18n import translate
+from agent.json_limits import MAX_JSON_DEPTH, JsonTooDeep
+from agent.json_limits import loads as json_loads
 from gui.cluster.launching.doctor import Finding
-from gui.cluster.llama.server_command import ServerOptions, ServerSpec
+from gui.cluster.llama.server_command import DEFAULT_HOST, ServerOptions, ServerSpec
 from gui.cluster.planning.plan import Assignment, Device, ExpertHome, Plan, PlanError
 
 if TYPE_CHECKING:
@@ -43,6 +52,10 @@ if TYPE_CHECKING:
 
 FORMAT = "llama-herd-profile"
 VERSION = 1
+#: The ``server.host`` values read (and ignored) in a profile: this PC only, as herd's default.
+LOOPBACK_HOSTS = frozenset({"", "127.0.0.1", "localhost", "::1", "[::1]"})
+
+
 class ProfileError(ValueError):
     """A profile file that cannot be used. The message names the file or field at fault."""
 
@@ -118,13 +131,17 @@ class Profile:
                       "name": self.model.name, "architecture": self.model.architecture,
                       "n_layer": self.model.n_layer},
             "plan": self.plan.to_json(),
-            "server": self.server.to_json(),
+            # where the endpoint listens is the PC's own setting, never the profile's (#32)
+            "server": {k: v for k, v in self.server.to_json().items() if k != "host"},
         }
 
-    def llama_server_args(self, model_path: str | os.PathLike | None = None) -> list[str]:
+    def llama_server_args(self, model_path: str | os.PathLike | None = None, *,
+                          verify_layers: bool = False) -> list[str]:
         """llama-server's arguments (after the program name) for this profile: the launcher's
-        own command line (:class:`~gui.cluster.llama.server_command.ServerSpec`)."""
-        return ServerSpec.for_plan(self.plan, model_path or self.model.path, self.server).args()
+        own command line (:class:`~gui.cluster.llama.server_command.ServerSpec`);
+        ``verify_layers``: at ``-lv 5``, which names every layer's device."""
+        return ServerSpec.for_plan(self.plan, model_path or self.model.path, self.server,
+                                   verify_layers=verify_layers).args()
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,6 +197,34 @@ def _device(d: Any, where: str) -> Device:
             kind=kind)
     except PlanError as e:
         raise ProfileError(f"{where}: {e}") from None
+
+
+def _server_from_json(s: dict, where: str) -> ServerOptions:
+    """The ``server`` section at ``where``: context, port, alias and further arguments, the
+    arguments checked against the allow-list and a ``host`` other than loopback refused (#32)."""
+    extra = _field(s, "extra_args", where, list, optional=True, default=[])
+    for i, x in enumerate(extra):
+        if not isinstance(x, str):
+            raise ProfileError(f"{where}.extra_args[{i}]: expected string, got {_describe(x)}")
+    host = _field(s, "host", where, str, optional=True, default=DEFAULT_HOST)
+    if host.strip().lower() not in LOOPBACK_HOSTS:
+        # a profile someone sent must not open this PC's endpoint to the network (#32)
+        raise ProfileError(translate("Profile", "{where}: {host} is not taken from a profile: where the endpoint "
+                                                "listens is this computer's own setting (herd up --host). Remove "
+                                                "server.host from the profile.").format(
+            where=f"{where}.host", host=_describe(host)))
+    ctx = _field(s, "ctx", where, int)
+    if ctx < 1:
+        raise ProfileError(f"{where}.ctx: must be positive, got {ctx}")
+    port = _field(s, "port", where, int)
+    if not 0 < port < 65536:
+        raise ProfileError(f"{where}.port: must be 1…65535, got {port}")
+    alias = _field(s, "alias", where, str, optional=True, default=None)
+    try:
+        server = ServerOptions(ctx=ctx, port=port, alias=alias or None, extra_args=tuple(extra))
+    except ValueError as e:  # a further argument that is not a tuning option (#32)
+        raise ProfileError(f"{where}.extra_args: {e}") from None
+    return server
 
 
 def profile_from_json(doc: Any, source: str = "profile") -> Profile:
@@ -252,20 +297,7 @@ def profile_from_json(doc: Any, source: str = "profile") -> Profile:
     if model.n_layer and model.n_layer != n_layer:
         raise ProfileError(f"{p}.plan.n_layer: {n_layer} does not match {p}.model.n_layer {model.n_layer}")
 
-    s = _field(doc, "server", p, dict)
-    extra = _field(s, "extra_args", f"{p}.server", list, optional=True, default=[])
-    for i, x in enumerate(extra):
-        if not isinstance(x, str):
-            raise ProfileError(f"{p}.server.extra_args[{i}]: expected string, got {_describe(x)}")
-    ctx = _field(s, "ctx", f"{p}.server", int)
-    if ctx < 1:
-        raise ProfileError(f"{p}.server.ctx: must be positive, got {ctx}")
-    port = _field(s, "port", f"{p}.server", int)
-    if not 0 < port < 65536:
-        raise ProfileError(f"{p}.server.port: must be 1…65535, got {port}")
-    alias = _field(s, "alias", f"{p}.server", str, optional=True, default=None)
-    server = ServerOptions(ctx=ctx, host=_field(s, "host", f"{p}.server", str), port=port,
-                           alias=alias or None, extra_args=tuple(extra))
+    server = _server_from_json(_field(doc, "server", p, dict), f"{p}.server")
     return Profile(nodes=nodes, model=model, plan=plan, server=server, engine_build=build,
                    rpc_proto=proto, created=created, version=version)
 
@@ -280,7 +312,10 @@ def load_profile(path: str | os.PathLike) -> Profile:
     except UnicodeDecodeError:
         raise ProfileError(f"{path}: not a text file") from None
     try:
-        doc = json.loads(text)
+        doc = json_loads(text)
+    except JsonTooDeep:  # json would end in a RecursionError (#32)
+        raise ProfileError(translate("Profile", "{path}: not a profile: its JSON is nested deeper than {n} levels")
+                           .format(path=path, n=MAX_JSON_DEPTH)) from None
     except json.JSONDecodeError as e:
         raise ProfileError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
     return profile_from_json(doc, source=str(path))
@@ -452,6 +487,57 @@ def diff_profile(profile: Profile, live_nodes: Iterable[Any], engine_build: int 
     return out
 
 
+def settings_differences(profile: Profile, here: ServerOptions) -> list[Finding]:
+    """What the profile would change in this PC's server settings ``here``, and anything in it
+    that is out of the ordinary, in words (warnings: shown before it is used, never hidden, #32).
+
+    The endpoint's host is not among them: a profile never sets it (:func:`profile_from_json`).
+    """
+    out: list[Finding] = []
+    s = profile.server
+    if s.extra_args:
+        out.append(Finding("warning", "server", translate("Profile", "the profile adds llama-server options: {args}")
+                           .format(args=shlex.join(s.extra_args)), code="profile-options",
+                           advice=translate("Profile", "Only tuning options are accepted (sampling, context, "
+                                                       "batch, threads, cache); check that you want these.")))
+    if s.extra_args != here.extra_args and here.extra_args:
+        out.append(Finding("warning", "server", translate("Profile", "replaces this computer's llama-server options "
+                                                                     "{old}").format(old=shlex.join(here.extra_args)),
+                           code="replaces-options"))
+    if s.ctx != here.ctx:
+        out.append(Finding("warning", "server", translate("Profile", "context {new} replaces {old}")
+                           .format(new=s.ctx, old=here.ctx), code="context"))
+    if s.port != here.port:
+        out.append(Finding("warning", "server", translate("Profile", "port {new} replaces {old}")
+                           .format(new=s.port, old=here.port), code="port"))
+    if s.alias and s.alias != here.alias:
+        out.append(Finding("warning", "server", translate("Profile", "the endpoint's model id becomes {alias}")
+                           .format(alias=s.alias), code="alias"))
+    return out
+
+
+def _split_key(plan: Plan) -> tuple:
+    return plan.host_layers, tuple((d.key, c) for d, c in plan.assignments if c)
+
+
+def split_differences(profile: Profile, plan: Plan, running: Plan | None, editor: Plan | None) -> list[Finding]:
+    """How the profile's split ``plan`` (on the live nodes) compares with the one serving now
+    (``running``) and the one in the split editor (``editor``), by device and layer count: the
+    review says so rather than that the profile "matches" (#37 item 14)."""
+    out: list[Finding] = []
+    mine = _split_key(plan)
+    if running is not None and _split_key(running) != mine:
+        out.append(Finding("warning", "plan", translate("Profile", "differs from the split serving now ({split})")
+                           .format(split=describe_split(profile, running)), code="split-differs",
+                           advice=translate("Profile", "Using the profile changes the split; press Start to "
+                                                       "relaunch with it.")))
+    if editor is not None and _split_key(editor) != mine and (running is None or _split_key(editor) != _split_key(running)):
+        out.append(Finding("warning", "plan", translate("Profile", "differs from the split in the editor ({split})")
+                           .format(split=describe_split(profile, editor)), code="split-differs",
+                           advice=translate("Profile", "Using the profile replaces the editor's split.")))
+    return out
+
+
 def blocking(findings: Iterable[Finding]) -> list[Finding]:
     """The findings that keep a profile from being used (errors: a launch would fail or run
     something other than what was saved)."""
@@ -563,7 +649,7 @@ def _bind_address(host: str) -> str:
     return host if len(parts) == 4 and all(p.isdigit() for p in parts) else "0.0.0.0"
 
 
-def start_scripts(profile: Profile, master_args: Sequence[str] = ()) -> dict[str, str]:
+def start_scripts(profile: Profile, master_args: Sequence[str] = (), *, verify_layers: bool = False) -> dict[str, str]:
     """Shell and batch files that start the profile's cluster by hand (no herd-agent needed).
 
     ``start-workers.sh``/``.bat`` take the node's name (or id) and start that node's
@@ -572,7 +658,7 @@ def start_scripts(profile: Profile, master_args: Sequence[str] = ()) -> dict[str
     model path) and ``master_args``: what the master that made them needs on its CPU
     (:func:`gui.cluster.llama.server_start.machine_args`, e.g. ``--no-repack``). Set ``LLAMA_CPP_DIR``
     to the folder of the llama.cpp programs, or put them on ``PATH``. Every node must run the
-    same llama.cpp build.
+    same llama.cpp build. ``verify_layers`` runs llama-server at ``-lv 5`` (every layer's device in its log).
     """
     build = profile.engine_build
     need = f"llama.cpp build {build}" if build is not None else "the same llama.cpp build"
@@ -610,7 +696,7 @@ def start_scripts(profile: Profile, master_args: Sequence[str] = ()) -> dict[str
                 "exit /b %ERRORLEVEL%"]
     bat.append("")
 
-    args = profile.llama_server_args()[2:]  # after "-m PATH", which the scripts make overridable
+    args = profile.llama_server_args(verify_layers=verify_layers)[2:]  # after "-m PATH", which the scripts make overridable
     args += [a for a in master_args if a not in args]
     msh = ["#!/bin/sh",
            "# llama-herd: start the master (llama-server with the profile's plan).",
@@ -634,12 +720,13 @@ def start_scripts(profile: Profile, master_args: Sequence[str] = ()) -> dict[str
             "start-master.sh": "\n".join(msh), "start-master.bat": crlf.join(mbat)}
 
 
-def write_start_scripts(folder: str | os.PathLike, profile: Profile, master_args: Sequence[str] = ()) -> list[Path]:
+def write_start_scripts(folder: str | os.PathLike, profile: Profile, master_args: Sequence[str] = (), *,
+                        verify_layers: bool = False) -> list[Path]:
     """Write :func:`start_scripts` into ``folder`` (atomically each; ``.sh`` files executable)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in start_scripts(profile, master_args).items():
+    for name, text in start_scripts(profile, master_args, verify_layers=verify_layers).items():
         path = write_atomic(folder / name, text, 0o755 if name.endswith(".sh") else None)
         written.append(path)
     return written

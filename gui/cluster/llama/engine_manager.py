@@ -297,14 +297,17 @@ def _extract(archive: Path, into: Path) -> None:
                 bad = zf.testzip()
                 if bad is not None:
                     raise EngineError(f"The archive {archive.name} is corrupt (bad member {bad}).")
+                root = into.resolve()
                 for info in zf.infolist():
-                    target = (into / info.filename).resolve()
-                    if not str(target).startswith(str(into.resolve())):
+                    # inside the folder, by whole path parts: a prefix test let ../unpacked.secret
+                    # through and its mode was set on a file outside (#32); \\ counts as on Windows
+                    target = (root / info.filename.replace("\\", "/")).resolve()
+                    if not target.is_relative_to(root):
                         raise EngineError(f"The archive {archive.name} has an unsafe path {info.filename!r}.")
-                    zf.extract(info, into)
+                    written = Path(zf.extract(info, root)).resolve()
                     mode = info.external_attr >> 16
-                    if mode:
-                        os.chmod(target, mode & 0o777 or 0o644)
+                    if mode and written.is_relative_to(root) and not written.is_symlink():
+                        os.chmod(written, mode & 0o777 or 0o644)  # what was written, nothing else
         else:
             with tarfile.open(archive) as tf:
                 tf.extractall(into, filter="data")

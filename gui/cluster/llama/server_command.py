@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gui.cluster.llama.model import DEFAULT_SEQUENCES, DEFAULT_UBATCH, CacheShape
+from gui.cluster.llama.server_args import OWNED_FLAGS, check_extra_args  # noqa: F401 (OWNED_FLAGS: re-exported)
 
 #: Where llama-server says which device a slot went to, per slot, only at ``-lv 5``.
 LAYER_LINES_LEVEL = 5
@@ -39,12 +40,7 @@ DEFAULT_PORT = 8080
 #: llama-server's switch that keeps host weights as they are in the file (no CPU repacking).
 NO_REPACK_FLAG = "--no-repack"
 
-#: Options the plan and :class:`ServerOptions` own; extra arguments never repeat them (the
-#: number says whether the option takes a value).
-OWNED_FLAGS = {"-m": 1, "--model": 1, "--rpc": 1, "--fit": 1, "-ngl": 1, "--gpu-layers": 1,
-               "--n-gpu-layers": 1, "-ts": 1, "--tensor-split": 1, "-c": 1, "--ctx-size": 1,
-               "--host": 1, "--port": 1, "-lv": 1, "--verbosity": 1, "--metrics": 0, "-v": 0,
-               "-a": 1, "--alias": 1}
+
 
 
 @dataclass(frozen=True)
@@ -56,8 +52,10 @@ class ServerOptions:
         host, port: where the OpenAI-compatible endpoint listens.
         alias: the model id the endpoint shows in ``/v1/models`` and accepts as ``model``
             (``--alias``); None: the model file's name (:func:`model_alias`), never its path.
-        extra_args: further arguments, passed after ours (so they win where llama.cpp lets the
-            last one win).
+        extra_args: further tuning arguments, passed after ours; only those on the allow-list of
+            :mod:`gui.cluster.llama.server_args` (never ``--rpc``, ``--host``, ``--log-file`` …:
+            :class:`~gui.cluster.llama.server_args.ServerArgsError`, a ValueError, names the
+            first one that is not, #32).
     """
 
     ctx: int = DEFAULT_CTX
@@ -69,6 +67,8 @@ class ServerOptions:
     def __post_init__(self) -> None:
         if isinstance(self.extra_args, list):  # a list from a caller: frozen dataclasses need a tuple
             object.__setattr__(self, "extra_args", tuple(self.extra_args))
+        # the one check of further arguments: a profile, --server-args and the app all pass here (#32)
+        check_extra_args(self.extra_args)
         if int(self.ctx) <= 0:
             raise ValueError(f"the context size must be positive, not {self.ctx!r}")
         if not 1 <= int(self.port) <= 65535:

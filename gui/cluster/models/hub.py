@@ -90,8 +90,9 @@ class HubFile:
 
     @property
     def name(self) -> str:
-        """The file's name without the repository folders."""
-        return self.path.rsplit("/", 1)[-1]
+        """The file's name without the repository folders, cut at ``\\`` too: a listed
+        ``x/..\\..\\m.gguf`` is ``m.gguf``, never a path two folders up on Windows (#32)."""
+        return re.split(r"[/\\]", self.path)[-1]
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ class RepoFiles:
 
 def quant_of(filename: str) -> str:
     """The quant type a GGUF file name carries (``Qwen2-7B-Q4_K_M.gguf`` → ``Q4_K_M``), or ``""``."""
-    stem = filename.rsplit("/", 1)[-1]
+    stem = re.split(r"[/\\]", filename)[-1]
     m = _SHARD_RE.match(stem)
     stem = m.group("stem") if m else re.sub(r"\.gguf$", "", stem, flags=re.IGNORECASE)
     found = _QUANT_RE.findall(stem)

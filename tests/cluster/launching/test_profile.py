@@ -31,6 +31,8 @@ from gui.cluster.launching.profile import (
     rebind_plan,
     refusal,
     save_profile,
+    settings_differences,
+    split_differences,
     start_scripts,
     write_start_scripts,
 )
@@ -75,7 +77,48 @@ def test_save_and_load_round_trip(profile, tmp_path):
     assert doc["nodes"]["id-a"] == {"name": "alpha", "address": "127.0.0.1", "api_port": 7001,
                                     "fingerprint": "fp-a", "hardware": "CPU 2048 MiB"}
     assert doc["engine"] == {"build": PINNED_BUILD, "rpc_proto": "7.0.0"}
-    assert doc["server"] == {"ctx": 2048, "host": "127.0.0.1", "port": 8181, "extra_args": ["--temp", "0"]}
+    # where the endpoint listens is not the profile's to say (#32)
+    assert doc["server"] == {"ctx": 2048, "port": 8181, "extra_args": ["--temp", "0"]}
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--rpc", "127.0.0.1:9", "-ngl", "99"], "--rpc"),
+    (["--host", "0.0.0.0"], "--host"),
+    (["--host=0.0.0.0"], "--host"),
+    (["--log-file", "/home/me/notes.txt"], "--log-file"),
+    (["--slot-save-path=/tmp/slots"], "--slot-save-path"),
+    (["--temp", "--rpc=127.0.0.1:9"], "--rpc"),
+])
+def test_a_profile_with_arguments_herd_owns_or_does_not_list_is_refused(profile, tmp_path, extra, named):
+    """A profile is data, not a command line (#32): its extra arguments are tuning options or it
+    is not read at all, and the error names the argument."""
+    doc = profile.to_json()
+    doc["server"]["extra_args"] = extra
+    path = tmp_path / "sent.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ProfileError, match=r"^profile\.server\.extra_args: .*" + named):
+        load_profile(path)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.20", "::"])
+def test_a_profile_does_not_choose_where_the_endpoint_listens(profile, tmp_path, host):
+    doc = profile.to_json()
+    doc["server"]["host"] = host
+    path = tmp_path / "sent.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ProfileError, match=r"^profile\.server\.host: .*this computer's own setting"):
+        load_profile(path)
+    doc["server"]["host"] = "127.0.0.1"  # as older herds wrote it: read, and the default kept
+    path.write_text(json.dumps(doc))
+    assert load_profile(path).server.host == "127.0.0.1"
+
+
+def test_a_deeply_nested_profile_is_refused_in_words(profile, tmp_path):
+    doc = json.dumps(profile.to_json())
+    path = tmp_path / "deep.json"
+    path.write_text(doc[:-1] + ', "x": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    with pytest.raises(ProfileError, match="nested deeper than 32 levels"):
+        load_profile(path)
 
 
 def test_failed_save_leaves_the_old_file_and_no_temp(profile, tmp_path):
@@ -90,7 +133,7 @@ def test_exported_profile_runs_the_launchers_own_command_line(demo_model, tmp_pa
     """The profile keeps the launch's typed server options, and its command line is the one the
     launcher builds (with --metrics, -lv and the model id), not a second builder's."""
     nodes, plan = nodes_and_plan()
-    options = ServerOptions(ctx=1024, host="0.0.0.0", port=9000, alias="demo", extra_args=("--temp", "0.7"))
+    options = ServerOptions(ctx=1024, port=9000, alias="demo", extra_args=("--temp", "0.7"))
     path = export_profile(tmp_path / "p.json", plan=plan, model=inspect_model(demo_model), nodes=nodes,
                           engine=FakeEngine(), server=options)
     prof = load_profile(path)
@@ -98,7 +141,7 @@ def test_exported_profile_runs_the_launchers_own_command_line(demo_model, tmp_pa
     assert prof.model.sha256 == file_sha256(demo_model) and prof.model.size == demo_model.stat().st_size
     launched = ServerSpec.for_plan(plan, demo_model.resolve(), options).args()
     assert prof.llama_server_args() == launched
-    assert launched == ["-m", str(demo_model.resolve()), *layout_args(*plan.layout()), "-c", "1024", "--host", "0.0.0.0",
+    assert launched == ["-m", str(demo_model.resolve()), *layout_args(*plan.layout()), "-c", "1024", "--host", "127.0.0.1",
                         "--port", "9000", "--alias", "demo", "--metrics", "-lv", "4", "--temp", "0.7"]
     # without an alias the endpoint shows the file's name, never its path on this disk
     assert make_profile(plan, inspect_model(demo_model), nodes).llama_server_args()[-5:-3] == \
@@ -275,9 +318,9 @@ def test_scripts_start_a_cluster_that_places_layers_as_planned(engine, demo_mode
     ports = (free_port(), free_port())
     nodes, plan = nodes_and_plan(ports)
     prof = make_profile(plan, inspect_model(demo_model), nodes, engine=engine, ctx=256,
-                        port=free_port(), extra_args=["-lv", "5"])
+                        port=free_port())
     folder = tmp_path / "scripts"
-    write_start_scripts(folder, prof)
+    write_start_scripts(folder, prof, verify_layers=True)
     env = dict(os.environ, LLAMA_CPP_DIR=str(engine.llama_server.parent))
     for name in ("alpha", "id-b"):  # by name and by id
         procs.popen(["sh", folder / "start-workers.sh", name], env=env,
@@ -297,3 +340,30 @@ def test_scripts_start_a_cluster_that_places_layers_as_planned(engine, demo_mode
     assert check.ok and check.per_layer, check.problems
     usage = subprocess.run(["sh", folder / "start-workers.sh", "nobody"], env=env, capture_output=True, text=True)
     assert usage.returncode == 2 and "one of: alpha beta" in usage.stderr
+
+
+def test_the_review_says_how_the_split_differs_from_the_running_one_and_the_editors(profile):
+    """#37 item 14: "✔ Matches the live cluster" was shown while the editor held another split.
+    The same split (endpoints moved) is no difference; another count per device is, against the
+    split serving now and against the editor's, each said once."""
+    plan = profile.plan
+    moved = rebind_plan(profile, [{"id": "id-a", "host": "127.0.0.9"}])
+    assert split_differences(profile, plan, moved, moved) == []
+    (a, ca), (b, cb) = plan.assignments
+    other = Plan(plan.n_layer, plan.host_layers, ((a, ca + 1), (b, cb - 1)))
+    running_differs = split_differences(profile, plan, other, other)
+    assert [f.message for f in running_differs] == [f"differs from the split serving now ({describe_split(profile, other)})"]
+    editor_differs = split_differences(profile, plan, None, other)
+    assert [f.message for f in editor_differs] == [f"differs from the split in the editor ({describe_split(profile, other)})"]
+    both = split_differences(profile, plan, plan, other)
+    assert [f.message.split(" (")[0] for f in both] == ["differs from the split in the editor"]
+    assert all(f.severity == "warning" for f in running_differs + editor_differs + both)
+
+
+def test_the_review_says_what_the_profile_changes_in_this_pcs_settings(profile):
+    same = ServerOptions(ctx=2048, port=8181, extra_args=("--temp", "0"))
+    assert [f.message for f in settings_differences(profile, same)] == ["the profile adds llama-server options: --temp 0"]
+    here = ServerOptions(ctx=4096, port=8080, extra_args=("-np", "1"))
+    said = [f.message for f in settings_differences(profile, here)]
+    assert said == ["the profile adds llama-server options: --temp 0", "replaces this computer's llama-server options -np 1",
+                    "context 2048 replaces 4096", "port 8181 replaces 8080"]

@@ -295,3 +295,26 @@ def test_vulkan_build_names_the_packages_it_needs(tmp_path, monkeypatch):
 def test_a_backend_source_builds_cannot_make_says_what_to_do(tmp_path):
     with pytest.raises(EngineError, match="CUDA: use the release archive on Windows"):
         mgr.install_from_source(backend="cuda", dest=tmp_path / "e")
+
+
+@pytest.mark.parametrize("member", ["../unpacked.secret", "..\\unpacked.secret", "/etc/unpacked.secret"])
+def test_an_archive_member_outside_the_folder_changes_nothing_outside(tmp_path, member):
+    """Zip-slip (#32): ``../unpacked.secret`` passed a prefix check (``…/unpacked.secret`` starts
+    with ``…/unpacked``) and its mode 0777 was set on the file of that name beside the folder."""
+    secret = tmp_path / "unpacked.secret"
+    secret.write_text("keep")
+    secret.chmod(0o600)
+    into = tmp_path / "unpacked"
+    into.mkdir()
+    archive = tmp_path / "engine.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        info = zipfile.ZipInfo(member)
+        info.external_attr = 0o100777 << 16
+        zf.writestr(info, "x")
+    try:
+        mgr._extract(archive, into)
+    except EngineError as exc:
+        assert "unsafe path" in str(exc)
+    assert secret.stat().st_mode & 0o777 == 0o600 and secret.read_text() == "keep"
+    for p in into.rglob("*"):  # whatever was written stayed inside
+        assert p.resolve().is_relative_to(into.resolve())

@@ -464,3 +464,18 @@ def test_a_partial_of_a_file_that_changed_on_the_hub_is_not_continued(hub, sourc
     assert _sha(path) == model.first.sha256
     assert [r.range for r in hub.file_requests("Tiny-Q8_0.gguf")] == [None]
     assert not stale.exists() and not (models / H.PARTIAL_DIR).exists()
+
+
+def test_a_listed_name_with_backslashes_lands_in_the_models_folder(sources, tmp_path):
+    """A hub listing ``x/..\\..\\win-Q8_0.gguf`` (a name that is two folders up on Windows) is
+    downloaded into the models folder as ``win-Q8_0.gguf``: names are cut at ``\\`` as at ``/`` (#32)."""
+    sly = "x/..\\..\\win-Q8_0.gguf"
+    assert H.HubFile(sly, 1).name == "win-Q8_0.gguf" and H.quant_of(sly) == "Q8_0"
+    with HubServer({REPO: Repo({sly: sources["Tiny-Q8_0.gguf"]})}) as srv:
+        h = H.Hub(srv.url)
+        files = h.files(REPO)
+        (model,) = files.models
+        models = tmp_path / "deep" / "models"
+        path = h.download(files.repo, files.commit, model, models)
+    assert path == models / "win-Q8_0.gguf" and _sha(path) == _sha(sources["Tiny-Q8_0.gguf"])
+    assert os.listdir(models) == ["win-Q8_0.gguf"]
