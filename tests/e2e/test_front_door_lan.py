@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow]
 PHONE = Path(__file__).with_name("phone.py")
 PORT = 8080  # the master's namespace has its own ports: the default is free
 ADMIN = [("GET", "/slots"), ("POST", "/slots/0?action=erase"), ("GET", "/props"), ("GET", "/metrics"),
-         ("GET", "/lora-adapters"), ("POST", "/completion"), ("GET", "/tokenize"), ("GET", "/no-such-route")]
+         ("GET", "/lora-adapters"), ("POST", "/completion"), ("GET", "/tokenize"), ("GET", "/no-such-route"),
+         ("GET", "/v1/%2e%2e/slots"), ("GET", "/v1/models%2F..%2F..%2Fslots"), ("GET", "//slots")]
 
 
 def ask(phone, requests: list[dict]) -> list[dict]:

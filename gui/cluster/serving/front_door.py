@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
+from yarl import URL
 
 from agent.i18n import translate
 from gui.cluster.serving.api_keys import ApiKeyError, ApiKeyStore
@@ -216,6 +217,9 @@ class FrontDoor:
         answer."""
         assert self._session is not None, "start() first"
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_PASSED}
+        # The path as checked (decoded, dot segments resolved), encoded again: llama-server sees
+        # exactly the route the checks saw, whatever spelling the client used.
+        target = URL(self.upstream).with_path(request.path).with_query(request.query)
         # Only the model's routes wait: /health and the dashboard's reads say at once how it is.
         waits = request.path in PUBLIC_PATHS and request.path not in OPEN_PATHS
         deadline = time.monotonic() + (self.settings.upstream_wait if waits else 0.0)
@@ -226,8 +230,7 @@ class FrontDoor:
                 upstream = None
                 tries += 1
                 try:
-                    upstream = await self._session.request(request.method, self.upstream + request.path_qs,
-                                                           headers=headers, data=body)
+                    upstream = await self._session.request(request.method, target, headers=headers, data=body)
                 except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
                     # Not listening (yet): llama-server is being (re)started. Or a kept-alive
                     # connection that llama-server closed while idle: the second try opens a new one.
