@@ -108,7 +108,8 @@ def _register_up(sub: argparse._SubParsersAction, planning) -> None:
                    help="what --fastest optimises (as for herd plan)")
     p.add_argument("--alias", default=None, metavar="NAME",
                    help="the model id the endpoint shows (default: the model file's name)")
-    p.add_argument("--host", default=None, help="address the endpoint listens on (default 127.0.0.1)")
+    p.add_argument("--host", default=None,
+                   help="address the endpoint listens on (default 127.0.0.1; with --lan every address)")
     p.add_argument("--port", type=int, default=None, help=f"endpoint port (default {DEFAULT_PORT})")
     p.add_argument("--lan", action="store_true",
                    help="share the endpoint with the other devices of the network through herd's front "
@@ -541,9 +542,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
                                     extra_args=saved.extra_args + server_args)
         except ValueError as exc:
             raise CommandError(str(exc), 2) from None
-        if args.lan:  # the front door takes the endpoint; llama-server moves to loopback (#34)
-            options, door = share_on_lan(options, args.host,
-                                         settings=DoorSettings(require_key_on_loopback=args.key_for_local))
+        options, door = await _front_door(args, options)
         request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers)
         await _preflight_or_refuse(request, disc, eng, args)
         used = nodes_for_plan(plan, disc.nodes.values())
@@ -556,11 +555,6 @@ async def cmd_up(args: argparse.Namespace) -> int:
         # The supervisor runs the launcher and relaunches on the survivors if a worker is lost.
         policy = FailoverPolicy(auto_recover=args.auto_recover, countdown=max(0.0, args.countdown),
                                 rejoin=args.rejoin, load_timeout=args.load_timeout)
-        if door is not None:
-            try:
-                await door.start()  # before the model loads: its port never refuses a client
-            except FrontDoorError as exc:
-                raise CommandError(str(exc)) from None
         supervisor = supervise(request, used, disc.client, llama_server, policy=policy, host_free_bytes=host_free_bytes,
                                probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout))
         supervisor.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
@@ -572,10 +566,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
             return 130
         for note in supervisor.notes:
             print(f"note: {note}", flush=True)
-        url = supervisor.spec.url
         print(_endpoint_line(supervisor.spec, door))
-        if door is not None:
-            print_requests()  # one line per request from another device (#34)
         _print_placement(check)
         if not check.ok:
             for p in check.problems:
@@ -586,17 +577,38 @@ async def cmd_up(args: argparse.Namespace) -> int:
             prof.save_profile(running_profile_path(), prof.make_profile(
                 plan, model, used, engine=eng, server=endpoint_options(supervisor.spec.options, door)))
         print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
-        await _serve_until_stopped(args, supervisor, url, used, stop)
+        await _serve_until_stopped(args, supervisor, supervisor.spec.url, used, stop)
         return 0
     finally:
         if supervisor is not None:
             running_profile_path().unlink(missing_ok=True)
             await supervisor.stop()
-        if door is not None:
-            await door.stop()
+        await _close_door(door)
         await disc.stop()
         if supervisor is not None:
             print("Stopped: llama-server and the workers herd started.", flush=True)
+
+
+async def _front_door(args, options: ServerOptions) -> tuple[ServerOptions, FrontDoor | None]:
+    """With ``--lan`` (#34): the front door, started on the endpoint's port before the model
+    loads (its port never refuses a client), and llama-server's options behind it on loopback;
+    without it, ``options`` as they are and no door."""
+    if not args.lan:
+        return options, None
+    upstream, door = share_on_lan(options, args.host,
+                                  settings=DoorSettings(require_key_on_loopback=args.key_for_local))
+    try:
+        await door.start()
+    except FrontDoorError as exc:
+        raise CommandError(str(exc)) from None
+    print_requests()  # one line per request from another device: key name, route, status, time
+    return upstream, door
+
+
+async def _close_door(door: FrontDoor | None) -> None:
+    """Stop the front door, if ``herd up`` opened one."""
+    if door is not None:
+        await door.stop()
 
 
 async def _start_or_stop(supervisor, load_timeout: float, stop: asyncio.Event):
