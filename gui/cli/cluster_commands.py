@@ -601,7 +601,7 @@ async def _front_door(args, options: ServerOptions) -> tuple[ServerOptions, Fron
         await door.start()
     except FrontDoorError as exc:
         raise CommandError(str(exc)) from None
-    print_requests()  # one line per request from another device: key name, route, status, time
+    print_requests()  # one line per request from another device: key name, route, status, tokens, time
     return upstream, door
 
 

@@ -83,7 +83,8 @@ async def test_a_phone_on_the_lan_uses_the_shared_endpoint_with_its_key(engine, 
         for (meth, path), answer in zip(ADMIN, admin):
             assert answer["status"] == 403, (meth, path, answer)
         # One line per request from another host: the key's name, never the text.
-        assert any(ln.startswith("request: phone: POST /v1/chat/completions → 200") for ln in up.lines), up.lines
+        assert any(ln.startswith("request: phone: POST /v1/chat/completions → 200, 12 tokens in ")
+                   for ln in up.lines), up.lines
         assert not any("Name a fruit" in ln for ln in up.lines)
 
         # From the bridge (another host of this LAN): revoked while serving, refused at once.

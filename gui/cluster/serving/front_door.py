@@ -29,6 +29,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ OPEN_PATHS = frozenset({"/health"})
 _NOT_PASSED = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
                          "trailer", "transfer-encoding", "upgrade", "host", "content-length", "authorization"})
 MiB = 1 << 20
+#: Where a reply says how many tokens it generated: llama-server's ``timings`` (every reply, the
+#: last event of a stream) or the OpenAI ``usage``. Read from the reply's last bytes only.
+_TOKENS_RE = re.compile(rb'"(?:predicted_n|completion_tokens)"\s*:\s*(\d+)')
+_TAIL = 4096
 
 
 class FrontDoorError(RuntimeError):
@@ -185,11 +190,13 @@ class FrontDoor:
         except web.HTTPRequestEntityTooLarge:
             return _error(413, translate("FrontDoor", "the request is larger than {mib} MiB").format(
                 mib=self.settings.max_body // MiB), "invalid_request_error")
-        response = await self._forward(request, body)
+        usage: dict[str, int] = {}  # what the reply says it generated (for the log line)
+        response = await self._forward(request, body, usage)
         self.served[who] = self.served.get(who, 0) + 1
         if not local:  # who used the cluster from the LAN, never what they asked (#34)
-            log.info("%s: %s %s → %s in %.2f s", who, request.method, request.path, response.status,
-                     time.monotonic() - started)
+            tokens = usage.get("tokens")
+            log.info("%s: %s %s → %s%s in %.2f s", who, request.method, request.path, response.status,
+                     f", {tokens} tokens" if tokens is not None else "", time.monotonic() - started)
         return response
 
     def _key_name(self, request: web.Request) -> str | web.Response:
@@ -212,9 +219,9 @@ class FrontDoor:
                                                       "keys"), "invalid_api_key", {"WWW-Authenticate": "Bearer"})
         return name
 
-    async def _forward(self, request: web.Request, body: bytes) -> web.StreamResponse:
+    async def _forward(self, request: web.Request, body: bytes, usage: dict[str, int]) -> web.StreamResponse:
         """Send the request on to llama-server (waiting for it while it restarts) and relay the
-        answer."""
+        answer; ``usage["tokens"]`` is set to the tokens the reply says it generated."""
         assert self._session is not None, "start() first"
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_PASSED}
         # The path as checked (decoded, dot segments resolved), encoded again: llama-server sees
@@ -241,7 +248,7 @@ class FrontDoor:
                     if counted:
                         self.waiting -= 1
                         counted = False
-                    return await self._relay(request, upstream)
+                    return await self._relay(request, upstream, usage)
                 if upstream is not None:
                     upstream.release()
                 left = deadline - time.monotonic()
@@ -258,7 +265,8 @@ class FrontDoor:
             if counted:
                 self.waiting -= 1
 
-    async def _relay(self, request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+    async def _relay(self, request: web.Request, upstream: aiohttp.ClientResponse,
+                     usage: dict[str, int]) -> web.StreamResponse:
         """Pass ``upstream``'s answer on as it arrives (chunked; never gathered first)."""
         done = False
         try:
@@ -268,6 +276,7 @@ class FrontDoor:
                     response.headers.add(k, v)
             await response.prepare(request)
             chunks = upstream.content.iter_any()
+            tail = b""  # the reply's last bytes, where it says how many tokens it generated
             while True:
                 try:
                     chunk = await chunks.__anext__()
@@ -283,11 +292,15 @@ class FrontDoor:
                         "FrontDoor", "the reply was cut: the cluster lost a computer and is relaunching; "
                                      "send the request again in a few seconds")))
                     break
+                tail = (tail + chunk)[-_TAIL:]
                 try:
                     await response.write(chunk)
                 except ConnectionResetError:
                     return response  # the client went away: the finally below closes the upstream
             await response.write_eof()
+            counts = _TOKENS_RE.findall(tail)
+            if counts:
+                usage["tokens"] = int(counts[-1])
             done = True
             return response
         finally:

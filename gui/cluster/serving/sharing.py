@@ -72,7 +72,7 @@ def endpoint_urls(door: FrontDoor) -> list[str]:
 
 
 def print_requests(stream=None) -> None:
-    """Print one line per request from another host (key name, route, status, time; never its
+    """Print one line per request from another host (key name, route, status, tokens, time; never its
     text) as the front door logs it: what ``herd up --lan`` shows while it serves."""
     logger = logging.getLogger("gui.cluster.serving.front_door")
     if any(getattr(h, "herd_requests", False) for h in logger.handlers):
