@@ -223,7 +223,10 @@ async def unpair(request: web.Request) -> web.Response:
 
 
 async def status(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[AGENT_KEY].status())
+    # the address the master reached this node at names the interface to wake it by (#36)
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    local = normalise_ip(sockname[0]) if sockname else None
+    return web.json_response(await request.app[AGENT_KEY].status(local_address=local))
 
 
 async def rpc_start(request: web.Request) -> web.Response:

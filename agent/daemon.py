@@ -25,8 +25,9 @@ from agent.api import build_app
 from agent.api_guard import KEEPALIVE_TIMEOUT, ConnectionGuard, GuardedSite, PeerErrorLog, raise_fd_limit
 from agent.echo import EchoServer
 from agent.engine_lookup import choose_engine
-from agent.hardware import LoadMeter, hardware_summary, nics
+from agent.hardware import LoadMeter, hardware_summary, nics, wake_on_lan_address
 from agent.identity import Identity, load_or_create, peer_fingerprint, server_context, trust
+from agent.keep_awake import KeepAwake
 from agent.lease import Leases
 from agent.pairing import AgentPairing, PinFile
 from agent.process_memory import release_free_heap
@@ -96,6 +97,9 @@ class Agent:
         # one master at a time holds the worker (agent.lease); in use while an RPC client is on
         self.leases = Leases(in_use=lambda: self.relay is not None and self.relay.client is not None,
                              idle=settings.lease_idle_s)
+        # the PC stays awake while a master holds a running worker (#36)
+        self.keep_awake = KeepAwake(settings.keep_awake, lambda: self._running_request is not None
+                                    and self.leases.current() is not None)
         self.api_guard = ConnectionGuard(is_trusted=lambda ssl_object: self.state.master_for_fingerprint(
             peer_fingerprint(ssl_object)) is not None)
         self.load = LoadMeter()
@@ -168,6 +172,7 @@ class Agent:
         if self.advertiser is not None:
             steps.append(self.advertiser.close())
         await asyncio.gather(*steps, return_exceptions=True)
+        await self.keep_awake.close()
         self.advertiser = None
         if self._runner is not None:
             await self._runner.cleanup()
@@ -261,6 +266,7 @@ class Agent:
         wanted = (rpc_port, opts.threads, opts.devices, opts.cache, master)
         if self._running_request == wanted and self.supervisor.state in (
                 P.STATE_STARTING, P.STATE_READY, P.STATE_BUSY):
+            self.keep_awake.check()  # the lease may have been taken again
             return  # already running as asked: a restart would cut off a connected master
         await self.stop_rpc()
         if s.exposure == "relay":
@@ -296,6 +302,7 @@ class Agent:
     def _rpc_client(self, address: str | None) -> None:
         """The relay's client came or went; once a load is over, keep the cache within its cap."""
         self.supervisor.set_client(address)
+        self.keep_awake.check()  # a connection renews the lease
         if address is None:
             self.weight_cache.changed()
         if address is None and self._loop is not None:
@@ -348,6 +355,8 @@ class Agent:
     def _changed(self) -> None:
         if self.advertiser is not None:
             self.advertiser.update(self.txt())
+        if self._loop is not None:
+            self.keep_awake.check()
         self._release_heap_soon()
 
     def _release_heap_soon(self) -> None:
@@ -415,8 +424,9 @@ class Agent:
             "ports": {"api": self.api_port, "rpc": self.rpc_port, "echo": self.echo_port},
         }
 
-    async def status(self) -> dict:
-        """``/status``: everything (see ``/openapi.json``)."""
+    async def status(self, local_address: str | None = None) -> dict:
+        """``/status``: everything (see ``/openapi.json``); ``local_address`` is this side's
+        address of the caller's connection, whose interface's MAC it reports for Wake-on-LAN."""
         await self.supervisor.refresh_devices()
         load = self.load.sample()
         hardware = dict(self._hardware)
@@ -440,6 +450,8 @@ class Agent:
             "rpc": self.rpc_status(),
             "masters": [{"name": m.name, "fingerprint": m.fingerprint, "paired_at": m.paired_at}
                         for m in self.state.masters],
+            "keep_awake": self.keep_awake.status(),
+            "wake": wake_on_lan_address(local_address) if local_address else None,
         }
 
 

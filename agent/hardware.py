@@ -6,6 +6,7 @@ bytes/s) are averaged between two successive calls of :meth:`LoadMeter.sample`.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import platform
 import re
@@ -62,6 +63,44 @@ def nics() -> list[dict]:
         out.append({"name": name, "addresses": ips, "speed_mbps": int(st.speed or 0), "mtu": st.mtu,
                     "wifi": is_wifi(name), "loopback": loopback})
     return out
+
+
+_MAC = re.compile(r"^[0-9a-f]{2}([:-][0-9a-f]{2}){5}$", re.IGNORECASE)
+
+
+def wake_on_lan_address(local_ip: str) -> dict | None:
+    """Where a Wake-on-LAN packet for this machine goes, seen from the master that reached it at
+    ``local_ip`` (this side's address of the master's connection): the interface holding that
+    address, its MAC (``aa:bb:cc:dd:ee:ff``) and its IPv4 subnet's broadcast address (#36).
+
+    None when no interface holds the address or it has no usable MAC (loopback, a tunnel).
+    """
+    try:
+        wanted = ipaddress.ip_address(local_ip.split("%", 1)[0])
+    except ValueError:
+        return None
+    for name, addrs in psutil.net_if_addrs().items():
+        here = [a for a in addrs if a.family in (socket.AF_INET, socket.AF_INET6)
+                and _same_ip(a.address, wanted)]
+        if not here:
+            continue
+        mac = next((a.address for a in addrs if a.family == psutil.AF_LINK and _MAC.match(a.address or "")), "")
+        mac = mac.lower().replace("-", ":")
+        if not mac or mac == "00:00:00:00:00:00":
+            return None
+        broadcast = None
+        if here[0].family == socket.AF_INET and here[0].netmask:
+            # from address and mask: an address added without "brd" reports no broadcast
+            broadcast = str(ipaddress.IPv4Interface(f"{wanted}/{here[0].netmask}").network.broadcast_address)
+        return {"interface": name, "mac": mac, "address": str(wanted), "broadcast": broadcast}
+    return None
+
+
+def _same_ip(text: str, ip) -> bool:
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0]) == ip
+    except ValueError:
+        return False
 
 
 def machine_id() -> str:

@@ -74,6 +74,19 @@ _RPC = {
     "required": ["state", "port", "restarts", "devices"],
 }
 
+#: ``/status``'s ``keep_awake``: the sleep inhibitor held while a master uses the worker (#36).
+_KEEP_AWAKE = {"type": "object", "properties": {
+    "enabled": {"type": "boolean", "description": "the agent's keep_awake setting"},
+    "held": {"type": "boolean", "description": "the computer is kept from sleeping now"},
+    "how": {"type": ["string", "null"], "enum": ["logind", "windows", "macos", None]},
+    "error": {"type": ["string", "null"], "description": "why it could not be kept awake"}}}
+
+#: ``/status``'s ``wake``: how to wake this node by Wake-on-LAN, for the interface the caller
+#: reached it on (null when that interface has no MAC) (#36).
+_WAKE = {"type": ["object", "null"], "properties": {
+    "interface": {"type": "string"}, "mac": {"type": "string", "pattern": "^([0-9a-f]{2}:){5}[0-9a-f]{2}$"},
+    "address": {"type": "string"}, "broadcast": {"type": ["string", "null"]}}}
+
 _AUTH_ERRORS = {"401": _err("no client certificate, or not a paired master's (pair first)")}
 
 
@@ -152,7 +165,8 @@ def _document() -> dict:
                 "summary": "Hardware, live load and the RPC worker",
                 "security": [{"mtls": []}],
                 "responses": {"200": _json({"type": "object", "required": ["id", "hardware", "load", "rpc"],
-                                            "properties": {"rpc": {"$ref": "#/components/schemas/Rpc"}}},
+                                            "properties": {"rpc": {"$ref": "#/components/schemas/Rpc"},
+                                                           "keep_awake": _KEEP_AWAKE, "wake": _WAKE}},
                                            "full state"), **_AUTH_ERRORS}}},
             P.PATH_RPC_START: {"post": {
                 "summary": "Start (or restart with new options) the RPC worker",

@@ -94,6 +94,8 @@ class Settings:
         lease_idle_s: seconds an unused worker stays leased to the master that used it last
             (:mod:`agent.lease`); then another paired master may take it (and gets a worker
             process of its own).
+        keep_awake: keep this computer from sleeping on idle while a master uses its RPC worker
+            (:mod:`agent.keep_awake`, #36).
     """
 
     name: str = field(default_factory=lambda: socket.gethostname() or "herd-node")
@@ -113,6 +115,7 @@ class Settings:
     backend: str = "auto"
     log_lines: int = 500
     lease_idle_s: int = 120
+    keep_awake: bool = True
 
     def validate(self) -> None:
         """Raise :class:`SettingsError` naming the first bad value."""

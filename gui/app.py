@@ -49,6 +49,7 @@ from gui.widgets.dashboard import Dashboard
 from gui.widgets.failover_banner import FailoverBanner
 from gui.widgets.launch_panel import LaunchPanel
 from gui.widgets.model_panel import ModelPanel
+from gui.widgets.next_step import NextStep
 from gui.widgets.nodes_panel import NodesPanel
 from gui.widgets.split_editor import SplitEditor
 
@@ -58,6 +59,9 @@ RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 ICON_PATH = RESOURCES / "icons" / "herd.svg"
 #: Comma-separated addresses of the interfaces to look for nodes on (default: all).
 INTERFACES_ENV = "HERD_INTERFACES"
+#: Room left above a first window for the title bar the window manager adds (not known before
+#: the window is shown).
+TITLE_BAR_ALLOWANCE = 40
 
 
 def app_icon() -> QIcon:
@@ -113,6 +117,11 @@ class MainWindow(QMainWindow):
         chat_split.addWidget(self.dashboard)
         chat_split.setSizes([500, 500])
         self.tabs.addTab(chat_split, self.tr("Chat && dashboard"))
+        # beside the tabs, what to do next; its link opens the tab where it is done (#37)
+        self.next_step = NextStep()
+        self.tabs.setCornerWidget(self.next_step, Qt.Corner.TopRightCorner)
+        self.next_step.tabRequested.connect(
+            lambda name: self.tabs.setCurrentIndex({"launch": 1, "chat": 2}.get(name, self.tabs.currentIndex())))
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.addWidget(self.model_panel)
@@ -317,9 +326,9 @@ class MainWindow(QMainWindow):
     def _restore_layout(self) -> None:
         geo = self.settings.get("window/geometry")
         if not geo.isEmpty():
-            self.restoreGeometry(geo)
+            self.restoreGeometry(geo)  # (Qt puts a saved window back on the screen it fits)
         else:
-            self.resize(1280, 820)
+            fit_first_window(self)
         split = self.settings.get("window/splitter")
         if not split.isEmpty():
             self.splitter.restoreState(split)
@@ -418,7 +427,8 @@ class MainWindow(QMainWindow):
         except ValueError as exc:
             self.nodes.show_message(str(exc))
             return
-        self.nodes.show_message("")  # a well-formed address: an earlier error about one is stale
+        # a sign of life at once: an address that does not answer takes seconds to time out (#37)
+        self.nodes.show_message(self.tr("Connecting to %1…").replace("%1", address), error=False)
         call = self.session.add_address(address)
         call.finished.connect(lambda node: (self.settings.add_recent("nodes/addresses", address, 50),
                                             self.nodes.show_message(
@@ -667,6 +677,21 @@ class MainWindow(QMainWindow):
         if self.tray is not None:
             self.tray.hide()
         super().closeEvent(event)
+
+
+def fit_first_window(win: QMainWindow) -> None:
+    """A first start: 1280×820 where the screen has room, else as large as its free area less
+    the title bar the window manager adds, centred. On a 1366×768 laptop the fixed size put the
+    bottom of the window, the command line on the Split tab, off the screen (#37)."""
+    screen = win.screen() or QApplication.primaryScreen()
+    if screen is None:
+        win.resize(1280, 820)
+        return
+    free = screen.availableGeometry()
+    width, height = min(1280, free.width() - 16), min(820, free.height() - TITLE_BAR_ALLOWANCE)
+    win.resize(width, height)
+    win.move(free.x() + (free.width() - width) // 2,
+             free.y() + max(0, (free.height() - height - TITLE_BAR_ALLOWANCE) // 2))
 
 
 def freeze_startup_objects() -> None:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, QTimer
 
+from gui.cluster import workspace as W
 from gui.cluster.failover.text import describe_event
 from gui.cluster.planning.devices import host_free_bytes
+from gui.widgets import next_step as S
 
 
 class LaunchFlow(QObject):
@@ -36,6 +38,76 @@ class LaunchFlow(QObject):
         self.banner, self.dashboard = win.failover_banner, win.dashboard
         self.fastest_call = None
         self._relaunch_pending = False
+        # the next step said beside the tabs follows the model and the launch (#37)
+        self.launch.stateChanged.connect(lambda _s: self.update_next_step())
+        win.model_panel.readingChanged.connect(lambda _r: self.update_next_step())
+        self.workspace.subscribe(lambda event: event == W.MODEL and self.update_next_step())
+        self.update_next_step()
+        # a model without a chat template gets one of llama-server's built-in ones (#37)
+        self.workspace.subscribe(lambda event: event == W.MODEL and self.check_chat_template())
+        self.launch.templateChosen.connect(self.use_chat_template)
+        self.launch.startWithoutRequested.connect(self.start_without)
+        #: the ``--chat-template`` herd added to the server options (not one the user typed)
+        self._our_template: str | None = None
+        self.template_call = None
+
+    def check_chat_template(self):
+        """Read off the GUI thread whether the open model has a chat template; without one, the
+        launch panel says so and offers llama-server's built-in templates, the one suggested for
+        its architecture first. Nothing is passed until one is chosen: Start and ``herd up`` run
+        the same command line for the same profile. Returns the bridge call (None without a model)."""
+        import asyncio
+
+        from gui.cluster.llama.chat_template import BUILT_IN, has_chat_template, suggested_template, template_in
+
+        model = self.workspace.model
+        if model is None:
+            return None
+
+        async def check():
+            return await asyncio.to_thread(has_chat_template, model.path)
+
+        def show(has_one) -> None:
+            if call is not self.template_call or self.workspace.model is not model:
+                return  # another model was opened meanwhile
+            if has_one is False:
+                first = suggested_template(model.architecture)
+                self.use_chat_template(None)  # (one chosen for the model before)
+                self.launch.offer_templates((first, *(n for n in BUILT_IN if n != first)),
+                                            template_in(self.workspace.options.extra_args) or "")
+            else:  # its own (or unreadable here: llama-server reads it itself)
+                self.launch.offer_templates((), "")
+                self.use_chat_template(None)
+
+        call = self.template_call = self.win.bridge.submit(check(), "read the chat template")
+        call.finished.connect(show)
+        return call
+
+    def use_chat_template(self, name: str | None) -> None:
+        """Pass ``--chat-template name`` to llama-server (None: the model's own template)."""
+        from gui.cluster.llama.chat_template import template_in, with_template
+
+        name = name or None  # ("" is the offer's "ChatML, llama-server's fallback": nothing passed)
+        extra = self.workspace.options.extra_args
+        if name is None and (self._our_template is None or template_in(extra) != self._our_template):
+            return  # a template the user gave by hand stays
+        self._our_template = name
+        self.workspace.set_options(extra_args=with_template(extra, name))
+
+    def update_next_step(self) -> None:
+        """Say the next step of a first run beside the tabs: open a model, Launch ▸ Start, Chat."""
+        state = self.launch.state
+        if state in ("starting", "loading"):
+            step = S.STARTING
+        elif state == "ready":
+            step = S.CHAT
+        elif self.win.model_panel.is_reading():
+            step = S.READING
+        elif self.workspace.model is None:
+            step = S.OPEN_MODEL
+        else:
+            step = S.START
+        self.win.next_step.show_step(step)
 
     def find_fastest(self):
         """Ask the planner for the fastest split (measures the nodes first, once per model)."""
@@ -51,6 +123,9 @@ class LaunchFlow(QObject):
         call.failed.connect(lambda exc: self.editor.show_summary(
             self.tr("Could not find the fastest split: %1").replace("%1", str(exc))))
         call.done.connect(self.update_fastest_button)
+        # its bandwidth probes are not the cluster's traffic: the throughput graph leaves them out
+        self.dashboard.set_probing(True)
+        call.done.connect(lambda: self.dashboard.set_probing(False, tail_s=self.session.status_interval))
         self.fastest_call = call
         return call
 
@@ -95,7 +170,7 @@ class LaunchFlow(QObject):
 
         request = self.workspace.launch_request(self.editor.plan())
         if request is None:
-            self.launch.refuse([self.tr("Open a model first.")])
+            self.launch.refuse([self._why_no_split()])
             return
         errors = check_request(request, self.workspace.nodes.values(), self.engine,
                                host_free_bytes=host_free_bytes())
@@ -110,6 +185,7 @@ class LaunchFlow(QObject):
         lost = [f.subject for f in errors if f.code in ("unreachable", "not-paired", "unknown-endpoint")]
         if lost:
             self.launch.refuse([self.tr("Not reachable or not paired: %1.").replace("%1", ", ".join(lost))])
+            self.launch.offer_start_without(lost)
             return
         self.settings.set("server/ctx", request.options.ctx)
         self.win.tabs.setCurrentWidget(self.launch)
@@ -117,6 +193,37 @@ class LaunchFlow(QObject):
         call = self.session.preflight(request, self.engine)
         call.finished.connect(lambda findings: self._after_preflight(findings, request))
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+
+    def start_without(self, names: list[str]) -> None:
+        """Re-plan by free memory over the devices of every node but ``names`` (node names that
+        did not answer at Start), show that split, and Start with it."""
+        from gui.cluster.planning.plan import PlanError, plan_by_memory
+
+        model = self.workspace.model
+        if model is None:
+            return
+        left_out = {nid for nid, n in self.workspace.nodes.items() if n.name in names or nid in names}
+        devices = [d for d in self.workspace.planned_devices() if d.node_id not in left_out]
+        try:
+            plan = plan_by_memory(model, devices, self.workspace.options.ctx, host_free_bytes=host_free_bytes())
+        except PlanError as exc:
+            self.launch.refuse([str(exc)])
+            return
+        self.launch.offer_start_without([])
+        self.editor.apply_plan(plan)
+        self.editor.set_note(self.tr("Started without %1: the split was made again over the other devices "
+                                     "by their free memory.").replace("%1", ", ".join(names)))
+        self.start()
+
+    def _why_no_split(self) -> str:
+        """Why Start has no split to launch yet, and what to do (#37: "Open a model first"
+        while the demo's model was still being read sent people looking for a button)."""
+        if self.win.model_panel.is_reading():
+            return self.tr("The model is still being read; press Start again once the Split tab shows "
+                           "its layers.")
+        if self.workspace.model is None:
+            return self.tr("Open a model first: Open model… above, or click one under On this PC.")
+        return self.tr("The split is not ready yet: the Split tab shows why.")
 
     def _after_preflight(self, findings, request) -> None:
         from gui.cluster.launching.doctor import ERROR
@@ -126,6 +233,9 @@ class LaunchFlow(QObject):
         if errors:
             self.launch.set_state("stopped")
             self.launch.refuse(errors)
+            silent = [f.subject for f in findings if f.severity == ERROR and f.code == "unreachable"]
+            if len(silent) == len(errors):  # (anything else wrong would stop a start without them too)
+                self.launch.offer_start_without(list(dict.fromkeys(silent)))
             return
         self.launch.set_state("starting")
         call = self.session.launch(self.engine.llama_server, request)

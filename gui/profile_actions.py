@@ -19,6 +19,8 @@ from pathlib import Path
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+from gui.widgets.outside_text import plain_message
+
 
 def load_with_model_info(profile):
     """The ModelInfo of ``profile``'s model as it is on this computer, or None when it cannot be
@@ -83,7 +85,7 @@ class ProfileActions(QObject):
 
         call = self.win.bridge.submit(go(), "export profile")
         call.finished.connect(lambda p: self.win.statusBar().showMessage(self.tr("Saved %1").replace("%1", str(p)), 10000))
-        call.failed.connect(lambda exc: QMessageBox.warning(self.win, self.tr("Export cluster profile"), str(exc)))
+        call.failed.connect(lambda exc: plain_message(self.win, QMessageBox.Icon.Warning, self.tr("Export cluster profile"), exc))
         return call
 
     def import_dialog(self) -> None:
@@ -175,7 +177,8 @@ class ProfileActions(QObject):
                 + split_differences(profile, plan, running, self.editor.plan()))
 
     def _unreadable(self, exc) -> None:
-        QMessageBox.warning(self.win, self.tr("Import cluster profile"), str(exc))
+        # the error may quote the profile (its model name): outside text, shown plainly (#32)
+        plain_message(self.win, QMessageBox.Icon.Warning, self.tr("Import cluster profile"), exc)
 
     def apply(self, profile, info=None) -> bool:
         """Open the profile's model and show its plan on the nodes as they are now (matched by
@@ -196,7 +199,7 @@ class ProfileActions(QObject):
             info = load_with_model_info(profile)
         findings = self.check(profile, info)
         if blocking(findings):
-            QMessageBox.warning(self.win, self.tr("Import cluster profile"), refusal(findings))
+            plain_message(self.win, QMessageBox.Icon.Warning, self.tr("Import cluster profile"), refusal(findings))
             return False
         if info is not None and str(info.path) == str(profile.model.path):
             self.win.use_model(info)

@@ -5,7 +5,8 @@ window offscreen, pairs them, opens the demo's real model (SmolLM2-135M-Instruct
 three-way split, presses Start (real
 workers and llama-server), chats for a while so the dashboard has data, and grabs the nodes
 panel, the split editor and the chat with the dashboard into ``docs/screenshots/`` (the English
-window once more at 1366×768, a laptop's screen). Nothing is mocked: the numbers are what this
+window once more at 1366×768, a laptop's screen), and before all that the window's first view
+at 1366×768 (``LANG-demo-first-view.png``). Nothing is mocked: the numbers are what this
 machine measured.
 
     python scripts/screenshots.py [--lang en zh_CN] [--out docs/screenshots]
@@ -136,6 +137,7 @@ def render(lang: str, out: Path) -> list[Path]:
         _wait(app, lambda: all(nid in win.node_status for nid in win.node_map), 15, "status")
         win.open_model(str(model))
         _wait(app, lambda: win.editor.plan() is not None and len(win.editor.plan().devices()) == 2, 15, "plan")
+        written.append(_first_view(app, win, lang, out))
         n = win.model.n_layer + 1
         win.editor.ctx.setValue(2048)
         win.editor.set_counts(5, [12, n - 17])
@@ -188,6 +190,20 @@ def render(lang: str, out: Path) -> list[Path]:
         bridge.close()
         cluster.stop()
     return written
+
+
+def _first_view(app, win, lang: str, out: Path) -> Path:
+    """What ``herd demo`` first shows on a laptop's screen: the nodes paired, the model open
+    and split, and the next step said beside the tabs (#37)."""
+    size = (win.width(), win.height())
+    win.resize(*LAPTOP)
+    win.tabs.setCurrentWidget(win.editor)
+    _pump(app, 1.0)
+    p = out / f"{lang}-demo-first-view.png"
+    win.grab().save(str(p))
+    win.resize(*size)
+    _pump(app, 0.3)
+    return p
 
 
 def main() -> int:

@@ -51,7 +51,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSpinBox,
-    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -60,6 +59,7 @@ from gui.cluster.chat.client import ChatDelta, ChatDone, ChatError
 from gui.cluster.chat.conversation import ContextFit, Conversation, Message
 from gui.cluster.nodes.network_errors import explain
 from gui.widgets.feedback import flash_copied
+from gui.widgets.transcript import Transcript, insert_reply_markdown
 
 FRAME_MS = 16
 
@@ -102,6 +102,7 @@ def _shrinkable(label: QLabel) -> QLabel:
     pasted line, a server's message) is cut at the pane's edge instead of widening the pane and
     squeezing the dashboard beside it."""
     label.setWordWrap(True)
+    label.setTextFormat(Qt.TextFormat.PlainText)  # a server's words are text, never rich text (#32)
     label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
     label.setMinimumWidth(1)
     return label
@@ -118,7 +119,7 @@ class ChatPane(QWidget):
         conversation: the :class:`~gui.cluster.chat.conversation.Conversation` shown.
         stats: what was measured about each reply, in order (tokens, time to first token,
             tokens/s as seen and as llama-server counted them, stopped, error).
-        transcript: the ``QTextBrowser`` holding the conversation.
+        transcript: the :class:`~gui.widgets.transcript.Transcript` holding the conversation.
         context_note: shown when the next message does not fit the server's context: what
             ``context_text`` says, ``drop_button`` (leave out the oldest turns and send) and
             ``cancel_button``.
@@ -157,8 +158,8 @@ class ChatPane(QWidget):
         self.new_button = QPushButton(self.tr("New chat"))
         self.save_button = QPushButton(self.tr("Save history…"))
         self.copy_button = QPushButton(self.tr("Copy reply"))
-        self.transcript = QTextBrowser()
-        self.transcript.setOpenExternalLinks(True)
+        # loads no image, opens a link only after showing its address (#32)
+        self.transcript = Transcript()
         self.transcript.setUndoRedoEnabled(False)  # no undo history growing with every token
         # a 30k-character paste without spaces wraps too, instead of one endless line
         self.transcript.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
@@ -227,6 +228,8 @@ class ChatPane(QWidget):
         self.drop_button.clicked.connect(self.leave_out_and_send)
         self.cancel_button.clicked.connect(self.cancel_held)
         self.input.installEventFilter(self)
+        #: why the last Ctrl+Enter did not send (said after the streaming status until the reply ends)
+        self._refusal = ""
         self.set_available(send is not None)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -261,7 +264,13 @@ class ChatPane(QWidget):
         if obj is self.input and event.type() == event.Type.KeyPress \
                 and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
                 and event.modifiers() & Qt.KeyboardModifier.ControlModifier:
-            self.send_input()
+            if self.busy() and self.input.toPlainText().strip():
+                # not silently ignored (#37): sending waits for the reply; the question stays
+                self._refusal = self.tr("Not sent: wait for the reply to finish, or press Stop. "
+                                        "Your message stays in the box.")
+                self.status.setText(self._refusal)
+            else:
+                self.send_input()
             return True
         return super().eventFilter(obj, event)
 
@@ -529,7 +538,8 @@ class ChatPane(QWidget):
         if st is not None and st.first is not None:
             tps = st.seen_tps()
             self.status.setText(self.tr("Streaming… %1 tokens").replace("%1", str(st.pieces))
-                                + (f" · {tps:.0f} tok/s" if tps else ""))
+                                + (f" · {tps:.0f} tok/s" if tps else "")
+                                + (" — " + self._refusal if self._refusal else ""))
 
     def _end_reply(self, *, stopped: bool = False, error: str | None = None) -> None:
         st = self._stats
@@ -538,6 +548,7 @@ class ChatPane(QWidget):
         self._flush.stop()
         self._flush_pending()
         self._stats = None
+        held, self._refusal = bool(self._refusal), ""
         self._call = None
         text = "".join(self._reply_parts)
         self._failed_reply = None
@@ -558,6 +569,8 @@ class ChatPane(QWidget):
             self.status.setText(self.tr("The reply failed: %1").replace("%1", error))
         elif stopped:
             self.status.setText(self.tr("Stopped."))
+        elif held and self.input.toPlainText().strip():
+            self.status.setText(self.tr("Your message is still in the box: press Ctrl+Enter to send it."))
         else:
             self.status.clear()
         self.busyChanged.emit(False)
@@ -571,7 +584,7 @@ class ChatPane(QWidget):
         cur.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cur.removeSelectedText()
         if text:
-            cur.insertMarkdown(text)
+            insert_reply_markdown(cur, text)  # no raw HTML, images as links (#32)
             self._shade_code_blocks(self._reply_start, cur.position())
 
     def _shade_code_blocks(self, start: int, end: int) -> None:

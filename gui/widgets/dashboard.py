@@ -16,6 +16,11 @@ and its card give it (:func:`gui.widgets.node_colors.node_colors`); a moment wit
 (an interval with no reply, a failed probe, a silence of more than ``GAP_S``) is a gap in the
 line, and hovering there reads nothing. Each plot's title, above it, names it with its unit; the
 legend is a line of text above the graphs, nodes by name.
+
+The throughput a node's agent reports is all of its network traffic. While *Fastest* measures
+the links (:meth:`Dashboard.set_probing`), that includes its bandwidth probes — on loopback about
+1.7 GB/s while nothing was generating (#37) — so those samples are left out of the throughput
+curves, and the span is shaded and labelled as a link probe.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from gui.widgets.node_colors import node_colors
+from gui.widgets.outside_text import NAME_WORD, escaped
 
 REDRAW_MS = 250
 #: The samplers report every 1–2 s; a series silent for longer than this was idle or unreachable,
@@ -131,6 +137,9 @@ class Dashboard(QWidget):
         self._paused = False
         self.ttft_marks: list[tuple[float, float]] = []
         self._ttft_lines: list[pg.InfiniteLine] = []
+        #: (start, end) wall-clock spans of link probes, end None while one runs
+        self.probe_spans: list[list[float | None]] = []
+        self._probe_regions: list[pg.LinearRegionItem] = []
 
         self.pause_box = QCheckBox(self.tr("Pause"))
         self.hover_label = QLabel(self.tr("Hover over the graphs to read values."))
@@ -238,7 +247,29 @@ class Dashboard(QWidget):
                                             load.get(f"net_{d}_bytes_per_s")) if x is not None), None)
                           for d in ("rx", "tx"))
                 both = None if rx is None and tx is None else (rx or 0) + (tx or 0)
-                self._add("net", sample.source, name, t, both)
+                # traffic of the link probes is not the cluster's: a gap, in the shaded span
+                self._add("net", sample.source, name, t, None if self.probing_at(t) else both)
+
+    def set_probing(self, probing: bool, tail_s: float = 0.0) -> None:
+        """Link probes (*Fastest* measuring) start, or end; a node's throughput sampled within
+        ``tail_s`` after the end still averages over probe traffic, so the span reaches that far."""
+        now = time.time()
+        running = bool(self.probe_spans) and self.probe_spans[-1][1] is None
+        if probing and not running:
+            self.probe_spans.append([now, None])
+            region = pg.LinearRegionItem(values=(now - self._t0, now - self._t0), movable=False,
+                                         brush=pg.mkBrush(150, 150, 150, 40), pen=pg.mkPen(None))
+            pg.InfLineLabel(region.lines[0], text=self.tr("link probe"), position=0.9, anchors=[(0, 0), (0, 0)],
+                            color=(120, 120, 120))
+            self.plots["net"].addItem(region, ignoreBounds=True)
+            self._probe_regions.append(region)
+        elif not probing and running:
+            self.probe_spans[-1][1] = now + tail_s
+        self._dirty = True
+
+    def probing_at(self, t: float) -> bool:
+        """Whether wall-clock time ``t`` lies in a link probe's span."""
+        return any(start <= t and (end is None or t <= end) for start, end in self.probe_spans)
 
     def set_paused(self, paused: bool) -> None:
         """Freeze or resume the view."""
@@ -260,6 +291,10 @@ class Dashboard(QWidget):
         for line in self._ttft_lines:
             self.plots["tps"].removeItem(line)
         self._ttft_lines.clear()
+        for region in self._probe_regions:
+            self.plots["net"].removeItem(region)
+        self._probe_regions.clear()
+        self.probe_spans.clear()
         self.ttft_marks.clear()
         self._update_legend()
         self._t0 = time.time()
@@ -326,7 +361,7 @@ class Dashboard(QWidget):
         return own + sorted(nodes.values(), key=lambda ks: (ks[1].label.casefold(), ks[1].label, ks[1].node_id))
 
     def _update_legend(self) -> None:
-        parts = [f'<span style="color: {self._color(k)};">■</span>&nbsp;{html.escape(s.label)}'
+        parts = [f'<span style="color: {self._color(k)};">■</span>&nbsp;{escaped(s.label, longest_word=NAME_WORD)}'
                  for k, s in self._legend_order()]
         self.legend.setText(" &nbsp; ".join(parts))
 
@@ -397,6 +432,9 @@ class Dashboard(QWidget):
                 self._curves[key] = curve
             ys = [v / rate[0] for v in s.v] if key[0] == "net" else list(s.v)
             curve.setData([t - self._t0 for t in s.t], ys, connect="finite")
+        now = time.time()
+        for region, (start, end) in zip(self._probe_regions, self.probe_spans):
+            region.setRegion((start - self._t0, (now if end is None else min(end, now)) - self._t0))
         latest = max((s.t[-1] for s in self.series.values() if s.t), default=None)
         if latest is not None:
             right = latest - self._t0
@@ -418,5 +456,5 @@ class Dashboard(QWidget):
         parts = [f"<b>{x:.1f} s</b>"]
         for plot in PLOTS:
             for name, v in sorted(vals.get(plot, {}).items(), key=lambda nv: nv[0].casefold()):
-                parts.append(f"{html.escape(name)}: {v:.2f} {units[plot]}")
+                parts.append(f"{escaped(name, longest_word=NAME_WORD)}: {v:.2f} {units[plot]}")
         return " · ".join(parts)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QVBoxLayout
 
 from gui.cluster.failover import events as E
 from gui.cluster.failover.text import describe_event
+from gui.widgets.outside_text import NAME_WORD, PlainLabel, shortened
 
 #: How long "serving again" stays up before the banner hides by itself (ms).
 RECOVERED_HIDE_MS = 8000
@@ -54,13 +55,12 @@ class FailoverBanner(QFrame):
         self.returned_node: str | None = None
         self._loss = ""  # why the node was lost (kept when the new plan is shown)
         self._plan_nodes: tuple[str, ...] | None = None  # who the new plan runs on
-        self.title = QLabel()
+        # node names and the supervisor's reasons are outside text: plain, long words cut (#32)
+        self.title = PlainLabel()
         self.title.setStyleSheet("font-weight: bold;")
-        self.title.setWordWrap(True)
-        self.detail = QLabel()
-        self.detail.setWordWrap(True)
+        self.detail = PlainLabel()
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.countdown = QLabel()
+        self.countdown = PlainLabel()
         self.cancel_button = QPushButton(self.tr("Cancel"))
         self.recover_button = QPushButton(self.tr("Relaunch now"))
         self.wait_button = QPushButton()
@@ -217,7 +217,9 @@ class FailoverBanner(QFrame):
         self.cancel_button.setVisible(self._counting)
         self.recover_button.setVisible(E.OPT_RECOVER in self.options)
         self.wait_button.setVisible(E.OPT_WAIT in self.options)
-        self.wait_button.setText(self.tr("Wait for %1").replace("%1", self.lost_node or self.tr("the lost node")))
+        self.wait_button.setText(self.tr("Wait for %1").replace(
+            "%1", shortened(self.lost_node, longest_word=NAME_WORD) or self.tr("the lost node")))
         self.host_button.setVisible(E.OPT_HOST in self.options)
         self.rejoin_button.setVisible(E.OPT_REJOIN in self.options)
-        self.rejoin_button.setText(self.tr("Use %1 again").replace("%1", self.returned_node or "?"))
+        self.rejoin_button.setText(self.tr("Use %1 again").replace(
+            "%1", shortened(self.returned_node, longest_word=NAME_WORD) or "?"))

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from gui.cluster.llama.server_command import DEFAULT_CTX
+from gui.widgets.outside_text import NAME_WORD, PlainLabel, plain_tooltip, shortened
 
 WARN = "#d62728"
 OK = "#2ca02c"
@@ -88,8 +89,8 @@ class HubDialog(QDialog):
         self.ctx.setRange(256, 1 << 20)
         self.ctx.setSingleStep(1024)
         self.ctx.setValue(ctx)
-        self.fit_note = QLabel()
-        self.fit_note.setWordWrap(True)
+        # node names, repository and file names, a hub's errors: outside text, shown plainly (#32)
+        self.fit_note = PlainLabel()
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels([self.tr("File"), self.tr("Quant"), self.tr("Size"),
                                               self.tr("Fits"), self.tr("Split"), self.tr("Speed")])
@@ -102,8 +103,7 @@ class HubDialog(QDialog):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        self.status = QLabel()
-        self.status.setWordWrap(True)
+        self.status = PlainLabel()
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
@@ -199,7 +199,7 @@ class HubDialog(QDialog):
         for h in hits:
             # one string per number form ("1 download", not "1 downloads")
             words = self.tr("%1 — 1 download") if h.downloads == 1 else self.tr("%1 — %2 downloads")
-            item = QListWidgetItem(words.replace("%1", h.repo).replace("%2", f"{h.downloads or 0:,}"))
+            item = QListWidgetItem(words.replace("%1", shortened(h.repo)).replace("%2", f"{h.downloads or 0:,}"))
             item.setData(Qt.ItemDataRole.UserRole, h.repo)
             self.results.addItem(item)
         self.status.setText(self.tr("Pick a repository to see its files.") if hits
@@ -228,14 +228,14 @@ class HubDialog(QDialog):
                          if f.tokens_per_s is not None else self.tr("not measured yet"))
             else:
                 speed = "–"
-            cells = [name, m.quant or "?", f"{m.size / MB:,.1f} MB",
-                     self.tr("fits") if f.fits else self.tr("does not fit"), f.split_text() or "–", speed]
+            cells = [shortened(name), shortened(m.quant or "?", longest_word=NAME_WORD), f"{m.size / MB:,.1f} MB",
+                     self.tr("fits") if f.fits else self.tr("does not fit"), shortened(f.split_text() or "–"), speed]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if c == 3:
                     item.setForeground(QBrush(QColor(OK if f.fits else WARN)))
                 if f.problem:
-                    item.setToolTip(f.problem)
+                    item.setToolTip(plain_tooltip(f.problem))
                 if r == suggested:
                     item.setFont(bold)
                 self.table.setItem(r, c, item)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from gui.widgets.feedback import flash_copied
+from gui.widgets.outside_text import PlainLabel, plain_tooltip, shortened
 
 WARN = "#d62728"
 OK = "#2ca02c"
@@ -51,6 +53,10 @@ class LaunchPanel(QWidget):
     Signals:
         startRequested(): the user pressed Start.
         stopRequested(): the user pressed Stop.
+        stateChanged(str): :meth:`set_state` showed a state (the window's next-step line follows it).
+        templateChosen(str): the user chose a built-in chat template for a model without one.
+        startWithoutRequested(list): the user chose to start without the nodes named (they did
+            not answer at Start).
 
     Attributes:
         state: the last llama-server state shown (``stopped``, ``starting``, ``loading``, ``ready``, ``failed``).
@@ -58,6 +64,9 @@ class LaunchPanel(QWidget):
 
     startRequested = Signal()
     stopRequested = Signal()
+    stateChanged = Signal(str)
+    templateChosen = Signal(str)
+    startWithoutRequested = Signal(list)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -68,12 +77,10 @@ class LaunchPanel(QWidget):
         self.start_button = QPushButton(self.tr("Start"))
         self.stop_button = QPushButton(self.tr("Stop"))
         self.stop_button.setEnabled(False)
-        self.status = QLabel(self.tr("Not running."))
-        self.status.setWordWrap(True)
-        self.verified = QLabel()
-        self.verified.setWordWrap(True)
-        self.notes = QLabel()  # what the launch had to do differently (e.g. --no-repack)
-        self.notes.setWordWrap(True)
+        # node names and llama-server's and the agents' words: plain text (#32)
+        self.status = PlainLabel(self.tr("Not running."))
+        self.verified = PlainLabel()
+        self.notes = PlainLabel()  # what the launch had to do differently (e.g. --no-repack)
         self.notes.setStyleSheet(f"color: {WARN};")
         self.notes.hide()
         self.progress = QProgressBar()
@@ -85,13 +92,13 @@ class LaunchPanel(QWidget):
         self._transfer_lay = QVBoxLayout(self.transfer_box)
         self._transfer_lay.setContentsMargins(0, 0, 0, 0)
         self.transfer_bars: dict[str, QProgressBar] = {}
-        self.stall = QLabel()
-        self.stall.setWordWrap(True)
+        self.stall = PlainLabel()
         self.stall.setStyleSheet(f"color: {WARN};")
         self.stall.hide()
         self._transfer_lay.addWidget(self.stall)
         self.transfer_box.hide()
         self._by_bytes = False
+        self._build_offers()
         self.findings = QListWidget()
         self.findings.setMaximumHeight(110)
         self.endpoint = QLineEdit()
@@ -118,6 +125,7 @@ class LaunchPanel(QWidget):
         row.addWidget(self.start_button)
         row.addWidget(self.stop_button)
         row.addWidget(self.status, 1)
+        row.addWidget(self.without_button)
         ep = QHBoxLayout()
         ep.addWidget(QLabel(self.tr("Endpoint")))
         ep.addWidget(self.endpoint, 1)
@@ -128,6 +136,7 @@ class LaunchPanel(QWidget):
         lay.addWidget(self.transfer_box)
         lay.addWidget(self.verified)
         lay.addWidget(self.notes)
+        lay.addWidget(self.template_box)
         lay.addWidget(QLabel(self.tr("Checks")))
         lay.addWidget(self.findings)
         lay.addLayout(ep)
@@ -142,6 +151,34 @@ class LaunchPanel(QWidget):
         self.copy_button.clicked.connect(lambda: (QGuiApplication.clipboard().setText(self.endpoint.text()),
                                                   flash_copied(self.copy_button)))
         self.debug_box.toggled.connect(self._refill_log)
+
+    def _build_offers(self) -> None:
+        """What Start offers when it cannot go as asked (both hidden until then): to start without
+        a worker that does not answer, and a chat template for a model without one."""
+        # A worker that does not answer at Start is not a dead end (#37): start over the others,
+        # as the failover does when one is lost while serving.
+        self.without_button = QPushButton()
+        self.without_button.hide()
+        self._without: list[str] = []
+        self.without_button.clicked.connect(lambda: self.startWithoutRequested.emit(list(self._without)))
+        # A model without a chat template (#37): said, with llama-server's built-in templates
+        # to choose from (hidden for a model that has its own).
+        self.template_box = QWidget()
+        self.template_note = QLabel(self.tr("This model has no chat template: llama-server would fall back to "
+                                            "ChatML, and a model trained on another format answers with "
+                                            "markers such as <|im_end|> in its words. Choose the template "
+                                            "it was trained with:"))
+        self.template_note.setTextFormat(Qt.TextFormat.PlainText)
+        self.template_note.setWordWrap(True)
+        self.template_note.setStyleSheet(f"color: {AMBER};")
+        self.template_choice = QComboBox()
+        template_row = QHBoxLayout(self.template_box)
+        template_row.setContentsMargins(0, 0, 0, 0)
+        template_row.addWidget(self.template_note, 1)
+        template_row.addWidget(self.template_choice)
+        self.template_box.hide()
+        self.template_choice.activated.connect(
+            lambda i: self.templateChosen.emit(self.template_choice.itemData(i)))
 
     # ------------------------------------------------------------ shown state
 
@@ -165,7 +202,7 @@ class LaunchPanel(QWidget):
         marks = {"error": "✖", "warning": "⚠", "ok": "✔"}
         colors = {"error": WARN, "warning": AMBER, "ok": OK}
         for f in sorted(findings, key=lambda f: order.get(f.severity, 3)):
-            item = QListWidgetItem(f"{marks.get(f.severity, '•')} {self.subject_text(f)}: {f.message}")
+            item = QListWidgetItem(shortened(f"{marks.get(f.severity, '•')} {self.subject_text(f)}: {f.message}"))
             item.setForeground(QGuiApplication.palette().text() if f.severity == "ok" else _brush(colors[f.severity]))
             self.findings.addItem(item)
 
@@ -235,8 +272,8 @@ class LaunchPanel(QWidget):
                 self.transfer_bars[w.endpoint] = bar
                 self._transfer_lay.insertWidget(self._transfer_lay.count() - 1, bar)
             bar.setValue(int(1000 * w.fraction))
-            bar.setFormat(w.describe())
-            bar.setToolTip(w.describe())
+            bar.setFormat(shortened(w.describe()))
+            bar.setToolTip(plain_tooltip(w.describe()))
         self.stall.setText(("⚠ " + event.stall) if event.stall else "")
         self.stall.setVisible(bool(event.stall))
         self.transfer_box.setVisible(bool(self.transfer_bars))
@@ -287,13 +324,36 @@ class LaunchPanel(QWidget):
         self.start_button.setEnabled(False)
         self.stop_button.setEnabled(True)
 
+    def offer_start_without(self, names: list[str]) -> None:
+        """Offer to start without the nodes ``names`` (their layers re-planned over the others);
+        an empty list withdraws the offer."""
+        self._without = list(names)
+        self.without_button.setText(self.tr("Start without %1").replace("%1", ", ".join(names)))
+        self.without_button.setToolTip(self.tr("Split the model over the other devices by their free memory, "
+                                               "as when a node is lost while serving, and start."))
+        self.without_button.setVisible(bool(names))
+
+    def offer_templates(self, names: list[str] | tuple[str, ...], chosen: str) -> None:
+        """The open model has no chat template: say so, and offer ``names`` (``chosen`` selected,
+        "" for none yet); an empty ``names`` hides the offer (the model has its own)."""
+        self.template_choice.blockSignals(True)
+        self.template_choice.clear()
+        self.template_choice.addItem(self.tr("ChatML (llama-server's fallback)"), "")
+        for name in names:
+            self.template_choice.addItem(name, name)
+        self.template_choice.setCurrentIndex(max(0, self.template_choice.findData(chosen)))
+        self.template_choice.blockSignals(False)
+        self.template_box.setVisible(bool(names))
+
     def set_start_hint(self, text: str) -> None:
         """What hovering Start says ("" for nothing)."""
-        self.start_button.setToolTip(text)
+        self.start_button.setToolTip(plain_tooltip(text))  # it may name nodes (#32)
 
     def set_state(self, state: str, error: str = "") -> None:
         """llama-server's state, as the launcher reports it."""
         self.state = state
+        if state != "stopped":
+            self.offer_start_without([])
         if state == "starting":
             self.set_status(self.tr("Starting the workers and llama-server…"))
         elif state == "loading":
@@ -317,6 +377,7 @@ class LaunchPanel(QWidget):
                 self.set_status(self.tr("Stopped."))
         elif state == "stopping":
             self.set_status(self.tr("Stopping…"))
+        self.stateChanged.emit(state)
 
     def show_placement(self, check, notes: list[str] | tuple[str, ...] = ()) -> None:
         """After launch: placement verified, or the difference; then ``notes`` (translated

@@ -18,11 +18,12 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
-                               QProgressBar, QPushButton, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QGridLayout, QHBoxLayout, QHeaderView,
+                               QLabel, QProgressBar, QPushButton, QSizePolicy, QTreeWidget, QTreeWidgetItem,
+                               QVBoxLayout, QWidget)
 
 from gui.cluster.models.local import size_verdict, source_label
-from gui.widgets.wrapping_label import WrappingLabel
+from gui.widgets.outside_text import PATH_WORD, PlainLabel, plain_tooltip
 
 WARN = "#d62728"
 #: A file read faster than this shows no busy indicator (it would only flicker).
@@ -40,11 +41,13 @@ class ModelPanel(QWidget):
         modelChosen(str): the user picked a file (path).
         demoRequested(): the user wants a demo model made.
         hubRequested(): the user wants to get a model from a hub (#14).
+        readingChanged(bool): a file began to be read (True), or its reading ended (False).
     """
 
     modelChosen = Signal(str)
     demoRequested = Signal()
     hubRequested = Signal()
+    readingChanged = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -58,7 +61,8 @@ class ModelPanel(QWidget):
         self.recent.setMinimumContentsLength(14)
         self.recent.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.recent.setPlaceholderText(self.tr("Recent models"))
-        self.info = WrappingLabel(self.tr("No model open. Open a GGUF file or drop one here."))
+        # a model's name is whatever its file says: plain text (#32); its path may be long
+        self.info = PlainLabel(self.tr("No model open. Open a GGUF file or drop one here."), longest_word=PATH_WORD)
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         # While a large GGUF's header is read (seconds for a big vocabulary): a busy bar and the
         # file's name; every control stays usable, and choosing another file replaces it.
@@ -66,9 +70,12 @@ class ModelPanel(QWidget):
         self.busy.setRange(0, 0)
         self.busy.setTextVisible(False)
         self.busy.setMaximumHeight(6)
-        self.busy.hide()
-        self.reading = WrappingLabel()
-        self.reading.hide()
+        self._build_reading_box()
+        #: the description of the model open now (kept under an error about another file, #37)
+        self._open_text = ""
+        #: the file of the model open now, to select its row again after a failed read
+        self._open_path = ""
+        self._reading = False
         self._busy_timer = QTimer(self)
         self._busy_timer.setSingleShot(True)
         self._busy_timer.setInterval(BUSY_AFTER_MS)
@@ -98,14 +105,37 @@ class ModelPanel(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(row)
         lay.addWidget(self.local)
-        lay.addWidget(self.info)
-        lay.addWidget(self.reading)
-        lay.addWidget(self.busy)
+        status = QGridLayout()
+        status.setContentsMargins(0, 0, 0, 0)
+        status.addWidget(self.info, 0, 0)
+        status.addWidget(self.reading_box, 0, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(status)
         self.open_button.clicked.connect(self._open)
         self.demo_button.clicked.connect(self.demoRequested)
         self.hub_button.clicked.connect(self.hubRequested)
         self.recent.activated.connect(lambda i: self.modelChosen.emit(self.recent.itemData(i)))
         self.local.itemClicked.connect(lambda item, _col: self.modelChosen.emit(item.data(NAME, Qt.ItemDataRole.UserRole)))
+
+    def _build_reading_box(self) -> None:
+        """The file's name and a busy bar, shown over the description while a file is read."""
+        self.reading = PlainLabel()  # a file name is outside text (#32)
+        # (a long file name is cut, not widening the window past a small screen, #17)
+        self.reading.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        # The name and the bar lie over the model's description instead of below it, and the
+        # room for them is kept while hidden: a bar that appeared below pushed the tabs down
+        # about 32 px under the pointer, so the next click landed on nothing (#37).
+        self.reading_box = QWidget()
+        self.reading_box.setAutoFillBackground(True)
+        box = QVBoxLayout(self.reading_box)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(2)
+        box.addWidget(self.reading)
+        box.addWidget(self.busy)
+        policy = self.reading_box.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        policy.setVerticalPolicy(QSizePolicy.Policy.Fixed)
+        self.reading_box.setSizePolicy(policy)
+        self.reading_box.hide()
 
     # ------------------------------------------------------------ the models on this PC
 
@@ -116,7 +146,7 @@ class ModelPanel(QWidget):
         for m in self._local_models:
             item = QTreeWidgetItem([m.name, self._size_text(m), source_label(m.source), ""])
             item.setData(NAME, Qt.ItemDataRole.UserRole, str(m.path))
-            item.setToolTip(NAME, str(m.path))
+            item.setToolTip(NAME, plain_tooltip(m.path))
             item.setTextAlignment(SIZE, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.local.addTopLevelItem(item)
         self.local.setVisible(bool(self._local_models))
@@ -173,33 +203,53 @@ class ModelPanel(QWidget):
 
         The model shown so far stays shown until :meth:`show_model` or :meth:`show_error`."""
         self.reading.setText(self.tr("Reading %1…").replace("%1", Path(path).name))
+        self._reading = True
         self._busy_timer.start()
+        self.readingChanged.emit(True)
+
+    def is_reading(self) -> bool:
+        """True from :meth:`show_reading` until :meth:`show_model` or :meth:`show_error`."""
+        return self._reading
 
     def _show_busy(self) -> None:
-        self.reading.show()
-        self.busy.show()
+        self.reading_box.raise_()
+        self.reading_box.show()
 
     def _reading_done(self) -> None:
+        was_reading, self._reading = self._reading, False
         self._busy_timer.stop()
-        self.reading.hide()
-        self.busy.hide()
+        self.reading_box.hide()
+        if was_reading:
+            self.readingChanged.emit(False)
 
     def show_model(self, info) -> None:
         """Show a :class:`gui.cluster.llama.model.ModelInfo`."""
         self._reading_done()
         ctx = info.context_length if info.context_length else self.tr("unknown")
         self.info.setStyleSheet("")
-        self.info.setText(self.tr("%1 — %2, %3 layers, %4 MB, %5, context %6")
-                          .replace("%1", info.name).replace("%2", info.architecture)
-                          .replace("%3", str(info.n_layer)).replace("%4", f"{info.file_bytes / 1e6:,.1f}")
-                          .replace("%5", info.quantization).replace("%6", str(ctx))
-                          + f"\n{info.path}")
+        self._open_text = (self.tr("%1 — %2, %3 layers, %4 MB, %5, context %6")
+                           .replace("%1", info.name).replace("%2", info.architecture)
+                           .replace("%3", str(info.n_layer)).replace("%4", f"{info.file_bytes / 1e6:,.1f}")
+                           .replace("%5", info.quantization).replace("%6", str(ctx))
+                           + f"\n{info.path}")
+        self._open_path = str(info.path)
+        self.info.setText(self._open_text)
 
     def show_error(self, path: str, message: str) -> None:
-        """Say why ``path`` cannot be used (the previous model stays loaded)."""
+        """Say why ``path`` cannot be used (the previous model stays loaded, and the panel says
+        which one that is: under the error, the split shown is still that model's, #37)."""
         self._reading_done()
         self.info.setStyleSheet(f"color: {WARN};")
-        self.info.setText(self.tr("Cannot use %1: %2").replace("%1", Path(path).name).replace("%2", message))
+        text = self.tr("Cannot use %1: %2").replace("%1", Path(path).name).replace("%2", message)
+        if self._open_text:
+            text += "\n" + self.tr("Still open, and shown below: %1").replace("%1", self._open_text)
+        self.info.setText(text)
+        # the row clicked is not the model open: the selection goes back to the open one
+        self.local.clearSelection()
+        for i in range(self.local.topLevelItemCount()):
+            item = self.local.topLevelItem(i)
+            if item.data(NAME, Qt.ItemDataRole.UserRole) == self._open_path:
+                item.setSelected(True)
 
     def start_folder(self) -> str:
         """Where *Open model…* starts: the folder of the newest recent model that still exists

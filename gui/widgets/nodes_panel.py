@@ -9,7 +9,6 @@ its RPC worker. The panel's own button adds a node by address, for networks wher
 
 from __future__ import annotations
 
-import html
 from collections import deque
 from collections.abc import Mapping
 
@@ -35,6 +34,7 @@ from agent.identity import display_fingerprint
 from agent.pairing import normalise_pin
 from agent.protocol import PIN_DIGITS
 from gui.widgets.node_colors import node_colors
+from gui.widgets.outside_text import NAME_WORD, PlainLabel, escaped, shortened
 from gui.widgets.wrapping_label import WrappingLabel
 
 GiB = 1 << 30
@@ -103,16 +103,18 @@ class NodeCard(QFrame):
         self.setObjectName("nodeCard")
         # Wrapped labels that get the height their text needs in the scrolled list (#17).
         self.title = WrappingLabel()
-        self.title.setTextFormat(Qt.TextFormat.RichText)
-        self.address = WrappingLabel()
+        self.title.setTextFormat(Qt.TextFormat.RichText)  # the name in it is escaped (#32)
+        # what the node announces or reports (its address, engine, CPU and GPU names) is text (#32)
+        self.address = PlainLabel()
         self.state = QLabel()
-        self.hardware = WrappingLabel()
-        self.engine = WrappingLabel()
-        self.warning = WrappingLabel()
+        self.state.setTextFormat(Qt.TextFormat.PlainText)
+        self.hardware = PlainLabel()
+        self.engine = PlainLabel()
+        self.warning = PlainLabel()
         self.warning.setStyleSheet(f"color: {WARN};")
         self.warning.hide()
         # Its own line: the Wi-Fi warning must not hide it, nor it the Wi-Fi warning.
-        self.impostor = WrappingLabel()
+        self.impostor = PlainLabel()
         self.impostor.setStyleSheet(f"color: {WARN}; font-weight: bold;")
         self.impostor.hide()
         self.rtt_label = QLabel()
@@ -153,6 +155,9 @@ class NodeCard(QFrame):
         """Show a :class:`gui.cluster.nodes.records.Node`'s identity and reachability."""
         self.name = node.name
         self._show_title()
+        if not self.hardware.text():
+            # until the agent's first status: said in words, not as zeros (#37)
+            self.hardware.setText(self.tr("Waiting for the node's status…"))
         self.address.setText(self.tr("Address: %1 (API %2, RPC %3)")
                              .replace("%1", node.host).replace("%2", str(node.api_port))
                              .replace("%3", str(node.rpc_port or "?")))
@@ -191,13 +196,13 @@ class NodeCard(QFrame):
 
     def _show_title(self) -> None:
         swatch = f'<span style="color: {self.color};">■</span> ' if self.color else ""
-        self.title.setText(f"{swatch}<b>{html.escape(self.name)}</b>")
+        self.title.setText(f"{swatch}<b>{escaped(self.name, longest_word=NAME_WORD)}</b>")
 
     def _state_text(self, state: str) -> str:
         names = {"stopped": self.tr("worker stopped"), "ready": self.tr("worker ready"),
                  "busy": self.tr("worker in use"), "starting": self.tr("worker starting"),
                  "crashed": self.tr("worker crashed"), "": self.tr("online")}
-        return names.get(state, state)
+        return names.get(state, shortened(state, longest_word=NAME_WORD))
 
     def show_status(self, status) -> None:
         """Show an agent's status (an :class:`~agent.protocol.AgentStatus`, as the telemetry
@@ -225,18 +230,37 @@ class NodeCard(QFrame):
                 parts.append(self.tr("GPU %1: %2 free of %3").replace("%1", d.name)
                              .replace("%2", _gib(d.free_bytes)).replace("%3", _gib(d.total_bytes)))
         cache = status.rpc.weight_cache
-        if cache is not None:
+        if cache is not None and cache.cap_bytes <= 0 and cache.used_bytes <= 0:
+            # nothing measured yet (a status right after pairing said "0 MiB of at most 0 MiB", #37)
+            parts.append(self.tr("Weights cached: —"))
+        elif cache is not None:
             # what makes a second start fast, and what it costs in disk (the cap: agent's cache_max_gib)
             parts.append(self.tr("Weights cached %1 of at most %2").replace("%1", _size(cache.used_bytes))
                          .replace("%2", _size(cache.cap_bytes)))
+        awake = self._keep_awake_text(status.get("keep_awake"))
+        if awake:
+            parts.append(awake)
         self.hardware.setText("\n".join(parts))
         wifi = [n.get("name") for n in hw.get("nics") or [] if n.get("wifi") and not n.get("loopback")]
         self.set_warning(self.tr("Wi-Fi link (%1): expect slow, uneven decoding. Use a cable if you can.")
                          .replace("%1", ", ".join(wifi)) if wifi else "")
 
+    def _keep_awake_text(self, keep_awake) -> str:
+        """Whether the agent keeps its PC from sleeping while it serves (#36); "" when it would
+        but no master uses it now."""
+        if not isinstance(keep_awake, Mapping):
+            return ""
+        if keep_awake.get("held"):
+            return self.tr("Kept awake while serving")
+        if not keep_awake.get("enabled"):
+            return self.tr("May sleep while serving (keep_awake is off in its agent.toml)")
+        if keep_awake.get("error"):
+            return self.tr("Cannot keep this computer awake: %1").replace("%1", str(keep_awake["error"]))
+        return ""
+
     def show_host(self, name: str, cpu: str, cores: int, ram_free: int, ram_total: int, engine: str) -> None:
         """Show the master itself (the host CPU of every plan)."""
-        self.title.setText(f"<b>{name}</b> — " + self.tr("this computer (host)"))
+        self.title.setText(f"<b>{escaped(name, longest_word=NAME_WORD)}</b> — " + self.tr("this computer (host)"))
         self.address.setText(self.tr("Runs llama-server; keeps the first layers and the token embeddings."))
         self.state.setText(self.tr("host"))
         self.hardware.setText(self.tr("CPU %1").replace("%1", f"{cpu} ×{cores}") + "\n"
@@ -266,8 +290,9 @@ class PinDialog(QDialog):
     def __init__(self, node_name: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(self.tr("Pair with node"))
-        label = QLabel(self.tr("Enter the PIN %1 shows (herd-agent pin on that computer):").replace("%1", node_name))
-        label.setWordWrap(True)
+        # the name is what an unpaired computer announced: text, never rich text (#32)
+        label = PlainLabel(self.tr("Enter the PIN %1 shows (herd-agent pin on that computer):")
+                           .replace("%1", shortened(node_name, longest_word=NAME_WORD)))
         self.edit = QLineEdit()
         self.edit.setMaxLength(PIN_DIGITS + 4)
         self.edit.setValidator(QRegularExpressionValidator(QRegularExpression(r"[\d -]*"), self.edit))
@@ -329,7 +354,7 @@ class NodesPanel(QWidget):
         self.demo_button.setToolTip(self.tr("Start two workers on this computer to see the whole loop"))
         self.empty_label = WrappingLabel(self.tr("No worker found yet. Start herd-agent on your other PCs, "
                                                  "or add one by address."))
-        self.message = WrappingLabel()
+        self.message = PlainLabel()
         self.message.setStyleSheet(f"color: {WARN};")
         self.message.hide()
         self.host_card = NodeCard(None)

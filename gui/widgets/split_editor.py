@@ -37,6 +37,7 @@ from gui.cluster.planning.plan import Device, DeviceFit, Plan, slot_span
 from gui.cluster.planning.split_model import SplitModel
 from gui.widgets.feedback import flash_copied
 from gui.widgets.node_colors import node_colors
+from gui.widgets.outside_text import PlainLabel, plain_tooltip
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar
 
 MiB = 1 << 20
@@ -132,11 +133,10 @@ class SplitEditor(QWidget):
                                             "first token after a long prompt (512 tokens)."))
         self.undo_button = QPushButton(self.tr("Undo"))
         self.redo_button = QPushButton(self.tr("Redo"))
-        self.summary = QLabel()
-        self.summary.setWordWrap(True)
+        # node and device names and the planner's words about them: plain text (#32)
+        self.summary = PlainLabel()
         # why the split is what it is (after Fastest), until the next edit
-        self.note = QLabel()
-        self.note.setWordWrap(True)
+        self.note = PlainLabel()
         self.note.hide()
         # while the cluster serves another split than the one shown (after an edit or import)
         self.differs_label = QLabel(self.tr("The cluster is running another split. Relaunch to use this one "
@@ -181,9 +181,8 @@ class SplitEditor(QWidget):
         # under Fastest, on a row of its own: the tool row must fit an 800 px screen (#17)
         fastest_row = QHBoxLayout()
         # why Fastest is greyed out, where it can be read (not only in a tooltip)
-        self.fastest_why = QLabel()
+        self.fastest_why = PlainLabel()
         self.fastest_why.setStyleSheet("color: palette(mid);")
-        self.fastest_why.setWordWrap(True)
         self.fastest_why.hide()
         fastest_row.addWidget(self.fastest_why, 1)
         fastest_row.addStretch(1)
@@ -241,7 +240,7 @@ class SplitEditor(QWidget):
         ``why_not`` shows beside it and as its tooltip."""
         self.fastest_button.setEnabled(ok)
         self.fastest_button.setToolTip(self.tr("Ask the planner for the quickest split") if ok or not why_not
-                                       else why_not)
+                                       else plain_tooltip(why_not))
         self.fastest_why.setText("" if ok else why_not)
         self.fastest_why.setVisible(not ok and bool(why_not))
 
@@ -433,8 +432,8 @@ class SplitEditor(QWidget):
         for h, k, blocks in plan.expert_moves():
             if plan.assignments[k].device.key == dev.key:
                 item.setText(self.tr("of layers %1").replace("%1", slot_span(blocks)))
-                item.setToolTip(self.tr("Holds the experts of %1's layers").replace(
-                    "%1", plan.assignments[h].device.label))
+                item.setToolTip(plain_tooltip(self.tr("Holds the experts of %1's layers").replace(
+                    "%1", plan.assignments[h].device.label)))
         return item
 
     def _fit_label(self, f: DeviceFit) -> str:
@@ -498,7 +497,7 @@ class SplitEditor(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if fit is not None and not fit.fits:
                     item.setForeground(QBrush(BAD))
-                    item.setToolTip(fit.describe())
+                    item.setToolTip(plain_tooltip(fit.describe()))
                 self.table.setItem(r, c, item)
             self.table.setItem(r, self.EXPERTS_COLUMN, self._experts_item(dev, plan))
         self.table.setColumnHidden(self.EXPERTS_COLUMN, model is None or not model.is_moe)

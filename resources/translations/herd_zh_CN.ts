@@ -149,6 +149,14 @@
         <source>Not sent. Your message is still in the box below.</source>
         <translation>未发送。您的消息仍在下方输入框中。</translation>
     </message>
+    <message>
+        <source>Not sent: wait for the reply to finish, or press Stop. Your message stays in the box.</source>
+        <translation>未发送：请等待回复结束，或按“停止”。您的消息仍在输入框中。</translation>
+    </message>
+    <message>
+        <source>Your message is still in the box: press Ctrl+Enter to send it.</source>
+        <translation>您的消息仍在输入框中：按 Ctrl+Enter 发送。</translation>
+    </message>
 </context>
 <context>
     <name>ClusterSession</name>
@@ -238,6 +246,10 @@
     <message>
         <source>Link throughput (%1)</source>
         <translation>链路吞吐量（%1）</translation>
+    </message>
+    <message>
+        <source>link probe</source>
+        <translation>链路探测</translation>
     </message>
 </context>
 <context>
@@ -346,6 +358,22 @@
         <location filename="../../gui/widgets/launch_panel.py" line="109" />
         <source>this PC</source>
         <translation>本机</translation>
+    </message>
+    <message>
+        <source>Split the model over the other devices by their free memory, as when a node is lost while serving, and start.</source>
+        <translation>按空闲内存把模型分到其他设备上（与服务中失去节点时的做法相同），然后启动。</translation>
+    </message>
+    <message>
+        <source>Start without %1</source>
+        <translation>不使用 %1 启动</translation>
+    </message>
+    <message>
+        <source>This model has no chat template: llama-server would fall back to ChatML, and a model trained on another format answers with markers such as &lt;|im_end|&gt; in its words. Choose the template it was trained with:</source>
+        <translation>此模型没有对话模板：llama-server 会退回使用 ChatML，而按其他格式训练的模型会在回复中夹带 &lt;|im_end|&gt; 之类的标记。请选择它训练时所用的模板：</translation>
+    </message>
+    <message>
+        <source>ChatML (llama-server's fallback)</source>
+        <translation>ChatML（llama-server 的默认回退）</translation>
     </message>
 </context>
 <context>
@@ -646,6 +674,10 @@
         <source>&lt;b&gt;Slow replies:&lt;/b&gt; Fastest measures the nodes and picks the quickest split; a node on Wi-Fi is marked on its card.</source>
         <translation>&lt;b&gt;回复很慢：&lt;/b&gt;“最快”会测量各节点并选出最快的分层；使用 Wi-Fi 的节点会在其卡片上标出。</translation>
     </message>
+    <message>
+        <source>Connecting to %1…</source>
+        <translation>正在连接 %1…</translation>
+    </message>
 </context>
 <context>
     <name>ModelPanel</name>
@@ -742,6 +774,10 @@
     <message>
         <source>needs about %1 GB more</source>
         <translation>还需约 %1 GB</translation>
+    </message>
+    <message>
+        <source>Still open, and shown below: %1</source>
+        <translation>仍在使用（下方显示的即为此模型）：%1</translation>
     </message>
 </context>
 <context>
@@ -886,6 +922,26 @@
         <location filename="../../gui/widgets/nodes_panel.py" line="186" />
         <source>RTT %1 ms</source>
         <translation>往返时延 %1 毫秒</translation>
+    </message>
+    <message>
+        <source>Cannot keep this computer awake: %1</source>
+        <translation>无法让这台电脑保持唤醒：%1</translation>
+    </message>
+    <message>
+        <source>Kept awake while serving</source>
+        <translation>服务期间保持唤醒</translation>
+    </message>
+    <message>
+        <source>May sleep while serving (keep_awake is off in its agent.toml)</source>
+        <translation>服务期间可能进入睡眠（其 agent.toml 中 keep_awake 已关闭）</translation>
+    </message>
+    <message>
+        <source>Waiting for the node's status…</source>
+        <translation>正在等待节点的状态…</translation>
+    </message>
+    <message>
+        <source>Weights cached: —</source>
+        <translation>已缓存权重：—</translation>
     </message>
 </context>
 <context>
@@ -1864,6 +1920,122 @@
         <source>{path}: part of a split model is missing or unreadable ({why})</source>
         <translation>{path}：分卷模型的某个文件缺失或无法读取（{why}）</translation>
     </message>
+    <message>
+        <source>GGUF format version {version} is not one llama.cpp reads (2 or 3)</source>
+        <translation>GGUF 格式版本 {version} 不是 llama.cpp 能读取的版本（2 或 3）</translation>
+    </message>
+    <message>
+        <source>it does not start with the GGUF signature</source>
+        <translation>它不以 GGUF 签名开头</translation>
+    </message>
+    <message>
+        <source>key general.alignment must be a power of two, got {value}</source>
+        <translation>键 general.alignment 必须是 2 的幂，实际为 {value}</translation>
+    </message>
+    <message>
+        <source>key number {n} has a name of {length} bytes; a key name takes at most {most}</source>
+        <translation>第 {n} 个键的名称长 {length} 字节；键名最多 {most} 字节</translation>
+    </message>
+    <message>
+        <source>key {key} appears twice</source>
+        <translation>键 {key} 出现了两次</translation>
+    </message>
+    <message>
+        <source>key {key} has an unknown value type ({type})</source>
+        <translation>键 {key} 的值类型未知（{type}）</translation>
+    </message>
+    <message>
+        <source>key {key} holds an array of an unknown value type ({type})</source>
+        <translation>键 {key} 是一个元素类型未知（{type}）的数组</translation>
+    </message>
+    <message>
+        <source>key {key} holds an array of arrays, which GGUF models do not use</source>
+        <translation>键 {key} 是数组的数组，GGUF 模型不使用这种结构</translation>
+    </message>
+    <message>
+        <source>tensor number {n} has a name of {length} bytes; llama.cpp takes at most {most}</source>
+        <translation>第 {n} 个张量的名称长 {length} 字节；llama.cpp 最多接受 {most} 字节</translation>
+    </message>
+    <message>
+        <source>tensor {name} appears twice</source>
+        <translation>张量 {name} 出现了两次</translation>
+    </message>
+    <message>
+        <source>tensor {name} has more elements than a file can hold</source>
+        <translation>张量 {name} 的元素数量超过了文件所能容纳的上限</translation>
+    </message>
+    <message>
+        <source>tensor {name} has {n} dimensions; llama.cpp takes at most {most}</source>
+        <translation>张量 {name} 有 {n} 个维度；llama.cpp 最多接受 {most} 个</translation>
+    </message>
+    <message>
+        <source>tensor {name} starts at an offset that is not a multiple of the alignment {alignment}</source>
+        <translation>张量 {name} 的起始偏移不是对齐值 {alignment} 的整数倍</translation>
+    </message>
+    <message>
+        <source>the format version</source>
+        <translation>格式版本</translation>
+    </message>
+    <message>
+        <source>the header ends inside {what}</source>
+        <translation>文件头在 {what} 中途结束</translation>
+    </message>
+    <message>
+        <source>the key count</source>
+        <translation>键的数量</translation>
+    </message>
+    <message>
+        <source>the list of keys</source>
+        <translation>键列表</translation>
+    </message>
+    <message>
+        <source>the list of tensors</source>
+        <translation>张量列表</translation>
+    </message>
+    <message>
+        <source>the name of key number {n}</source>
+        <translation>第 {n} 个键的名称</translation>
+    </message>
+    <message>
+        <source>the name of tensor number {n}</source>
+        <translation>第 {n} 个张量的名称</translation>
+    </message>
+    <message>
+        <source>the tensor count</source>
+        <translation>张量的数量</translation>
+    </message>
+    <message>
+        <source>{path}: corrupt GGUF file: {why}</source>
+        <translation>{path}：GGUF 文件已损坏：{why}</translation>
+    </message>
+    <message>
+        <source>{path}: not a GGUF file (it does not start with the GGUF signature that every llama.cpp model file has)</source>
+        <translation>{path}：不是 GGUF 文件（它不以每个 llama.cpp 模型文件都有的 GGUF 签名开头）</translation>
+    </message>
+    <message>
+        <source>{path}: tensor {name} has a ggml type ({type}) that llama.cpp does not know</source>
+        <translation>{path}：张量 {name} 的 ggml 类型（{type}）是 llama.cpp 不认识的</translation>
+    </message>
+    <message>
+        <source>{path}: truncated or corrupt GGUF file: {why}</source>
+        <translation>{path}：GGUF 文件不完整或已损坏：{why}</translation>
+    </message>
+    <message>
+        <source>{what} (it declares {count} entries)</source>
+        <translation>{what}（声明了 {count} 项）</translation>
+    </message>
+    <message>
+        <source>{what} is not UTF-8 text</source>
+        <translation>{what} 不是 UTF-8 文本</translation>
+    </message>
+    <message>
+        <source>the header goes on past {most} MiB, which no model's does ({why})</source>
+        <translation>文件头超过了 {most} MiB，没有哪个模型的文件头有这么长（{why}）</translation>
+    </message>
+    <message>
+        <source>{what} declares {count} entries; a model has at most {most}</source>
+        <translation>{what}声明了 {count} 项；模型最多只有 {most} 项</translation>
+    </message>
 </context>
 <context>
     <name>FailoverBanner</name>
@@ -2205,6 +2377,14 @@
     <message>
         <source>not enough disk space in {dir}: the model needs {need} MB and {free} MB are free; free some space or choose another models folder</source>
         <translation>{dir} 磁盘空间不足：模型需要 {need} MB，可用 {free} MB；请释放一些空间或选择其他模型文件夹</translation>
+    </message>
+    <message>
+        <source>not a usable GGUF file: {why}</source>
+        <translation>不是可用的 GGUF 文件：{why}</translation>
+    </message>
+    <message>
+        <source>{path}: the GGUF header does not end within the file's first {n} bytes: not a usable GGUF file ({why})</source>
+        <translation>{path}：GGUF 文件头在文件的前 {n} 字节内没有结束：不是可用的 GGUF 文件（{why}）</translation>
     </message>
 </context>
 <context>
@@ -2681,6 +2861,22 @@
         <source>The cluster is recovering; the conversation continues once it serves again.</source>
         <translation>集群正在恢复；恢复服务后可继续对话。</translation>
     </message>
+    <message>
+        <source>Open a model first: Open model… above, or click one under On this PC.</source>
+        <translation>请先打开模型：点击上方的“打开模型…”，或在“本机上的模型”中点选一个。</translation>
+    </message>
+    <message>
+        <source>Started without %1: the split was made again over the other devices by their free memory.</source>
+        <translation>已在没有 %1 的情况下启动：已按空闲内存在其他设备上重新分层。</translation>
+    </message>
+    <message>
+        <source>The model is still being read; press Start again once the Split tab shows its layers.</source>
+        <translation>模型仍在读取中；待“分层”页显示其各层后，再按“启动”。</translation>
+    </message>
+    <message>
+        <source>The split is not ready yet: the Split tab shows why.</source>
+        <translation>分层尚未就绪：原因见“分层”页。</translation>
+    </message>
 </context>
 <context>
     <name>ProfileActions</name>
@@ -2904,6 +3100,64 @@
     <message>
         <source>{arg} is not a llama-server option (nor the value of one)</source>
         <translation>{arg} 不是 llama-server 选项（也不是某个选项的值）</translation>
+    </message>
+</context>
+<context>
+    <name>Transcript</name>
+    <message>
+        <source>Open link</source>
+        <translation>打开链接</translation>
+    </message>
+    <message>
+        <source>Open this address in your browser?
+
+%1</source>
+        <translation>要在浏览器中打开这个地址吗？
+
+%1</translation>
+    </message>
+    <message>
+        <source>herd opens only web links (http, https) from a chat. This link goes to:
+
+%1</source>
+        <translation>herd 只打开聊天中的网页链接（http、https）。此链接指向：
+
+%1</translation>
+    </message>
+</context>
+<context>
+    <name>NextStep</name>
+    <message>
+        <source>Chat</source>
+        <translation>对话</translation>
+    </message>
+    <message>
+        <source>Launch ▸ Start</source>
+        <translation>“启动”页 ▸ 启动</translation>
+    </message>
+    <message>
+        <source>Next: %1, then %2.</source>
+        <translation>下一步：%1，然后%2。</translation>
+    </message>
+    <message>
+        <source>Next: open a model (Open model…, or one under On this PC).</source>
+        <translation>下一步：打开模型（“打开模型…”，或“本机上的模型”中的一个）。</translation>
+    </message>
+    <message>
+        <source>Reading the model; its split appears on the Split tab.</source>
+        <translation>正在读取模型；其分层将显示在“分层”页。</translation>
+    </message>
+    <message>
+        <source>Running. Next: ask something in %1.</source>
+        <translation>运行中。下一步：在%1中提问。</translation>
+    </message>
+    <message>
+        <source>Starting the cluster; %1 opens once it is ready.</source>
+        <translation>正在启动集群；就绪后即可%1。</translation>
+    </message>
+    <message>
+        <source>The steps of a first run: open a model, Launch ▸ Start, then Chat.</source>
+        <translation>首次运行的步骤：打开模型，“启动”页 ▸ 启动，然后对话。</translation>
     </message>
 </context>
 <context>

@@ -1,22 +1,69 @@
 """Opening a model never blocks the window: the GGUF is read off the GUI thread.
 
-The real Gemma 3 270M (a 262k vocabulary) takes seconds to inspect; while it is read the window
-keeps handling events, the model panel names the file, and a model chosen meanwhile wins.
+A model's header reads in well under a second since the bounded reader (#37, item 11; Gemma 3
+270M took seconds before), but a read can still take long: a model on a network share or a
+disk that is waking up. These tests read the longest header the reader accepts (32 MiB of
+string lengths to walk), held at its start until the test lets it go — a stand-in for a slow
+disk, which cannot be had here. While it is read the window keeps handling events, the model
+panel names the file, a model chosen meanwhile wins, and closing herd does not wait for it.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from PySide6.QtCore import QTimer
 
-from cluster.model_matrix import real_gemma3
+from cluster.padded_gguf import write_padded_model
+from gui.cluster.llama import model as model_module
+from gui.cluster.llama.gguf_header import MAX_HEADER_BYTES
+
+#: Empty strings that fill the slow model's header up to (nearly) the reader's cap.
+SLOW_HEADER_STRINGS = (MAX_HEADER_BYTES // 8) - (1 << 16)
+
+#: Run as ``python -c`` before herd's own main: every model read waits for ever, as on a disk
+#: that never answers (herd must close all the same).
+NEVER_ANSWERING_DISK = """
+import runpy, threading
+import gui.cluster.llama.model as model_module
+model_module.read_header = lambda path: threading.Event().wait()
+runpy.run_module("gui.main", run_name="__main__")
+"""
 
 
 @pytest.fixture(scope="module")
-def gemma3_270m(tmp_path_factory):
-    return real_gemma3(tmp_path_factory.mktemp("gemma3"))
+def slow_model(tmp_path_factory):
+    """A model whose header is as long as the reader accepts."""
+    return write_padded_model(tmp_path_factory.mktemp("slow") / "slow-header.gguf", SLOW_HEADER_STRINGS)
+
+
+class SlowDisk:
+    """Reads of ``path`` wait at their start until :meth:`release` (a slow disk's stand-in)."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+        self.released = threading.Event()
+        self.waiting = threading.Event()
+        self._read = model_module.read_header
+
+    def read_header(self, path):
+        if str(path) == self.path:
+            self.waiting.set()
+            self.released.wait(120)
+        return self._read(path)
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@pytest.fixture
+def slow_disk(monkeypatch, slow_model):
+    disk = SlowDisk(slow_model)
+    monkeypatch.setattr(model_module, "read_header", disk.read_header)
+    yield disk
+    disk.release()  # a read still held ends before the next test
 
 
 class StallMeter:
@@ -52,34 +99,36 @@ def pick_recent(win, path) -> None:
     box.activated.emit(index)  # what a click on the entry in the opened list emits
 
 
-def test_a_large_vocabulary_model_opens_while_the_window_stays_responsive(qtbot, make_window, gemma3_270m):
-    win = make_window(browse=False, **{"model/recent": [str(gemma3_270m)]})
+def test_a_model_that_reads_slowly_opens_while_the_window_stays_responsive(qtbot, make_window, slow_model,
+                                                                           slow_disk):
+    win = make_window(browse=False, **{"model/recent": [str(slow_model)]})
     win.model_panel.set_recent(win.settings.get("model/recent"))
     with StallMeter() as meter:
         started = time.perf_counter()
-        pick_recent(win, gemma3_270m)
+        pick_recent(win, slow_model)
         # more than a moment: the panel names the file with a busy bar
         qtbot.waitUntil(lambda: win.model_panel.busy.isVisible(), timeout=5000)
-        assert gemma3_270m.name in win.model_panel.reading.text()
+        assert slow_model.name in win.model_panel.reading.text()
         # the other controls answer meanwhile: the tabs switch, the Open button is there to use
         win.tabs.setCurrentIndex(1)
         assert win.tabs.currentWidget() is win.launch
         assert win.model_panel.open_button.isEnabled()
+        slow_disk.release()  # the disk answers; the longest header there is is walked
         qtbot.waitUntil(lambda: win.model is not None, timeout=180000)
         reading = time.perf_counter() - started
-    assert win.model.path == gemma3_270m and win.model.architecture == "gemma3"
+    assert win.model.path == slow_model and win.model.architecture == "llama"
     assert not win.model_panel.busy.isVisible()
-    assert "Gemma" in win.model_panel.info.text()
-    # The read took as long as the inspection does; the window never stopped for more than a
-    # small part of it (read on the GUI thread, the worst stall would be the whole read).
+    assert slow_model.name in win.model_panel.info.text()
+    # The window never stopped for the read (read on the GUI thread, the worst stall would be
+    # all of it).
     print(f"\nread {reading:.2f} s, the window's worst stall {meter.worst * 1000:.0f} ms")
-    assert meter.worst < reading / 10, (meter.worst, reading)
+    assert meter.worst < reading / 2, (meter.worst, reading)
 
 
-def test_a_model_chosen_while_another_is_read_wins(qtbot, make_window, gemma3_270m, demo_model):
-    win = make_window(browse=False, **{"model/recent": [str(gemma3_270m), str(demo_model)]})
+def test_a_model_chosen_while_another_is_read_wins(qtbot, make_window, slow_model, demo_model, slow_disk):
+    win = make_window(browse=False, **{"model/recent": [str(slow_model), str(demo_model)]})
     win.model_panel.set_recent(win.settings.get("model/recent"))
-    pick_recent(win, gemma3_270m)
+    pick_recent(win, slow_model)
     slow, ended = win._model_read, []
     slow.done.connect(lambda: ended.append(slow.future.result()))  # (delivered queued: never missed)
     pick_recent(win, demo_model)  # changed my mind while the large one is read
@@ -87,8 +136,9 @@ def test_a_model_chosen_while_another_is_read_wins(qtbot, make_window, gemma3_27
     assert win.model.path == demo_model
     # the large one finishes later (its result reaches the window) and is dropped: the model
     # chosen last stays open
+    slow_disk.release()
     qtbot.waitUntil(lambda: bool(ended), timeout=180000)
-    assert ended[0].path == gemma3_270m
+    assert ended[0].path == slow_model
     assert win.model.path == demo_model
     assert win.settings.get("model/last") == str(demo_model)
     assert demo_model.name in win.model_panel.info.text() and not win.model_panel.busy.isVisible()
@@ -108,11 +158,11 @@ def test_an_unreadable_model_says_why_and_keeps_the_open_one(qtbot, make_window,
 
 
 def test_the_demo_window_answers_while_a_remembered_large_model_is_read(qtbot, make_window, agents, demo_model,
-                                                                       gemma3_270m):
+                                                                       slow_model, slow_disk):
     """`herd demo` after a session with a large model: the window starts reading the remembered
     model, then the demo's own; it keeps answering meanwhile and the demo's model is the one
     open, although the remembered one finishes last."""
-    win = make_window(browse=False, **{"model/last": str(gemma3_270m)})  # start() reads the last model
+    win = make_window(browse=False, **{"model/last": str(slow_model)})  # start() reads the last model
     remembered, ended = win._model_read, []
     assert remembered is not None and win.model is None
     remembered.done.connect(lambda: ended.append(True))
@@ -121,38 +171,35 @@ def test_the_demo_window_answers_while_a_remembered_large_model_is_read(qtbot, m
         win.attach_demo(agents, demo_model)
         qtbot.waitUntil(lambda: win.model is not None, timeout=60000)
         assert win.model.path == demo_model
+        slow_disk.release()
         qtbot.waitUntil(lambda: bool(ended), timeout=180000)
         reading = time.perf_counter() - started
     assert win.model.path == demo_model and win.settings.get("model/last") == str(demo_model)
-    assert meter.worst < reading / 10, (meter.worst, reading)
+    assert meter.worst < reading / 2, (meter.worst, reading)
 
 
-def test_closing_herd_while_a_large_model_is_read_ends_it_at_once(tmp_path, gemma3_270m):
-    """A person opens herd (it reads the model of last time, a 262k vocabulary) and closes it
-    at once: herd is gone straight away, not when the read would have ended."""
+def test_closing_herd_while_a_model_is_read_ends_it_at_once(tmp_path, slow_model):
+    """A person opens herd (it reads the model of last time, from a disk that does not answer)
+    and closes it: herd is gone, cleanly, without waiting for the read."""
     import os
     import signal
     import subprocess
     import sys
     from pathlib import Path
 
-    from gui.cluster.llama.model import inspect_model
     from gui.settings import Settings
 
-    started = time.perf_counter()
-    inspect_model(gemma3_270m)
-    reading = time.perf_counter() - started
     config = tmp_path / "xdg-config"
     remembered = Settings(str(config / "llama-herd" / "herd.conf"))  # where herd keeps its settings on Linux
-    remembered.set("model/last", str(gemma3_270m))
+    remembered.set("model/last", str(slow_model))
     remembered.sync()
     env = dict(os.environ, HERD_CONFIG_DIR=str(tmp_path / "config"), XDG_CONFIG_HOME=str(config),
                XDG_CACHE_HOME=str(tmp_path / "cache"), HERD_INTERFACES="127.0.0.1", QT_QPA_PLATFORM="offscreen",
                HERD_DEBUG="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]), PYTHONUNBUFFERED="1")
     log = tmp_path / "herd.log"
     with open(log, "w") as out:
-        herd = subprocess.Popen([sys.executable, "-m", "gui.main"], env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT)
+        herd = subprocess.Popen([sys.executable, "-c", NEVER_ANSWERING_DISK], env=env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
         while "reading the model" not in log.read_text():
@@ -160,30 +207,30 @@ def test_closing_herd_while_a_large_model_is_read_ends_it_at_once(tmp_path, gemm
             time.sleep(0.05)  # polling another process's log for the moment its read begins
         closing = time.perf_counter()
         herd.send_signal(signal.SIGTERM)  # closes the window as a person would
-        herd.wait(reading * 3)
+        herd.wait(60)  # generous: the read never ends, so any exit is herd's own
         took = time.perf_counter() - closing
     finally:
         if herd.poll() is None:
             herd.kill()
             herd.wait()
-    print(f"\nreading the model takes {reading:.2f} s; herd was gone {took:.2f} s after closing")
+    print(f"\nherd was gone {took:.2f} s after closing")
     assert herd.returncode == 0, log.read_text()
     assert "Traceback" not in log.read_text(), log.read_text()
-    assert took < reading / 2, (took, reading)
 
 
-def test_a_read_that_ends_after_the_window_closed_goes_nowhere(qtbot, make_window, gemma3_270m, caplog):
+def test_a_read_that_ends_after_the_window_closed_goes_nowhere(qtbot, make_window, slow_model, slow_disk, caplog):
     import logging
     import threading
 
     win = make_window(browse=False)
     win._own_bridge = True  # as the app's own window: closing it closes its asyncio loop too
-    win.read_model(str(gemma3_270m))
+    win.read_model(str(slow_model))
     qtbot.waitUntil(lambda: win.model_panel.busy.isVisible(), timeout=5000)
     reader = [t for t in threading.enumerate() if t.name == "herd-read-model"]
     assert reader, [t.name for t in threading.enumerate()]
     win.close()
     assert not win.bridge.is_running() and reader[0].is_alive()  # closed while the read goes on
+    slow_disk.release()
     failures = []
     threading.excepthook, before = (lambda args: failures.append(args)), threading.excepthook
     try:

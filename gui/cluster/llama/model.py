@@ -1,7 +1,7 @@
 """What a GGUF model file holds, as far as planning a split needs to know.
 
-:func:`inspect_model` reads only the header and the tensor infos of a GGUF file (the ``gguf``
-package memory-maps the file; no weight is read), and returns a :class:`ModelInfo`: the
+:func:`inspect_model` reads only the header and the tensor infos of a GGUF file (with the bounded
+reader of :mod:`gui.cluster.llama.gguf_header`; no weight is read), and returns a :class:`ModelInfo`: the
 architecture, the layer count, the context length, the attention shape (for the KV cache) and
 the bytes of every *layer slot* the way llama.cpp places them (``docs/llama-cpp.md``):
 
@@ -20,18 +20,17 @@ split by layers — raises :class:`ModelError` with a message that names the fil
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import os
 import re
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 from agent.i18n import translate
+from gui.cluster.llama.gguf_header import (MAGIC as GGUF_MAGIC, GGUFHeader, HeaderError, HeaderTruncated, TensorInfo,
+                                          read_header)
 
 #: Architectures that are not text generators (encoders, vision projectors, audio decoders):
 #: llama-server cannot serve them as a chat model split over RPC workers.
@@ -311,12 +310,6 @@ class ModelInfo:
         }
 
 
-def _field_value(reader, key: str):
-    """A scalar, string or list value of a GGUF key, or None when absent."""
-    field = reader.get_field(key)
-    return None if field is None else field.contents()
-
-
 def _int_or_list(value, what: str, path: Path) -> list[int] | int | None:
     if value is None:
         return None
@@ -348,56 +341,36 @@ def _quant_label(file_type: int | None, tensor_types: dict[str, int]) -> str:
     return max(tensor_types.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
 
-_gc_pause_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-@contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Hold off Python's cyclic garbage collector while ``gguf.GGUFReader`` parses a header.
-
-    For a large vocabulary (Gemma 3: 262k tokens) the reader makes millions of small numpy
-    views; each full collection walks them all, holding the GIL for up to a second at a time —
-    the app's window froze for that long even with the file read off the GUI thread — and
-    together the collections more than doubled the read's time. The views hold no cycles
-    (reference counting frees them), so nothing piles up while the collector waits. Nested
-    and concurrent reads share one pause; the collector is turned back on, if it was on,
-    when the last one ends.
-    """
-    global _gc_pauses, _gc_was_enabled
-    with _gc_pause_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_pause_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
-
-
 def inspect_model(path: str | os.PathLike) -> ModelInfo:
     """Read a GGUF file's header and tensor infos and return its :class:`ModelInfo`.
 
-    Only the header is parsed (the file is memory-mapped by ``gguf.GGUFReader``; tensor data is
-    never touched), so this is quick even for files of many gigabytes.
+    Only the header is parsed, by the bounded reader of :mod:`gui.cluster.llama.gguf_header`
+    (no weight and no vocabulary entry is read), so this is quick and small for files of many
+    gigabytes and for hostile ones alike (#32, #37).
 
     Raises:
         ModelError: missing file, not a GGUF, truncated or corrupt, no ``block_count``, no
             attention heads, or an architecture llama-server cannot serve as a split model.
     """
-    with _cyclic_gc_paused():  # (until the reader and its millions of views are freed)
-        return _inspect(path)
-
-
-def _inspect(path: str | os.PathLike) -> ModelInfo:
-    import gguf
-
     path = Path(path)
+    header, file_bytes = _open_header(path)
+    if header.get("split.no") not in (0, None):  # a later file of a split model
+        first = (split_shard_paths(path) or [Path("…-00001-of-….gguf")])[0].name
+        raise ModelError(translate("Model", "{path}: this is not the first file of a split model; "
+                                            "open {first} (llama.cpp finds the other files by name)")
+                         .format(path=path, first=first))
+    arch = _architecture(header, path)
+    hparams = _hyperparameters(header, arch, path)
+    shards = _split_shards(header, path, file_bytes)
+    if len(shards) > 1:
+        file_bytes = sum(size for _, _, size in shards)
+    tally = _tally_tensors(shards, hparams["n_layer"], arch, path)
+    return _model_info(path, file_bytes, header, arch, hparams, tally, single_file=len(shards) == 1)
+
+
+def _open_header(path: Path) -> tuple[GGUFHeader, int]:
+    """The header of one GGUF file and the file's size, every failure a :class:`ModelError`
+    in words (#37, item 5: never Python's byte notation)."""
     try:
         file_bytes = path.stat().st_size
     except OSError as e:
@@ -406,24 +379,25 @@ def _inspect(path: str | os.PathLike) -> ModelInfo:
         raise ModelError(translate("Model", "{path}: not a file").format(path=path))
     try:
         with open(path, "rb") as f:
-            magic = f.read(4)
+            magic = f.read(len(GGUF_MAGIC))
+        if magic != GGUF_MAGIC:
+            raise ModelError(translate("Model", "{path}: not a GGUF file (it does not start with the GGUF "
+                                                "signature that every llama.cpp model file has)").format(path=path))
+        return read_header(path), file_bytes
     except OSError as e:
         raise ModelError(_unreadable(path, e)) from None
-    if magic != b"GGUF":
-        raise ModelError(translate("Model", "{path}: not a GGUF file (it starts with {magic}, expected "
-                                            "b'GGUF')").format(path=path, magic=repr(magic)))
-    try:
-        reader = gguf.GGUFReader(path, "r")
-    except Exception as e:  # the reader raises anything from IndexError to KeyError on bad bytes
-        raise ModelError(translate("Model", "{path}: truncated or corrupt GGUF file ({why})")
-                         .format(path=path, why=f"{type(e).__name__}: {e}")) from None
+    except HeaderTruncated as e:
+        raise ModelError(translate("Model", "{path}: truncated or corrupt GGUF file: {why}")
+                         .format(path=path, why=e)) from None
+    except HeaderError as e:
+        raise ModelError(translate("Model", "{path}: corrupt GGUF file: {why}").format(path=path, why=e)) from None
 
-    if _field_value(reader, "split.no") not in (0, None):  # a later file of a split model
-        first = (split_shard_paths(path) or [Path("…-00001-of-….gguf")])[0].name
-        raise ModelError(translate("Model", "{path}: this is not the first file of a split model; "
-                                            "open {first} (llama.cpp finds the other files by name)")
-                         .format(path=path, first=first))
-    arch = _field_value(reader, "general.architecture")
+
+def _architecture(header: GGUFHeader, path: Path) -> str:
+    """``general.architecture``, refused when llama-server cannot split it as a chat model."""
+    import gguf
+
+    arch = header.get("general.architecture")
     if not isinstance(arch, str) or not arch:
         raise ModelError(f"{path}: the GGUF header has no general.architecture")
     if arch in NON_GENERATIVE_ARCHS:
@@ -433,147 +407,160 @@ def _inspect(path: str | os.PathLike) -> ModelInfo:
     if arch not in set(gguf.MODEL_ARCH_NAMES.values()):
         raise ModelError(translate("Model", "{path}: unsupported architecture {arch}: not a model "
                                             "architecture llama.cpp knows").format(path=path, arch=repr(arch)))
+    return arch
 
+
+def _hyperparameters(header: GGUFHeader, arch: str, path: Path) -> dict:
+    """The shape keys of ``arch`` the planner uses, checked: layers, width, heads, context."""
     def key(suffix: str):
-        return _field_value(reader, f"{arch}.{suffix}")
+        return _int_or_list(header.get(f"{arch}.{suffix}"), f"{arch}.{suffix}", path)
 
-    n_layer = _int_or_list(key("block_count"), f"{arch}.block_count", path)
+    n_layer = key("block_count")
     if n_layer is None:
         raise ModelError(f"{path}: the GGUF header has no {arch}.block_count (layer count)")
     if isinstance(n_layer, list) or n_layer < 1:
         raise ModelError(f"{path}: {arch}.block_count must be a positive number, got {n_layer!r}")
-    embd = _int_or_list(key("embedding_length"), f"{arch}.embedding_length", path)
+    embd = key("embedding_length")
     if not isinstance(embd, int) or embd < 1:
         raise ModelError(f"{path}: the GGUF header has no usable {arch}.embedding_length")
-    heads = _int_or_list(key("attention.head_count"), f"{arch}.attention.head_count", path)
+    heads = key("attention.head_count")
     if heads is None or (isinstance(heads, list) and not any(heads)) or heads == 0:
         raise ModelError(f"{path}: unsupported architecture {arch!r}: no attention heads "
                          f"({arch}.attention.head_count), so its cache cannot be sized")
     heads_list = heads if isinstance(heads, list) else [heads] * n_layer
-    kv = _int_or_list(key("attention.head_count_kv"), f"{arch}.attention.head_count_kv", path)
+    kv = key("attention.head_count_kv")
     kv_list = heads_list if kv is None else (kv if isinstance(kv, list) else [kv] * n_layer)
     if len(heads_list) != n_layer or len(kv_list) != n_layer:
         raise ModelError(f"{path}: per-layer head counts do not match block_count {n_layer}")
     n_head = max(heads_list)
-    head_k = _int_or_list(key("attention.key_length"), f"{arch}.attention.key_length", path)
-    head_v = _int_or_list(key("attention.value_length"), f"{arch}.attention.value_length", path)
+    head_k, head_v = key("attention.key_length"), key("attention.value_length")
     head_k = head_k if isinstance(head_k, int) else embd // n_head
-    head_v = head_v if isinstance(head_v, int) else head_k
-    ctx = _int_or_list(key("context_length"), f"{arch}.context_length", path)
-    ff = _int_or_list(key("feed_forward_length"), f"{arch}.feed_forward_length", path)
-    ff = max(ff) if isinstance(ff, list) and ff else (ff if isinstance(ff, int) else 0)
-    file_type = _int_or_list(_field_value(reader, "general.file_type"), "general.file_type", path)
-    name = _field_value(reader, "general.name")
-    n_expert = _int_or_list(key("expert_count"), f"{arch}.expert_count", path)
-    n_used = _int_or_list(key("expert_used_count"), f"{arch}.expert_used_count", path)
-    expert_ff = _int_or_list(key("expert_feed_forward_length"), f"{arch}.expert_feed_forward_length", path)
-    window, swa_layers = _sliding_window(arch, n_layer, key("attention.sliding_window"),
-                                         key("attention.sliding_window_pattern"))
+    ff = key("feed_forward_length")
+    window, swa_layers = _sliding_window(arch, n_layer, header.get(f"{arch}.attention.sliding_window"),
+                                         header.get(f"{arch}.attention.sliding_window_pattern"))
+    return dict(
+        n_layer=n_layer, embedding_length=embd, n_head=n_head, n_head_kv=tuple(kv_list),
+        head_dim_k=head_k, head_dim_v=head_v if isinstance(head_v, int) else head_k,
+        context_length=_int_or_none(key("context_length")),
+        feed_forward_length=max(ff) if isinstance(ff, list) and ff else (ff if isinstance(ff, int) else 0),
+        expert_count=_int_or_none(key("expert_count")) or 0,
+        expert_used_count=_int_or_none(key("expert_used_count")) or 0,
+        expert_feed_forward_length=_int_or_none(key("expert_feed_forward_length")) or 0,
+        sliding_window=window, swa_layers=swa_layers,
+    )
 
-    shards = _split_shards(reader, path, file_bytes)
-    if len(shards) > 1:
-        file_bytes = sum(size for _, _, size in shards)
 
-    slots = [0] * (n_layer + 1)
-    expert_slots = [0] * (n_layer + 1)
-    input_bytes = 0
-    token_embd = 0
-    vocab = 0
-    has_output = False
-    sinks = False
-    type_bytes: dict[str, int] = {}
-    total = 0
-    n_params = 0
-    extents: list[TensorExtent] = []
-    for shard_path, t, shard_bytes in ((p, t, size) for p, r, size in shards for t in r.tensors):
-        nbytes = int(t.n_bytes)
-        end = int(t.data_offset) + nbytes
-        if end > shard_bytes:
-            raise ModelError(f"{shard_path}: truncated GGUF file: tensor {t.name} ends at byte {end} "
-                             f"but the file has only {shard_bytes}")
-        total += nbytes
-        n_params += int(t.n_elements)
-        type_bytes[t.tensor_type.name] = type_bytes.get(t.tensor_type.name, 0) + nbytes
-        extent = dict(offset=int(t.data_offset), nbytes=nbytes, name=t.name, ggml_type=t.tensor_type.name,
-                      shape=tuple(int(x) for x in t.shape))
-        m = _BLOCK_RE.match(t.name)
-        if m:
-            i = int(m.group(1))
-            if i >= n_layer:
-                raise ModelError(f"{path}: tensor {t.name} belongs to block {i}, but "
-                                 f"{arch}.block_count is {n_layer}")
-            slots[i] += nbytes
-            sinks = sinks or t.name.endswith(".attn_sinks.weight")
-            if _EXPERTS_RE.search(t.name):
-                expert_slots[i] += nbytes
-            extents.append(TensorExtent(i, **extent))
-        elif t.name.startswith(_OUTPUT_NAMES):
-            slots[n_layer] += nbytes
-            has_output = has_output or t.name == "output.weight"
-            extents.append(TensorExtent(n_layer, **extent))
-        else:
-            input_bytes += nbytes
-            extents.append(TensorExtent(-1, **extent))
-            if t.name == "token_embd.weight":
-                token_embd = nbytes
-                vocab = int(t.shape[-1]) if len(t.shape) > 1 else 0
-    if token_embd == 0:
+def _int_or_none(value) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+@dataclass
+class _TensorTally:
+    """What :func:`_tally_tensors` adds up over every tensor of every file of a model."""
+
+    slots: list[int]
+    expert_slots: list[int]
+    input_bytes: int = 0
+    token_embd: int = 0
+    vocab: int = 0
+    has_output: bool = False
+    sinks: bool = False
+    total: int = 0
+    n_params: int = 0
+    type_bytes: dict[str, int] = field(default_factory=dict)
+    extents: list[TensorExtent] = field(default_factory=list)
+
+
+def _tensor_size(t: TensorInfo, shard_path: Path) -> tuple[str, int, int]:
+    """A tensor's ggml type name, elements and bytes, from its type and shape."""
+    import gguf
+
+    try:
+        qtype = gguf.GGMLQuantizationType(t.ggml_type)
+        block, type_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    except (ValueError, KeyError):
+        raise ModelError(translate("Model", "{path}: tensor {name} has a ggml type ({type}) that llama.cpp "
+                                            "does not know").format(path=shard_path, name=t.name,
+                                                                    type=t.ggml_type)) from None
+    elements = 1
+    for dim in t.shape:
+        elements *= dim
+    if t.shape and t.shape[0] % block:
+        raise ModelError(f"{shard_path}: tensor {t.name}: its first dimension {t.shape[0]} is not a "
+                         f"multiple of the {qtype.name} block size {block}")
+    return qtype.name, elements, elements // block * type_bytes
+
+
+def _tally_tensors(shards: list[tuple[Path, GGUFHeader, int]], n_layer: int, arch: str,
+                   path: Path) -> _TensorTally:
+    """Put each tensor's bytes in its slot (a block, the output layer, or the host's inputs)."""
+    tally = _TensorTally(slots=[0] * (n_layer + 1), expert_slots=[0] * (n_layer + 1))
+    for shard_path, header, shard_bytes in shards:
+        for t in header.tensors:
+            type_name, elements, nbytes = _tensor_size(t, shard_path)
+            end = t.offset + nbytes
+            if end > shard_bytes:
+                raise ModelError(f"{shard_path}: truncated GGUF file: tensor {t.name} ends at byte {end} "
+                                 f"but the file has only {shard_bytes}")
+            tally.total += nbytes
+            tally.n_params += elements
+            tally.type_bytes[type_name] = tally.type_bytes.get(type_name, 0) + nbytes
+            extent = dict(offset=t.offset, nbytes=nbytes, name=t.name, ggml_type=type_name, shape=t.shape)
+            m = _BLOCK_RE.match(t.name)
+            if m:
+                i = int(m.group(1))
+                if i >= n_layer:
+                    raise ModelError(f"{path}: tensor {t.name} belongs to block {i}, but "
+                                     f"{arch}.block_count is {n_layer}")
+                tally.slots[i] += nbytes
+                tally.sinks = tally.sinks or t.name.endswith(".attn_sinks.weight")
+                if _EXPERTS_RE.search(t.name):
+                    tally.expert_slots[i] += nbytes
+                tally.extents.append(TensorExtent(i, **extent))
+            elif t.name.startswith(_OUTPUT_NAMES):
+                tally.slots[n_layer] += nbytes
+                tally.has_output = tally.has_output or t.name == "output.weight"
+                tally.extents.append(TensorExtent(n_layer, **extent))
+            else:
+                tally.input_bytes += nbytes
+                tally.extents.append(TensorExtent(-1, **extent))
+                if t.name == "token_embd.weight":
+                    tally.token_embd = nbytes
+                    tally.vocab = t.shape[-1] if len(t.shape) > 1 else 0
+    return tally
+
+
+def _model_info(path: Path, file_bytes: int, header: GGUFHeader, arch: str, hparams: dict,
+                tally: _TensorTally, *, single_file: bool) -> ModelInfo:
+    """The :class:`ModelInfo` of the checked facts, after the checks that need every tensor."""
+    n_layer = hparams["n_layer"]
+    if tally.token_embd == 0:
         raise ModelError(f"{path}: the file has no token_embd.weight tensor")
-    if any(b == 0 for b in slots[:n_layer]):
-        missing = [i for i, b in enumerate(slots[:n_layer]) if b == 0]
+    missing = [i for i, b in enumerate(tally.slots[:n_layer]) if b == 0]
+    if missing:
         raise ModelError(f"{path}: no tensors for block(s) {missing[:8]} although "
                          f"{arch}.block_count is {n_layer}")
-    tied = not has_output
+    slots = list(tally.slots)
+    tied = not tally.has_output
     if tied:
         # llama.cpp duplicates token_embd into the output layer's buffer (TENSOR_DUPLICATED).
-        slots[n_layer] += token_embd
-
-    info = ModelInfo(
-        path=path,
-        file_bytes=file_bytes,
-        architecture=arch,
+        slots[n_layer] += tally.token_embd
+    file_type = _int_or_list(header.get("general.file_type"), "general.file_type", path)
+    file_type = file_type if isinstance(file_type, int) else None
+    name = header.get("general.name")
+    return ModelInfo(
+        path=path, file_bytes=file_bytes, architecture=arch,
         name=name if isinstance(name, str) and name else path.stem,
-        n_layer=n_layer,
-        context_length=ctx if isinstance(ctx, int) else None,
-        embedding_length=embd,
-        feed_forward_length=ff,
-        n_head=n_head,
-        n_head_kv=tuple(kv_list),
-        head_dim_k=head_k,
-        head_dim_v=head_v,
-        vocab_size=vocab,
-        file_type=file_type if isinstance(file_type, int) else None,
-        quantization=_quant_label(file_type if isinstance(file_type, int) else None, type_bytes),
-        slot_bytes=tuple(slots),
-        input_bytes=input_bytes,
-        token_embd_bytes=token_embd,
-        tied_embeddings=tied,
-        tensor_bytes=total,
+        vocab_size=tally.vocab, file_type=file_type, quantization=_quant_label(file_type, tally.type_bytes),
+        slot_bytes=tuple(slots), input_bytes=tally.input_bytes, token_embd_bytes=tally.token_embd,
+        tied_embeddings=tied, tensor_bytes=tally.total,
         # file ranges of a split model lie in several files: not comparable with one mapping
-        tensors=tuple(extents) if len(shards) == 1 else (),
-        n_params=n_params,
-        sliding_window=window,
-        swa_layers=swa_layers,
-        expert_count=n_expert if isinstance(n_expert, int) else 0,
-        expert_used_count=n_used if isinstance(n_used, int) else 0,
-        expert_feed_forward_length=expert_ff if isinstance(expert_ff, int) else 0,
-        expert_slot_bytes=tuple(expert_slots) if any(expert_slots) else (),
-        attention_sinks=sinks,
+        tensors=tuple(tally.extents) if single_file else (),
+        n_params=tally.n_params,
+        expert_slot_bytes=tuple(tally.expert_slots) if any(tally.expert_slots) else (),
+        attention_sinks=tally.sinks,
+        **hparams,
     )
-    _free_gradually(reader)
-    return info
-
-
-def _free_gradually(reader) -> None:
-    """Drop a reader's parsed fields a slice at a time.
-
-    Freed all at once, a 262k-token vocabulary's million numpy views go in one uninterrupted
-    run that holds the GIL for about half a second (a window showing the read stalls for it);
-    between the slices other threads get their turn."""
-    for field in reader.fields.values():
-        parts = field.parts
-        while parts:
-            del parts[-4096:]
 
 
 def _sliding_window(arch: str, n_layer: int, window, pattern) -> tuple[int, tuple[bool, ...]]:
@@ -607,29 +594,25 @@ def split_shard_paths(path: str | os.PathLike) -> list[Path] | None:
     return [path.with_name(f"{m.group('stem')}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
 
 
-def _split_shards(reader, path: Path, file_bytes: int) -> list[tuple[Path, object, int]]:
-    """``(path, reader, size)`` of every file of the model: just this one, or all the shards
+def _split_shards(header: GGUFHeader, path: Path, file_bytes: int) -> list[tuple[Path, GGUFHeader, int]]:
+    """``(path, header, size)`` of every file of the model: just this one, or all the shards
     of a split GGUF (``split.count`` > 1; llama.cpp loads them given the first)."""
-    import gguf
-
-    count = _field_value(reader, "split.count")
+    count = header.get("split.count")
     if not isinstance(count, int) or count <= 1:
-        return [(path, reader, file_bytes)]
+        return [(path, header, file_bytes)]
     names = split_shard_paths(path)
     if names is None or len(names) != count:
         raise ModelError(f"{path}: a split model of {count} files must be named "
                          f"NAME-00001-of-{count:05d}.gguf (llama.cpp finds the other files by name)")
-    out = [(path, reader, file_bytes)]
+    out = [(path, header, file_bytes)]
     for shard in names[1:]:
         try:
-            size = shard.stat().st_size
-            out.append((shard, gguf.GGUFReader(shard, "r"), size))
+            shard.stat()
         except OSError as e:
             raise ModelError(translate("Model", "{path}: part of a split model is missing or unreadable "
                                                 "({why})").format(path=shard, why=e.strerror or e)) from None
-        except Exception as e:  # the reader raises anything on bad bytes
-            raise ModelError(translate("Model", "{path}: truncated or corrupt GGUF file ({why})")
-                             .format(path=shard, why=f"{type(e).__name__}: {e}")) from None
+        shard_header, size = _open_header(shard)
+        out.append((shard, shard_header, size))
     return out
 
 

@@ -31,7 +31,6 @@ import functools
 import os
 import re
 import shutil
-import struct
 import tempfile
 import threading
 import time
@@ -46,8 +45,9 @@ from agent.i18n import translate
 PARTIAL_DIR = ".herd-downloads"
 #: First ranged read of a header; grown until the header and the tensor infos are in.
 HEADER_FIRST_READ = 256 * 1024
-#: A header larger than this is not a model's (a real vocabulary takes a few MiB).
-HEADER_MAX_BYTES = 64 << 20
+#: A header larger than this is not a model's (the local reader's cap, ``MAX_HEADER_BYTES`` of
+#: gui.cluster.llama.gguf_header). It bounds what a hub can make the app fetch and hold (#32).
+HEADER_MAX_BYTES = 32 << 20
 #: Disk space kept free beyond the download itself (the OS and the app need some too).
 DISK_MARGIN_BYTES = 64 << 20
 
@@ -196,69 +196,25 @@ def group_gguf_files(files: Sequence[HubFile]) -> list[ModelFile]:
 
 
 class _NeedMore(Exception):
-    def __init__(self, nbytes: int) -> None:
+    def __init__(self, nbytes: int, why: str = "") -> None:
         self.nbytes = nbytes
-
-
-_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-_STRING, _ARRAY = 8, 9
+        self.why = why  # where the header reader stopped, in words
 
 
 def gguf_header_length(buf: bytes) -> int:
     """Bytes from the start of a GGUF file to its first tensor's data (header, metadata, tensor
     infos, alignment padding). Raises ``_NeedMore(n)`` when ``buf`` holds fewer than ``n`` of
-    the bytes needed, :class:`HubError` when it is not a GGUF."""
-    pos = 0
+    the bytes needed, :class:`HubError` when it is not a GGUF. The bounded reader the app uses
+    for local files reads it (#32: a count is checked against the bytes there are before more
+    are fetched or walked)."""
+    from gui.cluster.llama.gguf_header import HeaderError, HeaderTruncated, parse_header
 
-    def take(n: int) -> bytes:
-        nonlocal pos
-        if pos + n > len(buf):
-            raise _NeedMore(pos + n)
-        out = buf[pos:pos + n]
-        pos += n
-        return out
-
-    def u32() -> int:
-        return struct.unpack("<I", take(4))[0]
-
-    def u64() -> int:
-        return struct.unpack("<Q", take(8))[0]
-
-    def string() -> bytes:
-        return take(u64())
-
-    def skip_value(vtype: int) -> object:
-        if vtype in _SCALAR:
-            raw = take(_SCALAR[vtype])
-            return int.from_bytes(raw, "little") if vtype in (4, 10) else None
-        if vtype == _STRING:
-            string()
-            return None
-        if vtype == _ARRAY:
-            sub, count = u32(), u64()
-            if sub in _SCALAR:
-                take(_SCALAR[sub] * count)
-            else:
-                for _ in range(count):
-                    skip_value(sub)
-            return None
-        raise HubError(f"unknown GGUF value type {vtype}")
-
-    if take(4) != b"GGUF":
-        raise HubError(translate("Hub", "the file does not start like a GGUF file"))
-    u32()  # version
-    n_tensors, n_kv = u64(), u64()
-    alignment = 32
-    for _ in range(n_kv):
-        key = string()
-        value = skip_value(u32())
-        if key == b"general.alignment" and isinstance(value, int) and value > 0:
-            alignment = value
-    for _ in range(n_tensors):
-        string()
-        take(8 * u32())
-        take(4 + 8)  # type, offset
-    return -(-pos // alignment) * alignment
+    try:
+        return parse_header(buf).data_offset
+    except HeaderTruncated as e:
+        raise _NeedMore(e.needed, str(e)) from None
+    except HeaderError as e:
+        raise HubError(translate("Hub", "not a usable GGUF file: {why}").format(why=e)) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,8 +421,8 @@ class Hub:
             except _NeedMore as more:
                 if more.nbytes > min(f.size, HEADER_MAX_BYTES) or len(buf) < want:
                     raise HubError(translate("Hub", "{path}: the GGUF header does not end within the "
-                                                    "file's first {n} bytes: not a usable GGUF file")
-                                   .format(path=f.path, n=len(buf))) from None
+                                                    "file's first {n} bytes: not a usable GGUF file ({why})")
+                                   .format(path=f.path, n=len(buf), why=more.why)) from None
                 want = min(max(more.nbytes, 2 * len(buf)), f.size, HEADER_MAX_BYTES)
 
     def model_info(self, repo: str, commit: str, model: ModelFile, workdir: str | os.PathLike | None = None):

@@ -54,6 +54,7 @@ from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZerocon
 from agent import protocol as P
 from agent.client import AgentClient, AgentError, KeyMismatch
 from gui.cluster.nodes.records import Node, PairingStore, master_identity
+from gui.cluster.nodes.wake import remember_wake
 
 log = logging.getLogger(__name__)
 
@@ -419,6 +420,8 @@ class Discovery:
                 self._by_name.pop(other, None)
         node = _node_from_status(status, host, api_port, self._key(node_id)).with_(
             addresses=tuple(dict.fromkeys((host, *addresses))), reachable=True, **extra)
+        # for `herd wake` once it sleeps (#36)
+        remember_wake(self.tokens, node_id, status, node.api_url.removeprefix("https://"))
         self._failed[node_id] = 0
         return self._upsert(node, answered=True)
 

@@ -147,7 +147,8 @@ def master_identity(folder: Path | None = None):
 
 class PairingStore:
     """The agent certificates this master pinned, per node id, in a JSON file only the user can
-    read: ``{"version": 2, "nodes": {node_id: {"cert", "fingerprint", "name", "paired_at"}}}``.
+    read: ``{"version": 2, "nodes": {node_id: {"cert", "fingerprint", "name", "paired_at"}}}``,
+    and, once the node reported it, ``"wake": {"mac", "broadcast"}`` (:meth:`set_wake`).
 
     A missing file is an empty store; an unreadable one raises ValueError naming the file rather
     than silently forgetting every pairing. A version-1 file (bearer tokens) holds nothing that
@@ -219,6 +220,24 @@ class PairingStore:
         nodes = self._load()
         nodes[node_id] = {"cert": cert, "fingerprint": fingerprint_of_pem(cert), "name": name,
                           "paired_at": time.time()}
+        self._write(nodes)
+
+    def wake_target(self, node_id: str):
+        """Where to send ``node_id``'s Wake-on-LAN packet, as last reported by the node (a
+        :class:`~gui.cluster.nodes.wake.WakeTarget`), or None when not known (#36)."""
+        from gui.cluster.nodes.wake import WakeTarget  # noqa: PLC0415
+
+        entry = self._load().get(node_id)
+        return WakeTarget.from_json(entry.get("wake")) if entry else None
+
+    def set_wake(self, node_id: str, target) -> None:
+        """Keep ``target`` (a :class:`~gui.cluster.nodes.wake.WakeTarget`) with the pairing of
+        ``node_id``; the file is written only when it changed, and never for an unpaired node."""
+        nodes = self._load()
+        entry = nodes.get(node_id)
+        if entry is None or entry.get("wake") == target.to_json():
+            return
+        entry["wake"] = target.to_json()
         self._write(nodes)
 
     def forget(self, node_id: str) -> bool:

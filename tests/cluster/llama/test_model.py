@@ -214,33 +214,3 @@ def test_gpt_oss_is_read_with_its_experts_window_and_sinks(tmp_path):
     assert info.expert_slot_bytes[:4] == (experts,) * 4
     assert info.slot_bytes[:4] == (experts + attention + small,) * 4
     assert not inspect_model(write_demo_model(tmp_path / "d.gguf", DemoShape(layers=2))).attention_sinks
-
-
-def test_inspecting_puts_the_cyclic_collector_back_as_it_was(demo_model, tmp_path, monkeypatch):
-    """The collector waits while a header is parsed (its passes over a big vocabulary's views
-    stalled every thread), and is on again afterwards, also after an error; a collector the
-    caller had turned off stays off."""
-    import gc
-
-    seen = []
-    real_reader = gguf.GGUFReader
-
-    def reader(*args, **kwargs):  # the real reader, watched: was the collector on meanwhile?
-        seen.append(gc.isenabled())
-        return real_reader(*args, **kwargs)
-
-    monkeypatch.setattr(gguf, "GGUFReader", reader)
-    assert gc.isenabled()
-    inspect_model(demo_model)
-    assert seen == [False] and gc.isenabled()
-    bad = tmp_path / "bad.gguf"
-    bad.write_bytes(b"GGUF" + b"\xff" * 64)
-    with pytest.raises(ModelError):
-        inspect_model(bad)
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        inspect_model(demo_model)
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
