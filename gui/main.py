@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "gui.cli.bench",
     "gui.cli.model",
     "gui.cli.keys",
+    "gui.cli.api_keys",
     "gui.cli.wake",
 ]
 

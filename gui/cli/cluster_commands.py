@@ -37,6 +37,8 @@ from gui.cluster.nodes.discovery import Discovery, parse_address
 from gui.cluster.nodes.records import KnownAddresses, Node, TokenStore, config_dir, usable_nodes
 from gui.cluster.planning.devices import host_free_bytes
 from gui.cluster.planning.plan import slot_span
+from gui.cluster.serving.front_door import DoorSettings, FrontDoor, FrontDoorError
+from gui.cluster.serving.sharing import endpoint_options, endpoint_urls, print_requests, share_on_lan
 
 MiB = 1 << 20
 
@@ -106,8 +108,14 @@ def _register_up(sub: argparse._SubParsersAction, planning) -> None:
                    help="what --fastest optimises (as for herd plan)")
     p.add_argument("--alias", default=None, metavar="NAME",
                    help="the model id the endpoint shows (default: the model file's name)")
-    p.add_argument("--host", default=None, help="address the endpoint listens on (default 127.0.0.1)")
+    p.add_argument("--host", default=None,
+                   help="address the endpoint listens on (default 127.0.0.1; with --lan every address)")
     p.add_argument("--port", type=int, default=None, help=f"endpoint port (default {DEFAULT_PORT})")
+    p.add_argument("--lan", action="store_true",
+                   help="share the endpoint with the other devices of the network through herd's front "
+                        "door (on every address, or --host): each device needs a key (herd keys add NAME)")
+    p.add_argument("--key-for-local", action="store_true",
+                   help="with --lan: ask programs on this computer for a key too")
     p.add_argument("--load-timeout", type=float, default=600.0, metavar="S")
     p.add_argument("--stats", type=float, default=0.0, metavar="S",
                    help="while serving, print tokens/s and link round trips every S seconds "
@@ -417,16 +425,21 @@ def _server_args(args) -> tuple[str, ...]:
         raise CommandError(f"--server-args: {exc}", 2) from None
 
 
-def _endpoint_line(spec) -> str:
+def _endpoint_line(spec, door: FrontDoor | None = None) -> str:
     """Where the endpoint is reached, and where llama-server really listens when that is more
-    than this PC (#32: a shared endpoint is said, never hidden behind a loopback URL)."""
-    url = spec.url
-    line = (f"Endpoint: {url}/v1  (OpenAI-compatible; model {spec.options.alias!r}; chat at "
-            f"{url}/v1/chat/completions)")
+    than this PC (#32: a shared endpoint is said, never hidden behind a loopback URL). With
+    ``--lan`` (#34): every address the front door listens on, and that devices need a key."""
+    public = endpoint_urls(door) if door is not None else [spec.url]
+    line = (f"Endpoint: {public[0]}/v1  (OpenAI-compatible; model {spec.options.alias!r}; chat at "
+            f"{public[0]}/v1/chat/completions)")
+    if door is not None:
+        line += "".join(f"\n  also at {other}/v1" for other in public[1:])
+        return line + "\n  other devices need a key: make one for each with `herd keys add NAME`"
     host = spec.options.host
     if host not in ("127.0.0.1", "localhost", "::1"):
         where = "every address of this computer" if host in ("0.0.0.0", "::", "") else host
-        line += f"\nllama-server listens on {where} (--host {host}): other computers on the network can use it"
+        line += (f"\nllama-server listens on {where} (--host {host}): other computers on the network can use it, "
+                 "with no key and its admin routes (/slots, /props) too; share it with --lan instead")
     return line
 
 
@@ -520,6 +533,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
     unanswered: dict[str, str] = {}
     disc = await discover(args, strict=not (from_file or args.split or args.fastest), unanswered=unanswered)
     supervisor: ClusterSupervisor | None = None
+    door: FrontDoor | None = None
     try:
         plan, model, saved = await _up_target(args, disc, eng, plan_document, profile, model, unanswered)
         try:
@@ -528,6 +542,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
                                     extra_args=saved.extra_args + server_args)
         except ValueError as exc:
             raise CommandError(str(exc), 2) from None
+        options, door = await _front_door(args, options)
         request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers)
         await _preflight_or_refuse(request, disc, eng, args)
         used = nodes_for_plan(plan, disc.nodes.values())
@@ -551,8 +566,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
             return 130
         for note in supervisor.notes:
             print(f"note: {note}", flush=True)
-        url = supervisor.spec.url
-        print(_endpoint_line(supervisor.spec))
+        print(_endpoint_line(supervisor.spec, door))
         _print_placement(check)
         if not check.ok:
             for p in check.problems:
@@ -561,17 +575,40 @@ async def cmd_up(args: argparse.Namespace) -> int:
         # What is running now, for `herd export` (and the app) to pick up.
         with contextlib.suppress(OSError, ValueError):
             prof.save_profile(running_profile_path(), prof.make_profile(
-                plan, model, used, engine=eng, server=supervisor.spec.options))
+                plan, model, used, engine=eng, server=endpoint_options(supervisor.spec.options, door)))
         print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
-        await _serve_until_stopped(args, supervisor, url, used, stop)
+        await _serve_until_stopped(args, supervisor, supervisor.spec.url, used, stop)
         return 0
     finally:
         if supervisor is not None:
             running_profile_path().unlink(missing_ok=True)
             await supervisor.stop()
+        await _close_door(door)
         await disc.stop()
         if supervisor is not None:
             print("Stopped: llama-server and the workers herd started.", flush=True)
+
+
+async def _front_door(args, options: ServerOptions) -> tuple[ServerOptions, FrontDoor | None]:
+    """With ``--lan`` (#34): the front door, started on the endpoint's port before the model
+    loads (its port never refuses a client), and llama-server's options behind it on loopback;
+    without it, ``options`` as they are and no door."""
+    if not args.lan:
+        return options, None
+    upstream, door = share_on_lan(options, args.host,
+                                  settings=DoorSettings(require_key_on_loopback=args.key_for_local))
+    try:
+        await door.start()
+    except FrontDoorError as exc:
+        raise CommandError(str(exc)) from None
+    print_requests()  # one line per request from another device: key name, route, status, tokens, time
+    return upstream, door
+
+
+async def _close_door(door: FrontDoor | None) -> None:
+    """Stop the front door, if ``herd up`` opened one."""
+    if door is not None:
+        await door.stop()
 
 
 async def _start_or_stop(supervisor, load_timeout: float, stop: asyncio.Event):

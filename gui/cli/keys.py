@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("unpair", help="forget a paired node (and tell it to forget this master)")
     p.add_argument("node", help="the node's name, id or HOST[:PORT]")
     p.set_defaults(func=command_runner(cmd_unpair))
-    p = sub.add_parser("key", help="show this master's key fingerprint")
+    p = sub.add_parser("key", help="show the fingerprint of the key this master pairs its workers with")
     p.set_defaults(func=lambda args: print(display_fingerprint(master_identity().fingerprint, 16)) or 0)
 
 

@@ -3160,4 +3160,50 @@
         <translation>首次运行的步骤：打开模型，“启动”页 ▸ 启动，然后对话。</translation>
     </message>
 </context>
+<context>
+    <name>FrontDoor</name>
+    <message>
+        <source>cannot listen on {host}:{port} ({why}); another program may use the port: choose another one with --port</source>
+        <translation>无法在 {host}:{port} 上监听（{why}）；可能有其他程序占用了该端口：请用 --port 换一个端口</translation>
+    </message>
+    <message>
+        <source>the model is not being served at the moment (it is starting or being relaunched); try again in a few seconds</source>
+        <translation>模型暂时没有在提供服务（正在启动或重新启动）；请几秒后再试</translation>
+    </message>
+    <message>
+        <source>the reply was cut: the cluster lost a computer and is relaunching; send the request again in a few seconds</source>
+        <translation>回复被中断：集群失去了一台电脑，正在重新启动；请几秒后重新发送请求</translation>
+    </message>
+    <message>
+        <source>the request is larger than {mib} MiB</source>
+        <translation>请求大于 {mib} MiB</translation>
+    </message>
+    <message>
+        <source>this endpoint needs a key: make one on the cluster's computer with `herd keys add NAME` and give it to the app as its API key</source>
+        <translation>此端点需要密钥：请在集群所在的电脑上用 `herd keys add NAME` 创建一个，并把它作为 API 密钥填入应用</translation>
+    </message>
+    <message>
+        <source>this key is not known here (it may have been revoked); `herd keys list` on the cluster's computer shows the keys</source>
+        <translation>此处不认识这个密钥（它可能已被吊销）；在集群所在的电脑上运行 `herd keys list` 可查看所有密钥</translation>
+    </message>
+    <message>
+        <source>{path} is not served to other computers; the endpoint serves the OpenAI API under /v1</source>
+        <translation>{path} 不向其他电脑开放；此端点只在 /v1 下提供 OpenAI API</translation>
+    </message>
+</context>
+<context>
+    <name>Keys</name>
+    <message>
+        <source>"{name}" cannot name a key: use 1 to 40 letters, digits, dots, dashes or underscores, starting with a letter or digit (e.g. phone, open-webui)</source>
+        <translation>“{name}”不能作为密钥名称：请使用 1 到 40 个字母、数字、点、短横线或下划线，并以字母或数字开头（例如 phone、open-webui）</translation>
+    </message>
+    <message>
+        <source>a key called {name} exists already; revoke it first (herd keys revoke {name}) or choose another name</source>
+        <translation>名为 {name} 的密钥已存在；请先吊销它（herd keys revoke {name}），或换一个名称</translation>
+    </message>
+    <message>
+        <source>{path} is not a llama-herd key file ({why}); move it away and add the keys again</source>
+        <translation>{path} 不是 llama-herd 的密钥文件（{why}）；请把它移走，然后重新添加密钥</translation>
+    </message>
+</context>
 </TS>

@@ -1,0 +1,1 @@
+"""Serving the cluster to the household: the front door in front of llama-server and its keys (#34)."""

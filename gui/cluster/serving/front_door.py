@@ -1,0 +1,312 @@
+"""herd's front door: the household's endpoint, in front of llama-server (#34).
+
+llama-server has no lock of its own that herd can change while it runs, and it answers
+``/slots``, ``/props`` and ``/metrics`` to anyone who reaches it. So when the cluster is shared
+on the LAN, llama-server listens on loopback at a port herd picks, and :class:`FrontDoor` — an
+aiohttp server — listens on the endpoint's address and port and passes requests on:
+
+* **Routes.** Other hosts reach only the OpenAI-compatible routes (:data:`PUBLIC_PATHS`); every
+  other path (``/slots…``, ``/props``, ``/metrics``, ``/lora-adapters``, unknown ones) answers
+  403 to them. Callers on this computer (loopback: the app's dashboard, local scripts) reach
+  every route.
+* **Keys.** From another host every request but ``/health`` needs ``Authorization: Bearer KEY``
+  with a key of :class:`~gui.cluster.serving.api_keys.ApiKeyStore`; on loopback none is needed
+  unless :attr:`DoorSettings.require_key_on_loopback`. Keys are looked up per request, so an
+  added or revoked key counts at once.
+* **Streams.** Replies are passed on chunk by chunk as llama-server writes them (SSE token by
+  token), never gathered first. A client that goes away cancels the request: the handler is
+  cancelled (``handler_cancellation``) and the upstream connection closed, which makes
+  llama-server stop generating.
+* **Relaunches.** The front door keeps its port while llama-server is restarted (failover, a new
+  model). A request then waits up to :attr:`DoorSettings.upstream_wait` seconds for llama-server
+  to answer, then gets 503 with ``Retry-After`` — never "connection refused". A reply that
+  llama-server cuts mid-stream ends with an SSE error event that says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+from agent.i18n import translate
+from gui.cluster.serving.api_keys import ApiKeyError, ApiKeyStore
+
+log = logging.getLogger(__name__)
+
+#: The routes other hosts may use: the OpenAI-compatible API and the health check.
+PUBLIC_PATHS = frozenset({"/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/health"})
+#: Routes that need no key from anyone (a phone app's "is the server there?").
+OPEN_PATHS = frozenset({"/health"})
+#: Headers that belong to one connection, never passed on (RFC 9110 §7.6.1), and ours to set.
+_NOT_PASSED = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+                         "trailer", "transfer-encoding", "upgrade", "host", "content-length", "authorization"})
+MiB = 1 << 20
+#: Where a reply says how many tokens it generated: llama-server's ``timings`` (every reply, the
+#: last event of a stream) or the OpenAI ``usage``. Read from the reply's last bytes only.
+_TOKENS_RE = re.compile(rb'"(?:predicted_n|completion_tokens)"\s*:\s*(\d+)')
+_TAIL = 4096
+
+
+class FrontDoorError(RuntimeError):
+    """The front door cannot start (its address or port cannot be taken); the message says why."""
+
+
+@dataclass(frozen=True)
+class DoorSettings:
+    """How the front door behaves.
+
+    Attributes:
+        require_key_on_loopback: ask callers on this computer for a key too (default: local
+            scripts and the app's dashboard need none).
+        upstream_wait: seconds a request waits for llama-server while it is (re)starting, before
+            it gets 503.
+        retry_after: the ``Retry-After`` seconds sent with that 503.
+        max_body: the largest request body accepted, in bytes (long documents to embed fit).
+    """
+
+    require_key_on_loopback: bool = False
+    upstream_wait: float = 20.0
+    retry_after: int = 5
+    max_body: int = 64 * MiB
+
+
+def is_loopback(remote: str | None) -> bool:
+    """Whether a peer address (aiohttp's ``request.remote``) is this computer's loopback."""
+    if not remote:
+        return False
+    try:
+        ip = ipaddress.ip_address(remote.split("%", 1)[0])
+    except ValueError:
+        return False
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _error(status: int, message: str, kind: str, headers: dict | None = None) -> web.Response:
+    """An error in the shape OpenAI clients read (``{"error": {"message", "type", "code"}}``)."""
+    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status,
+                             headers=headers)
+
+
+def _sse_error(message: str) -> bytes:
+    """An SSE event that OpenAI clients raise as an error (a stream cut by llama-server)."""
+    event = {"error": {"message": message, "type": "server_error", "code": 503}}
+    return b"data: " + json.dumps(event).encode("utf-8") + b"\n\n"
+
+
+class FrontDoor:
+    """The endpoint other apps use, passing requests on to llama-server (module docstring).
+
+    Args:
+        upstream: llama-server's base URL on loopback, e.g. ``http://127.0.0.1:41234``; may be
+            changed later (:attr:`upstream`) when a relaunch moves it.
+        keys: the keys that open it.
+        hosts: addresses to listen on (``0.0.0.0`` for every IPv4 address of this computer).
+        port: the endpoint's port.
+        settings: :class:`DoorSettings`.
+
+    Attributes:
+        upstream: where requests go now.
+        served: requests answered so far, by key name ("" for callers on loopback without key).
+        waiting: requests waiting now for llama-server to come (back).
+    """
+
+    def __init__(self, upstream: str, keys: ApiKeyStore, *, hosts: Sequence[str] = ("127.0.0.1",),
+                 port: int = 8080, settings: DoorSettings = DoorSettings()) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.keys = keys
+        self.hosts = tuple(hosts)
+        self.port = int(port)
+        self.settings = settings
+        self.served: dict[str, int] = {}
+        self.waiting = 0
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def urls(self) -> list[str]:
+        """The base URLs it listens on (as given: ``0.0.0.0`` means every address)."""
+        return [f"http://{f'[{h}]' if ':' in h else h}:{self.port}" for h in self.hosts]
+
+    async def start(self) -> None:
+        """Take the address(es) and port and start serving; :class:`FrontDoorError` when one
+        cannot be taken (the port in use, an address this computer does not have)."""
+        app = web.Application(client_max_size=self.settings.max_body)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        # A client that goes away cancels its handler, which closes the upstream request.
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        await self._runner.setup()
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=2.0, sock_read=None),
+            connector=aiohttp.TCPConnector(limit=256), auto_decompress=False,
+            skip_auto_headers=("Accept-Encoding", "User-Agent"))
+        try:
+            for host in self.hosts:
+                await web.TCPSite(self._runner, host, self.port).start()
+        except OSError as exc:
+            await self.stop()
+            raise FrontDoorError(translate(
+                "FrontDoor", "cannot listen on {host}:{port} ({why}); another program may use the port: "
+                             "choose another one with --port").format(
+                host=host, port=self.port, why=exc.strerror or exc)) from None
+
+    async def stop(self) -> None:
+        """Stop listening and close the connections to llama-server."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # --- one request --------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        started = time.monotonic()
+        local = is_loopback(request.remote)
+        if not local and request.path not in PUBLIC_PATHS:
+            return _error(403, translate("FrontDoor", "{path} is not served to other computers; the endpoint "
+                                                      "serves the OpenAI API under /v1").format(path=request.path),
+                          "forbidden")
+        who = ""
+        if (request.path not in OPEN_PATHS and request.method != "OPTIONS"  # a browser's CORS preflight
+                and (not local or self.settings.require_key_on_loopback)):
+            who = self._key_name(request)
+            if isinstance(who, web.Response):
+                return who
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, translate("FrontDoor", "the request is larger than {mib} MiB").format(
+                mib=self.settings.max_body // MiB), "invalid_request_error")
+        usage: dict[str, int] = {}  # what the reply says it generated (for the log line)
+        response = await self._forward(request, body, usage)
+        self.served[who] = self.served.get(who, 0) + 1
+        if not local:  # who used the cluster from the LAN, never what they asked (#34)
+            tokens = usage.get("tokens")
+            log.info("%s: %s %s → %s%s in %.2f s", who, request.method, request.path, response.status,
+                     f", {tokens} tokens" if tokens is not None else "", time.monotonic() - started)
+        return response
+
+    def _key_name(self, request: web.Request) -> str | web.Response:
+        """The name of the key the request carries, or the 401/500 answer."""
+        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+        key = key.strip()
+        if scheme.lower() != "bearer" or not key:
+            return _error(401, translate("FrontDoor", "this endpoint needs a key: make one on the cluster's "
+                                                      "computer with `herd keys add NAME` and give it to the app "
+                                                      "as its API key"), "invalid_api_key",
+                          {"WWW-Authenticate": "Bearer"})
+        try:
+            name = self.keys.match(key)
+        except ApiKeyError as exc:  # fail closed: an unreadable key file opens nothing
+            log.error("%s", exc)
+            return _error(500, str(exc), "server_error")
+        if name is None:
+            return _error(401, translate("FrontDoor", "this key is not known here (it may have been revoked); "
+                                                      "`herd keys list` on the cluster's computer shows the "
+                                                      "keys"), "invalid_api_key", {"WWW-Authenticate": "Bearer"})
+        return name
+
+    async def _forward(self, request: web.Request, body: bytes, usage: dict[str, int]) -> web.StreamResponse:
+        """Send the request on to llama-server (waiting for it while it restarts) and relay the
+        answer; ``usage["tokens"]`` is set to the tokens the reply says it generated."""
+        assert self._session is not None, "start() first"
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_PASSED}
+        # The path as checked (decoded, dot segments resolved), encoded again: llama-server sees
+        # exactly the route the checks saw, whatever spelling the client used.
+        target = URL(self.upstream).with_path(request.path).with_query(request.query)
+        # Only the model's routes wait: /health and the dashboard's reads say at once how it is.
+        waits = request.path in PUBLIC_PATHS and request.path not in OPEN_PATHS
+        deadline = time.monotonic() + (self.settings.upstream_wait if waits else 0.0)
+        counted = False
+        tries = 0
+        try:
+            while True:
+                upstream = None
+                tries += 1
+                try:
+                    upstream = await self._session.request(request.method, target, headers=headers, data=body)
+                except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
+                    # Not listening (yet): llama-server is being (re)started. Or a kept-alive
+                    # connection that llama-server closed while idle: the second try opens a new one.
+                    if tries == 1:
+                        continue
+                # 503 is llama-server's "Loading model": nothing was done, so it may go again.
+                if upstream is not None and (upstream.status != 503 or not waits):
+                    if counted:
+                        self.waiting -= 1
+                        counted = False
+                    return await self._relay(request, upstream, usage)
+                if upstream is not None:
+                    upstream.release()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return _error(503, translate("FrontDoor", "the model is not being served at the moment (it "
+                                                              "is starting or being relaunched); try again in a "
+                                                              "few seconds"), "server_error",
+                                  {"Retry-After": str(self.settings.retry_after)})
+                if not counted:
+                    self.waiting += 1
+                    counted = True
+                await asyncio.sleep(min(0.25, left))  # poll the upstream's port until the deadline
+        finally:
+            if counted:
+                self.waiting -= 1
+
+    async def _relay(self, request: web.Request, upstream: aiohttp.ClientResponse,
+                     usage: dict[str, int]) -> web.StreamResponse:
+        """Pass ``upstream``'s answer on as it arrives (chunked; never gathered first)."""
+        done = False
+        try:
+            response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+            for k, v in upstream.headers.items():
+                if k.lower() not in _NOT_PASSED:
+                    response.headers.add(k, v)
+            await response.prepare(request)
+            chunks = upstream.content.iter_any()
+            tail = b""  # the reply's last bytes, where it says how many tokens it generated
+            while True:
+                try:
+                    chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+                except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
+                    # llama-server went away mid-reply (a lost worker, a relaunch): say so and end.
+                    if upstream.content_type != "text/event-stream":
+                        if request.transport is not None:
+                            request.transport.close()  # a cut JSON body must not look complete
+                        return response
+                    await response.write(_sse_error(translate(
+                        "FrontDoor", "the reply was cut: the cluster lost a computer and is relaunching; "
+                                     "send the request again in a few seconds")))
+                    break
+                tail = (tail + chunk)[-_TAIL:]
+                try:
+                    await response.write(chunk)
+                except ConnectionResetError:
+                    return response  # the client went away: the finally below closes the upstream
+            await response.write_eof()
+            counts = _TOKENS_RE.findall(tail)
+            if counts:
+                usage["tokens"] = int(counts[-1])
+            done = True
+            return response
+        finally:
+            # A finished reply gives the connection back for the next request; anything else (the
+            # client went away: this task is cancelled) closes it, so llama-server stops generating.
+            if done:
+                upstream.release()
+            else:
+                upstream.close()
