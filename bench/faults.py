@@ -1,6 +1,6 @@
 """Fault injection: how fast herd notices a lost worker and serves again on the survivors.
 
-    python bench/faults.py [--faults all|"kill -9 RPC worker",…] [--loopback]
+    python bench/faults.py [--faults all|"kill -9 RPC worker",…] [--loopback] [--smoke]
 
 For each fault a fresh cluster is built — two real herd-agents (on a simulated LAN of network
 namespaces when run as root, else on loopback), a failover supervisor running the real
@@ -34,6 +34,7 @@ from lan import Lan, can_build_lan  # noqa: E402
 from resilience.faults import FAULTS, LINK_DOWN, run_fault  # noqa: E402
 
 from agent.engine_lookup import find_engine  # noqa: E402
+from bench.smoke import parse_args  # noqa: E402
 from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
 
 
@@ -42,7 +43,7 @@ async def main() -> int:
     ap.add_argument("--faults", default="all", help="comma-separated fault names, or all")
     ap.add_argument("--loopback", action="store_true", help="agents on loopback even as root")
     ap.add_argument("--verbose", action="store_true", help="print every supervisor event")
-    args = ap.parse_args()
+    args = parse_args(ap, {"faults": FAULTS[0]})  # one fault, on the LAN when root
     eng = find_engine(probe=True)
     if not eng.complete:
         print("no llama.cpp engine: run `herd engine install` first", file=sys.stderr)
