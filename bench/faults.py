@@ -81,7 +81,9 @@ async def main() -> int:
     fmt = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
     for fault, det, rec, ok, msg in rows:
         print(f"{fault:<20} {fmt(det):>9} {fmt(rec):>10} {'yes' if ok else 'NO':>14}  {msg}")
-    bad = [r for r in rows if r[1] is None or r[1] > 5 or r[2] is None or r[2] > 30 or not r[3]]
+    # A smoke run fails only when a fault was not survived: its seconds depend on the machine's load.
+    bad = [r for r in rows if r[1] is None or r[2] is None or not r[3]
+           or (not args.smoke and (r[1] > 5 or r[2] > 30))]
     print("\ntargets: detect ≤ 5 s, recover ≤ 30 s, transcript intact — "
           + ("all met" if not bad else f"{len(bad)} fault(s) missed"))
     return 1 if bad else 0
