@@ -288,7 +288,16 @@ def main() -> int:
             loop.close()
             proc.terminate()
             proc.wait(timeout=10)
+    report(args, model, (rss, cpu, pss), (rtt_direct, rtt_relay), direct, relay, ratios)
+    return 0
 
+
+def report(args, model: Path, idle: tuple, rtts: tuple[float, float], direct: list, relay: list,
+           ratios: list[float]) -> None:
+    """Print the table: ``idle`` (RSS MB, CPU %, PSS MB), ``rtts`` (direct, relay) in seconds,
+    ``direct``/``relay`` (tok/s, ms/token) per completion, ``ratios`` relay ÷ direct per pair."""
+    rss, cpu, pss = idle
+    rtt_direct, rtt_relay = rtts
     d_tps, r_tps = statistics.median(x for x, _ in direct), statistics.median(x for x, _ in relay)
     d_ms, r_ms = statistics.median(m for _, m in direct), statistics.median(m for _, m in relay)
     ratio = statistics.median(ratios)
@@ -318,7 +327,6 @@ def main() -> int:
     for name, value, target, ok in rows:
         mark = "" if ok is None else ("yes" if ok else "NO")
         print(f"{name:32s} {value:36s} {target:14s} {mark}")
-    return 0
 
 
 if __name__ == "__main__":

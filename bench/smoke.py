@@ -32,7 +32,7 @@ def parse_args(parser: argparse.ArgumentParser, smoke: dict, argv: list[str] | N
     parser.add_argument("--smoke", action="store_true", help=HELP)
     known, _ = parser.parse_known_args(argv)
     if known.smoke:
-        unknown = sorted(set(smoke) - {a.dest for a in parser._actions})
+        unknown = sorted(set(smoke) - set(vars(known)))
         if unknown:  # a typo here would quietly run the benchmark at full size
             raise ValueError(f"smoke values for options the benchmark does not have: {', '.join(unknown)}")
         parser.set_defaults(**smoke)

@@ -228,14 +228,7 @@ async def main_async(args) -> int:
                      "workers": {n: {"rate": r, "delay_ms_each_way": d, "cpu_quota": q}
                                  for n, (r, d, q) in WORKERS.items()}}
     try:
-        agents = []
-        for name, (rate, _d, _q) in WORKERS.items():
-            shape_link(lan, name, rate)
-            env = dict(os.environ, LLAMA_CACHE=str(work / f"cache-{name}"))
-            h = lan[name]
-            agents.append(start_agent(lambda argv, h=h, env=env, **kw: h.popen(argv, env=env, **kw), work, name,
-                                      bind=h.ip, mdns=False, api_port=API, rpc_port=RPC, echo_port=ECHO))
-        nodes, _devices = await pair_all(disc, agents)
+        nodes, _devices = await pair_all(disc, start_agents(lan, work))
 
         def client_for(n, **kw):  # the discovery knows the node itself, not its proxied view
             return disc.client(getattr(n, "_node", n), **kw)
@@ -258,13 +251,7 @@ async def main_async(args) -> int:
                 proxies.append(p)
                 by_name[name] = ViaProxy(node, p.stdout.readline().strip().removeprefix("listening on "))
         nodes = {n.id: n for n in by_name.values()}
-        devices = []
-        for n in by_name.values():
-            async with client_for(n) as c:
-                from gui.cluster.planning.devices import node_devices
-                # Each namespace stands for a PC of its own, but every agent reports this machine's
-                # id, so the planner would count their RAM as one computer's (#33).
-                devices.extend(replace(d, machine=f"simulated {n.name}") for d in node_devices(n, await c.status()))
+        devices = await simulated_devices(by_name.values(), client_for)
 
         # --- Part A: start-up of the big model, llama.cpp's split by free memory ----------------------
         info = inspect_model(big)
@@ -296,6 +283,31 @@ async def main_async(args) -> int:
     (out / "results.json").write_text(json.dumps(results, indent=1))
     write_report(out, results)
     return 0
+
+
+def start_agents(lan, work: Path) -> list:
+    """A herd-agent in each worker's namespace, its link shaped to the worker's rate."""
+    agents = []
+    for name, (rate, _d, _q) in WORKERS.items():
+        shape_link(lan, name, rate)
+        env = dict(os.environ, LLAMA_CACHE=str(work / f"cache-{name}"))
+        h = lan[name]
+        agents.append(start_agent(lambda argv, h=h, env=env, **kw: h.popen(argv, env=env, **kw), work, name,
+                                  bind=h.ip, mdns=False, api_port=API, rpc_port=RPC, echo_port=ECHO))
+    return agents
+
+
+async def simulated_devices(nodes, client_for) -> list:
+    """The devices of ``nodes``, each node counted as a computer of its own: every namespace
+    stands for a PC, but every agent reports this machine's id, so the planner would count their
+    RAM as one computer's (#33)."""
+    from gui.cluster.planning.devices import node_devices
+
+    devices = []
+    for n in nodes:
+        async with client_for(n) as c:
+            devices.extend(replace(d, machine=f"simulated {n.name}") for d in node_devices(n, await c.status()))
+    return devices
 
 
 async def part_a(results, engine, big, info, devices, by_name, nodes, client_for) -> None:
@@ -453,7 +465,7 @@ def write_report(out: Path, r: dict) -> None:
     lines += _speed_table(one, "Decode and prompt, the same model, which fits one node")
     (out / "results.md").write_text("\n".join(lines))
     plot(out / "results.png", r)
-    print("\n" + "\n".join(lines) + f"\n\nwrote {out}/results.md, results.json, results.png")
+    print("\n" + "\n".join(lines) + f"\n\nwrote the results into {out}")
 
 
 def plot(path: Path, r: dict) -> None:

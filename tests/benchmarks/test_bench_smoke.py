@@ -9,6 +9,8 @@ A benchmark without a smoke mode fails: it must take ``--smoke`` (its own or thr
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import os
 import re
 import subprocess
@@ -124,3 +126,37 @@ def test_helpers_listed_as_not_benchmarks_exist() -> None:
     # A helper renamed or removed must leave this list too, or its stale name would hide nothing
     # and a benchmark of the same name later would be skipped silently.
     assert all((BENCH / name).is_file() for name in set(NOT_BENCHMARKS) | NEEDS_LAN)
+
+
+def _smoke_module():
+    spec = importlib.util.spec_from_file_location("bench_smoke", BENCH / "smoke.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=5)
+    return parser
+
+
+def test_smoke_values_apply_only_in_smoke_mode_and_the_command_line_wins() -> None:
+    smoke = _smoke_module()
+    assert smoke.parse_args(_parser(), {"reps": 1}, []).reps == 5
+    assert smoke.parse_args(_parser(), {"reps": 1}, ["--smoke"]).reps == 1
+    assert smoke.parse_args(_parser(), {"reps": 1}, ["--smoke", "--reps", "3"]).reps == 3
+
+
+def test_a_smoke_value_for_an_option_that_does_not_exist_is_refused() -> None:
+    # a misspelt option would otherwise leave the smoke run at full size
+    with pytest.raises(ValueError, match="rep$"):
+        _smoke_module().parse_args(_parser(), {"rep": 1}, ["--smoke"])
+
+
+def test_smoke_results_go_to_a_temporary_folder() -> None:
+    smoke = _smoke_module()
+    assert smoke.results_folder(False, BENCH / "tunnel") == BENCH / "tunnel"
+    folder = smoke.results_folder(True, BENCH / "tunnel")
+    assert folder.is_dir() and BENCH not in folder.parents
+    folder.rmdir()
