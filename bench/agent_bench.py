@@ -5,10 +5,12 @@
 1. Idle: a real ``herd-agent`` (mDNS on loopback, its RPC worker started and idle) is watched for
    ``--idle-seconds``: resident memory of the agent process and its CPU use in % of one core.
 2. Relay round trip: 2000 small RPC requests (GET_DEVICE_MEMORY) straight to the agent's worker
-   and through its relay; the difference is what the relay adds per round trip.
+   and through its relay, reached as herd reaches it: through a forwarder
+   (:class:`gui.cluster.nodes.tunnel.Forwarder`, running in this process as in herd's) and mutual
+   TLS; the difference is what the link adds per round trip.
 3. Decode speed: a demo model large enough that decode takes ≥ 20 ms/token sits entirely on an
    RPC worker. Two workers run side by side, set up alike (``-t``, ``-c``): the agent's, reached
-   through its relay, and a plain ``ggml-rpc-server`` reached directly; a ``llama-server`` is
+   through the forwarder and its relay, and a plain ``ggml-rpc-server`` reached directly; a ``llama-server`` is
    loaded against each. Then ``--pairs`` pairs of ``--tokens``-token completions go to both,
    alternating which goes first, so load from the rest of the machine hits both sides of a pair
    alike; the median of the per-pair speed ratios is the relay's cost. Decode speed is
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import socket
@@ -30,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.client import AgentClient  # noqa: E402
 from agent.engine_lookup import find_engine  # noqa: E402
+from agent.identity import load_or_create  # noqa: E402
+from bench.smoke import parse_args  # noqa: E402
+from gui.cluster.nodes.tunnel import Forwarder  # noqa: E402
 
 READY = re.compile(r"herd-agent ready api=(\S+) rpc=(\d+)")
 
@@ -50,14 +55,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_model(path: Path) -> Path:
+def make_model(path: Path, layers: int = 32) -> Path:
     """A 32-layer, ~830 MB f16 demo model: decode on one core takes well over 20 ms/token even
-    on a quiet machine (16 layers measured 17 ms/token here)."""
+    on a quiet machine (16 layers measured 17 ms/token here). ``layers``: fewer for a smoke run."""
     from gui.cluster.llama.random_model import DemoShape, write_demo_model  # bench only; agent/ stays gui-free
 
     if not path.exists():
         print(f"writing demo model {path} …", file=sys.stderr)
-        write_demo_model(path, DemoShape(layers=32, embd=1024, ff=2816, vocab=8192))
+        write_demo_model(path, DemoShape(layers=layers, embd=1024, ff=2816, vocab=8192))
     return path
 
 
@@ -76,17 +81,46 @@ def start_agent(tmp: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("herd-agent did not start")
 
 
+def agent_pin(state_dir: Path) -> str:
+    """The PIN the agent shows (``herd-agent pin``, as a person reads it on the worker)."""
+    out = subprocess.run([sys.executable, "-m", "agent.main", "--config", str(state_dir / "agent.toml"),
+                          "--state-dir", str(state_dir), "pin"],
+                         capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    if out.returncode != 0:
+        raise SystemExit(f"herd-agent pin failed: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
 async def pair_and_start(api: str, state_dir: Path, threads: int) -> tuple[AgentClient, dict]:
-    pin = json.loads((state_dir / "agent-state.json").read_text())["pin"]
-    client = AgentClient(api, timeout=30)
-    await client.pair(pin, "bench")
+    me = load_or_create(state_dir / "master", "master", "bench master")
+    client = AgentClient(api, timeout=30, identity=me)
+    await client.pair(agent_pin(state_dir), "bench")
     await client.rpc_start(threads=threads)
     deadline = time.monotonic() + 30
-    while (st := await client.status())["rpc"]["state"] != "ready":
+    while (st := await client.status_json())["rpc"]["state"] != "ready":
         if time.monotonic() > deadline:
             raise SystemExit(f"worker not ready: {st['rpc']}")
         await asyncio.sleep(0.1)
     return client, st
+
+
+class LoopThread:
+    """An asyncio loop in a thread of this process, as herd's bridge runs one: the agent client
+    and the forwarder live there while the measurements here block."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro, timeout: float = 120):
+        """Run ``coro`` on the loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
 
 
 def measure_idle(pid: int, seconds: float) -> tuple[float, float, float | None]:
@@ -193,26 +227,32 @@ def start_direct_worker(rpc_server: Path, threads: int, cache_dir: Path) -> tupl
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", type=Path, default=Path(tempfile.gettempdir()) / "herd-bench-32L-1024E.gguf")
+    ap.add_argument("--model", type=Path, help="default: a demo model of --layers layers in the temp folder")
+    ap.add_argument("--layers", type=int, default=32, help="layers of the demo model written when --model is not given")
     ap.add_argument("--idle-seconds", type=float, default=20.0)
     ap.add_argument("--pairs", type=int, default=30, help="paired relay/direct completions")
     ap.add_argument("--tokens", type=int, default=12,
                     help="tokens per completion (short ones keep the two halves of a pair close in time)")
     ap.add_argument("--threads", type=int, default=1,
                     help="RPC worker CPU threads (1 keeps the noise down on a busy 2-core machine)")
-    args = ap.parse_args()
+    args = parse_args(ap, {"layers": 2, "idle_seconds": 1.0, "pairs": 2, "tokens": 4})
 
     engine = find_engine()
     llama_server = engine.require_llama_server()
-    model = make_model(args.model)
+    model = make_model(args.model or Path(tempfile.gettempdir()) / f"herd-bench-{args.layers}L-1024E.gguf",
+                       args.layers)
     with tempfile.TemporaryDirectory(prefix="herd-agent-bench-") as tmp_s:
         tmp = Path(tmp_s)
         proc, api = start_agent(tmp)
-        client = None
+        client = forwarder = None
+        loop = LoopThread()
         try:
-            loop = asyncio.new_event_loop()
-            client, st = loop.run_until_complete(pair_and_start(api, tmp, args.threads))
-            relay_port, worker_port = st["rpc"]["port"], st["rpc"]["worker_port"]
+            client, st = loop.run(pair_and_start(api, tmp, args.threads))
+            worker_port = st["rpc"]["worker_port"]
+            # llama-server reaches the agent's TLS relay through a forwarder in this process, as
+            # herd's does; the forwarder admits only this process and those it starts (#25).
+            forwarder = loop.run(Forwarder("127.0.0.1", st["rpc"]["port"], client.identity, client.pinned).start())
+            relay_port = int(forwarder.endpoint.rpartition(":")[2])
             rss, cpu, pss = measure_idle(proc.pid, args.idle_seconds)
             rtt_direct = rpc_round_trip(worker_port, 2000)
             rtt_relay = rpc_round_trip(relay_port, 2000)
@@ -241,12 +281,23 @@ def main() -> int:
                 worker.terminate()
                 worker.wait(timeout=10)
         finally:
+            if forwarder is not None:
+                loop.run(forwarder.close())
             if client is not None:
-                loop.run_until_complete(client.aclose())
-                loop.close()
+                loop.run(client.aclose())
+            loop.close()
             proc.terminate()
             proc.wait(timeout=10)
+    report(args, model, (rss, cpu, pss), (rtt_direct, rtt_relay), direct, relay, ratios)
+    return 0
 
+
+def report(args, model: Path, idle: tuple, rtts: tuple[float, float], direct: list, relay: list,
+           ratios: list[float]) -> None:
+    """Print the table: ``idle`` (RSS MB, CPU %, PSS MB), ``rtts`` (direct, relay) in seconds,
+    ``direct``/``relay`` (tok/s, ms/token) per completion, ``ratios`` relay ÷ direct per pair."""
+    rss, cpu, pss = idle
+    rtt_direct, rtt_relay = rtts
     d_tps, r_tps = statistics.median(x for x, _ in direct), statistics.median(x for x, _ in relay)
     d_ms, r_ms = statistics.median(m for _, m in direct), statistics.median(m for _, m in relay)
     ratio = statistics.median(ratios)
@@ -276,7 +327,6 @@ def main() -> int:
     for name, value, target, ok in rows:
         mark = "" if ok is None else ("yes" if ok else "NO")
         print(f"{name:32s} {value:36s} {target:14s} {mark}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Load on herd-agent's API and on a cluster's chat endpoint.
 
-    python bench/agent_load.py [--rate 200] [--seconds 30] [--streams 8] [--tokens 64]
+    python bench/agent_load.py [--rate 200] [--seconds 30] [--streams 8] [--tokens 64] [--smoke]
 
 1. A real ``herd-agent`` process on loopback is paired, then this process (a second process)
    sends ``--rate`` requests/s for ``--seconds`` — open loop, cycling ping, status, info and the
@@ -32,6 +32,7 @@ from resilience.load import MIX, chat_streams, load_agent, loopback_cluster  # n
 
 from agent.client import AgentClient  # noqa: E402
 from agent.engine_lookup import find_engine  # noqa: E402
+from bench.smoke import parse_args  # noqa: E402
 from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
 
 
@@ -88,7 +89,7 @@ async def main() -> int:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--streams", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=64)
-    args = ap.parse_args()
+    args = parse_args(ap, {"rate": 20, "seconds": 1, "streams": 2, "tokens": 8})
     with tempfile.TemporaryDirectory(prefix="herd-load-") as d:
         tmp = Path(d)
         procs = Procs(dict(os.environ, LLAMA_CACHE=str(tmp / "cache")))

@@ -1,6 +1,6 @@
 """What the chat's check before sending costs: llama-server counting the conversation.
 
-    python bench/chat_context_check.py [--model PATH] [--ctx 8192] [--repeat 5]
+    python bench/chat_context_check.py [--model PATH] [--ctx 8192] [--repeat 5] [--smoke]
 
 A real llama-server on loopback serves the model (default: the demo's SmolLM2 weights) with
 ``--ctx`` tokens in one slot. For conversations of growing length — and a 30,000-character
@@ -26,6 +26,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.engine_lookup import find_engine
+from bench.smoke import parse_args
 from gui.cluster.chat.conversation import check_context
 from gui.cluster.llama.server_start import machine_args
 
@@ -68,7 +69,7 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=256)
-    args = ap.parse_args()
+    args = parse_args(ap, {"repeat": 1})
     if args.model is None:
         from gui.cluster.models.demo_weights import installed_demo_weights
         args.model = installed_demo_weights()

@@ -1,7 +1,7 @@
 """What "experts in RAM" costs on the wire: the RPC traffic of one generated token, measured.
 
     python bench/experts_traffic.py [--layers 8] [--embd 512] [--experts 16] [--used 4]
-                                    [--tokens 32] [--reps 3] [--delay-ms 0]
+                                    [--tokens 32] [--reps 3] [--delay-ms 0] [--smoke]
 
 One worker PC is one Vulkan ``ggml-rpc-server -d Vulkan0,CPU`` on loopback (its GPU is Mesa's
 software Vulkan device, as in ``tests/e2e/gpu.py``). Between it and llama-server (CPU engine, the
@@ -77,6 +77,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.smoke import parse_args  # noqa: E402
 
 #: ``enum rpc_cmd`` of ggml-rpc.cpp at the pinned build (protocol 7).
 RPC_COMMANDS = ("ALLOC_BUFFER", "GET_ALIGNMENT", "GET_MAX_SIZE", "BUFFER_GET_BASE", "FREE_BUFFER",
@@ -477,7 +479,7 @@ def main() -> int:
     ap.add_argument("--delay-ms", type=float, default=0.0, help="added one-way delay of the link")
     ap.add_argument("--rtt-ms", type=float, default=4.0, help="the Wi-Fi round trip the last column assumes")
     ap.add_argument("--only", default="ABC", help="placements to run, e.g. AB")
-    args = ap.parse_args()
+    args = parse_args(ap, {"layers": 2, "embd": 256, "experts": 4, "used": 2, "tokens": 2, "reps": 1})
     model, size, results = asyncio.run(run(args))
     report(args, model, size, results)
     return 0

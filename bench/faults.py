@@ -1,6 +1,6 @@
 """Fault injection: how fast herd notices a lost worker and serves again on the survivors.
 
-    python bench/faults.py [--faults all|"kill -9 RPC worker",…] [--loopback]
+    python bench/faults.py [--faults all|"kill -9 RPC worker",…] [--loopback] [--smoke]
 
 For each fault a fresh cluster is built — two real herd-agents (on a simulated LAN of network
 namespaces when run as root, else on loopback), a failover supervisor running the real
@@ -34,6 +34,7 @@ from lan import Lan, can_build_lan  # noqa: E402
 from resilience.faults import FAULTS, LINK_DOWN, run_fault  # noqa: E402
 
 from agent.engine_lookup import find_engine  # noqa: E402
+from bench.smoke import parse_args  # noqa: E402
 from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
 
 
@@ -42,7 +43,7 @@ async def main() -> int:
     ap.add_argument("--faults", default="all", help="comma-separated fault names, or all")
     ap.add_argument("--loopback", action="store_true", help="agents on loopback even as root")
     ap.add_argument("--verbose", action="store_true", help="print every supervisor event")
-    args = ap.parse_args()
+    args = parse_args(ap, {"faults": FAULTS[0]})  # one fault, on the LAN when root
     eng = find_engine(probe=True)
     if not eng.complete:
         print("no llama.cpp engine: run `herd engine install` first", file=sys.stderr)
@@ -80,7 +81,9 @@ async def main() -> int:
     fmt = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
     for fault, det, rec, ok, msg in rows:
         print(f"{fault:<20} {fmt(det):>9} {fmt(rec):>10} {'yes' if ok else 'NO':>14}  {msg}")
-    bad = [r for r in rows if r[1] is None or r[1] > 5 or r[2] is None or r[2] > 30 or not r[3]]
+    # A smoke run fails only when a fault was not survived: its seconds depend on the machine's load.
+    bad = [r for r in rows if r[1] is None or r[2] is None or not r[3]
+           or (not args.smoke and (r[1] > 5 or r[2] > 30))]
     print("\ntargets: detect ≤ 5 s, recover ≤ 30 s, transcript intact — "
           + ("all met" if not bad else f"{len(bad)} fault(s) missed"))
     return 1 if bad else 0

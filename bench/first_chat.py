@@ -12,7 +12,10 @@ The seconds are the machine's: the hands act as soon as what they need is on scr
 reading and moving the mouse come on top). Targets: at most 6 clicks besides typing the PINs
 and the question, and at most 45 s from the window opening to the first token.
 
-    python bench/first_chat.py [--question "What is the capital of France?"]
+    python bench/first_chat.py [--question "What is the capital of France?"] [--smoke]
+
+``--smoke`` walks the same steps (there is nothing smaller to pick); it fails on the clicks
+target only, since the seconds depend on the machine's load.
 
 Before the model panel listed the models on this PC and the chat tab put the keyboard in the
 question box, a person measured by hand ~100 s, 9 clicks and ~89 keystrokes (42 of them a model
@@ -45,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 from PySide6.QtCore import QPoint, Qt, QTimer  # noqa: E402
 from PySide6.QtTest import QTest  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
+from bench.smoke import parse_args  # noqa: E402
 
 TARGET_CLICKS = 6
 TARGET_SECONDS = 45.0
@@ -104,7 +108,7 @@ def answer_pin_dialog(hands: Hands, pin: str) -> dict:
     return seen
 
 
-def run(question: str) -> int:
+def run(question: str, smoke: bool = False) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="herd-first-chat-"))
     os.environ["HERD_CONFIG_DIR"] = str(tmp / "config")  # no pairing of before: the PINs are needed
     from agent.engine_lookup import find_engine
@@ -222,13 +226,14 @@ def run(question: str) -> int:
           f"seconds {total_s:.1f} (target ≤ {TARGET_SECONDS:g}): {'met' if total_s <= TARGET_SECONDS else 'MISSED'}")
     print(f"keys: {pin_keys} for the two PINs with Enter, {len(question) + 1} for the question with Ctrl+Enter")
     print(f"answer: {answer[:100]}")
-    return 0 if hands.clicks <= TARGET_CLICKS and total_s <= TARGET_SECONDS else 1
+    return 0 if hands.clicks <= TARGET_CLICKS and (smoke or total_s <= TARGET_SECONDS) else 1
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--question", default="What is the capital of France?")
-    return run(ap.parse_args().question)
+    args = parse_args(ap, {})
+    return run(args.question, args.smoke)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,10 @@ passes and the header's release hold the GIL, so a thread alone does not keep th
 Last, ``herd demo``'s window (two real agents on loopback): how long after it is shown it handles
 its first event, with the model read on the GUI thread as before and in the background.
 
-    python bench/gui_bench.py [--replies 5] [--tokens 1500] [--part chat|open|all]
+    python bench/gui_bench.py [--replies 5] [--tokens 1500] [--part chat|open|all] [--current-only] [--smoke]
+
+``--current-only`` leaves out the rows that re-enact the old paths (``before: …``, the old
+inspection); ``--smoke`` sets it, as each of those rows reads the model on the GUI thread for seconds.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from agent.engine_lookup import find_engine  # noqa: E402
+from bench.smoke import parse_args  # noqa: E402
 from gui.app import freeze_startup_objects  # noqa: E402
 from gui.bridge import AsyncBridge  # noqa: E402
 from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
@@ -106,9 +110,9 @@ class StallMeter:
         return self.gaps
 
 
-def open_model_rows(app: QApplication, tmp: Path) -> list[tuple[str, float, float]] | None:
+def open_model_rows(app: QApplication, tmp: Path, current_only: bool = False) -> list[tuple[str, float, float]] | None:
     """``(how, read s, worst stall ms)`` for opening the real Gemma 3 270M in the real window,
-    or None when it is not installed."""
+    or None when it is not installed; ``current_only``: the window's own path alone."""
     import contextlib
     from unittest import mock
 
@@ -147,22 +151,24 @@ def open_model_rows(app: QApplication, tmp: Path) -> list[tuple[str, float, floa
     def in_background(loop: QEventLoop) -> None:
         win.read_model(str(path)).done.connect(lambda: QTimer.singleShot(50, loop.quit))
 
-    # the inspection as it was: the cyclic collector running through the parse, the header freed at once
-    with mock.patch.object(model_module, "_cyclic_gc_paused", contextlib.nullcontext), \
-            mock.patch.object(model_module, "_free_gradually", lambda reader: None):
-        measure("before: on the GUI thread, old inspection", on_gui_thread)
-        measure("off the GUI thread, old inspection", in_background)
-    measure("on the GUI thread, today's inspection", on_gui_thread)
+    if not current_only:
+        # the inspection as it was: the cyclic collector running through the parse, the header freed at once
+        with mock.patch.object(model_module, "_cyclic_gc_paused", contextlib.nullcontext), \
+                mock.patch.object(model_module, "_free_gradually", lambda reader: None):
+            measure("before: on the GUI thread, old inspection", on_gui_thread)
+            measure("off the GUI thread, old inspection", in_background)
+        measure("on the GUI thread, today's inspection", on_gui_thread)
     measure("after: the window's path (read_model)", in_background)
     win.close()
     bridge.close()
     return rows
 
 
-def demo_start_rows(app: QApplication, tmp: Path) -> list[tuple[str, str, float]] | None:
+def demo_start_rows(app: QApplication, tmp: Path, current_only: bool = False) -> list[tuple[str, str, float]] | None:
     """``(how, remembered model, ms from showing the window to its first event)`` for ``herd
     demo``'s window (two real agents on loopback, the demo's real model), with the last session's
-    model remembered or not; None without the demo's model or the Gemma 3 270M."""
+    model remembered or not; None without the demo's model or the Gemma 3 270M. ``current_only``:
+    the window's own path (read in the background) alone."""
     from gui.app import MainWindow
     from gui.cluster.demo_cluster import DemoCluster
     from gui.cluster.models.demo_weights import installed_demo_weights
@@ -182,7 +188,7 @@ def demo_start_rows(app: QApplication, tmp: Path) -> list[tuple[str, str, float]
     cluster.start()
     rows = []
     try:
-        for how in ("before: read on the GUI thread", "after: read in the background"):
+        for how in ("before: read on the GUI thread", "after: read in the background")[current_only:]:
             for last in (None, large):
                 bridge = AsyncBridge()
                 session = ClusterSession(bridge, interfaces=["127.0.0.1"], browse=False)
@@ -236,18 +242,19 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--part", choices=["chat", "open", "all"], default="all",
                     help="the chat pane's streaming, opening a large model, or both (default)")
-    args = ap.parse_args()
+    ap.add_argument("--current-only", action="store_true", help="leave out the rows that re-enact the old paths")
+    args = parse_args(ap, {"replies": 1, "tokens": 64, "current_only": True})
     app = QApplication.instance() or QApplication([])
     if args.part != "open":
         chat_bench(app, args)
     if args.part != "chat":
         # (a 253 MB copy of the model each: removed afterwards)
         with tempfile.TemporaryDirectory(prefix="herd-gui-bench-") as tmp:
-            rows = open_model_rows(app, Path(tmp))
+            rows = open_model_rows(app, Path(tmp), args.current_only)
         if rows:
             print_open_model_rows(rows)
         with tempfile.TemporaryDirectory(prefix="herd-gui-bench-") as tmp:
-            demo = demo_start_rows(app, Path(tmp))
+            demo = demo_start_rows(app, Path(tmp), args.current_only)
         if demo:
             print_demo_start_rows(demo)
     return 0

@@ -1,6 +1,6 @@
 """How long *Get model…* takes to read a repository's GGUF headers, and where the time goes.
 
-    python bench/hub_headers.py [--vocab 262144] [--files 2]
+    python bench/hub_headers.py [--vocab 262144] [--files 2] [--smoke]
 
 A local test hub (``tests/cluster/hub_server.py``) on 127.0.0.1 serves ``--files`` small demo
 models whose headers each hold a ``--vocab``-token vocabulary (as Gemma 3's do), the case a
@@ -28,7 +28,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=262144)
     parser.add_argument("--files", type=int, default=2)
-    args = parser.parse_args()
+    from bench.smoke import parse_args
+
+    args = parse_args(parser, {"vocab": 4096, "files": 1})
 
     from cluster.hub_server import HubServer, Repo
 

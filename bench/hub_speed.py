@@ -1,7 +1,7 @@
 """How well the hub listing's predicted speed matches what the cluster then really decodes.
 
-    python bench/hub_speed.py [--layers 12] [--embd 1024] [--ff 2816] [--tokens 128]
-                              [--moe 8x2,32x4] [--expert-ff 512]
+    python bench/hub_speed.py [--layers 12] [--embd 1024] [--ff 2816] [--tokens 128] [--runs 3]
+                              [--moe 8x2,32x4] [--expert-ff 512] [--smoke]
 
 Two real herd-agents on loopback are paired; a local test hub (``tests/cluster/hub_server.py``)
 serves one dense demo model in three quants (Q4_K_M, Q8_0, F16) and, beside it, Qwen3-MoE demo
@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+from bench.smoke import parse_args  # noqa: E402
+
 REPO = "herd-bench/Tiny-GGUF"
 MiB = 1 << 20
 
@@ -61,7 +63,7 @@ def moe_files(folder: Path, layers: int, embd: int, ff: int, expert_ff: int,
     return files
 
 
-async def run(layers: int, embd: int, ff: int, tokens: int, moe: list[tuple[int, int]],
+async def run(layers: int, embd: int, ff: int, tokens: int, runs: int, moe: list[tuple[int, int]],
               expert_ff: int) -> list[dict]:
     import httpx
     from cluster.agents import start_agent
@@ -110,7 +112,7 @@ async def run(layers: int, embd: int, ff: int, tokens: int, moe: list[tuple[int,
                 async with httpx.AsyncClient() as client:
                     await chat(client, up.endpoint(), [{"role": "user", "content": "Hi"}], max_tokens=8)
                     best = 0.0
-                    for _ in range(3):
+                    for _ in range(runs):
                         done = await chat(client, up.endpoint(), [{"role": "user", "content": "Tell a story."}],
                                           max_tokens=tokens)
                         best = max(best, done.predicted_per_second)
@@ -131,13 +133,15 @@ def main() -> int:
     ap.add_argument("--embd", type=int, default=1024)
     ap.add_argument("--ff", type=int, default=2816, help="feed-forward width of the dense model")
     ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--runs", type=int, default=3, help="timed completions per file (the best counts)")
     ap.add_argument("--moe", type=parse_moe, default=parse_moe("8x2,32x4"),
                     help="mixture-of-experts files to add, as EXPERTSxUSED pairs (\"\": none)")
     ap.add_argument("--expert-ff", type=int, default=512, help="feed-forward width of one expert")
-    args = ap.parse_args()
-    rows = asyncio.run(run(args.layers, args.embd, args.ff, args.tokens, args.moe, args.expert_ff))
+    args = parse_args(ap, {"layers": 2, "embd": 256, "ff": 512, "tokens": 4, "runs": 1, "moe": parse_moe("4x2"),
+                           "expert_ff": 256})
+    rows = asyncio.run(run(args.layers, args.embd, args.ff, args.tokens, args.runs, args.moe, args.expert_ff))
     print(f"model: {args.layers} layers, n_embd {args.embd}, n_ff {args.ff} (dense), expert n_ff "
-          f"{args.expert_ff} (MoE); two agents on loopback; {args.tokens} tokens, best of 3")
+          f"{args.expert_ff} (MoE); two agents on loopback; {args.tokens} tokens, best of {args.runs}")
     # "by held bytes": what the listing would say if a token read every byte the layers hold —
     # the prediction scaled by read ÷ held (the loopback links' round trips are left out of
     # that scaling; they are well under 1 % of a step here).

@@ -1,6 +1,6 @@
 """How long listing the models on this PC takes (``gui.cluster.models.local.find_local_models``).
 
-    python bench/local_models_scan.py [--repeats 5]
+    python bench/local_models_scan.py [--repeats 5] [--homes 10,100,1000]
 
 Builds temporary homes of growing size — LM Studio folders (``publisher/repo/file.gguf``, with a
 README and a projector beside each model) and a Hugging Face cache (``models--org--name`` with
@@ -16,11 +16,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from gui.cluster.models.local import find_local_models
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.smoke import parse_args  # noqa: E402
+from gui.cluster.models.local import find_local_models  # noqa: E402
 
 
 def build_home(root: Path, repos: int) -> int:
@@ -49,9 +53,11 @@ def build_home(root: Path, repos: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--homes", type=lambda t: [int(n) for n in t.split(",")], default=[10, 100, 1000],
+                        help="repositories of each kind per home, comma-separated")
+    args = parse_args(parser, {"repeats": 1, "homes": [10]})
     print(f"{'models':>8} {'entries':>8} {'median s':>10} {'worst s':>10}")
-    for repos in (10, 100, 1000):
+    for repos in args.homes:
         with tempfile.TemporaryDirectory() as tmp:
             home = Path(tmp)
             entries = build_home(home, repos)

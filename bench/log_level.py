@@ -1,6 +1,6 @@
 """What llama-server's log verbosity costs in decode speed: ``-lv 3``, ``4`` and ``5`` side by side.
 
-    python bench/log_level.py [--reps 5] [--tokens 128] [--replies 3] [--layers 8]
+    python bench/log_level.py [--reps 5] [--tokens 128] [--replies 3] [--layers 8] [--smoke]
 
 herd runs llama-server at ``-lv 4`` (enough to check the placement from each device's weights,
 see gui/cluster/launching/placement.py); ``-lv 5`` (``herd up --verify-layers``) adds one line per layer
@@ -39,6 +39,7 @@ from cluster.rpc_workers import start_rpc_workers  # noqa: E402
 from conftest import ProcessJar, free_port  # noqa: E402
 
 from agent.engine_lookup import find_engine  # noqa: E402
+from bench.smoke import parse_args  # noqa: E402
 from gui.cluster.chat.client import chat  # noqa: E402
 from gui.cluster.llama import server_process as L  # noqa: E402
 from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
@@ -95,7 +96,7 @@ async def main() -> None:
     ap.add_argument("--replies", type=int, default=3, help="completions per launch (default 3)")
     ap.add_argument("--tokens", type=int, default=128, help="tokens per completion (default 128)")
     ap.add_argument("--layers", type=int, default=8, help="blocks of the demo model (default 8)")
-    args = ap.parse_args()
+    args = parse_args(ap, {"reps": 1, "replies": 1, "tokens": 8, "layers": 2})
 
     engine = find_engine()
     engine.require_llama_server()

@@ -1,7 +1,7 @@
 """Benchmark of the master's core on loopback: how fast discovery reacts, what the link sampler
 reads, and how closely counter-derived decode speed follows each reply's own timings.
 
-    python bench/master_core.py [--runs 5] [--tokens 256]
+    python bench/master_core.py [--runs 5] [--tokens 256] [--smoke]
 
 1. Discovery (real herd-agent processes, real zeroconf on 127.0.0.1), ``--runs`` times each:
    agent start → node listed (mDNS browse), clean exit → node removed (goodbye), SIGKILL →
@@ -39,6 +39,7 @@ from conftest import ProcessJar, free_port  # noqa: E402
 
 from agent.client import measure_echo_rtt  # noqa: E402
 from agent.engine_lookup import find_engine  # noqa: E402
+from bench.smoke import parse_args  # noqa: E402
 from gui.cluster.chat.client import chat  # noqa: E402
 from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec  # noqa: E402
@@ -128,7 +129,7 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=256)
-    args = ap.parse_args()
+    args = parse_args(ap, {"runs": 1, "tokens": 8})
     os.environ.setdefault("HERD_CONFIG_DIR", tempfile.mkdtemp(prefix="herd-bench-"))
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

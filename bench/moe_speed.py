@@ -1,6 +1,6 @@
 """Does the predicted decode speed of a mixture-of-experts model follow what a token reads?
 
-    python bench/moe_speed.py [--embd 1024] [--layers 8] [--tokens 32] [--threads 1]
+    python bench/moe_speed.py [--embd 1024] [--layers 8] [--tokens 32] [--runs 3] [--threads 1] [--smoke]
 
 The master's CPU is calibrated the way *Fastest* calibrates it (``measure_compute``: a real
 llama-server, every layer on this CPU, real completions) on a dense Qwen3 model. From that one
@@ -26,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.smoke import parse_args  # noqa: E402
+
 MiB = 1 << 20
 
 
@@ -46,7 +48,7 @@ def shapes(embd: int, layers: int):
     ]
 
 
-async def run(embd: int, layers: int, tokens: int, threads: int) -> list[tuple]:
+async def run(embd: int, layers: int, tokens: int, runs: int, threads: int) -> list[tuple]:
     from agent.engine_lookup import find_engine
     from gui.cluster.llama.model import inspect_model
     from gui.cluster.llama.random_model import write_demo_model
@@ -59,7 +61,7 @@ async def run(embd: int, layers: int, tokens: int, threads: int) -> list[tuple]:
               for i, (label, shape) in enumerate(shapes(embd, layers))]
     measured = {}
     for label, info in models:
-        measured[label] = await measure_compute(engine, info.path, None, tokens=tokens, runs=3,
+        measured[label] = await measure_compute(engine, info.path, None, tokens=tokens, runs=runs,
                                                 host_threads=threads, prompt_runs=0)
     calibration = measured[models[0][0]]
     rows = []
@@ -79,9 +81,10 @@ def main() -> int:
     ap.add_argument("--embd", type=int, default=1024)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--runs", type=int, default=3, help="timed completions per model (the best counts)")
     ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    rows = asyncio.run(run(args.embd, args.layers, args.tokens, args.threads))
+    args = parse_args(ap, {"embd": 256, "layers": 2, "tokens": 4, "runs": 1})
+    rows = asyncio.run(run(args.embd, args.layers, args.tokens, args.runs, args.threads))
     print("| model | layers hold MiB | a token reads MiB | measured tok/s | predicted by read | ÷ measured "
           "| predicted by held | ÷ measured |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

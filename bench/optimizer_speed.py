@@ -1,13 +1,14 @@
 """How long the fastest-plan search takes, by cluster size (issue #7's goal: < 1 s for 8 × 80).
 
-    python bench/optimizer_speed.py
+    python bench/optimizer_speed.py [--repeats 5] [--smoke]
 
 Prints one row per shape: workers (each with one or two devices), layers, the search time
-(median of 5) and the plan it found. Random but seeded measurements, no network.
+(median of ``--repeats``) and the plan it found. Random but seeded measurements, no network.
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import statistics
 import sys
@@ -21,6 +22,7 @@ from gui.cluster.llama.server_command import layout_args  # noqa: E402
 from gui.cluster.planning.cost_model import DeviceSpeed, LinkSpeed, Measurements  # noqa: E402
 from gui.cluster.planning.optimize import fastest  # noqa: E402
 from gui.cluster.planning.plan import Device  # noqa: E402
+from bench.smoke import parse_args  # noqa: E402
 
 MiB = 1 << 20
 
@@ -49,6 +51,9 @@ def cluster(workers: int, n_layer: int, two_devices: bool, rng: random.Random):
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="searches per shape (the median counts)")
+    options = parse_args(parser, {"repeats": 1})  # every shape stays: the largest takes well under a second
     rng = random.Random(11)
     print(f"{'workers':>7} {'devices':>7} {'layers':>6} {'search s':>9}  plan (-ts)")
     for workers, n_layer, two in [(2, 32, False), (4, 32, False), (4, 80, True), (6, 80, False),
@@ -56,7 +61,7 @@ def main() -> None:
         model = synthetic_model(n_layer)
         devices, meas = cluster(workers, n_layer, two, rng)
         times = []
-        for _ in range(5):
+        for _ in range(options.repeats):
             t0 = time.perf_counter()
             result = fastest(model, devices, meas, ctx=4096, host_free_bytes=16 * 1024 * MiB)
             times.append(time.perf_counter() - t0)

@@ -26,6 +26,8 @@ given to the planner; llama.cpp's default sees equal free memory and splits even
 Every plan run, (a), (b) and the grid, fits that cap.
 
 Writes ``results.md``, ``results.json`` and ``results.png`` next to this file (or ``--out``).
+``--smoke`` runs the ``mixed`` shape alone with a 2-layer model, one completion per plan and a
+coarse grid, at normal priority, and writes into a temporary folder.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from lan import Lan, can_build_lan  # noqa: E402
 
 from agent.client import AgentClient  # noqa: E402
 from agent.engine_lookup import find_engine  # noqa: E402
+from bench.smoke import parse_args, results_folder  # noqa: E402
 from gui.cluster.launching.placement import layout_from_log  # noqa: E402
 from gui.cluster.llama.model import inspect_model  # noqa: E402
 from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
@@ -533,8 +536,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nice", type=int, default=10,
                    help="run at this much higher CPU priority (nice -N) than other programs")
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "herd-bench-fastest"))
-    p.add_argument("--out", default=str(HERE))
-    args = p.parse_args(argv)
+    p.add_argument("--out", help="folder for the results (default: this one; smoke: a temporary one)")
+    # The mixed shape has every kind of unevenness: a CPU quota, pinning, a rate limit, a delay.
+    args = parse_args(p, {"shapes": ["mixed"], "layers": 2, "embd": 256, "vocab": 2048, "tokens": 4, "runs": 1,
+                          "calibration_runs": 1, "grid_step": 2, "confirm_top": 1, "confirm_rounds": 1,
+                          "nice": 0}, argv)
+    args.out = args.out or str(results_folder(args.smoke, HERE))
     args.command = "python bench/fastest/run.py" + ("" if argv is None and len(sys.argv) == 1 else
                                                     " " + shlex.join(sys.argv[1:] if argv is None else argv))
     ok, why = can_build_lan()

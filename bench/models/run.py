@@ -15,6 +15,7 @@ and records:
 
     python bench/models/run.py                      # ≈ 8 min on 2 cores; writes results.md here
     python bench/models/run.py --embd 512 --layers 8 --tokens 16   # quicker
+    python bench/models/run.py --smoke              # one model and split, smallest size; into a temp folder
 
 Loopback only: nothing leaves this machine.
 """
@@ -39,6 +40,7 @@ from cluster.rpc_workers import start_rpc_workers  # noqa: E402
 from conftest import ProcessJar  # noqa: E402
 
 from agent.engine_lookup import find_engine  # noqa: E402
+from bench.smoke import parse_args, results_folder  # noqa: E402
 from gui.cluster.llama import engine_manager as engine_mgr  # noqa: E402
 from gui.cluster.llama.random_model import vocab_tokenizer, write_demo_model  # noqa: E402
 
@@ -93,6 +95,8 @@ async def run(args) -> list[dict]:
             size = path.stat().st_size
             print(f"{m.id}: {size / 1e6:.0f} MB written in {time.monotonic() - t0:.1f} s", flush=True)
             for name, (host, counts) in layouts(shape.layers + 1).items():
+                if args.splits and name not in args.splits:
+                    continue
                 jar = ProcessJar()
                 try:
                     workers = start_rpc_workers(eng, jar, 2)
@@ -141,8 +145,13 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--tokens", type=int, default=48, help="tokens to generate per case")
     ap.add_argument("--only", nargs="*", help="model ids of the matrix to run")
-    ap.add_argument("--out", type=Path, default=HERE / "results.md")
-    args = ap.parse_args()
+    ap.add_argument("--splits", nargs="*", choices=list(layouts(3)), help="the splits to run (default: both)")
+    ap.add_argument("--out", type=Path, help="the Markdown results (default: results.md here; smoke: a temp folder)")
+    # One model of the matrix, the split with host buffers: the tests run every model, both
+    # splits, on the real engine already.
+    args = parse_args(ap, {"layers": 2, "embd": 256, "ctx": 512, "tokens": 4, "only": [MATRIX[0].id],
+                           "splits": [next(iter(layouts(3)))]})
+    args.out = args.out or results_folder(args.smoke, HERE) / "results.md"
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = asyncio.run(run(args))
     info = rows[0]["system_info"] if rows else ""

@@ -8,15 +8,19 @@ gives a Q4_K_M file (:func:`gui.cluster.llama.random_model.tensor_type`). Counte
 holding every block and the output layer receives (the token embeddings stay on the host).
 
     python bench/scale/cache_threshold.py            # prints a Markdown table
+
+It only computes (no engine, no files), in well under a second, so ``--smoke`` runs it whole.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.smoke import parse_args  # noqa: E402
 from gui.cluster.llama.random_model import DemoShape, tensor_bytes, tensor_type  # noqa: E402
 
 MiB = 1 << 20
@@ -61,6 +65,7 @@ def row(name: str, shape: DemoShape) -> dict:
 
 
 def main() -> None:
+    parse_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]), {})
     rows = [row(n, s) for n, s in SHAPES.items()]
     print("| model (Q4_K_M) | worker's weights | tensors | ≤ 10 MiB (travel every start) | their bytes |"
           " share | 1 GbE: first start | 1 GbE: second start, at least |")

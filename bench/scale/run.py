@@ -1,6 +1,7 @@
 """Benchmark: speed at home-lab scale (issue #16), in one run on a simulated LAN.
 
     sudo python bench/scale/run.py        # ≈ 15 min on 2 cores; writes results.md/.json/.png here
+    sudo python bench/scale/run.py --smoke   # tiny models, a coarse grid; writes into a temp folder
 
 Three workers, each a real ``herd-agent`` (its RPC relay counts the bytes, its worker runs with
 ``-c``) in a network namespace of its own:
@@ -37,7 +38,9 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,6 +53,7 @@ from lan import Lan, can_build_lan  # noqa: E402
 from run import grid_splits, machine_description  # noqa: E402  (bench/fastest/run.py)
 
 from agent.engine_lookup import find_engine  # noqa: E402
+from bench.smoke import parse_args, results_folder  # noqa: E402
 from gui.cluster.launching.launcher import ClusterLauncher  # noqa: E402
 from gui.cluster.launching.request import LaunchRequest  # noqa: E402
 from gui.cluster.launching.transfer import slice_bytes  # noqa: E402
@@ -224,14 +228,7 @@ async def main_async(args) -> int:
                      "workers": {n: {"rate": r, "delay_ms_each_way": d, "cpu_quota": q}
                                  for n, (r, d, q) in WORKERS.items()}}
     try:
-        agents = []
-        for name, (rate, _d, _q) in WORKERS.items():
-            shape_link(lan, name, rate)
-            env = dict(os.environ, LLAMA_CACHE=str(work / f"cache-{name}"))
-            h = lan[name]
-            agents.append(start_agent(lambda argv, h=h, env=env, **kw: h.popen(argv, env=env, **kw), work, name,
-                                      bind=h.ip, mdns=False, api_port=API, rpc_port=RPC, echo_port=ECHO))
-        nodes, _devices = await pair_all(disc, agents)
+        nodes, _devices = await pair_all(disc, start_agents(lan, work))
 
         def client_for(n, **kw):  # the discovery knows the node itself, not its proxied view
             return disc.client(getattr(n, "_node", n), **kw)
@@ -254,11 +251,7 @@ async def main_async(args) -> int:
                 proxies.append(p)
                 by_name[name] = ViaProxy(node, p.stdout.readline().strip().removeprefix("listening on "))
         nodes = {n.id: n for n in by_name.values()}
-        devices = []
-        for n in by_name.values():
-            async with client_for(n) as c:
-                from gui.cluster.planning.devices import node_devices
-                devices.extend(node_devices(n, await c.status()))
+        devices = await simulated_devices(by_name.values(), client_for)
 
         # --- Part A: start-up of the big model, llama.cpp's split by free memory ----------------------
         info = inspect_model(big)
@@ -292,6 +285,31 @@ async def main_async(args) -> int:
     return 0
 
 
+def start_agents(lan, work: Path) -> list:
+    """A herd-agent in each worker's namespace, its link shaped to the worker's rate."""
+    agents = []
+    for name, (rate, _d, _q) in WORKERS.items():
+        shape_link(lan, name, rate)
+        env = dict(os.environ, LLAMA_CACHE=str(work / f"cache-{name}"))
+        h = lan[name]
+        agents.append(start_agent(lambda argv, h=h, env=env, **kw: h.popen(argv, env=env, **kw), work, name,
+                                  bind=h.ip, mdns=False, api_port=API, rpc_port=RPC, echo_port=ECHO))
+    return agents
+
+
+async def simulated_devices(nodes, client_for) -> list:
+    """The devices of ``nodes``, each node counted as a computer of its own: every namespace
+    stands for a PC, but every agent reports this machine's id, so the planner would count their
+    RAM as one computer's (#33)."""
+    from gui.cluster.planning.devices import node_devices
+
+    devices = []
+    for n in nodes:
+        async with client_for(n) as c:
+            devices.extend(replace(d, machine=f"simulated {n.name}") for d in node_devices(n, await c.status()))
+    return devices
+
+
 async def part_a(results, engine, big, info, devices, by_name, nodes, client_for) -> None:
     plan = P.plan_by_memory(info, devices, CTX)
     slices = slice_bytes(plan, info)
@@ -319,7 +337,6 @@ async def part_b(results, key, args, engine, small, devices, by_name, client_for
     cap = None
     uncapped = devices
     if share is not None:
-        from dataclasses import replace
         # what a worker needs to hold the last ``share`` of the slots (the output layer among
         # them): weights, KV cache and compute buffer, as the planner counts them
         k = int(share * (info.n_layer + 1))
@@ -419,6 +436,7 @@ def _speed_table(v: dict, title: str) -> list[str]:
 
 
 def write_report(out: Path, r: dict) -> None:
+    """Write results.md and results.png into ``out``, and print the Markdown."""
     s = r["startup"]
     gib = 1 << 30
     lines = ["# Speed at home-lab scale: results", "",
@@ -447,6 +465,7 @@ def write_report(out: Path, r: dict) -> None:
     lines += _speed_table(one, "Decode and prompt, the same model, which fits one node")
     (out / "results.md").write_text("\n".join(lines))
     plot(out / "results.png", r)
+    print("\n" + "\n".join(lines) + f"\n\nwrote the results into {out}")
 
 
 def plot(path: Path, r: dict) -> None:
@@ -489,8 +508,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grid-step", type=int, default=3, help="grid step of the search (slots)")
     p.add_argument("--split-share", type=float, default=0.6,
                    help="in the second speed part, the most of the model one worker may hold (default 0.6)")
-    p.add_argument("--work", default="/tmp/herd-bench-scale", help="working folder (agents' state, caches)")
-    p.add_argument("--out", default=str(HERE), help="where results.md/.json/.png go")
+    p.add_argument("--work", help="working folder (agents' state, caches; default /tmp/herd-bench-scale, "
+                   "smoke: a new temporary one)")
+    p.add_argument("--out", help="where results.md/.json/.png go (default: here; smoke: a temporary folder)")
     p.add_argument("--speed-only", metavar="RESULTS_JSON", help="take part A from an earlier results.json "
                    "and run part B only (for checking part B; the committed results come from one run)")
     p.add_argument("--split-only", metavar="RESULTS_JSON", help="take part A and the first speed part from an "
@@ -498,7 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-only", metavar="RESULTS_JSON", help="write results.md/.png again from a results.json")
     p.add_argument("--startup-only", metavar="JSON_OUT", help="run part A only and write its figures to JSON_OUT "
                    "(results.md/.json are left as they are)")
-    args = p.parse_args(argv)
+    args = parse_args(p, {"big_size": 30e6, "small_size": 5e6, "tokens": 4, "runs": 1, "grid_step": 9}, argv)
+    args.out = args.out or str(results_folder(args.smoke, HERE))
+    args.work = args.work or (tempfile.mkdtemp(prefix="herd-bench-scale-") if args.smoke else "/tmp/herd-bench-scale")
     if args.report_only:
         write_report(Path(args.out), json.loads(Path(args.report_only).read_text()))
         return 0
