@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "gui.cli.model",
     "gui.cli.keys",
     "gui.cli.wake",
+    "gui.cli.service",
 ]
 
 

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import shlex
 import signal
 import sys
@@ -28,6 +29,7 @@ from gui.cli.progress import TransferPrinter
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
 from gui.cluster.failover.text import describe_event
 from gui.cluster.launching import doctor as doc
+from gui.cluster.launching.login_service import Serving, clear_serving, owner_of_port, write_serving
 from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import file_sha256
@@ -528,6 +530,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
                                     extra_args=saved.extra_args + server_args)
         except ValueError as exc:
             raise CommandError(str(exc), 2) from None
+        _refuse_second_owner(options.port)
         request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers)
         await _preflight_or_refuse(request, disc, eng, args)
         used = nodes_for_plan(plan, disc.nodes.values())
@@ -562,16 +565,32 @@ async def cmd_up(args: argparse.Namespace) -> int:
         with contextlib.suppress(OSError, ValueError):
             prof.save_profile(running_profile_path(), prof.make_profile(
                 plan, model, used, engine=eng, server=supervisor.spec.options))
+        # One owner of the endpoint (#36): the app and another herd up attach instead of starting.
+        with contextlib.suppress(OSError):
+            write_serving(Serving(pid=os.getpid(), host=supervisor.spec.options.host,
+                                  port=supervisor.spec.options.port, url=url,
+                                  profile=str(target.absolute()) if from_file else "", model=str(model.path)))
         print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
         await _serve_until_stopped(args, supervisor, url, used, stop)
         return 0
     finally:
         if supervisor is not None:
             running_profile_path().unlink(missing_ok=True)
+            clear_serving(pid=os.getpid())
             await supervisor.stop()
         await disc.stop()
         if supervisor is not None:
             print("Stopped: llama-server and the workers herd started.", flush=True)
+
+
+def _refuse_second_owner(port: int) -> None:
+    """Stop when herd already serves on ``port`` (the login service, or another herd up): one
+    owner of the endpoint (#36)."""
+    owner = owner_of_port(port)
+    if owner is not None:
+        raise CommandError(f"herd already serves on port {port} (herd up, pid {owner.pid}"
+                           f"{', profile ' + owner.profile if owner.profile else ''}): use {owner.url}/v1, "
+                           "or stop it first (`herd service status` says whether the login service runs it)")
 
 
 async def _start_or_stop(supervisor, load_timeout: float, stop: asyncio.Event):
