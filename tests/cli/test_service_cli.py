@@ -12,6 +12,7 @@ import os
 import plistlib
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -204,3 +205,40 @@ def test_the_serving_record_names_a_live_owner_only(tmp_path):
     assert ls.owner_of_port(8199, config) is None  # killed with its record left behind: no owner
     ls.clear_serving(config, pid=child.pid)
     assert not ls.serving_path(config).exists()
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_a_second_herd_up_on_the_served_port_attaches_instead_of_starting(tmp_path, engine, smollm2, procs):
+    """One owner of the endpoint: a real ``herd up`` serves SmolLM2 on this computer; a second one
+    on the same port (as the login service and the user would both start) says who serves and
+    where, and starts nothing; the record goes when the first stops."""
+    import httpx
+    from conftest import free_port
+    from e2e.herd_cli import HERD, HerdUp
+
+    info = inspect_model(smollm2)
+    port = free_port()
+    served = save_profile(tmp_path / "home.json", make_profile(Plan(info.n_layer, info.n_slots, ()), info, [],
+                                                               ctx=512, port=port))
+    # HOME is a temporary folder here: the engine is named where it is
+    env = _env(tmp_path, LLAMA_CACHE=str(tmp_path / "cache"), HERD_ENGINE_DIR=str(Path(engine.llama_server).parent))
+    up = HerdUp(procs.popen(HERD + ["up", served, "--no-mdns", "--timeout", "0", "--threads", "1"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 180)
+    record = ls.serving_record(tmp_path / "config")
+    assert (record.pid, record.port, record.profile) == (up.proc.pid, port, str(served))
+    status = herd(["service", "status"], env, timeout=60)
+    assert f"running: yes, herd up (pid {up.proc.pid}) serves http://127.0.0.1:{port}" in status.stdout, status.stdout
+
+    second = herd(["up", served, "--no-mdns", "--timeout", "0", "--threads", "1"], env, timeout=120)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert (f"herd up: herd already serves on port {port} (herd up, pid {up.proc.pid}, profile {served}): "
+            f"use http://127.0.0.1:{port}/v1") in second.stderr, second.stderr
+    assert "Starting" not in second.stdout
+    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200  # the first still serves
+    assert ls.serving_record(tmp_path / "config").pid == up.proc.pid  # and still owns the record
+
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=60) == 0, "\n".join(up.lines)
+    assert not ls.serving_path(tmp_path / "config").exists()
