@@ -14,6 +14,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, QTimer
 
 from gui.cluster.failover.text import describe_event
+from gui.cluster.launching.login_service import owner_of_port
 from gui.cluster.planning.devices import host_free_bytes
 
 
@@ -97,6 +98,10 @@ class LaunchFlow(QObject):
         if request is None:
             self.launch.refuse([self.tr("Open a model first.")])
             return
+        owner = owner_of_port(request.options.port)
+        if owner is not None:
+            self.attach_to(owner)
+            return
         errors = check_request(request, self.workspace.nodes.values(), self.engine,
                                host_free_bytes=host_free_bytes())
         if any(f.code == "does-not-fit" for f in errors):
@@ -117,6 +122,18 @@ class LaunchFlow(QObject):
         call = self.session.preflight(request, self.engine)
         call.finished.connect(lambda findings: self._after_preflight(findings, request))
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+
+    def attach_to(self, owner) -> None:
+        """herd already serves on the endpoint's port (the login service, or ``herd up``): show that
+        endpoint and chat with it instead of starting a second cluster — one owner of the endpoint
+        (#36). Read-only: the window does not stop or change a cluster it did not start."""
+        self.launch.refuse([self.tr("herd already serves on port %1 (process %2), so the window uses that "
+                                    "endpoint. To start a cluster from here, stop that one first; herd "
+                                    "service status says whether the login service runs it.")
+                            .replace("%1", str(owner.port)).replace("%2", str(owner.pid))])
+        self.launch.set_endpoint(owner.url)
+        self.chat.set_send(self.session.chat_sender(owner.url))
+        self.win.tabs.setCurrentWidget(self.launch)
 
     def _after_preflight(self, findings, request) -> None:
         from gui.cluster.launching.doctor import ERROR

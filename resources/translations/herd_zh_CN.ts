@@ -2693,6 +2693,10 @@
         <source>The cluster is recovering; the conversation continues once it serves again.</source>
         <translation>集群正在恢复；恢复服务后可继续对话。</translation>
     </message>
+    <message>
+        <source>herd already serves on port %1 (process %2), so the window uses that endpoint. To start a cluster from here, stop that one first; herd service status says whether the login service runs it.</source>
+        <translation>herd 已在端口 %1 上提供服务（进程 %2），因此窗口改用该端点。若要从这里启动集群，请先停止那个集群；herd service status 会说明它是否由登录服务运行。</translation>
+    </message>
 </context>
 <context>
     <name>ProfileActions</name>
