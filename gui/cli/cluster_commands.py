@@ -565,22 +565,33 @@ async def cmd_up(args: argparse.Namespace) -> int:
         with contextlib.suppress(OSError, ValueError):
             prof.save_profile(running_profile_path(), prof.make_profile(
                 plan, model, used, engine=eng, server=supervisor.spec.options))
-        # One owner of the endpoint (#36): the app and another herd up attach instead of starting.
-        with contextlib.suppress(OSError):
-            write_serving(Serving(pid=os.getpid(), host=supervisor.spec.options.host,
-                                  port=supervisor.spec.options.port, url=url,
-                                  profile=str(target.absolute()) if from_file else "", model=str(model.path)))
-        print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
-        await _serve_until_stopped(args, supervisor, url, used, stop)
+        with _serving_recorded(supervisor.spec, target if profile is not None else None, model):
+            print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
+            await _serve_until_stopped(args, supervisor, url, used, stop)
         return 0
     finally:
         if supervisor is not None:
             running_profile_path().unlink(missing_ok=True)
-            clear_serving(pid=os.getpid())
             await supervisor.stop()
         await disc.stop()
         if supervisor is not None:
             print("Stopped: llama-server and the workers herd started.", flush=True)
+
+
+@contextlib.contextmanager
+def _serving_recorded(spec, profile: Path | None, model):
+    """While serving, say where (a record written atomically, removed after), for the app and
+    another herd up to attach to instead of starting a second cluster on the port: one owner of
+    the endpoint (#36)."""
+    with contextlib.suppress(OSError):
+        write_serving(Serving(pid=os.getpid(), host=spec.options.host, port=spec.options.port, url=spec.url,
+                              profile=str(profile.absolute()) if profile is not None else "",
+                              model=str(model.path)))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            clear_serving(pid=os.getpid())
 
 
 def _refuse_second_owner(port: int) -> None:

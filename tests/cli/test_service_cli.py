@@ -242,3 +242,24 @@ def test_a_second_herd_up_on_the_served_port_attaches_instead_of_starting(tmp_pa
     up.proc.send_signal(signal.SIGINT)
     assert up.proc.wait(timeout=60) == 0, "\n".join(up.lines)
     assert not ls.serving_path(tmp_path / "config").exists()
+
+
+def test_with_a_user_session_the_unit_is_enabled_and_started_and_status_asks_systemd(tmp_path, profile):
+    """This container has no systemd user session to enable a unit in: a stand-in for
+    ``systemctl --user`` answers here, recording what herd asks of it."""
+    calls: list[list[str]] = []
+
+    def user_systemctl(argv):
+        calls.append(list(argv))
+        return (0, "active") if argv[:3] == ["systemctl", "--user", "is-active"] else (0, "")
+
+    places = _places(tmp_path)
+    said = ls.install(profile, places=places, platform="linux", run=user_systemctl)
+    assert said[1].startswith("mechanism: systemd — a systemd user session answers")
+    assert ["systemctl", "--user", "enable", "--now", ls.UNIT_NAME] in calls
+    assert calls.index(["systemctl", "--user", "daemon-reload"]) < calls.index(
+        ["systemctl", "--user", "enable", "--now", ls.UNIT_NAME])
+    assert "systemd: active" in ls.status(places, "linux", run=user_systemctl)
+    ls.remove(places, "linux", run=user_systemctl)
+    assert ["systemctl", "--user", "disable", "--now", ls.UNIT_NAME] in calls
+    assert not places.file_of(ls.SYSTEMD).exists()
