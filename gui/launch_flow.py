@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, QTimer
 
 from gui.cluster import workspace as W
 from gui.cluster.failover.text import describe_event
+from gui.cluster.launching.login_service import owner_of_port
 from gui.cluster.planning.devices import host_free_bytes
 from gui.widgets import next_step as S
 
@@ -172,6 +173,10 @@ class LaunchFlow(QObject):
         if request is None:
             self.launch.refuse([self._why_no_split()])
             return
+        owner = owner_of_port(request.options.port)
+        if owner is not None:
+            self.attach_to(owner)
+            return
         errors = check_request(request, self.workspace.nodes.values(), self.engine,
                                host_free_bytes=host_free_bytes())
         if any(f.code == "does-not-fit" for f in errors):
@@ -224,6 +229,18 @@ class LaunchFlow(QObject):
         if self.workspace.model is None:
             return self.tr("Open a model first: Open model… above, or click one under On this PC.")
         return self.tr("The split is not ready yet: the Split tab shows why.")
+
+    def attach_to(self, owner) -> None:
+        """herd already serves on the endpoint's port (the login service, or ``herd up``): show that
+        endpoint and chat with it instead of starting a second cluster — one owner of the endpoint
+        (#36). Read-only: the window does not stop or change a cluster it did not start."""
+        self.launch.refuse([self.tr("herd already serves on port %1 (process %2), so the window uses that "
+                                    "endpoint. To start a cluster from here, stop that one first; herd "
+                                    "service status says whether the login service runs it.")
+                            .replace("%1", str(owner.port)).replace("%2", str(owner.pid))])
+        self.launch.set_endpoint(owner.url)
+        self.chat.set_send(self.session.chat_sender(owner.url))
+        self.win.tabs.setCurrentWidget(self.launch)
 
     def _after_preflight(self, findings, request) -> None:
         from gui.cluster.launching.doctor import ERROR

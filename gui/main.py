@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "gui.cli.keys",
     "gui.cli.api_keys",
     "gui.cli.wake",
+    "gui.cli.service",
 ]
 
 

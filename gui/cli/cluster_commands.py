@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
+import os
 import shlex
 import signal
 import sys
@@ -28,6 +30,7 @@ from gui.cli.progress import TransferPrinter
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
 from gui.cluster.failover.text import describe_event
 from gui.cluster.launching import doctor as doc
+from gui.cluster.launching.login_service import Serving, clear_serving, owner_of_port, write_serving
 from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import file_sha256
@@ -542,6 +545,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
                                     extra_args=saved.extra_args + server_args)
         except ValueError as exc:
             raise CommandError(str(exc), 2) from None
+        _refuse_second_owner(options.port)
         options, door = await _front_door(args, options)
         request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers)
         await _preflight_or_refuse(request, disc, eng, args)
@@ -576,8 +580,11 @@ async def cmd_up(args: argparse.Namespace) -> int:
         with contextlib.suppress(OSError, ValueError):
             prof.save_profile(running_profile_path(), prof.make_profile(
                 plan, model, used, engine=eng, server=endpoint_options(supervisor.spec.options, door)))
-        print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
-        await _serve_until_stopped(args, supervisor, supervisor.spec.url, used, stop)
+        # the record names the endpoint clients use: the front door's port when there is one
+        endpoint = dataclasses.replace(supervisor.spec, options=endpoint_options(supervisor.spec.options, door))
+        with _serving_recorded(endpoint, target if profile is not None else None, model):
+            print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
+            await _serve_until_stopped(args, supervisor, supervisor.spec.url, used, stop)
         return 0
     finally:
         if supervisor is not None:
@@ -609,6 +616,32 @@ async def _close_door(door: FrontDoor | None) -> None:
     """Stop the front door, if ``herd up`` opened one."""
     if door is not None:
         await door.stop()
+
+
+@contextlib.contextmanager
+def _serving_recorded(spec, profile: Path | None, model):
+    """While serving, say where (a record written atomically, removed after), for the app and
+    another herd up to attach to instead of starting a second cluster on the port: one owner of
+    the endpoint (#36)."""
+    with contextlib.suppress(OSError):
+        write_serving(Serving(pid=os.getpid(), host=spec.options.host, port=spec.options.port, url=spec.url,
+                              profile=str(profile.absolute()) if profile is not None else "",
+                              model=str(model.path)))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            clear_serving(pid=os.getpid())
+
+
+def _refuse_second_owner(port: int) -> None:
+    """Stop when herd already serves on ``port`` (the login service, or another herd up): one
+    owner of the endpoint (#36)."""
+    owner = owner_of_port(port)
+    if owner is not None:
+        raise CommandError(f"herd already serves on port {port} (herd up, pid {owner.pid}"
+                           f"{', profile ' + owner.profile if owner.profile else ''}): use {owner.url}/v1, "
+                           "or stop it first (`herd service status` says whether the login service runs it)")
 
 
 async def _start_or_stop(supervisor, load_timeout: float, stop: asyncio.Event):

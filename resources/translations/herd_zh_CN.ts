@@ -2877,6 +2877,10 @@
         <source>The split is not ready yet: the Split tab shows why.</source>
         <translation>分层尚未就绪：原因见“分层”页。</translation>
     </message>
+    <message>
+        <source>herd already serves on port %1 (process %2), so the window uses that endpoint. To start a cluster from here, stop that one first; herd service status says whether the login service runs it.</source>
+        <translation>herd 已在端口 %1 上提供服务（进程 %2），因此窗口改用该端点。若要从这里启动集群，请先停止那个集群；herd service status 会说明它是否由登录服务运行。</translation>
+    </message>
 </context>
 <context>
     <name>ProfileActions</name>
