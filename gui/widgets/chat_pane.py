@@ -396,7 +396,7 @@ class ChatPane(QWidget):
             return
         last = self.conversation.messages[-1] if self.conversation.messages else None
         if last is not None and last is self._failed_reply and reason not in last.note:
-            last.note = f"{reason} ({last.note})" if last.note else reason
+            self.conversation.set_note(last, f"{reason} ({last.note})" if last.note else reason)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the conversation (system prompt first) and the reply stats, atomically and
