@@ -151,11 +151,11 @@ class ChatStore:
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # WAL files copy this mode
         try:
             self._db = self._connect()
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise HistoryError(translate("ChatHistory", "The chat history {path} is in use by "
-                                             "another program; close it and try again.")
-                                   .format(path=self.path)) from exc
+        except sqlite3.OperationalError as exc:  # locked, unreadable: the file may be fine, keep it
+            raise HistoryError(translate("ChatHistory", "Cannot open the chat history {path} ({why}); "
+                                         "check that no other program holds it and that the folder "
+                                         "can be written.").format(path=self.path, why=exc)) from exc
+        except sqlite3.DatabaseError:  # not a database, or a damaged one
             for suffix in ("-wal", "-shm"):  # belong to the bad file; a new one starts without them
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
             self.set_aside_to = set_aside(self.path)
@@ -248,9 +248,10 @@ class ChatStore:
         self._changed(chat_id)
 
     def record(self, conversation: Conversation, chat_id: int | None = None, *,
-               details: Callable[[], tuple[str, str]] = lambda: ("", "")) -> "ChatRecorder":
+               details: Callable[[], tuple[str, str]] = lambda: ("", ""),
+               failed: Callable[[str], None] = lambda _text: None) -> "ChatRecorder":
         """Save ``conversation`` as it changes (see :class:`ChatRecorder`)."""
-        return ChatRecorder(self, conversation, chat_id, details=details)
+        return ChatRecorder(self, conversation, chat_id, details=details, failed=failed)
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -377,16 +378,20 @@ class ChatRecorder:
         chat_id: the chat in the store, or None until the conversation's first message.
 
     ``details()`` returns ``(model, system prompt)`` as they are when a question is asked; the
-    chat keeps the latest. ``clock`` is the time source of the streaming throttle.
+    chat keeps the latest. ``failed(text)`` hears, in words, when a change could not be saved
+    (a full disk): the conversation goes on on screen, and the next change tries again.
+    ``clock`` is the time source of the streaming throttle.
     """
 
     def __init__(self, store: ChatStore, conversation: Conversation, chat_id: int | None = None, *,
                  details: Callable[[], tuple[str, str]] = lambda: ("", ""),
+                 failed: Callable[[str], None] = lambda _text: None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.conversation = conversation
         self.chat_id = chat_id
         self._details = details
+        self._failed = failed
         self._clock = clock
         self._written = len(conversation.messages) if chat_id is not None else 0
         self._last_write = clock()
@@ -395,6 +400,19 @@ class ChatRecorder:
         self._unsubscribe: Callable[[], None] | None = conversation.subscribe(self._on_change)
 
     def _on_change(self, index: int, message: Message) -> None:
+        # Called from inside the conversation's changes (a token arriving): a failure to save
+        # must not break the chat, so it is reported in words and the next change retries.
+        try:
+            self._save_change(index, message)
+        except (sqlite3.Error, OSError, HistoryError) as exc:
+            self._report(exc)
+
+    def _report(self, exc: Exception) -> None:
+        self._failed(translate("ChatHistory", "Could not save this chat to {path} ({why}); it stays "
+                               "on screen. Free some disk space or check the folder's permissions.")
+                     .format(path=self.store.path, why=exc))
+
+    def _save_change(self, index: int, message: Message) -> None:
         if self.chat_id is None:
             self._create()
             return
@@ -433,12 +451,17 @@ class ChatRecorder:
         """Write the streaming reply's text that the throttle held back."""
         if self._unwritten is not None and self.chat_id is not None \
                 and self._unwritten < len(self.conversation.messages):
-            self._write(self._unwritten)
+            try:
+                self._write(self._unwritten)
+            except (sqlite3.Error, OSError, HistoryError) as exc:
+                self._report(exc)
 
-    def close(self) -> None:
-        """Write what is held back and stop following the conversation."""
+    def close(self, write: bool = True) -> None:
+        """Stop following the conversation, after writing what is held back (``write``; not
+        for a chat that was just deleted)."""
         if self._unsubscribe is not None:
-            self.flush()
+            if write:
+                self.flush()
             self._unsubscribe()
             self._unsubscribe = None
 

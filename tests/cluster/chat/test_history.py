@@ -246,3 +246,23 @@ def test_a_newer_schema_is_refused_in_words(db_path):
         raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(HistoryError, match="newer herd.*update herd"):
         ChatStore(db_path)
+
+
+def test_a_change_that_cannot_be_saved_is_reported_in_words(db_path):
+    store = ChatStore(db_path)
+    conv = Conversation()
+    heard = []
+    rec = store.record(conv, failed=heard.append)
+    conv.add_user("First")
+    reopened(db_path).delete(rec.chat_id)  # deleted from another window while it is open
+    conv.add_user("Second")  # the conversation goes on
+    assert [m.content for m in conv.messages] == ["First", "Second"]
+    assert heard and heard[0].startswith(f"Could not save this chat to {db_path} (")
+    assert "it stays on screen" in heard[0]
+
+
+def test_a_folder_in_the_way_is_an_error_in_words_and_kept(db_path):
+    db_path.mkdir(parents=True)  # not a file: nothing to set aside
+    with pytest.raises(HistoryError, match="Cannot open the chat history .*folder can be written"):
+        ChatStore(db_path)
+    assert db_path.is_dir()
