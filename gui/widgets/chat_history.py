@@ -273,6 +273,9 @@ class ChatKeeper(QObject):
         self.chats.deleted.connect(self._on_deleted)
         pane.busyChanged.connect(lambda busy: self.chats.open_button.setEnabled(
             not busy and self.chats.selected_id() is not None))
+        if store.set_aside_to is not None:
+            self.chats.show_error(self.tr("The chat history could not be read; it was moved to %1 and a "
+                                          "new one started.").replace("%1", str(store.set_aside_to)))
         self.follow()
 
     @property

@@ -199,3 +199,23 @@ def test_a_cut_reply_opens_with_its_mark(qtbot, make_pane, db_path):
     assert "Interrupted: the worker at 10.0.0.2 was lost" in shown
     assert shown.index("Interrupted:") < shown.index("Asked again after the interrupted reply above.") \
         < shown.index("calls run code elsewhere")
+
+
+@pytest.mark.usefixtures("qapp")
+def test_an_unreadable_history_is_set_aside_and_said(qtbot, make_pane, db_path):
+    db_path.write_bytes(b"this is not a database" * 100)
+    chats = make_pane().history.chats
+    assert chats.titles() == []
+    assert chats.message.isVisible() and "could not be read; it was moved to" in chats.message.text()
+    assert ".corrupt-" in chats.message.text()
+
+
+def test_the_window_lists_the_chats_kept_in_the_data_folder(make_window, tmp_path):
+    # (the autouse fixture of tests/gui/conftest.py points the data folder's database here)
+    kept_chats(tmp_path / "chats.sqlite3")
+    win = make_window(browse=False)
+    assert win.chat_store.path == tmp_path / "chats.sqlite3"
+    assert win.chat.history.chats.titles() == ["Bake bread", "What is a llama?"]
+    assert (tmp_path / "chats.sqlite3-wal").exists()  # open, in WAL mode
+    win.close()
+    assert not (tmp_path / "chats.sqlite3-wal").exists()  # closed with the window, WAL folded back

@@ -82,6 +82,15 @@ def default_path() -> Path:
     return data_dir() / "chats.sqlite3"
 
 
+def open_default() -> tuple[ChatStore | None, str]:
+    """The app's chat history (:func:`default_path`), or None and why not in words (a newer
+    herd's file, a folder in the way): the app then chats without keeping."""
+    try:
+        return ChatStore(default_path()), ""
+    except (HistoryError, OSError) as exc:
+        return None, str(exc)
+
+
 def title_from(text: str) -> str:
     """A chat's title from its first question: the first line, cut to :data:`TITLE_LENGTH`."""
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
