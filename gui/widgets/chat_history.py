@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPushButton,
     QSizePolicy,
+    QSplitter,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -277,6 +278,14 @@ class ChatKeeper(QObject):
             self.chats.show_error(self.tr("The chat history could not be read; it was moved to %1 and a "
                                           "new one started.").replace("%1", str(store.set_aside_to)))
         self.follow()
+
+    def above(self, transcript: QWidget) -> QSplitter:
+        """The list of past chats above ``transcript``, the line between them draggable."""
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.chats)
+        split.addWidget(transcript)
+        split.setSizes([120, 400])
+        return split
 
     @property
     def chat_id(self) -> int | None:

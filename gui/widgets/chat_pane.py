@@ -51,7 +51,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSpinBox,
-    QSplitter,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
@@ -221,14 +220,8 @@ class ChatPane(QWidget):
         lay.addWidget(self.system_edit)
         lay.addLayout(opts)
         self.history = ChatKeeper(self, history) if history is not None else None
-        if self.history is not None:  # past chats above the transcript (#36)
-            kept = QSplitter(Qt.Orientation.Vertical)
-            kept.addWidget(self.history.chats)
-            kept.addWidget(self.transcript)
-            kept.setSizes([120, 400])
-            lay.addWidget(kept, 1)
-        else:
-            lay.addWidget(self.transcript, 1)
+        # past chats above the transcript (#36)
+        lay.addWidget(self.transcript if self.history is None else self.history.above(self.transcript), 1)
         lay.addWidget(self.context_note)
         lay.addLayout(actions)
         lay.addLayout(send_row)

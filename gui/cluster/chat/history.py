@@ -36,7 +36,7 @@ from pathlib import Path
 from agent.engine_lookup import data_dir
 from agent.files import set_aside, write_atomic, write_json_atomic
 from agent.i18n import translate
-from gui.cluster.chat.conversation import FILE_VERSION, INTERRUPTED, STREAMING, Conversation, Message
+from gui.cluster.chat.conversation import INTERRUPTED, STREAMING, Conversation, Message
 
 #: The database's schema version (``PRAGMA user_version``); 0 is a new, empty file.
 SCHEMA_VERSION = 1
