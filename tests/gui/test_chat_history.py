@@ -219,3 +219,41 @@ def test_the_window_lists_the_chats_kept_in_the_data_folder(make_window, tmp_pat
     assert (tmp_path / "chats.sqlite3-wal").exists()  # open, in WAL mode
     win.close()
     assert not (tmp_path / "chats.sqlite3-wal").exists()  # closed with the window, WAL folded back
+
+
+def test_a_reply_cut_by_a_lost_worker_is_kept_with_its_mark(qtbot, session, llama_server, make_pane, db_path):
+    pane = make_pane(session.chat_sender(llama_server))
+    pane.max_tokens.setValue(4000)
+    pane.input.setPlainText("Write a long story")
+    qtbot.mouseClick(pane.send_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(pane.conversation.messages) == 2 and bool(pane.conversation.messages[1].content),
+                    timeout=30000)
+    # what the session relays when the failover supervisor confirms a lost worker
+    pane.interrupt_reply("the worker at 192.0.2.7 was lost")
+    with qtbot.waitSignal(pane.replyFinished, timeout=30000):
+        pane.stop()
+    kept = ChatStore(db_path)
+    try:
+        reply = kept.load(pane.history.chat_id).messages[1]
+        assert reply.state == "interrupted" and reply.note == "the worker at 192.0.2.7 was lost"
+        assert reply.content and pane.conversation.messages[1].content.startswith(reply.content)
+    finally:
+        kept.close()
+
+
+def test_a_failed_reply_given_its_reason_later_is_kept_with_both(qtbot, session, make_pane, db_path):
+    from conftest import free_port
+
+    # llama-server died with the worker: the stream fails before the loss is confirmed
+    pane = make_pane(session.chat_sender(f"http://127.0.0.1:{free_port()}"))
+    pane.input.setPlainText("Hello?")
+    with qtbot.waitSignal(pane.replyFinished, timeout=30000):
+        qtbot.mouseClick(pane.send_button, Qt.MouseButton.LeftButton)
+    pane.interrupt_reply("the worker at 192.0.2.7 was lost")
+    kept = ChatStore(db_path)
+    try:
+        reply = kept.load(pane.history.chat_id).messages[1]
+        assert reply.state == "interrupted"
+        assert reply.note.startswith("the worker at 192.0.2.7 was lost (") and reply.note.endswith(")")
+    finally:
+        kept.close()
