@@ -124,7 +124,7 @@ class ChatHistoryList(QWidget):
         try:
             chats = self.store.chats(self.search.text())
         except STORE_ERRORS as exc:
-            self.show_error(str(exc))
+            self.show_error(self.in_words(exc))
             return
         self._filling = True
         try:
@@ -172,7 +172,7 @@ class ChatHistoryList(QWidget):
         try:
             self.store.rename(chat_id, title)
         except STORE_ERRORS as exc:
-            self.show_error(str(exc))
+            self.show_error(self.in_words(exc))
             self._stale.start()  # the old title back in the row
             return False
         self.message.hide()
@@ -192,7 +192,7 @@ class ChatHistoryList(QWidget):
         try:
             self.store.delete(chat_id)
         except STORE_ERRORS as exc:
-            self.show_error(str(exc))
+            self.show_error(self.in_words(exc))
             return False
         self.deleted.emit(chat_id)
         return True
@@ -209,6 +209,14 @@ class ChatHistoryList(QWidget):
             return False
         self.message.hide()
         return True
+
+    def in_words(self, exc: Exception) -> str:
+        """What went wrong with the history, said for the user: the store's own words, or the
+        database's message with what to check."""
+        if isinstance(exc, HistoryError):
+            return str(exc)
+        return self.tr("Could not read or write the chat history (%1); check the disk and the "
+                       "permissions of its folder.").replace("%1", str(exc))
 
     def show_error(self, text: str) -> None:
         """Say under the list what went wrong."""
@@ -317,7 +325,7 @@ class ChatKeeper(QObject):
         try:
             summary, kept = self.store.chat(chat_id), self.store.load(chat_id)
         except STORE_ERRORS as exc:
-            self.chats.show_error(str(exc))
+            self.chats.show_error(self.chats.in_words(exc))
             return False
         self.let_go()
         self.pane.new_chat()

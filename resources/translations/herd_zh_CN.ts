@@ -3055,6 +3055,10 @@
         <source>Search past chats</source>
         <translation>搜索以往的对话</translation>
     </message>
+    <message>
+        <source>Could not read or write the chat history (%1); check the disk and the permissions of its folder.</source>
+        <translation>无法读取或写入对话历史（%1）；请检查磁盘以及其所在文件夹的权限。</translation>
+    </message>
 </context>
 <context>
     <name>ChatKeeper</name>
