@@ -2,7 +2,7 @@
 
 * :class:`ChatHistoryList` shows the chats of a :class:`~gui.cluster.chat.history.ChatStore`
   — title (the first question), date, model — newest first, with a search box, and offers
-  *Open*, *Rename*, *Delete* and *Export…* (Markdown or JSON).
+  *Open* and, under *More* or a right click, *Rename*, *Delete* and *Export…* (Markdown or JSON).
 * :class:`ChatKeeper` ties the chat pane to the store: it records the pane's conversation as it
   goes (a new chat from its first message), opens a past chat into the pane so that sending
   continues it, and starts a new chat when the open one is deleted.
@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -25,10 +26,12 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMenu,
     QMessageBox,
     QPushButton,
     QSizePolicy,
     QSplitter,
+    QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -80,17 +83,27 @@ class ChatHistoryList(QWidget):
         for column in (1, 2):
             self.tree.header().setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         self.open_button = QPushButton(self.tr("Open"))
-        self.rename_button = QPushButton(self.tr("Rename"))
-        self.delete_button = QPushButton(self.tr("Delete"))
-        self.export_button = QPushButton(self.tr("Export…"))
+        # Rename, Delete and Export… in a menu (and on a right click): four buttons in a row made
+        # the chat pane, and so the window, wider than a small screen (#17)
+        self.rename_action = QAction(self.tr("Rename"), self)
+        self.delete_action = QAction(self.tr("Delete"), self)
+        self.export_action = QAction(self.tr("Export…"), self)
+        self.more_button = QToolButton()
+        self.more_button.setText(self.tr("More"))
+        self.more_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.more_button)
+        menu.addActions(self._actions())
+        self.more_button.setMenu(menu)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        self.tree.addActions(self._actions())
         self.message = QLabel()
         self.message.setWordWrap(True)
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.message.hide()
         buttons = QHBoxLayout()
         buttons.addWidget(self.search, 1)
-        for b in (self.open_button, self.rename_button, self.delete_button, self.export_button):
-            buttons.addWidget(b)
+        buttons.addWidget(self.open_button)
+        buttons.addWidget(self.more_button)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(buttons)
@@ -102,9 +115,9 @@ class ChatHistoryList(QWidget):
         self.tree.itemChanged.connect(self._on_renamed)
         self.tree.currentItemChanged.connect(lambda *_a: self._enable())
         self.open_button.clicked.connect(self._open_selected)
-        self.rename_button.clicked.connect(self._rename_selected)
-        self.delete_button.clicked.connect(lambda: self.delete_selected())
-        self.export_button.clicked.connect(self._export_dialog)
+        self.rename_action.triggered.connect(self._rename_selected)
+        self.delete_action.triggered.connect(lambda: self.delete_selected())
+        self.export_action.triggered.connect(self._export_dialog)
         # The list is read again once control is back in the event loop, never from inside a
         # change: a rename arrives while the title's editor is still committing, and clearing the
         # rows under it there crashes Qt.
@@ -233,8 +246,11 @@ class ChatHistoryList(QWidget):
 
     def _enable(self) -> None:
         chosen = self.tree.currentItem() is not None
-        for b in (self.open_button, self.rename_button, self.delete_button, self.export_button):
-            b.setEnabled(chosen)
+        for widget in (self.open_button, self.more_button, *self._actions()):
+            widget.setEnabled(chosen)
+
+    def _actions(self) -> list[QAction]:
+        return [self.rename_action, self.delete_action, self.export_action]
 
     def _open_selected(self) -> None:
         chat_id = self.selected_id()

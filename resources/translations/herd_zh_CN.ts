@@ -3059,6 +3059,10 @@
         <source>Could not read or write the chat history (%1); check the disk and the permissions of its folder.</source>
         <translation>无法读取或写入对话历史（%1）；请检查磁盘以及其所在文件夹的权限。</translation>
     </message>
+    <message>
+        <source>More</source>
+        <translation>更多</translation>
+    </message>
 </context>
 <context>
     <name>ChatKeeper</name>

@@ -136,7 +136,9 @@ def test_search_rename_delete_and_export_from_the_list(qtbot, make_pane, db_path
 
     # rename: the title cell is edited in place
     chats.tree.setCurrentItem(chats.tree.topLevelItem(1))
-    qtbot.mouseClick(chats.rename_button, Qt.MouseButton.LeftButton)
+    assert chats.rename_action in chats.more_button.menu().actions()
+    assert chats.rename_action in chats.tree.actions()  # on a right click too
+    chats.rename_action.trigger()
     qtbot.waitUntil(lambda: chats.tree.findChild(QLineEdit) is not None)
     editor = chats.tree.findChild(QLineEdit)  # the cell's editor
     editor.selectAll()
@@ -163,7 +165,7 @@ def test_search_rename_delete_and_export_from_the_list(qtbot, make_pane, db_path
             QTimer.singleShot(20, answer_yes)
 
     QTimer.singleShot(0, answer_yes)
-    assert chats.delete_selected()
+    chats.delete_action.trigger()
     qtbot.waitUntil(lambda: chats.titles() == ["Bake bread"])
     assert pane.conversation.messages == [] and pane.transcript.toPlainText() == ""
     assert pane.history.chat_id is None
@@ -257,3 +259,9 @@ def test_a_failed_reply_given_its_reason_later_is_kept_with_both(qtbot, session,
         assert reply.note.startswith("the worker at 192.0.2.7 was lost (") and reply.note.endswith(")")
     finally:
         kept.close()
+
+
+@pytest.mark.usefixtures("qapp")
+def test_the_list_does_not_make_the_pane_wider(make_pane):
+    # the pane sits beside the dashboard; a row of buttons once made the window too wide (#17)
+    assert make_pane().minimumSizeHint().width() <= ChatPane().minimumSizeHint().width()
