@@ -58,7 +58,7 @@ class ChatHistoryList(QWidget):
     Attributes:
         store: the :class:`~gui.cluster.chat.history.ChatStore` shown.
         search: the search box (title and text of every message).
-        tree: one row per chat: title (editable: *Rename*), date, model.
+        tree: one row per chat: title (editable: *Rename*), date of its last message, model.
         message: what went wrong last, in words (hidden when nothing did).
     """
 
@@ -143,7 +143,7 @@ class ChatHistoryList(QWidget):
         try:
             self.tree.clear()
             for chat in chats:
-                item = QTreeWidgetItem([chat.title, time.strftime("%Y-%m-%d %H:%M", time.localtime(chat.created)),
+                item = QTreeWidgetItem([chat.title, time.strftime("%Y-%m-%d %H:%M", time.localtime(chat.updated)),
                                         chat.model])
                 item.setData(0, ID_ROLE, chat.id)
                 item.setToolTip(0, chat.title)
