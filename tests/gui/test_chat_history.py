@@ -5,13 +5,16 @@ opening one shows its messages and sending continues it; rename, delete, search,
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QLineEdit, QMessageBox
 
 from gui.cluster.chat.conversation import Conversation
-from gui.cluster.chat.history import ChatStore
+from gui.cluster.chat.history import SAVE_EVERY_PIECES, ChatStore
 from gui.session import ClusterSession
 from gui.widgets.chat_pane import ChatPane
 
@@ -265,3 +268,53 @@ def test_a_failed_reply_given_its_reason_later_is_kept_with_both(qtbot, session,
 def test_the_list_does_not_make_the_pane_wider(make_pane):
     # the pane sits beside the dashboard; a row of buttons once made the window too wide (#17)
     assert make_pane().minimumSizeHint().width() <= ChatPane().minimumSizeHint().width()
+
+
+PANE_CHILD = """
+import json, sys
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from gui.bridge import AsyncBridge
+from gui.cluster.chat.history import ChatStore
+from gui.session import ClusterSession
+from gui.widgets.chat_pane import ChatPane
+session = ClusterSession(AsyncBridge())
+pane = ChatPane(session.chat_sender(sys.argv[2]), history=ChatStore(sys.argv[1]))
+pane.max_tokens.setValue(1000)
+def said(index, message):  # every piece of the reply as the pane's conversation has it
+    if index == 1:
+        print(json.dumps(message.content), flush=True)
+pane.conversation.subscribe(said)
+pane.send_text("Write a very long story")
+app.exec()
+"""
+
+
+def test_the_app_killed_mid_reply_keeps_the_reply_so_far(llama_server, db_path):
+
+    # a chat pane in a process of its own, streaming from the real llama-server, killed by SIGKILL
+    child = subprocess.Popen([sys.executable, "-c", PANE_CHILD, str(db_path), llama_server],
+                             stdout=subprocess.PIPE, text=True, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    seen: list[str] = []
+    try:
+        for line in child.stdout:
+            seen.append(json.loads(line))
+            if len(seen) >= 4 * SAVE_EVERY_PIECES:
+                child.kill()
+                break
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+    assert len(seen) >= 4 * SAVE_EVERY_PIECES, "the reply ended before the kill"
+    store = ChatStore(db_path)
+    try:
+        [summary] = store.chats()
+        question, reply = store.load(summary.id).messages
+    finally:
+        store.close()
+    assert question.content == "Write a very long story" and summary.title == question.content
+    assert reply.state == "interrupted"
+    # what was kept is the reply as it stood at most one throttle window before the last piece
+    # the test saw (or later: the child went on until the kill landed)
+    assert reply.content in seen[-SAVE_EVERY_PIECES:] or reply.content.startswith(seen[-1])
