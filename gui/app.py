@@ -36,6 +36,7 @@ from agent.engine_lookup import PINNED_BUILD, find_engine
 from gui import __version__
 from gui.bridge import AsyncBridge, describe_error
 from gui.cluster import workspace as W
+from gui.cluster.chat import history as chat_history
 from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.nodes.network_errors import explain
 from gui.cluster.planning.devices import host_free_bytes
@@ -107,7 +108,9 @@ class MainWindow(QMainWindow):
         self.model_panel = ModelPanel()
         self.editor = SplitEditor()
         self.launch = LaunchPanel()
-        self.chat = ChatPane()
+        #: where every chat is kept (#36); None when it cannot be opened (the status bar says why)
+        self.chat_store, history_problem = chat_history.open_default()
+        self.chat = ChatPane(history=self.chat_store)
         self.dashboard = Dashboard()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.editor, self.tr("Split"))
@@ -140,7 +143,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self._build_menus()
         self._build_tray()
-        self.statusBar().showMessage(self.tr("Looking for nodes…"))
+        self.statusBar().showMessage(history_problem or self.tr("Looking for nodes…"))
 
         self.editor.set_engine(self.engine.llama_server)
         self._show_options()
@@ -667,6 +670,9 @@ class MainWindow(QMainWindow):
         s.set("chat/max_tokens", chat["max_tokens"])
         s.sync()
         self.chat.stop()
+        if self.chat_store is not None:  # a reply arriving now is kept as far as it came, marked
+            self.chat.history.let_go()
+            self.chat_store.close()
         self._host_timer.stop()
         self.session.close()
         if self._own_bridge:

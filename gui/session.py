@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 
 import httpx
 from PySide6.QtCore import QObject, Qt, Signal
@@ -469,6 +470,13 @@ class ChatSender:
 
     def __call__(self, messages: list[dict], params: dict) -> Call:
         return self._session.chat(messages, params, self._url)
+
+    @property
+    def model(self) -> str:
+        """The file name of the model the running launch serves ("" when none): what the chat
+        history notes beside each chat (#36)."""
+        sup = self._session.supervisor
+        return Path(sup.launcher.request.model.path).name if sup is not None else ""
 
     def fit(self, messages: list[dict], max_tokens: int) -> Call:
         """A :class:`~gui.bridge.Call` whose result is the request's ``ContextFit``."""

@@ -57,7 +57,9 @@ from PySide6.QtWidgets import (
 
 from gui.cluster.chat.client import ChatDelta, ChatDone, ChatError
 from gui.cluster.chat.conversation import ContextFit, Conversation, Message
+from gui.cluster.chat.history import ChatStore, resumed
 from gui.cluster.nodes.network_errors import explain
+from gui.widgets.chat_history import ChatKeeper
 from gui.widgets.feedback import flash_copied
 from gui.widgets.transcript import Transcript, insert_reply_markdown
 
@@ -123,12 +125,15 @@ class ChatPane(QWidget):
         context_note: shown when the next message does not fit the server's context: what
             ``context_text`` says, ``drop_button`` (leave out the oldest turns and send) and
             ``cancel_button``.
+        history: with a chat store, the :class:`~gui.widgets.chat_history.ChatKeeper` that keeps
+            every chat and lists the past ones above the transcript (``history.chats``); else None.
     """
 
     replyFinished = Signal(object)
     busyChanged = Signal(bool)
 
-    def __init__(self, send: SendFn | None = None, parent: QWidget | None = None) -> None:
+    def __init__(self, send: SendFn | None = None, parent: QWidget | None = None, *,
+                 history: ChatStore | None = None) -> None:
         super().__init__(parent)
         self._send = send
         self.conversation = Conversation()
@@ -215,7 +220,9 @@ class ChatPane(QWidget):
         lay = QVBoxLayout(self)
         lay.addWidget(self.system_edit)
         lay.addLayout(opts)
-        lay.addWidget(self.transcript, 1)
+        self.history = ChatKeeper(self, history) if history is not None else None
+        # past chats above the transcript (#36)
+        lay.addWidget(self.transcript if self.history is None else self.history.above(self.transcript), 1)
         lay.addWidget(self.context_note)
         lay.addLayout(actions)
         lay.addLayout(send_row)
@@ -405,7 +412,7 @@ class ChatPane(QWidget):
             return
         last = self.conversation.messages[-1] if self.conversation.messages else None
         if last is not None and last is self._failed_reply and reason not in last.note:
-            last.note = f"{reason} ({last.note})" if last.note else reason
+            self.conversation.set_note(last, f"{reason} ({last.note})" if last.note else reason)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the conversation (system prompt first) and the reply stats, atomically and
@@ -423,13 +430,41 @@ class ChatPane(QWidget):
             self._call.cancel()
 
     def new_chat(self) -> None:
-        """Forget the conversation (after stopping any reply)."""
+        """Start a new conversation (after stopping any reply); the one before stays kept."""
         self.stop()
         self._hide_offer()
+        if self.history is not None:
+            self.history.let_go()
         self.conversation.clear()
         self.stats = []
         self.transcript.clear()
         self.status.clear()
+        if self.history is not None:
+            self.history.follow()
+
+    def show_transcript(self) -> None:
+        """Show the whole conversation again (a past chat opened): each reply as Markdown, a cut
+        reply with why, a reply asked again after one marked so."""
+        self.transcript.clear()
+        messages = self.conversation.messages
+        for i, m in enumerate(messages):
+            if m.role == "system":
+                continue
+            if resumed(messages, i):
+                self._append_note(self.tr("Asked again after the interrupted reply above."))
+            self._append_message(m.role, m.content)
+            if m.role == "assistant":
+                cur = QTextCursor(self.transcript.document())
+                cur.movePosition(QTextCursor.MoveOperation.End)
+                self._reply_start = cur.position()
+                self._render_reply(m.content)
+            if m.interrupted:
+                self._append_note(self.tr("Interrupted: %1").replace("%1", m.note or self.tr("no reason given")))
+        self._to_bottom()
+
+    def serving_model(self) -> str:
+        """The model the pane's server serves (a file name), or "" when not known."""
+        return getattr(self._send, "model", "") or ""
 
     def copy_last_reply(self) -> None:
         """Put the last reply's Markdown text on the clipboard."""

@@ -157,6 +157,18 @@
         <source>Your message is still in the box: press Ctrl+Enter to send it.</source>
         <translation>您的消息仍在输入框中：按 Ctrl+Enter 发送。</translation>
     </message>
+    <message>
+        <source>Asked again after the interrupted reply above.</source>
+        <translation>上面的回复被中断后重新提问。</translation>
+    </message>
+    <message>
+        <source>Interrupted: %1</source>
+        <translation>已中断：%1</translation>
+    </message>
+    <message>
+        <source>no reason given</source>
+        <translation>未说明原因</translation>
+    </message>
 </context>
 <context>
     <name>ClusterSession</name>
@@ -3208,6 +3220,151 @@
     <message>
         <source>{path} is not a llama-herd key file ({why}); move it away and add the keys again</source>
         <translation>{path} 不是 llama-herd 的密钥文件（{why}）；请把它移走，然后重新添加密钥</translation>
+    </message>
+</context>
+<context>
+    <name>ChatHistory</name>
+    <message>
+        <source>A chat's title cannot be empty; type a few words.</source>
+        <translation>对话标题不能为空；请输入几个字。</translation>
+    </message>
+    <message>
+        <source>Asked again after the interrupted reply above.</source>
+        <translation>上面的回复被中断后重新提问。</translation>
+    </message>
+    <message>
+        <source>Assistant</source>
+        <translation>助手</translation>
+    </message>
+    <message>
+        <source>Cannot export a chat as {fmt}: choose Markdown or JSON.</source>
+        <translation>无法将对话导出为 {fmt}：请选择 Markdown 或 JSON。</translation>
+    </message>
+    <message>
+        <source>Cannot open the chat history {path} ({why}); check that no other program holds it and that the folder can be written.</source>
+        <translation>无法打开对话历史 {path}（{why}）；请确认没有其他程序占用它，并且该文件夹可写。</translation>
+    </message>
+    <message>
+        <source>Could not save this chat to {path} ({why}); it stays on screen. Free some disk space or check the folder's permissions.</source>
+        <translation>无法将此对话保存到 {path}（{why}）；它仍显示在屏幕上。请释放一些磁盘空间或检查该文件夹的权限。</translation>
+    </message>
+    <message>
+        <source>Interrupted: {why}</source>
+        <translation>已中断：{why}</translation>
+    </message>
+    <message>
+        <source>Left out of later requests so the conversation fits the server's context.</source>
+        <translation>之后的请求不再发送此消息，以便对话能放进服务器的上下文。</translation>
+    </message>
+    <message>
+        <source>New chat</source>
+        <translation>新对话</translation>
+    </message>
+    <message>
+        <source>System prompt</source>
+        <translation>系统提示词</translation>
+    </message>
+    <message>
+        <source>The chat history {path} was written by a newer herd (schema {found}, this one reads {known}); update herd to open it.</source>
+        <translation>对话历史 {path} 由更新版本的 herd 写入（结构版本 {found}，本版本只能读取 {known}）；请更新 herd 后再打开。</translation>
+    </message>
+    <message>
+        <source>There is no chat number {id} in the history (it was deleted?).</source>
+        <translation>历史中没有编号为 {id} 的对话（可能已被删除？）。</translation>
+    </message>
+    <message>
+        <source>You</source>
+        <translation>你</translation>
+    </message>
+    <message>
+        <source>no reason given</source>
+        <translation>未说明原因</translation>
+    </message>
+    <message>
+        <source>unknown</source>
+        <translation>未知</translation>
+    </message>
+    <message>
+        <source>{date} · model: {model}</source>
+        <translation>{date} · 模型：{model}</translation>
+    </message>
+</context>
+<context>
+    <name>ChatHistoryList</name>
+    <message>
+        <source>Could not export the chat: %1</source>
+        <translation>无法导出对话：%1</translation>
+    </message>
+    <message>
+        <source>Date</source>
+        <translation>日期</translation>
+    </message>
+    <message>
+        <source>Delete</source>
+        <translation>删除</translation>
+    </message>
+    <message>
+        <source>Delete chat</source>
+        <translation>删除对话</translation>
+    </message>
+    <message>
+        <source>Delete the chat “%1”? It cannot be brought back.</source>
+        <translation>删除对话“%1”？删除后无法恢复。</translation>
+    </message>
+    <message>
+        <source>Export chat</source>
+        <translation>导出对话</translation>
+    </message>
+    <message>
+        <source>Export…</source>
+        <translation>导出…</translation>
+    </message>
+    <message>
+        <source>JSON (*.json)</source>
+        <translation>JSON (*.json)</translation>
+    </message>
+    <message>
+        <source>Markdown (*.md)</source>
+        <translation>Markdown (*.md)</translation>
+    </message>
+    <message>
+        <source>Model</source>
+        <translation>模型</translation>
+    </message>
+    <message>
+        <source>Open</source>
+        <translation>打开</translation>
+    </message>
+    <message>
+        <source>Past chats</source>
+        <translation>以往的对话</translation>
+    </message>
+    <message>
+        <source>Rename</source>
+        <translation>重命名</translation>
+    </message>
+    <message>
+        <source>Search past chats</source>
+        <translation>搜索以往的对话</translation>
+    </message>
+    <message>
+        <source>Could not read or write the chat history (%1); check the disk and the permissions of its folder.</source>
+        <translation>无法读取或写入对话历史（%1）；请检查磁盘以及其所在文件夹的权限。</translation>
+    </message>
+    <message>
+        <source>More</source>
+        <translation>更多</translation>
+    </message>
+</context>
+<context>
+    <name>ChatKeeper</name>
+    <message>
+        <source>Stop the reply first, then open the other chat.</source>
+        <translation>请先停止当前回复，再打开另一个对话。</translation>
+    </message>
+    <message>
+        <source>The chat history could not be read; it was moved to %1 and a new one started.</source>
+        <translation>无法读取对话历史；已将其移至 %1，并新建了一个。</translation>
     </message>
 </context>
 </TS>

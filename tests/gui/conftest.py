@@ -14,6 +14,12 @@ def _app(qapp):
     return qapp
 
 
+@pytest.fixture(autouse=True)
+def _chats_kept_in_tmp(tmp_path, monkeypatch):
+    """The windows a test opens keep their chats in its own folder, not the user's (#36)."""
+    monkeypatch.setattr("gui.cluster.chat.history.default_path", lambda: tmp_path / "chats.sqlite3")
+
+
 @pytest.fixture
 def app_state_restored(qapp):
     """For a test that runs the app's main loop (``run_app``, ``herd demo``): afterwards, puts back what a real run keeps until the process exits: the translators

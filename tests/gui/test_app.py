@@ -305,6 +305,9 @@ def test_try_a_local_demo_button(qtbot, make_window, smollm2):
         assert win.chat.send_text("What is the capital of France?")
     reply = win.chat.conversation.messages[-1].content
     assert "Paris" in reply, reply
+    # kept from its first message, with the model that answered (#36)
+    [kept] = win.chat_store.chats()
+    assert (kept.title, kept.model) == ("What is the capital of France?", smollm2.name)
     procs = [a.proc for a in demo.agents]
     win.close()
     assert all(p.poll() is not None for p in procs)  # closing the app stops the demo's agents

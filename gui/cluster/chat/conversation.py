@@ -182,6 +182,13 @@ class Conversation:
         self._changed(self.messages.index(msg))
         return msg
 
+    def set_note(self, message: Message, note: str) -> None:
+        """Say why ``message`` (an interrupted reply) was cut, after the fact: a lost worker is
+        confirmed after the stream already failed. Subscribers are told, so the kept history has
+        the mark too (#36)."""
+        message.note = note
+        self._changed(self.messages.index(message))
+
     def leave_out_turns(self, turns: int) -> int:
         """Stop sending the oldest ``turns`` turns (a user message and the replies to it) so the
         conversation fits the server's context; system messages are always sent. Returns how
@@ -199,7 +206,8 @@ class Conversation:
         return count
 
     def clear(self) -> None:
-        """Forget every message (a new chat); subscribers stay."""
+        """Forget every message (a new chat); subscribers stay, and are not told: one that keeps
+        the conversation (a :class:`~gui.cluster.chat.history.ChatRecorder`) is closed first."""
         self.messages.clear()
 
     def _need_streaming(self) -> Message:
