@@ -114,7 +114,9 @@ def test_node_appears_pair_plan_start_chat_stop(qtbot, window, agents, demo_mode
     win.editor.reset_by_memory()
     assert win.editor.plan() != exported
     profile, findings = win.profiles.read(str(profile_path))
-    assert findings == [], [str(f) for f in findings]
+    # the review matches what serves and names what differs: only the editor's new split (#37 item 14)
+    assert [(f.severity, f.code) for f in findings] == [("warning", "split-differs")], [str(f) for f in findings]
+    assert "in the editor" in findings[0].message
     assert win.profiles.apply(profile)
     assert win.editor.plan().counts() == exported.counts() and win.editor.plan().host_layers == 2
     assert [d.endpoint for d in win.editor.plan().devices()] == [d.endpoint for d in exported.devices()]
