@@ -42,6 +42,12 @@ def reply_from(url: str) -> str:
     return resp.json()["choices"][0]["message"]["content"]
 
 
+def open_questions() -> list:
+    from PySide6.QtWidgets import QApplication
+
+    return [w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox) and w.isVisible()]
+
+
 def click_tray(qtbot, tray, action) -> None:
     """Open the tray's menu (where the desktop would, at the icon) and click ``action`` in it."""
     menu = tray.contextMenu()
@@ -92,7 +98,7 @@ def test_keep_serving_hides_the_window_and_the_tray_opens_stops_and_quits(
     # remembered: no question the second time
     event = close_by_hand(win)
     assert not event.isAccepted() and not win.isVisible()
-    assert qtbot_top_dialogs() == []
+    assert open_questions() == []
 
     click_tray(qtbot, win.tray, win.tray.stop_action)
     qtbot.waitUntil(lambda: win.session.supervisor is None and server.returncode is not None, timeout=30000)
@@ -104,12 +110,6 @@ def test_keep_serving_hides_the_window_and_the_tray_opens_stops_and_quits(
     click_tray(qtbot, win.tray, win.tray.quit_action)  # not serving: quits without asking
     qtbot.waitUntil(lambda: not win.tray.isVisible(), timeout=5000)
     assert win._closing and not win.isVisible()
-
-
-def qtbot_top_dialogs() -> list:
-    from PySide6.QtWidgets import QApplication
-
-    return [w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox) and w.isVisible()]
 
 
 @pytest.mark.engine
@@ -134,10 +134,18 @@ def test_without_a_tray_the_window_is_minimised_and_says_so(qtbot, make_window, 
     assert server.returncode is None and reply_from(win.session.server_url)
     assert win.settings.get("window/on_close") == "ask"  # not ticked: asked again next time
 
+    win.bring_to_front()
+    seen = answer_dialog(qtbot, QMessageBox, lambda box: click(
+        qtbot, next(b for b in box.buttons() if b.text() == "Stop and quit")))
+    event = close_by_hand(win)
+    check(seen)
+    assert event.isAccepted()  # the window closes, and llama-server with it
+    qtbot.waitUntil(lambda: server.returncode is not None, timeout=30000)
 
-def test_stop_remembered_closes_without_asking(qtbot, make_window, monkeypatch):
-    """"Stop and quit" remembered from the Cluster menu: closing goes on at once (nothing serves
-    here, so the question would not come either: the choice is read first only while serving)."""
+
+def test_the_close_choice_is_changed_in_the_cluster_menu(qtbot, make_window):
+    """Cluster ▸ When the window is closed while serving keeps the answer; a value the app does
+    not know (a hand-edited settings file) means "ask"."""
     win = make_window(browse=False)
     win.background.choice_actions["stop"].trigger()
     assert win.settings.get("window/on_close") == "stop" and win.background.choice() == "stop"
