@@ -18,6 +18,8 @@ from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QCheckBox, QMessageBox
 
 from gui import background
+from gui.cluster.serving.api_keys import ApiKeyStore
+from gui.cluster.serving.front_door import DoorSettings, FrontDoor
 from gui.widgets.tray import ServingState, ServingTray
 
 
@@ -35,8 +37,9 @@ def close_by_hand(win) -> QCloseEvent:
     return event
 
 
-def reply_from(url: str) -> str:
+def reply_from(url: str, key: str | None = None) -> str:
     resp = httpx.post(url + "/v1/chat/completions", timeout=120,
+                      headers={"Authorization": f"Bearer {key}"} if key else {},
                       json={"messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 4})
     resp.raise_for_status()
     return resp.json()["choices"][0]["message"]["content"]
@@ -58,7 +61,9 @@ def click_tray(qtbot, tray, action) -> None:
 
 @pytest.mark.engine
 def test_keep_serving_hides_the_window_and_the_tray_opens_stops_and_quits(
-        qtbot, make_window, agents, demo_model, launch_on_both, monkeypatch):
+        qtbot, make_window, agents, demo_model, launch_on_both, monkeypatch, tmp_path):
+    from conftest import free_port
+
     monkeypatch.setattr(background, "tray_available", lambda: True)
     win = make_window(browse=False)
     assert win.tray is not None and win.tray.contextMenu() is not None
@@ -91,6 +96,18 @@ def test_keep_serving_hides_the_window_and_the_tray_opens_stops_and_quits(
     qtbot.waitUntil(lambda: win.tray.state.serving and win.tray.state.decode_tps is not None, timeout=20000)
     assert win.tray.state.model and f"Serving {win.tray.state.model}" in win.tray.toolTip()
     assert "tokens/s" in win.tray.toolTip()
+    # who uses it: the front door's count per key, from a real front door before llama-server
+    keys = ApiKeyStore(tmp_path / "api-keys.json")
+    key = keys.add("kitchen-laptop")
+    door = FrontDoor(url, keys, port=free_port(), settings=DoorSettings(require_key_on_loopback=True))
+    with qtbot.waitSignal(win.bridge.submit(door.start()).done, timeout=10000):
+        pass
+    win.background.front_door = door
+    assert "No requests from other apps yet" in win.tray.toolTip()
+    reply_from(door.urls[0], key)
+    qtbot.waitUntil(lambda: "Used by: kitchen-laptop (1 requests)" in win.tray.toolTip(), timeout=10000)
+    with qtbot.waitSignal(win.bridge.submit(door.stop()).done, timeout=10000):
+        pass
 
     click_tray(qtbot, win.tray, win.tray.open_action)
     qtbot.waitUntil(win.isVisible, timeout=3000)
