@@ -23,10 +23,8 @@ from PySide6.QtGui import QAction, QActionGroup, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QMainWindow,
-    QMenu,
     QMessageBox,
     QSplitter,
-    QSystemTrayIcon,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -34,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from agent.engine_lookup import PINNED_BUILD, find_engine
 from gui import __version__
+from gui.background import BackgroundServing
 from gui.bridge import AsyncBridge, describe_error
 from gui.cluster import workspace as W
 from gui.cluster.chat import history as chat_history
@@ -141,8 +140,10 @@ class MainWindow(QMainWindow):
         cl.addWidget(self.failover_banner)
         cl.addWidget(self.splitter, 1)
         self.setCentralWidget(central)
+        # serving in the background: the close-window choice and the tray (#36)
+        self.background = BackgroundServing(self, app_icon())
+        self.tray = self.background.tray
         self._build_menus()
-        self._build_tray()
         self.statusBar().showMessage(history_problem or self.tr("Looking for nodes…"))
 
         self.editor.set_engine(self.engine.llama_server)
@@ -291,6 +292,7 @@ class MainWindow(QMainWindow):
             group.addAction(a)
             rejoin.addAction(a)
             self.rejoin_actions[mode] = a
+        self.background.add_settings_menu(c)  # closing the window while serving (#36)
 
     def _set_failover(self, key: str, value) -> None:
         self.settings.set(key, value)
@@ -313,18 +315,6 @@ class MainWindow(QMainWindow):
         call = self.session.choose_failover(option)
         call.failed.connect(lambda exc: (self.failover_banner.choice_failed(),
                                          self.statusBar().showMessage(str(exc), 15000)))
-
-    def _build_tray(self) -> None:
-        self.tray = None
-        if not QSystemTrayIcon.isSystemTrayAvailable():
-            return
-        self.tray = QSystemTrayIcon(app_icon(), self)
-        menu = QMenu(self)
-        menu.addAction(self.tr("Show window"), self.showNormal)
-        menu.addAction(self.tr("Quit"), self.quit_asking)
-        self.tray.setContextMenu(menu)
-        self.tray.setToolTip(self.tr("llama-herd: not running"))
-        self.tray.show()
 
     def _restore_layout(self) -> None:
         geo = self.settings.get("window/geometry")
@@ -654,8 +644,8 @@ class MainWindow(QMainWindow):
             return super().closeEvent(event)
         # The window's close button asks too; a close from code (Ctrl-C, --quit-after, tests)
         # does not: nobody is there to answer.
-        if event.spontaneous() and not getattr(self, "_confirmed", False) and not self.confirm_quit():
-            event.ignore()
+        # (#36) while serving: keep serving in the background, stop and quit, or cancel
+        if event.spontaneous() and not getattr(self, "_confirmed", False) and self.background.on_window_close(event):
             return
         self._closing = True
         s = self.settings

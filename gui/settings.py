@@ -36,6 +36,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     Option("window/state", QByteArray, QByteArray(), "Window layout (docks, toolbars)"),
     Option("window/splitter", QByteArray, QByteArray(), "Panel sizes"),
     Option("window/tab", int, 0, "Last open tab"),
+    # closing the window while serving: ask, background or stop (gui.background, #36)
+    Option("window/on_close", str, "ask", "Closing the window while serving: ask, background or stop"),
     Option("model/last", str, "", "Last model"),
     Option("model/recent", list, [], "Recent models"),
     Option("model/splits", list, [], "Splits made by hand, per model (gui.cluster.planning.split_model)"),

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction
@@ -39,9 +38,6 @@ from PySide6.QtWidgets import (
 )
 
 from gui.cluster.chat.history import ChatRecorder, ChatStore, HistoryError
-
-if TYPE_CHECKING:
-    from gui.widgets.chat_pane import ChatPane
 
 ID_ROLE = Qt.ItemDataRole.UserRole
 #: What can go wrong reading or writing the history; always shown in words.
@@ -288,7 +284,9 @@ class ChatKeeper(QObject):
         recorder: what saves the conversation shown now.
     """
 
-    def __init__(self, pane: ChatPane, store: ChatStore) -> None:
+    # ``pane`` is the ChatPane that creates this keeper (not imported here: the pane imports this
+    # module, and the widgets import one another one way only, #33)
+    def __init__(self, pane: QWidget, store: ChatStore) -> None:
         super().__init__(pane)
         self.pane = pane
         self.store = store

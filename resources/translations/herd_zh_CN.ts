@@ -3367,4 +3367,114 @@
         <translation>无法读取对话历史；已将其移至 %1，并新建了一个。</translation>
     </message>
 </context>
+<context>
+    <name>BackgroundServing</name>
+    <message>
+        <source>&amp;Ask</source>
+        <translation>询问(&amp;A)</translation>
+    </message>
+    <message>
+        <source>&amp;Keep serving in the background</source>
+        <translation>在后台继续提供服务(&amp;K)</translation>
+    </message>
+    <message>
+        <source>&amp;Stop the cluster and quit</source>
+        <translation>停止集群并退出(&amp;S)</translation>
+    </message>
+    <message>
+        <source>Close llama-herd</source>
+        <translation>关闭 llama-herd</translation>
+    </message>
+    <message>
+        <source>Don't ask again (change it under Cluster ▸ When the window is closed)</source>
+        <translation>不再询问（可在“集群 ▸ 服务期间关闭窗口时”中更改）</translation>
+    </message>
+    <message>
+        <source>Keep serving in the background</source>
+        <translation>在后台继续提供服务</translation>
+    </message>
+    <message>
+        <source>Stop and quit</source>
+        <translation>停止并退出</translation>
+    </message>
+    <message>
+        <source>The cluster is serving. herd can keep serving it in the background, or stop llama-server and the workers herd started.</source>
+        <translation>集群正在提供服务。herd 可以在后台继续提供服务，也可以停止 llama-server 和 herd 启动的工作进程。</translation>
+    </message>
+    <message>
+        <source>The cluster serves in the background. Use this icon to open the window, stop the cluster or quit.</source>
+        <translation>集群正在后台提供服务。使用此图标可打开窗口、停止集群或退出。</translation>
+    </message>
+    <message>
+        <source>This desktop has no system tray, so the window stays minimised while the cluster serves. Quit from the File menu to stop it.</source>
+        <translation>此桌面没有系统托盘，因此集群提供服务期间窗口保持最小化。要停止服务，请从“文件”菜单退出。</translation>
+    </message>
+    <message>
+        <source>This desktop has no system tray: in the background the window stays minimised on the taskbar instead.</source>
+        <translation>此桌面没有系统托盘：在后台运行时，窗口将改为最小化停留在任务栏上。</translation>
+    </message>
+    <message>
+        <source>When the &amp;window is closed while serving</source>
+        <translation>服务期间关闭窗口时(&amp;W)</translation>
+    </message>
+    <message>
+        <source>llama-herd keeps serving</source>
+        <translation>llama-herd 继续提供服务</translation>
+    </message>
+</context>
+<context>
+    <name>ServingTray</name>
+    <message>
+        <source>%1 (%2 requests)</source>
+        <translation>%1（%2 个请求）</translation>
+    </message>
+    <message>
+        <source>%1 tokens/s</source>
+        <translation>%1 token/秒</translation>
+    </message>
+    <message>
+        <source>No requests from other apps yet</source>
+        <translation>其他应用尚未发来请求</translation>
+    </message>
+    <message>
+        <source>Not serving (%1)</source>
+        <translation>未在服务（%1）</translation>
+    </message>
+    <message>
+        <source>Open</source>
+        <translation>打开</translation>
+    </message>
+    <message>
+        <source>Quit</source>
+        <translation>退出</translation>
+    </message>
+    <message>
+        <source>Serving %1</source>
+        <translation>正在提供 %1</translation>
+    </message>
+    <message>
+        <source>Stop cluster</source>
+        <translation>停止集群</translation>
+    </message>
+    <message>
+        <source>Used by: %1</source>
+        <translation>使用者：%1</translation>
+    </message>
+    <message>
+        <source>a model</source>
+        <translation>一个模型</translation>
+    </message>
+    <message>
+        <source>not running</source>
+        <translation>未运行</translation>
+    </message>
+    <message>
+        <source>replies being written now: %1</source>
+        <translation>正在生成的回复：%1</translation>
+    </message>
+    <message>
+        <source>this PC</source>
+        <translation>本机</translation>
+    </message>
+</context>
 </TS>
