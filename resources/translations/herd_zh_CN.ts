@@ -157,6 +157,10 @@
         <source>Your message is still in the box: press Ctrl+Enter to send it.</source>
         <translation>您的消息仍在输入框中：按 Ctrl+Enter 发送。</translation>
     </message>
+    <message>
+        <source>The reply goes on where it was cut:</source>
+        <translation>回复从中断处继续：</translation>
+    </message>
 </context>
 <context>
     <name>ClusterSession</name>
