@@ -332,11 +332,14 @@ class FrontDoor:
                          sent: tuple) -> None:
         """A stream was cut: continue a chat reply once llama-server is back (#34), else say so."""
         target, headers, body = sent
-        if request.path == "/v1/chat/completions" and self._session is not None:
-            log.info("a streamed reply was cut; waiting up to %.0f s to continue it", self.settings.resume_wait)
-            if await resume_stream(self._session, target, headers, body, reply, response.write,
-                                   self.settings.resume_wait):
-                return
-        await response.write(_sse_error(translate(
-            "FrontDoor", "the reply was cut: the cluster lost a computer and is relaunching; "
-                         "send the request again in a few seconds")))
+        try:
+            if request.path == "/v1/chat/completions" and self._session is not None:
+                log.info("a streamed reply was cut; waiting up to %.0f s to continue it", self.settings.resume_wait)
+                if await resume_stream(self._session, target, headers, body, reply, response.write,
+                                       self.settings.resume_wait):
+                    return
+            await response.write(_sse_error(translate(
+                "FrontDoor", "the reply was cut: the cluster lost a computer and is relaunching; "
+                             "send the request again in a few seconds")))
+        except ConnectionResetError:
+            pass  # the client went away while it waited: nothing more to say to it
