@@ -233,6 +233,9 @@ class ChatPane(QWidget):
         self._refusal = ""
         #: while a cut reply is continued: takes off the prefix llama-server sends back first (#34)
         self._echo: EchoedPrefix | None = None
+        #: the reply a lost worker cut (interrupt_reply): the one resume_reply continues, never
+        #: a reply the person stopped
+        self._lost_reply: Message | None = None
         self.set_available(send is not None)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -365,9 +368,11 @@ class ChatPane(QWidget):
         """Continue the last reply where it stopped, when a lost worker cut it (after the
         relaunch, #34): the conversation so far goes with the partial reply as the assistant's
         prefix, and the text that comes is added to that reply, marked resumed in the
-        conversation. False when there is nothing to continue or no server now."""
+        conversation. False when there is nothing to continue (no reply cut by a lost worker,
+        :meth:`interrupt_reply`; one the person stopped stays stopped) or no server now."""
         cut = self.conversation.last_interrupted
-        if cut is None or not cut.content or cut.left_out or self._send is None or self.busy():
+        if (cut is None or cut is not self._lost_reply or not cut.content or cut.left_out or self._send is None
+                or self.busy()):
             return False
         messages = self._system_messages() + self.conversation.continuation_messages()
         self._append_note(self.tr("The reply goes on where it was cut:"))
@@ -423,11 +428,13 @@ class ChatPane(QWidget):
         failed first (llama-server dies with the worker, before the loss is confirmed), the
         failed reply is given the reason, with the stream's error after it."""
         if self.conversation.streaming is not None:
-            self.conversation.interrupt(reason)
+            self._lost_reply = self.conversation.interrupt(reason)
             return
         last = self.conversation.messages[-1] if self.conversation.messages else None
-        if last is not None and last is self._failed_reply and reason not in last.note:
-            last.note = f"{reason} ({last.note})" if last.note else reason
+        if last is not None and last is self._failed_reply:
+            self._lost_reply = last
+            if reason not in last.note:
+                last.note = f"{reason} ({last.note})" if last.note else reason
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the conversation (system prompt first) and the reply stats, atomically and

@@ -64,6 +64,10 @@ def test_a_cut_reply_goes_on_where_it_stopped_after_the_relaunch(qtbot, session,
         cut = pane.conversation.messages[-1]
         partial = cut.content
         assert cut.interrupted and partial
+        # Only a reply that a lost worker cut goes on by itself (a stopped one stays stopped):
+        # the session says so (replyInterrupted → interrupt_reply) when the failover sees the loss.
+        assert not pane.resume_reply()
+        pane.interrupt_reply("the computer b was lost")
         with qtbot.waitSignal(pane.replyFinished, timeout=30000):
             assert pane.resume_reply()  # before the relaunch: it fails, and the reply stays as it was
         assert pane.conversation.messages[-1].interrupted and pane.conversation.messages[-1].content == partial
