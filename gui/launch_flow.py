@@ -363,6 +363,7 @@ class LaunchFlow(QObject):
             self.show_split_differs()
             self.launch.set_endpoint(self.session.server_url)
             self.chat.set_send(self.session.chat_sender())
+            self.chat.resume_reply()  # a reply the lost worker cut goes on where it stopped (#34)
         self.launch.set_status(describe_event(ev), color)
         if self.win.tray is not None:
             self.win.tray.setToolTip("llama-herd: " + describe_event(ev))

@@ -56,6 +56,7 @@ from PySide6.QtWidgets import (
 )
 
 from gui.cluster.chat.client import ChatDelta, ChatDone, ChatError
+from gui.cluster.chat.continuation import EchoedPrefix
 from gui.cluster.chat.conversation import ContextFit, Conversation, Message
 from gui.cluster.chat.history import ChatStore, resumed
 from gui.cluster.nodes.network_errors import explain
@@ -237,6 +238,11 @@ class ChatPane(QWidget):
         self.input.installEventFilter(self)
         #: why the last Ctrl+Enter did not send (said after the streaming status until the reply ends)
         self._refusal = ""
+        #: while a cut reply is continued: takes off the prefix llama-server sends back first (#34)
+        self._echo: EchoedPrefix | None = None
+        #: the reply a lost worker cut (interrupt_reply): the one resume_reply continues, never
+        #: a reply the person stopped
+        self._lost_reply: Message | None = None
         self.set_available(send is not None)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -362,9 +368,28 @@ class ChatPane(QWidget):
             self.input.clear()  # it is in the transcript now
         self.conversation.add_user(text)
         self._append_message("user", text)
-        params = {"temperature": self.temperature.value(), "max_tokens": self.max_tokens.value()}
-        messages = self.request_messages()
         self._begin_reply()
+        return self._stream(self.request_messages())
+
+    def resume_reply(self) -> bool:
+        """Continue the last reply where it stopped, when a lost worker cut it (after the
+        relaunch, #34): the conversation so far goes with the partial reply as the assistant's
+        prefix, and the text that comes is added to that reply, marked resumed in the
+        conversation. False when there is nothing to continue (no reply cut by a lost worker,
+        :meth:`interrupt_reply`; one the person stopped stays stopped) or no server now."""
+        cut = self.conversation.last_interrupted
+        if (cut is None or cut is not self._lost_reply or not cut.content or cut.left_out or self._send is None
+                or self.busy()):
+            return False
+        messages = self._system_messages() + self.conversation.continuation_messages()
+        self._append_note(self.tr("The reply goes on where it was cut:"))
+        self._echo = EchoedPrefix(cut.content)
+        self._begin_reply(resuming=True)
+        return self._stream(messages)
+
+    def _stream(self, messages: list[dict]) -> bool:
+        """Send ``messages`` and stream the reply begun with :meth:`_begin_reply`."""
+        params = {"temperature": self.temperature.value(), "max_tokens": self.max_tokens.value()}
         try:
             call = self._send(messages, params)
         except Exception as exc:  # noqa: BLE001 - shown in the pane
@@ -398,9 +423,11 @@ class ChatPane(QWidget):
     def request_messages(self) -> list[dict]:
         """What the next request sends: the system prompt (if any), then the conversation by
         the rules of :meth:`~gui.cluster.chat.conversation.Conversation.request_messages`."""
+        return self._system_messages() + self.conversation.request_messages()
+
+    def _system_messages(self) -> list[dict]:
         system = self.system_edit.text()
-        head = [{"role": "system", "content": system}] if system.strip() else []
-        return head + self.conversation.request_messages()
+        return [{"role": "system", "content": system}] if system.strip() else []
 
     def interrupt_reply(self, reason: str) -> None:
         """Mark the reply in flight interrupted, with ``reason`` (a worker was lost): its text
@@ -408,11 +435,13 @@ class ChatPane(QWidget):
         failed first (llama-server dies with the worker, before the loss is confirmed), the
         failed reply is given the reason, with the stream's error after it."""
         if self.conversation.streaming is not None:
-            self.conversation.interrupt(reason)
+            self._lost_reply = self.conversation.interrupt(reason)
             return
         last = self.conversation.messages[-1] if self.conversation.messages else None
-        if last is not None and last is self._failed_reply and reason not in last.note:
-            self.conversation.set_note(last, f"{reason} ({last.note})" if last.note else reason)
+        if last is not None and last is self._failed_reply:
+            self._lost_reply = last
+            if reason not in last.note:
+                self.conversation.set_note(last, f"{reason} ({last.note})" if last.note else reason)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the conversation (system prompt first) and the reply stats, atomically and
@@ -525,7 +554,7 @@ class ChatPane(QWidget):
         # the user moved the view: follow again only once it is back at the bottom
         self._follow = value >= self.transcript.verticalScrollBar().maximum() - 4
 
-    def _begin_reply(self) -> None:
+    def _begin_reply(self, resuming: bool = False) -> None:
         self._follow = True  # a new question: show its answer
         self._append_message("assistant", "")
         cur = self.transcript.textCursor()
@@ -534,7 +563,11 @@ class ChatPane(QWidget):
         self._reply_parts = []
         self._pending = []
         self._stats = ReplyStats(sent=time.perf_counter())
-        self.conversation.begin_reply()
+        if resuming:
+            self.conversation.resume_reply()
+        else:
+            self._echo = None
+            self.conversation.begin_reply()
         self.send_button.setEnabled(False)
         self.stop_button.setEnabled(True)
         self.status.setText(self.tr("Waiting for the first token…"))
@@ -545,7 +578,9 @@ class ChatPane(QWidget):
         st = self._stats
         if st is None:
             return
-        if isinstance(ev, ChatDelta):
+        if isinstance(ev, ChatDelta) and self._echo is not None:
+            ev = ChatDelta(self._echo.new_text(ev.text))
+        if isinstance(ev, ChatDelta) and ev.text:
             now = time.perf_counter()
             if st.first is None:
                 st.first = now

@@ -169,6 +169,10 @@
         <source>no reason given</source>
         <translation>未说明原因</translation>
     </message>
+    <message>
+        <source>The reply goes on where it was cut:</source>
+        <translation>回复从中断处继续：</translation>
+    </message>
 </context>
 <context>
     <name>ClusterSession</name>

@@ -63,6 +63,7 @@ def test_stop_stops_the_stream(qtbot, pane):
     assert "stopped" in pane.transcript.toPlainText().splitlines()[-1]
     # What arrived is kept; nothing more arrives after Stop.
     assert pane.conversation.messages[-1].state == "interrupted"  # marked, not dropped
+    assert not pane.resume_reply()  # a stopped reply does not go on by itself (#34)
     kept = len(pane.conversation.messages[-1].content)
     qtbot.wait(300)
     assert len(pane.conversation.messages[-1].content) == kept

@@ -64,7 +64,8 @@ def test_the_demo_opens_with_its_agents_holding_the_layers(qtbot, make_window, a
 def test_a_lost_worker_interrupts_the_reply_in_the_chats_own_transcript(qtbot, make_window, agents, demo_model,
                                                                          launch_on_both):
     """The failover supervisor marks the reply in flight interrupted, with the lost node's
-    name, in the chat pane's Conversation — the one transcript, which the next question sends."""
+    name, in the chat pane's Conversation — the one transcript, which the next question sends —
+    and once the cluster serves again the reply goes on where it stopped (#34)."""
     from gui.cluster.failover import events as E
     win = make_window(browse=False, **{"failover/countdown": 0})
     events = []
@@ -77,10 +78,14 @@ def test_a_lost_worker_interrupts_the_reply_in_the_chats_own_transcript(qtbot, m
     with qtbot.waitSignal(call.done, timeout=10000):
         pass
     os.kill(call.future.result().rpc.pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: win.chat.conversation.messages[-1].interrupted, timeout=30000)
+    partial = win.chat.conversation.messages[-1].content
     qtbot.waitUntil(lambda: any(e.kind == E.EventKind.RECOVERED for e in events), timeout=90000)
-    qtbot.waitUntil(lambda: not win.chat.busy(), timeout=30000)
+    # once the cluster serves again, the cut reply goes on where it stopped (#34)
+    qtbot.waitUntil(lambda: not win.chat.busy(), timeout=60000)
     reply = win.chat.conversation.messages[-1]
-    assert reply.role == "assistant" and reply.state == "interrupted" and reply.content
+    assert reply.role == "assistant" and reply.state == "complete" and reply.resumed
+    assert partial and reply.content.startswith(partial) and len(reply.content) > len(partial)
     assert "demo-b" in reply.note, reply.note
     # the next question carries on from what the user saw
     qtbot.waitUntil(lambda: win.chat.send_button.isEnabled(), timeout=30000)

@@ -12,7 +12,9 @@ far (interrupted replies included with the text the user saw, unless a retry rep
 After the cluster was relaunched on the surviving nodes the new llama-server has an empty
 cache, so sending the whole conversation is exactly what lets the user continue where they
 were. :func:`send` streams one reply into the transcript, :func:`retry` asks the question of an
-interrupted reply again.
+interrupted reply again, and :func:`resume` continues the interrupted reply where it stopped: the
+conversation so far with the partial reply as the assistant's prefix
+(:mod:`gui.cluster.chat.continuation`); the reply is then marked ``resumed`` (#34).
 
 A conversation can outgrow the server's context. :func:`check_context` measures the next
 request with the server's own tokenizer against the context of one slot, leaving room for the
@@ -36,6 +38,7 @@ import httpx
 
 from agent.files import parse_json_object, read_or_set_aside, write_json_atomic
 from agent.i18n import translate
+from gui.cluster.chat.continuation import EchoedPrefix, continuation_messages
 from gui.cluster.chat.client import (
     ChatDelta,
     ChatDone,
@@ -73,6 +76,8 @@ class Message:
         finish_reason: the server's ``finish_reason`` for a complete reply (``stop``, ``length``).
         created: UNIX time the message was added.
         left_out: no longer sent to the server (left out so the conversation fits its context).
+        resumed: the reply was cut and continued where it stopped (#34); ``note`` keeps why it
+            was cut.
     """
 
     role: str
@@ -82,6 +87,7 @@ class Message:
     finish_reason: str | None = None
     created: float = field(default_factory=time.time)
     left_out: bool = False
+    resumed: bool = False
 
     @property
     def interrupted(self) -> bool:
@@ -89,7 +95,8 @@ class Message:
 
     def to_json(self) -> dict:
         return {"role": self.role, "content": self.content, "state": self.state, "note": self.note,
-                "finish_reason": self.finish_reason, "created": self.created, "left_out": self.left_out}
+                "finish_reason": self.finish_reason, "created": self.created, "left_out": self.left_out,
+                "resumed": self.resumed}
 
     @classmethod
     def from_json(cls, d: dict) -> "Message":
@@ -111,7 +118,7 @@ class Message:
         return cls(role=role, content=content, state=state, note=str(note),
                    finish_reason=finish if isinstance(finish, str) else None,
                    created=float(created) if isinstance(created, (int, float)) else 0.0,
-                   left_out=d.get("left_out") is True)
+                   left_out=d.get("left_out") is True, resumed=d.get("resumed") is True)
 
 
 class Conversation:
@@ -189,6 +196,16 @@ class Conversation:
         message.note = note
         self._changed(self.messages.index(message))
 
+    def resume_reply(self) -> Message:
+        """The last interrupted reply streams again, marked ``resumed``: text that arrives is
+        added after what it already had (#34)."""
+        msg = self.last_interrupted
+        if msg is None:
+            raise RuntimeError("the last message is not an interrupted reply")
+        msg.state, msg.resumed = STREAMING, True
+        self._changed(self.messages.index(msg))
+        return msg
+
     def leave_out_turns(self, turns: int) -> int:
         """Stop sending the oldest ``turns`` turns (a user message and the replies to it) so the
         conversation fits the server's context; system messages are always sent. Returns how
@@ -249,6 +266,14 @@ class Conversation:
                     continue
             out.append({"role": m.role, "content": m.content})
         return out
+
+    def continuation_messages(self) -> list[dict]:
+        """What continues the last interrupted reply: the conversation before it, then its text
+        as the assistant's prefix (:func:`gui.cluster.chat.continuation.continuation_messages`)."""
+        msg = self.last_interrupted
+        if msg is None or not msg.content:
+            raise RuntimeError("the last message is not an interrupted reply with text")
+        return continuation_messages(self.request_messages(), msg.content)
 
     # --- files --------------------------------------------------------------------------------
 
@@ -376,8 +401,13 @@ async def check_context(client: httpx.AsyncClient, base_url: str, messages: list
 async def _stream_into(conv: Conversation, client: httpx.AsyncClient, base_url: str,
                        messages: list[dict], **kw) -> Message:
     reply = conv.begin_reply()
+    return await _follow_stream(conv, reply, stream_chat(client, base_url, messages, **kw))
+
+
+async def _follow_stream(conv: Conversation, reply: Message, events) -> Message:
+    """Add the streamed ``events`` to ``reply`` (streaming in ``conv``) until it ends."""
     try:
-        async for ev in stream_chat(client, base_url, messages, **kw):
+        async for ev in events:
             if reply.state != STREAMING:
                 # Marked interrupted from outside (a worker was lost): stop reading a reply
                 # that the server is about to lose anyway.
@@ -429,3 +459,27 @@ async def retry(conv: Conversation, client: httpx.AsyncClient, base_url: str, **
     if conv.last_interrupted is None:
         raise RuntimeError("the last message is not an interrupted reply")
     return await _stream_into(conv, client, base_url, conv.request_messages(), **kw)
+
+
+async def resume(conv: Conversation, client: httpx.AsyncClient, base_url: str, **kw) -> Message:
+    """Continue the interrupted reply where it stopped (e.g. after a relaunch, #34).
+
+    The server gets the conversation so far with the partial reply as the assistant's prefix;
+    the text it adds goes on the same message, marked ``resumed``. ``kw`` as for :func:`send`
+    (``max_tokens`` is what may be added). A new cut marks it interrupted again and raises
+    :class:`ReplyInterrupted`, like :func:`send`.
+    """
+    messages = conv.continuation_messages()
+    reply = conv.resume_reply()
+    echo = EchoedPrefix(reply.content)  # llama-server sends the prefix back first
+
+    async def new_text(events):
+        async for ev in events:
+            if isinstance(ev, ChatDelta):
+                text = echo.new_text(ev.text)
+                if text:
+                    yield ChatDelta(text)
+            else:
+                yield ev
+
+    return await _follow_stream(conv, reply, new_text(stream_chat(client, base_url, messages, **kw)))

@@ -19,8 +19,11 @@ aiohttp server — listens on the endpoint's address and port and passes request
   llama-server stop generating.
 * **Relaunches.** The front door keeps its port while llama-server is restarted (failover, a new
   model). A request then waits up to :attr:`DoorSettings.upstream_wait` seconds for llama-server
-  to answer, then gets 503 with ``Retry-After`` — never "connection refused". A reply that
-  llama-server cuts mid-stream ends with an SSE error event that says so.
+  to answer, then gets 503 with ``Retry-After`` — never "connection refused".
+* **Cut replies.** A streamed chat reply that llama-server cuts (a lost worker) pauses and goes
+  on once llama-server is back (:mod:`gui.cluster.serving.resume`), for up to
+  :attr:`DoorSettings.resume_wait` seconds; otherwise, and for other routes, the stream ends
+  with an SSE error event that says so.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from yarl import URL
 
 from agent.i18n import translate
 from gui.cluster.serving.api_keys import ApiKeyError, ApiKeyStore
+from gui.cluster.serving.resume import ReplySoFar, SseEvents, resume_stream
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +76,18 @@ class DoorSettings:
             it gets 503.
         retry_after: the ``Retry-After`` seconds sent with that 503.
         max_body: the largest request body accepted, in bytes (long documents to embed fit).
+        resume_wait: seconds a cut streamed chat reply waits for llama-server to come back and
+            continue it before the stream ends with an error event. 60 s covers the failover's
+            detection (a few seconds of missed polls) and relaunching a model that was already
+            loaded once (its files are in the page cache), and is well inside the read
+            timeouts of OpenAI clients (the openai SDK waits 600 s). (#34)
     """
 
     require_key_on_loopback: bool = False
     upstream_wait: float = 20.0
     retry_after: int = 5
     max_body: int = 64 * MiB
+    resume_wait: float = 60.0
 
 
 def is_loopback(remote: str | None) -> bool:
@@ -248,7 +258,7 @@ class FrontDoor:
                     if counted:
                         self.waiting -= 1
                         counted = False
-                    return await self._relay(request, upstream, usage)
+                    return await self._relay(request, upstream, usage, (target, headers, body))
                 if upstream is not None:
                     upstream.release()
                 left = deadline - time.monotonic()
@@ -266,8 +276,9 @@ class FrontDoor:
                 self.waiting -= 1
 
     async def _relay(self, request: web.Request, upstream: aiohttp.ClientResponse,
-                     usage: dict[str, int]) -> web.StreamResponse:
-        """Pass ``upstream``'s answer on as it arrives (chunked; never gathered first)."""
+                     usage: dict[str, int], sent: tuple) -> web.StreamResponse:
+        """Pass ``upstream``'s answer on as it arrives (chunked; never gathered first). ``sent``
+        is what was sent (target, headers, body): a cut chat stream is continued with it."""
         done = False
         try:
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
@@ -275,26 +286,32 @@ class FrontDoor:
                 if k.lower() not in _NOT_PASSED:
                     response.headers.add(k, v)
             await response.prepare(request)
+            streamed = upstream.content_type == "text/event-stream"
+            # A stream is passed on in whole events, so a cut never leaves half an event (#34).
+            events, reply = SseEvents(), ReplySoFar()
             chunks = upstream.content.iter_any()
             tail = b""  # the reply's last bytes, where it says how many tokens it generated
             while True:
                 try:
                     chunk = await chunks.__anext__()
                 except StopAsyncIteration:
+                    if streamed and not reply.finished:  # closed before its end: a cut too
+                        await self._after_cut(request, response, reply, sent)
                     break
                 except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
-                    # llama-server went away mid-reply (a lost worker, a relaunch): say so and end.
-                    if upstream.content_type != "text/event-stream":
+                    # llama-server went away mid-reply (a lost worker, a relaunch).
+                    if not streamed:
                         if request.transport is not None:
                             request.transport.close()  # a cut JSON body must not look complete
                         return response
-                    await response.write(_sse_error(translate(
-                        "FrontDoor", "the reply was cut: the cluster lost a computer and is relaunching; "
-                                     "send the request again in a few seconds")))
+                    await self._after_cut(request, response, reply, sent)
                     break
                 tail = (tail + chunk)[-_TAIL:]
                 try:
-                    await response.write(chunk)
+                    for piece in (events.feed(chunk) if streamed else [chunk]):
+                        if streamed:
+                            reply.observe(piece)
+                        await response.write(piece)
                 except ConnectionResetError:
                     return response  # the client went away: the finally below closes the upstream
             await response.write_eof()
@@ -310,3 +327,19 @@ class FrontDoor:
                 upstream.release()
             else:
                 upstream.close()
+
+    async def _after_cut(self, request: web.Request, response: web.StreamResponse, reply: ReplySoFar,
+                         sent: tuple) -> None:
+        """A stream was cut: continue a chat reply once llama-server is back (#34), else say so."""
+        target, headers, body = sent
+        try:
+            if request.path == "/v1/chat/completions" and self._session is not None:
+                log.info("a streamed reply was cut; waiting up to %.0f s to continue it", self.settings.resume_wait)
+                if await resume_stream(self._session, target, headers, body, reply, response.write,
+                                       self.settings.resume_wait):
+                    return
+            await response.write(_sse_error(translate(
+                "FrontDoor", "the reply was cut: the cluster lost a computer and is relaunching; "
+                             "send the request again in a few seconds")))
+        except ConnectionResetError:
+            pass  # the client went away while it waited: nothing more to say to it

@@ -199,7 +199,9 @@ async def test_the_port_outlives_llama_server_a_cut_stream_says_so_and_a_waiting
     spec = ServerSpec(model=smollm2, options=ServerOptions(ctx=2048, port=hidden, extra_args=("--threads", "1")))
     argv = spec.with_extra("--no-webui", *machine_args(engine.llama_server)).argv(engine.llama_server)
     keys = ApiKeyStore(tmp_path / "api-keys.json")
-    d = FrontDoor(f"http://127.0.0.1:{hidden}", keys, port=free_port(), settings=DoorSettings(upstream_wait=60))
+    # resume_wait=1: llama-server is not restarted here, so the cut reply cannot go on (#34)
+    d = FrontDoor(f"http://127.0.0.1:{hidden}", keys, port=free_port(),
+                  settings=DoorSettings(upstream_wait=60, resume_wait=1))
     await d.start()
     server = None
     try:

@@ -1,0 +1,52 @@
+"""Continuing a cut reply: the one place that builds the request and reads its answer (#34).
+
+When a lost worker cuts a reply, the relaunched llama-server has none of it. It can go on where
+the reply stopped when it gets the conversation so far with the partial reply as a last
+``assistant`` message: the pinned build (b11434) renders that message without its end-of-turn
+mark, so the model continues the same turn ("assistant prefill"). Checked with SmolLM2 at
+temperature 0: the prefix "1, 2, 3, 4, 5," went on with " 6, 7, …".
+
+That build streams the prefix back first, as the start of the reply's text: the first text chunk
+is the prefix plus the first new token. :class:`EchoedPrefix` takes the echo off, so the caller
+gets only the new text. Both the front door (a streaming client of another app,
+``gui.cluster.serving.resume``) and the chat pane (:func:`gui.cluster.chat.conversation.resume`)
+use these two.
+"""
+
+from __future__ import annotations
+
+
+def continuation_messages(messages: list[dict], partial: str) -> list[dict]:
+    """``messages`` (the request whose reply was cut) followed by the cut reply's text as the
+    assistant's prefix, for llama-server to continue."""
+    return [*messages, {"role": "assistant", "content": partial}]
+
+
+class EchoedPrefix:
+    """Takes the echo of the prefix off the start of a continuation's text.
+
+    Feed each arriving piece of text to :meth:`new_text`; it returns what is new (possibly "").
+    Where the echo differs from the prefix (the server re-tokenised it differently), what follows
+    the longest common start is treated as new.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self._echo = ""  # text seen while it could still be the echo
+        self._past = not prefix
+
+    def new_text(self, text: str) -> str:
+        """The part of ``text`` that continues the prefix (not its echo)."""
+        if self._past:
+            return text
+        self._echo += text
+        if len(self._echo) <= len(self.prefix) and self.prefix.startswith(self._echo):
+            return ""  # still inside the echo
+        self._past = True
+        same = 0
+        for a, b in zip(self._echo, self.prefix):
+            if a != b:
+                break
+            same += 1
+        new, self._echo = self._echo[same:], ""
+        return new

@@ -1,0 +1,184 @@
+"""A streamed reply that llama-server cut resumes, for the client of the front door (#34).
+
+When a worker is lost mid-reply llama-server dies and the failover relaunches it on the
+remaining workers. A client streaming ``/v1/chat/completions`` through the front door then sees
+its stream pause and go on: the front door keeps the client's stream open, waits for the new
+llama-server and asks it to continue the reply (the original messages plus the text sent so far
+as the assistant's prefix, :mod:`gui.cluster.chat.continuation`). The new events are passed on in
+the same SSE format, with the ``id``, ``model`` and ``created`` the client saw, so its text is one
+reply. Where that cannot happen within the limit, the stream ends with a clear error event.
+
+Pieces:
+
+* :class:`SseEvents` cuts the byte stream into whole events, so a client never gets half an
+  event before a cut;
+* :class:`ReplySoFar` reads the events passed to the client (id, model, text so far);
+* :func:`continuation_body` builds the request that continues it;
+* :class:`ContinuationEvents` rewrites the continuation's events for the client;
+* :func:`resume_stream` does it all after a cut (waiting, retrying, passing events on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+
+import aiohttp
+
+from gui.cluster.chat.continuation import EchoedPrefix, continuation_messages
+
+#: Seconds between SSE comments sent while the client waits, so it and any proxy see a live stream.
+KEEPALIVE_S = 5.0
+
+
+class SseEvents:
+    """Cuts arriving bytes into whole SSE events (each ends with a blank line)."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The whole events completed by ``data`` (each with its closing blank line)."""
+        self._pending += data.replace(b"\r\n", b"\n")
+        *events, self._pending = self._pending.split(b"\n\n")
+        return [e + b"\n\n" for e in events]
+
+
+def _payload(event: bytes) -> dict | str | None:
+    """The JSON of an event's ``data:`` line, ``"[DONE]"``, or None (a comment, no data)."""
+    for line in event.splitlines():
+        if line.startswith(b"data:"):
+            text = line[5:].strip().decode("utf-8", "replace")
+            if text == "[DONE]":
+                return text
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                return None
+            return parsed if isinstance(parsed, dict) else None
+    return None
+
+
+class ReplySoFar:
+    """What the client has been sent of a streamed chat reply.
+
+    Attributes:
+        fields: ``id``, ``model``, ``created`` of the first chunk (kept on continued events).
+        text: the reply's text so far.
+        chunks: text chunks so far (about one token each).
+        finished: the reply had its end (a ``finish_reason`` or ``[DONE]``).
+    """
+
+    def __init__(self) -> None:
+        self.fields: dict = {}
+        self.text = ""
+        self.chunks = 0
+        self.finished = False
+
+    def observe(self, event: bytes) -> None:
+        """Note an event passed on to the client."""
+        chunk = _payload(event)
+        if chunk == "[DONE]":
+            self.finished = True
+        if not isinstance(chunk, dict):
+            return
+        for key in ("id", "model", "created"):
+            if key in chunk and key not in self.fields:
+                self.fields[key] = chunk[key]
+        for choice in chunk.get("choices") or []:
+            content = (choice.get("delta") or {}).get("content")
+            if content:
+                self.text += content
+                self.chunks += 1
+            if choice.get("finish_reason"):
+                self.finished = True
+
+
+def continuation_body(body: bytes, reply: ReplySoFar) -> bytes | None:
+    """The request body that continues ``reply`` of the request ``body``, or None when it cannot
+    be continued (not a streamed chat request of one choice, or nothing of the reply arrived)."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    if (not isinstance(request, dict) or not isinstance(request.get("messages"), list) or not request.get("stream")
+            or request.get("n", 1) != 1 or not reply.text):
+        return None
+    request["messages"] = continuation_messages(request["messages"], reply.text)
+    for key in ("max_tokens", "max_completion_tokens"):  # what is left of the reply's budget
+        if isinstance(request.get(key), int) and request[key] > 0:
+            request[key] = max(1, request[key] - reply.chunks)
+    return json.dumps(request).encode("utf-8")
+
+
+class ContinuationEvents:
+    """Rewrites the continuation's events as the rest of the reply the client was receiving:
+    the echoed prefix taken off, the first reply's ``id``/``model``/``created`` kept, and events
+    left with nothing to say (the new role announcement, the echo) dropped."""
+
+    def __init__(self, reply: ReplySoFar) -> None:
+        self._fields = dict(reply.fields)
+        self._prefix = EchoedPrefix(reply.text)
+
+    def rewrite(self, event: bytes) -> bytes | None:
+        """The event to pass on for ``event``, or None to drop it."""
+        chunk = _payload(event)
+        if not isinstance(chunk, dict):
+            return event  # [DONE] and comments pass as they are
+        if "error" in chunk:
+            return event
+        chunk.update(self._fields)
+        says_more = bool(chunk.get("timings") or chunk.get("usage"))
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            delta.pop("role", None)
+            if delta.get("content"):
+                delta["content"] = self._prefix.new_text(delta["content"])
+            if delta.get("content") or choice.get("finish_reason"):
+                says_more = True
+            if not delta.get("content"):
+                delta.pop("content", None)
+        if not says_more:
+            return None
+        return b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\n\n"
+
+
+async def resume_stream(session: aiohttp.ClientSession, target, headers: dict, body: bytes, reply: ReplySoFar,
+                        write: Callable[[bytes], Awaitable[None]], wait_s: float) -> bool:
+    """After a cut, continue ``reply`` from the relaunched llama-server at ``target`` and pass
+    the rest on with ``write``. Tries until ``wait_s`` seconds have passed without the reply
+    going on (a second cut starts a new wait). Returns whether the reply reached its end."""
+    deadline = time.monotonic() + wait_s
+    next_keepalive = time.monotonic() + KEEPALIVE_S
+    while time.monotonic() < deadline:
+        again = continuation_body(body, reply)
+        if again is None:
+            return False
+        upstream = None
+        try:
+            upstream = await session.post(target, headers=headers, data=again)
+            if 400 <= upstream.status < 500:  # refused (e.g. now too long): asking again will not help
+                return False
+            if upstream.status == 200 and upstream.content_type == "text/event-stream":
+                rewrite, events = ContinuationEvents(reply), SseEvents()
+                async for data in upstream.content.iter_any():
+                    for event in events.feed(data):
+                        out = rewrite.rewrite(event)
+                        if out is not None:
+                            reply.observe(out)
+                            await write(out)
+                            deadline = time.monotonic() + wait_s  # it goes on: a new cut waits anew
+                if reply.finished:
+                    return True
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            pass  # not listening yet, or cut again: wait and try again
+        finally:
+            if upstream is not None:
+                upstream.close()
+        if time.monotonic() >= next_keepalive:  # an SSE comment: the client sees the stream alive
+            await write(b": the cluster is relaunching; the reply will go on\n\n")
+            next_keepalive = time.monotonic() + KEEPALIVE_S
+        await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+    return False
