@@ -54,7 +54,7 @@ LOST_COLOR = "#b0b0b0"
 MIN_SPAN = {"tps": 10.0, "prompt": 10.0, "rtt": 1.0, "net": 10.0}
 #: The smallest height of one plot's data area in pixels: the page scrolls rather than squeeze a
 #: plot to one axis label while a banner shows (#36).
-MIN_PLOT_HEIGHT = 90
+MIN_PLOT_HEIGHT = 60
 #: The time axis' unit for each range: (seconds per unit, unit name).
 TIME_UNITS = {"minutes": (1.0, "seconds"), "hours": (60.0, "minutes"), "days": (3600.0, "hours")}
 #: Throughput units, decimal as a network's are, from the largest down.
@@ -131,6 +131,43 @@ class Dashboard(QWidget):
         self.graphs = pg.GraphicsLayoutWidget()
         self.graphs.setBackground(None)
         self.plots: dict[str, pg.PlotItem] = {}
+        title_height = self._add_plots()
+        self._set_titles()
+        self.plots["net"].setLabel("bottom", self._time_unit_name())
+        self._empty_notes = {key: self._empty_note(p) for key, p in self.plots.items()}
+        self._cursor = [pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen((128, 128, 128), width=1))
+                        for _ in self.plots]
+        for line, p in zip(self._cursor, self.plots.values()):
+            p.addItem(line, ignoreBounds=True)
+        self._proxy = pg.SignalProxy(self.graphs.scene().sigMouseMoved, rateLimit=30, slot=self._on_mouse)
+
+        top = QHBoxLayout()
+        top.addWidget(self.hover_label, 1)
+        top.addWidget(self.range_box)
+        top.addWidget(self.pause_box)
+        # The graphs keep a readable height and the page scrolls when the window has less room
+        # (a banner above): squeezed, each plot shrank to one axis label (#36).
+        # (each plot adds its title, its time axis' ticks and margins to its data area)
+        line = self.fontMetrics().lineSpacing()
+        self.graphs.setMinimumHeight(len(PLOTS) * (MIN_PLOT_HEIGHT + title_height + 4 * line) + line)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self.graphs)
+        lay = QVBoxLayout(self)
+        lay.addLayout(top)
+        lay.addWidget(self.legend)
+        lay.addWidget(self.scroll, 1)
+        self.pause_box.toggled.connect(self.set_paused)
+        self.range_box.currentIndexChanged.connect(lambda i: self.set_range(self.range_box.itemData(i)))
+        self._timer = QTimer(self)
+        self._timer.setInterval(REDRAW_MS)
+        self._timer.timeout.connect(self._redraw)
+        self._timer.start()
+
+    def _add_plots(self) -> int:
+        """The four plots, one above the other on one time axis; returns a title's height."""
         # A title above each plot rather than a label along its axis: turned on its side, a
         # label longer than a short plot is cut off or written over its neighbour's.
         title_height = self.fontMetrics().height() + 4
@@ -152,37 +189,7 @@ class Dashboard(QWidget):
             if row:
                 p.setXLink(self.plots["tps"])
             self.plots[key] = p
-        self._set_titles()
-        self.plots["net"].setLabel("bottom", self._time_unit_name())
-        self._empty_notes = {key: self._empty_note(p) for key, p in self.plots.items()}
-        self._cursor = [pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen((128, 128, 128), width=1))
-                        for _ in self.plots]
-        for line, p in zip(self._cursor, self.plots.values()):
-            p.addItem(line, ignoreBounds=True)
-        self._proxy = pg.SignalProxy(self.graphs.scene().sigMouseMoved, rateLimit=30, slot=self._on_mouse)
-
-        top = QHBoxLayout()
-        top.addWidget(self.hover_label, 1)
-        top.addWidget(self.range_box)
-        top.addWidget(self.pause_box)
-        # The graphs keep a readable height and the page scrolls when the window has less room
-        # (a banner above): squeezed, each plot shrank to one axis label (#36).
-        self.graphs.setMinimumHeight(len(PLOTS) * (MIN_PLOT_HEIGHT + title_height) + 3 * title_height)
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setWidget(self.graphs)
-        lay = QVBoxLayout(self)
-        lay.addLayout(top)
-        lay.addWidget(self.legend)
-        lay.addWidget(self.scroll, 1)
-        self.pause_box.toggled.connect(self.set_paused)
-        self.range_box.currentIndexChanged.connect(lambda i: self.set_range(self.range_box.itemData(i)))
-        self._timer = QTimer(self)
-        self._timer.setInterval(REDRAW_MS)
-        self._timer.timeout.connect(self._redraw)
-        self._timer.start()
+        return title_height
 
     # ------------------------------------------------------------------ input
 

@@ -149,10 +149,12 @@ def test_first_token_words_are_off_the_data(qtbot):
     assert "first token after 2.23 s" in d.legend.text()
     # nothing written inside the plot, where it once covered the curve
     data_box = d._curves[("tps", "decode")].mapRectToScene(d._curves[("tps", "decode")].boundingRect())
-    for item in d.plots["tps"].vb.addedItems:
-        if isinstance(item, pg.InfiniteLine):
-            assert item.label is None or not item.label.isVisible() or not (
-                item.label.mapRectToScene(item.label.boundingRect()).intersects(data_box))
+    lines = [item for item in d.plots["tps"].items if isinstance(item, pg.InfiniteLine)]
+    assert d._ttft_lines[-1] in lines
+    for line in lines:
+        label = getattr(line, "label", None)
+        assert label is None or not label.isVisible() or not (
+            label.mapRectToScene(label.boundingRect()).intersects(data_box))
     assert d.legend.geometry().bottom() < d.scroll.geometry().top()
 
 
