@@ -4,8 +4,9 @@ Four stacked pyqtgraph plots whose x axes are linked, so a stall in tokens/s lin
 RTT spike or throughput drop that caused it: decode tokens/s, prompt tokens/s (its own plot: a
 prompt runs at hundreds of tokens/s and would flatten decode to a line at the bottom), per-node
 link RTT (median of the agent's echo), per-node link throughput. Each finished reply marks its
-time to first token on the decode plot (a vertical line at the moment the first token came,
-labelled with the wait). The last ``window_s`` seconds are kept.
+time to first token on the decode plot (a dashed line at the moment the first token came; the
+newest wait is in the legend, off the data). The history is kept across Starts in bounded rings
+(:mod:`gui.cluster.nodes.history`); the user picks the last minutes, hours or days to see.
 Samples (``gui.cluster.nodes.telemetry.Sample``) can arrive at any rate; they are stored at once and
 the curves are redrawn at most four times a second. *Pause* freezes the view (samples keep
 arriving and show again on resume). Hovering shows the values at that moment.
@@ -14,7 +15,8 @@ What is drawn says only what was measured: a node has a curve only while it has 
 window passes the known nodes to :meth:`Dashboard.set_node_names`), in the colour the split bar
 and its card give it (:func:`gui.widgets.node_colors.node_colors`); a moment with no measurement
 (an interval with no reply, a failed probe, a silence of more than ``GAP_S``) is a gap in the
-line, and hovering there reads nothing. Each plot's title, above it, names it with its unit; the
+line, and hovering there reads nothing. A node silent for longer than that is drawn grey, as lost.
+Value axes start at 0 with a minimum span, and an empty plot says "no data yet" (#36). Each plot's title, above it, names it with its unit; the
 legend is a line of text above the graphs, nodes by name.
 
 The throughput a node's agent reports is all of its network traffic. While *Fastest* measures
