@@ -151,7 +151,7 @@ class Dashboard(QWidget):
         # (a banner above): squeezed, each plot shrank to one axis label (#36).
         # (each plot adds its title, its time axis' ticks and margins to its data area)
         line = self.fontMetrics().lineSpacing()
-        self.graphs.setMinimumHeight(len(PLOTS) * (MIN_PLOT_HEIGHT + title_height + 4 * line) + line)
+        self.graphs.setMinimumHeight(len(PLOTS) * (MIN_PLOT_HEIGHT + title_height + 3 * line + 4) + line)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
