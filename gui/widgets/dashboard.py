@@ -53,7 +53,7 @@ OWN_COLORS = {("tps", "decode"): "#17becf", ("tps", "live"): "#e15759", ("prompt
 LOST_COLOR = "#b0b0b0"
 #: The smallest span of each value axis, from 0 (in the unit drawn): one or two points once
 #: zoomed the axis to "33.8–34.4" (#36).
-MIN_SPAN = {"tps": 10.0, "prompt": 10.0, "rtt": 1.0, "net": 10.0}
+MIN_SPAN = {"tps": 10.0, "prompt": 10.0, "rtt": 1.0, "net": 1.0}
 #: The smallest height of one plot's data area in pixels: the page scrolls rather than squeeze a
 #: plot to one axis label while a banner shows (#36).
 MIN_PLOT_HEIGHT = 60
