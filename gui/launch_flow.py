@@ -311,7 +311,7 @@ class LaunchFlow(QObject):
         self.launch.show_placement(check, launcher.notes if launcher is not None else ())
         self.launch.set_endpoint(self.session.server_url)
         self.chat.set_send(self.session.chat_sender())
-        self.dashboard.clear()
+        # (the dashboard keeps its history across Starts: a cluster that lives for days, #36)
 
     def _launch_failed(self, message: str) -> None:
         self.launch.set_state("failed", message)

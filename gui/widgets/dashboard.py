@@ -4,8 +4,9 @@ Four stacked pyqtgraph plots whose x axes are linked, so a stall in tokens/s lin
 RTT spike or throughput drop that caused it: decode tokens/s, prompt tokens/s (its own plot: a
 prompt runs at hundreds of tokens/s and would flatten decode to a line at the bottom), per-node
 link RTT (median of the agent's echo), per-node link throughput. Each finished reply marks its
-time to first token on the decode plot (a vertical line at the moment the first token came,
-labelled with the wait). The last ``window_s`` seconds are kept.
+time to first token on the decode plot (a dashed line at the moment the first token came; the
+newest wait is in the legend, off the data). The history is kept across Starts in bounded rings
+(:mod:`gui.cluster.nodes.history`); the user picks the last minutes, hours or days to see.
 Samples (``gui.cluster.nodes.telemetry.Sample``) can arrive at any rate; they are stored at once and
 the curves are redrawn at most four times a second. *Pause* freezes the view (samples keep
 arriving and show again on resume). Hovering shows the values at that moment.
@@ -14,7 +15,8 @@ What is drawn says only what was measured: a node has a curve only while it has 
 window passes the known nodes to :meth:`Dashboard.set_node_names`), in the colour the split bar
 and its card give it (:func:`gui.widgets.node_colors.node_colors`); a moment with no measurement
 (an interval with no reply, a failed probe, a silence of more than ``GAP_S``) is a gap in the
-line, and hovering there reads nothing. Each plot's title, above it, names it with its unit; the
+line, and hovering there reads nothing. A node silent for longer than that is drawn grey, as lost.
+Value axes start at 0 with a minimum span, and an empty plot says "no data yet" (#36). Each plot's title, above it, names it with its unit; the
 legend is a line of text above the graphs, nodes by name.
 
 The throughput a node's agent reports is all of its network traffic. While *Fastest* measures
@@ -32,8 +34,10 @@ from collections import deque
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QHBoxLayout, QLabel, QScrollArea, QSizePolicy,
+                               QVBoxLayout, QWidget)
 
+from gui.cluster.nodes.history import RANGES, Series
 from gui.widgets.node_colors import node_colors
 from gui.widgets.outside_text import NAME_WORD, escaped
 
@@ -42,10 +46,24 @@ REDRAW_MS = 250
 #: and the line breaks there instead of sloping across the silence.
 GAP_S = 5.0
 #: The curves that are not a node's: (plot, key) → colour. None of them shares a plot with a node.
-OWN_COLORS = {("tps", "decode"): "#17becf", ("tps", "live"): "#e15759", ("prompt", "prompt"): "#17becf"}
+#: Each its own, and none a node's (:data:`gui.widgets.split_bar.PALETTE`): decode and prompt once
+#: shared one cyan in the legend (#36).
+OWN_COLORS = {("tps", "decode"): "#17becf", ("tps", "live"): "#e15759", ("prompt", "prompt"): "#bcbd22"}
+#: A lost node's curves and legend entry (#36): grey, so old figures do not pass for live ones.
+LOST_COLOR = "#b0b0b0"
+#: The smallest span of each value axis, from 0 (in the unit drawn): one or two points once
+#: zoomed the axis to "33.8–34.4" (#36).
+MIN_SPAN = {"tps": 10.0, "prompt": 10.0, "rtt": 1.0, "net": 1.0}
+#: The smallest height of one plot's data area in pixels: the page scrolls rather than squeeze a
+#: plot to one axis label while a banner shows (#36).
+MIN_PLOT_HEIGHT = 60
+#: The time axis' unit for each range: (seconds per unit, unit name).
+TIME_UNITS = {"minutes": (1.0, "seconds"), "hours": (60.0, "minutes"), "days": (3600.0, "hours")}
 #: Throughput units, decimal as a network's are, from the largest down.
 RATE_UNITS = ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s"))
 PLOTS = ("tps", "prompt", "rtt", "net")
+#: The dashed line where a reply's first token came, and its words in the legend.
+TTFT_COLOR = "#c87800"
 
 
 def rate_unit(peak_bytes_per_s: float) -> tuple[float, str]:
@@ -57,57 +75,6 @@ def rate_unit(peak_bytes_per_s: float) -> tuple[float, str]:
     return RATE_UNITS[-1]
 
 
-class _Series:
-    """Timestamped values of one curve, trimmed to the window; NaN marks a gap.
-
-    Attributes:
-        label: the name shown in the legend and the hover readout.
-        node_id: the node measured, or None for the server's own curves.
-        own: the key of a server curve in :data:`OWN_COLORS` (``decode``, ``live``, ``prompt``).
-    """
-
-    def __init__(self, label: str, node_id: str | None = None, own: str | None = None) -> None:
-        self.label = label
-        self.node_id = node_id
-        self.own = own
-        self.t: deque[float] = deque()
-        self.v: deque[float] = deque()
-
-    def add(self, t: float, v: float, keep_after: float) -> None:
-        if self.t and t - self.t[-1] > GAP_S and not math.isnan(self.v[-1]):
-            # a silence: break the line where the last value stopped being current
-            self._append(self.t[-1] + GAP_S, math.nan)
-        self._append(t, v)
-        while self.t and self.t[0] < keep_after:
-            self.t.popleft()
-            self.v.popleft()
-
-    def gap(self, t: float) -> None:
-        """Nothing was measured at ``t`` (an idle interval, a failed probe)."""
-        if self.t and not math.isnan(self.v[-1]):
-            self._append(t, math.nan)
-
-    def _append(self, t: float, v: float) -> None:
-        self.t.append(t)
-        self.v.append(v)
-
-    def value_at(self, t: float) -> float | None:
-        """The value current at ``t``: the latest at or before it, unless that is a gap or
-        older than :data:`GAP_S`."""
-        best = None
-        for ti, vi in zip(self.t, self.v):
-            if ti > t:
-                break
-            best = (ti, vi)
-        if best is None or math.isnan(best[1]) or t - best[0] > GAP_S:
-            return None
-        return best[1]
-
-    def peak(self) -> float:
-        """The largest value kept (0 without any)."""
-        return max((v for v in self.v if not math.isnan(v)), default=0.0)
-
-
 class Dashboard(QWidget):
     """Live graphs of the cluster.
 
@@ -115,9 +82,9 @@ class Dashboard(QWidget):
         pausedChanged(bool)
 
     Attributes:
-        window_s: seconds of history shown (5–10 minutes is what a user scrolls back through).
+        window_s: seconds of history shown: the span of the range chosen (:data:`RANGES`).
         plots: the four ``pg.PlotItem`` — ``tps`` (decode), ``prompt``, ``rtt``, ``net``.
-        series: ``{(plot, label): _Series}`` of every curve.
+        series: ``{(plot, label): Series}`` of every curve (kept across Starts, #36).
         legend: the legend above the graphs: each curve's colour and name, nodes by name.
         ttft_marks: ``[(wall-clock time of the first token, seconds waited)]`` per reply.
     """
@@ -128,7 +95,9 @@ class Dashboard(QWidget):
         super().__init__(parent)
         self.window_s = window_s
         self._t0 = time.time()
-        self.series: dict[tuple[str, str], _Series] = {}
+        self._range = "minutes"
+        self._lost: set[str] = set()
+        self.series: dict[tuple[str, str], Series] = {}
         self._curves: dict[tuple[str, str], pg.PlotDataItem] = {}
         self._node_names: dict[str, str] = {}
         self._colors: dict[str, str] = {}
@@ -142,6 +111,10 @@ class Dashboard(QWidget):
         self._probe_regions: list[pg.LinearRegionItem] = []
 
         self.pause_box = QCheckBox(self.tr("Pause"))
+        self.range_box = QComboBox()
+        for name, text in (("minutes", self.tr("Last 10 minutes")), ("hours", self.tr("Last 6 hours")),
+                           ("days", self.tr("Last 3 days"))):
+            self.range_box.addItem(text, name)
         self.hover_label = QLabel(self.tr("Hover over the graphs to read values."))
         self.hover_label.setTextFormat(Qt.TextFormat.RichText)
         # The readout wraps inside the dashboard's width: one line per curve never fits, and an
@@ -160,6 +133,43 @@ class Dashboard(QWidget):
         self.graphs = pg.GraphicsLayoutWidget()
         self.graphs.setBackground(None)
         self.plots: dict[str, pg.PlotItem] = {}
+        title_height = self._add_plots()
+        self._set_titles()
+        self.plots["net"].setLabel("bottom", self._time_unit_name())
+        self._empty_notes = {key: self._empty_note(p) for key, p in self.plots.items()}
+        self._cursor = [pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen((128, 128, 128), width=1))
+                        for _ in self.plots]
+        for line, p in zip(self._cursor, self.plots.values()):
+            p.addItem(line, ignoreBounds=True)
+        self._proxy = pg.SignalProxy(self.graphs.scene().sigMouseMoved, rateLimit=30, slot=self._on_mouse)
+
+        top = QHBoxLayout()
+        top.addWidget(self.hover_label, 1)
+        top.addWidget(self.range_box)
+        top.addWidget(self.pause_box)
+        # The graphs keep a readable height and the page scrolls when the window has less room
+        # (a banner above): squeezed, each plot shrank to one axis label (#36).
+        # (each plot adds its title, its time axis' ticks and margins to its data area)
+        line = self.fontMetrics().lineSpacing()
+        self.graphs.setMinimumHeight(len(PLOTS) * (MIN_PLOT_HEIGHT + title_height + 3 * line + 4) + line)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self.graphs)
+        lay = QVBoxLayout(self)
+        lay.addLayout(top)
+        lay.addWidget(self.legend)
+        lay.addWidget(self.scroll, 1)
+        self.pause_box.toggled.connect(self.set_paused)
+        self.range_box.currentIndexChanged.connect(lambda i: self.set_range(self.range_box.itemData(i)))
+        self._timer = QTimer(self)
+        self._timer.setInterval(REDRAW_MS)
+        self._timer.timeout.connect(self._redraw)
+        self._timer.start()
+
+    def _add_plots(self) -> int:
+        """The four plots, one above the other on one time axis; returns a title's height."""
         # A title above each plot rather than a label along its axis: turned on its side, a
         # label longer than a short plot is cut off or written over its neighbour's.
         title_height = self.fontMetrics().height() + 4
@@ -181,26 +191,7 @@ class Dashboard(QWidget):
             if row:
                 p.setXLink(self.plots["tps"])
             self.plots[key] = p
-        self._set_titles()
-        self.plots["net"].setLabel("bottom", self.tr("seconds"))
-        self._cursor = [pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen((128, 128, 128), width=1))
-                        for _ in self.plots]
-        for line, p in zip(self._cursor, self.plots.values()):
-            p.addItem(line, ignoreBounds=True)
-        self._proxy = pg.SignalProxy(self.graphs.scene().sigMouseMoved, rateLimit=30, slot=self._on_mouse)
-
-        top = QHBoxLayout()
-        top.addWidget(self.hover_label, 1)
-        top.addWidget(self.pause_box)
-        lay = QVBoxLayout(self)
-        lay.addLayout(top)
-        lay.addWidget(self.legend)
-        lay.addWidget(self.graphs, 1)
-        self.pause_box.toggled.connect(self.set_paused)
-        self._timer = QTimer(self)
-        self._timer.setInterval(REDRAW_MS)
-        self._timer.timeout.connect(self._redraw)
-        self._timer.start()
+        return title_height
 
     # ------------------------------------------------------------------ input
 
@@ -267,6 +258,21 @@ class Dashboard(QWidget):
             self.probe_spans[-1][1] = now + tail_s
         self._dirty = True
 
+    def set_range(self, name: str) -> None:
+        """Show the last minutes, hours or days (a key of :data:`RANGES`)."""
+        if name not in RANGES:
+            raise ValueError(f"no time range {name!r}; choose one of {', '.join(RANGES)}")
+        self._range = name
+        self.window_s = RANGES[name]
+        self.range_box.setCurrentIndex(self.range_box.findData(name))
+        self.plots["net"].setLabel("bottom", self._time_unit_name())
+        self._dirty = True
+        self._redraw()
+
+    def time_range(self) -> str:
+        """The range shown: ``minutes``, ``hours`` or ``days``."""
+        return self._range
+
     def probing_at(self, t: float) -> bool:
         """Whether wall-clock time ``t`` lies in a link probe's span."""
         return any(start <= t and (end is None or t <= end) for start, end in self.probe_spans)
@@ -285,7 +291,7 @@ class Dashboard(QWidget):
         return self._paused
 
     def clear(self) -> None:
-        """Forget every sample."""
+        """Forget every sample. (A new Start keeps them: the history is the cluster's, #36.)"""
         for key in list(self.series):
             self._drop(key)
         for line in self._ttft_lines:
@@ -296,8 +302,11 @@ class Dashboard(QWidget):
         self._probe_regions.clear()
         self.probe_spans.clear()
         self.ttft_marks.clear()
+        self._lost.clear()
         self._update_legend()
         self._t0 = time.time()
+        self._range = "minutes"
+        self._lost: set[str] = set()
 
     def values_at(self, t: float) -> dict[str, dict[str, float]]:
         """The value of every curve at wall-clock time ``t`` (what hovering shows), in the units
@@ -346,23 +355,46 @@ class Dashboard(QWidget):
     def _color(self, key: tuple[str, str]) -> str:
         s = self.series[key]
         if s.node_id is not None:
-            return self._colors.get(s.node_id, "#8c8c8c")
+            return LOST_COLOR if s.node_id in self._lost else self._colors.get(s.node_id, "#8c8c8c")
         return OWN_COLORS[(key[0], s.own)]
 
-    def _legend_order(self) -> list[tuple[tuple[str, str], _Series]]:
+    def lost_nodes(self) -> set[str]:
+        """The nodes drawn grey: measured before, silent or failing for more than ``GAP_S`` now."""
+        return set(self._lost)
+
+    def _time_unit_name(self) -> str:
+        names = {"seconds": self.tr("seconds"), "minutes": self.tr("minutes"), "hours": self.tr("hours")}
+        return names[TIME_UNITS[self._range][1]]
+
+    def _empty_note(self, plot: pg.PlotItem) -> pg.TextItem:
+        """"no data yet" in the top-left corner of an empty plot (it showed a made-up 0.2–0.8)."""
+        note = pg.TextItem(self.tr("no data yet"), color=(128, 128, 128), anchor=(0, 0))
+        note.setParentItem(plot.vb)  # in the view's pixels: it stays in the corner whatever the range
+        note.setPos(6, 4)
+        return note
+
+    def _legend_order(self) -> list[tuple[tuple[str, str], Series]]:
         """The server's curves first, then each node once (its colour is the same on every plot),
         by name."""
         own = [(k, s) for k, s in self.series.items() if s.node_id is None]
         own.sort(key=lambda ks: list(OWN_COLORS).index((ks[0][0], ks[1].own)))
-        nodes: dict[str, tuple[tuple[str, str], _Series]] = {}
+        nodes: dict[str, tuple[tuple[str, str], Series]] = {}
         for k, s in self.series.items():
             if s.node_id is not None:
                 nodes.setdefault(s.node_id, (k, s))
         return own + sorted(nodes.values(), key=lambda ks: (ks[1].label.casefold(), ks[1].label, ks[1].node_id))
 
     def _update_legend(self) -> None:
-        parts = [f'<span style="color: {self._color(k)};">■</span>&nbsp;{escaped(s.label, longest_word=NAME_WORD)}'
-                 for k, s in self._legend_order()]
+        parts = []
+        for k, s in self._legend_order():
+            name = escaped(s.label, longest_word=NAME_WORD)
+            if s.node_id in self._lost:
+                name = f'<span style="color: {LOST_COLOR};">' + self.tr("%1 (lost)").replace("%1", name) + "</span>"
+            parts.append(f'<span style="color: {self._color(k)};">■</span>&nbsp;{name}')
+        if self.ttft_marks:
+            # the newest reply's wait, here rather than on the plot where it covered the data (#36)
+            wait = self.tr("first token after %1 s").replace("%1", f"{self.ttft_marks[-1][1]:.2f}")
+            parts.append(f'<span style="color: {TTFT_COLOR};">┆</span>&nbsp;{html.escape(wait)}')
         self.legend.setText(" &nbsp; ".join(parts))
 
     def _drop(self, key: tuple[str, str]) -> None:
@@ -372,30 +404,23 @@ class Dashboard(QWidget):
             self.plots[key[0]].removeItem(curve)
 
     def _mark_ttft(self, sample) -> None:
-        """A finished reply: mark when its first token came and how long that took (the
-        client's own wait when known, else llama-server's prompt time)."""
+        """A finished reply: mark when its first token came (a dashed line; the wait is in the
+        legend) — the client's own wait when known, else llama-server's prompt time."""
         v = sample.values
         wait_ms = v.get("ttft_ms", v.get("prompt_ms"))
         if wait_ms is None:
             return
         first = sample.time - float(v.get("predicted_ms") or 0.0) / 1000.0
         self.ttft_marks.append((first, float(wait_ms) / 1000.0))
-        label = self.tr("first token after %1 s").replace("%1", f"{float(wait_ms) / 1000.0:.2f}")
-        line = pg.InfiniteLine(pos=first - self._t0, angle=90, movable=False,
-                               pen=pg.mkPen((200, 120, 0), width=1, style=Qt.PenStyle.DashLine),
-                               # hung from the top of the plot by its top edge: centred near the
-                               # top, it stuck out above a short plot, cut off
-                               label=label, labelOpts={"position": 1.0, "anchors": [(0, 0), (1, 0)],
-                                                       "color": (200, 120, 0)})
-        # only the newest mark keeps its words: replies a few seconds apart wrote their labels
-        # over each other (the older marks stay as lines; hovering reads them)
-        for older in self._ttft_lines:
-            older.label.setVisible(False)
+        line = pg.InfiniteLine(pos=self._x(first), angle=90, movable=False,
+                               pen=pg.mkPen(TTFT_COLOR, width=1, style=Qt.PenStyle.DashLine))
         self.plots["tps"].addItem(line, ignoreBounds=True)
         self._ttft_lines.append(line)
-        while self.ttft_marks and self.ttft_marks[0][0] < sample.time - self.window_s:
+        # as bounded as the curves: the marks of the last few days
+        while self.ttft_marks and self.ttft_marks[0][0] < sample.time - RANGES["days"]:
             self.ttft_marks.pop(0)
             self.plots["tps"].removeItem(self._ttft_lines.pop(0))
+        self._update_legend()
 
     def _add(self, plot: str, source: str, label: str, t: float, value) -> None:
         """One value of a curve (``source``: the node id, or the server curve's own key); None
@@ -409,10 +434,14 @@ class Dashboard(QWidget):
                 self._dirty = True
             return
         if s is None:
-            s = self.series[key] = _Series(label, source if node else None, None if node else source)
+            s = self.series[key] = Series(label, source if node else None, None if node else source, gap_s=GAP_S)
             self._update_legend()
-        s.add(t, float(value), t - self.window_s)
+        s.add(t, float(value))
         self._dirty = True
+
+    def _x(self, t: float) -> float:
+        """Wall-clock time → the time axis (seconds, minutes or hours since the dashboard began)."""
+        return (t - self._t0) / TIME_UNITS[self._range][0]
 
     def _redraw(self) -> None:
         if self._paused or not self._dirty:
@@ -422,23 +451,47 @@ class Dashboard(QWidget):
         if rate != self._rate:
             self._rate = rate
             self._set_titles()
+        latest = max((s.t[-1] for s in self.series.values() if s.t), default=None)
+        self._update_lost(latest)
+        peaks = dict.fromkeys(PLOTS, 0.0)
         for key, s in self.series.items():
             curve = self._curves.get(key)
             if curve is None:
-                color = self._color(key)
                 # connect="finite": a NaN (no measurement) breaks the line instead of bridging it
-                curve = self.plots[key[0]].plot(pen=self._pen(key), connect="finite", symbol="o", symbolSize=4,
-                                                symbolBrush=color, symbolPen=None)
+                curve = self.plots[key[0]].plot(connect="finite", symbol="o", symbolSize=4, symbolPen=None)
                 self._curves[key] = curve
-            ys = [v / rate[0] for v in s.v] if key[0] == "net" else list(s.v)
-            curve.setData([t - self._t0 for t in s.t], ys, connect="finite")
+            curve.setPen(self._pen(key))
+            curve.setSymbolBrush(self._color(key))
+            ts, vs = s.points(self.window_s, latest if latest is not None else time.time())
+            ys = [v / rate[0] for v in vs] if key[0] == "net" else vs
+            peaks[key[0]] = max([peaks[key[0]]] + [y for y in ys if not math.isnan(y)])
+            curve.setData([self._x(t) for t in ts], ys, connect="finite")
+        for key, p in self.plots.items():
+            # from 0, and at least MIN_SPAN high, so a few points do not blow up noise (#36)
+            p.setYRange(0.0, max(peaks[key] * 1.1, MIN_SPAN[key]), padding=0)
+            self._empty_notes[key].setVisible(not any(k[0] == key for k in self._curves))
         now = time.time()
         for region, (start, end) in zip(self._probe_regions, self.probe_spans):
-            region.setRegion((start - self._t0, (now if end is None else min(end, now)) - self._t0))
-        latest = max((s.t[-1] for s in self.series.values() if s.t), default=None)
+            region.setRegion((self._x(start), self._x(now if end is None else min(end, now))))
+        for line, (first, _) in zip(self._ttft_lines, self.ttft_marks):
+            line.setPos(self._x(first))
         if latest is not None:
-            right = latest - self._t0
-            self.plots["tps"].setXRange(max(0.0, right - self.window_s), right + 1, padding=0)
+            right = self._x(latest)
+            self.plots["tps"].setXRange(max(0.0, right - self._x(self._t0 + self.window_s)),
+                                        right + self._x(self._t0 + 1), padding=0)
+
+    def _update_lost(self, latest: float | None) -> None:
+        """Grey the nodes whose curves have had no value for ``GAP_S`` while others have (#36)."""
+        lost = set()
+        if latest is not None:
+            by_node: dict[str, bool] = {}
+            for s in self.series.values():
+                if s.node_id is not None:
+                    by_node[s.node_id] = by_node.get(s.node_id, False) or s.current_at(latest)
+            lost = {n for n, current in by_node.items() if not current}
+        if lost != self._lost:
+            self._lost = lost
+            self._update_legend()
 
     def _on_mouse(self, event) -> None:
         pos = event[0]
@@ -447,14 +500,19 @@ class Dashboard(QWidget):
                 x = p.vb.mapSceneToView(pos).x()
                 for line in self._cursor:
                     line.setPos(x)
-                self.hover_label.setText(self._describe(self._t0 + x, x))
+                self.hover_label.setText(self._describe(self._t0 + x * TIME_UNITS[self._range][0], x))
                 return
 
     def _describe(self, t: float, x: float) -> str:
         vals = self.values_at(t)
+        # each value says what it is: a node has an RTT and a throughput, once told apart only
+        # by the unit (#36)
+        what = {"tps": "", "prompt": "", "rtt": self.tr("RTT"), "net": self.tr("throughput")}
         units = {"tps": self.tr("tok/s"), "prompt": self.tr("tok/s"), "rtt": self.tr("ms"), "net": self._rate[1]}
-        parts = [f"<b>{x:.1f} s</b>"]
+        unit_name = {"seconds": "s", "minutes": "min", "hours": "h"}[TIME_UNITS[self._range][1]]
+        parts = [f"<b>{x:.1f} {unit_name}</b>"]
         for plot in PLOTS:
             for name, v in sorted(vals.get(plot, {}).items(), key=lambda nv: nv[0].casefold()):
-                parts.append(f"{escaped(name, longest_word=NAME_WORD)}: {v:.2f} {units[plot]}")
+                label = escaped(name, longest_word=NAME_WORD) + (f" {what[plot]}" if what[plot] else "")
+                parts.append(f"{label}: {v:.2f} {units[plot]}")
         return " · ".join(parts)

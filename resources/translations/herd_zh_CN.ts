@@ -267,6 +267,42 @@
         <source>link probe</source>
         <translation>链路探测</translation>
     </message>
+    <message>
+        <source>%1 (lost)</source>
+        <translation>%1（已失联）</translation>
+    </message>
+    <message>
+        <source>Last 10 minutes</source>
+        <translation>最近 10 分钟</translation>
+    </message>
+    <message>
+        <source>Last 3 days</source>
+        <translation>最近 3 天</translation>
+    </message>
+    <message>
+        <source>Last 6 hours</source>
+        <translation>最近 6 小时</translation>
+    </message>
+    <message>
+        <source>RTT</source>
+        <translation>往返时延</translation>
+    </message>
+    <message>
+        <source>hours</source>
+        <translation>小时</translation>
+    </message>
+    <message>
+        <source>minutes</source>
+        <translation>分钟</translation>
+    </message>
+    <message>
+        <source>no data yet</source>
+        <translation>暂无数据</translation>
+    </message>
+    <message>
+        <source>throughput</source>
+        <translation>吞吐量</translation>
+    </message>
 </context>
 <context>
     <name>LaunchPanel</name>

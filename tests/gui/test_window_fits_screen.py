@@ -73,7 +73,7 @@ def test_hovering_the_graphs_keeps_the_window_within_the_screen(qtbot, make_wind
         QTest.mouseMove(view, QPoint(pos.x() - 3, pos.y()))
         QTest.mouseMove(view, pos)
         # the readout names every node's link
-        qtbot.waitUntil(lambda: all(f"{n}:" in d.hover_label.text() for n in names), timeout=3000)
+        qtbot.waitUntil(lambda: all(f"{n} RTT:" in d.hover_label.text() for n in names), timeout=3000)
         _settle()
         assert win.width() == width <= screen.width(), (key, win.width(), d.hover_label.minimumSizeHint())
         assert win.minimumSizeHint().width() <= screen.width()
