@@ -532,6 +532,7 @@ class MainWindow(QMainWindow):
         from gui.widgets.share_dialog import ShareDialog
 
         self.share_dialog = ShareDialog(self.settings, self.session.sharing.keys, self.session.share_info, self)
+        self.session.serverState.connect(self.share_dialog.follow_server)  # shared or not, as it changes
         self.share_dialog.show()
         return self.share_dialog
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QImage, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
@@ -33,6 +33,25 @@ from gui.cluster.serving.sharing import ShareInfo
 from gui.widgets.outside_text import PlainLabel, show_plain
 
 SHARE_SETTING = "server/share_lan"
+#: Screen pixels per QR module, and the quiet zone around the code in modules.
+QR_SCALE, QR_BORDER = 4, 4
+
+
+def qr_text(base_url: str, key: str) -> str:
+    """What the QR code holds: the base URL an app asks for, then the key, one per line."""
+    return f"{base_url}/v1\n{key}"
+
+
+def qr_image(text: str) -> QImage:
+    """``text`` as a QR code (segno, pure Python), one pixel per module with the quiet zone."""
+    import segno
+
+    rows = [list(row) for row in segno.make(text, error="m").matrix_iter(scale=1, border=QR_BORDER)]
+    image = QImage(len(rows), len(rows), QImage.Format.Format_Grayscale8)
+    for y, row in enumerate(rows):
+        for x, dark in enumerate(row):
+            image.setPixel(x, y, 0xFF000000 if dark else 0xFFFFFFFF)
+    return image
 
 
 class ShareDialog(QDialog):
@@ -110,6 +129,8 @@ class ShareDialog(QDialog):
         row.addWidget(self.new_key, 1)
         row.addWidget(self.copy_button)
         col.addLayout(row)
+        self.qr = QLabel()  # base URL and key, for a phone's camera (#34)
+        col.addWidget(self.qr, 0, Qt.AlignmentFlag.AlignHCenter)
         self.once_note = PlainLabel(self.tr("Copy this key into the app now: it is shown only once. "
                                             "In the app, it goes where an API key is asked for."))
         col.addWidget(self.once_note)
@@ -142,6 +163,10 @@ class ShareDialog(QDialog):
             show_plain(self.model, info.model)
         self._list_keys()
 
+    def follow_server(self, _state: str = "", _error: str = "") -> None:
+        """llama-server's state changed (started, stopped, relaunched): show the endpoint anew."""
+        self.refresh()
+
     def _list_keys(self) -> None:
         self.key_list.clear()
         try:
@@ -163,6 +188,7 @@ class ShareDialog(QDialog):
         self.new_key.setText(key)
         for w in (self.new_key, self.copy_button, self.once_note):
             w.setVisible(bool(key))
+        self.qr.setVisible(False)  # (shown by make_key while the endpoint is shared)
 
     def _switched(self, on: bool) -> None:
         self.settings.set(SHARE_SETTING, on)
@@ -180,6 +206,11 @@ class ShareDialog(QDialog):
             return None
         self._show_error("")
         self._show_new_key(key)
+        info = self._info()
+        if info is not None:
+            image = qr_image(qr_text(info.urls[0], key))
+            self.qr.setPixmap(QPixmap.fromImage(image.scaled(image.width() * QR_SCALE, image.height() * QR_SCALE)))
+            self.qr.setVisible(True)
         self.key_name.clear()
         self._list_keys()
         self.keysChanged.emit()

@@ -18,7 +18,7 @@ from gui.cluster.serving.api_keys import ApiKeyStore
 from gui.cluster.serving.front_door import DoorSettings, FrontDoor
 from gui.cluster.serving.sharing import share_info
 from gui.settings import Settings
-from gui.widgets.share_dialog import ShareDialog
+from gui.widgets.share_dialog import ShareDialog, qr_text
 
 
 @pytest.fixture
@@ -82,6 +82,14 @@ def test_a_key_made_in_the_dialog_opens_the_front_door_until_revoked(qtbot, sett
         assert key and dialog.new_key.isVisible() and dialog.key_name.text() == ""
         click(qtbot, dialog.copy_button)
         assert QGuiApplication.clipboard().text() == key
+        # the QR code holds the base URL and the key: each module as segno makes it for that text
+        import segno
+        want = [list(r) for r in segno.make(qr_text(door.urls[0], key), error="m").matrix_iter(scale=1, border=4)]
+        image = dialog.qr.pixmap().toImage()
+        assert dialog.qr.isVisible() and image.width() == len(want) * 4
+        got = [[image.pixelColor(x * 4 + 1, y * 4 + 1).lightness() < 128 for x in range(len(want))]
+               for y in range(len(want))]
+        assert got == [[bool(v) for v in row] for row in want]
         assert [dialog.key_list.item(i).text() for i in range(dialog.key_list.count())] == ["phone"]
         assert key not in (tmp_path / "api-keys.json").read_text()  # only its hash is kept
 
@@ -97,7 +105,7 @@ def test_a_key_made_in_the_dialog_opens_the_front_door_until_revoked(qtbot, sett
         dialog.key_list.setCurrentRow(0)
         with qtbot.waitSignal(dialog.keysChanged):
             click(qtbot, dialog.revoke_button)
-        assert dialog.key_list.count() == 0 and not dialog.new_key.isVisible()
+        assert dialog.key_list.count() == 0 and not dialog.new_key.isVisible() and not dialog.qr.isVisible()
         assert ask(key) == 401  # the running door takes the revocation at once
     finally:
         loop.run_until_complete(door.stop())

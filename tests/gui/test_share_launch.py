@@ -26,6 +26,8 @@ def start_alone(qtbot, win, model) -> None:
 def test_start_with_sharing_on_serves_through_the_front_door(qtbot, make_window, smollm2):
     win = make_window(browse=False, **{"server/share_lan": True})
     endpoint_port = win.settings.get("server/port")
+    dialog = win.open_share_dialog()  # open before Start: it follows the launch
+    assert "Press Start" in dialog.status.text() and dialog.port.text() == "—"
     start_alone(qtbot, win, smollm2)
 
     argv = psutil.Process(win.session.supervisor.server.pid).cmdline()
@@ -43,11 +45,10 @@ def test_start_with_sharing_on_serves_through_the_front_door(qtbot, make_window,
         "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 4, "temperature": 0})
     assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"]
     # …and the Share… dialog shows what a phone app needs
-    dialog = win.open_share_dialog()
+    qtbot.waitUntil(lambda: dialog.port.text() == str(endpoint_port), timeout=10000)
     assert dialog.port.text() == str(endpoint_port) and dialog.switch.isChecked()
     assert dialog.model.text() == httpx.get(win.session.server_url + "/v1/models").json()["data"][0]["id"]
     assert f"http://127.0.0.1:{endpoint_port}" in dialog.addresses.text().splitlines()
-    dialog.close()
 
     # the chat pane keeps working
     win.chat.max_tokens.setValue(3)
@@ -58,6 +59,7 @@ def test_start_with_sharing_on_serves_through_the_front_door(qtbot, make_window,
     with qtbot.waitSignal(win.launch_flow.stop().done, timeout=30000):
         pass
     assert win.session.sharing.door is None
+    qtbot.waitUntil(lambda: dialog.port.text() == "—", timeout=10000)
     with pytest.raises(httpx.ConnectError):  # Stop closes the door too
         httpx.get(f"http://127.0.0.1:{endpoint_port}/health", timeout=5)
 
