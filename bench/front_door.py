@@ -4,8 +4,8 @@ streams.
 
 One real llama-server (``-np 8``) serves the demo's real SmolLM2-135M-Instruct on loopback; the
 front door (:class:`~gui.cluster.serving.front_door.FrontDoor`, the one ``herd up --lan`` and the
-app's *Share on the LAN* open) runs on its own thread and event loop, as in the app, in front of
-it. Each repetition streams the same chat completions both ways, the order alternating, with
+app's *Share on the LAN* open) runs in front of it in a process of its own, so that the clients'
+work does not share its interpreter. Each repetition streams the same chat completions both ways, the order alternating, with
 prompt caching off so that neither way finds the other's prompt in the cache. A stream's time
 to first token is from sending the request to its first content chunk; its decode rate is the
 chunks after the first over the time from the first to the last. For 8 streams the decode rate
@@ -24,12 +24,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -43,8 +43,6 @@ from bench.smoke import parse_args  # noqa: E402
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec  # noqa: E402
 from gui.cluster.llama.server_start import machine_args  # noqa: E402
 from gui.cluster.models.demo_weights import installed_demo_weights  # noqa: E402
-from gui.cluster.serving.api_keys import ApiKeyStore  # noqa: E402
-from gui.cluster.serving.front_door import FrontDoor  # noqa: E402
 from gui.cluster.serving.sharing import free_loopback_port  # noqa: E402
 
 STREAMS = (1, 8)
@@ -87,21 +85,45 @@ def start_llama_server(engine, model: Path, log: Path) -> tuple[subprocess.Popen
         time.sleep(0.1)  # polling a process we started for its readiness
 
 
-class DoorThread:
-    """The front door on a thread and event loop of its own, as the app runs it (its bridge)."""
+#: The front door as a process of its own: the clients' work must not share its interpreter (the
+#: GIL), as phones on the LAN do not. It serves until its standard input closes.
+DOOR_PROGRAM = """
+import asyncio, sys
+from gui.cluster.serving.api_keys import ApiKeyStore
+from gui.cluster.serving.front_door import FrontDoor
 
-    def __init__(self, upstream: str, keys: ApiKeyStore) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="front door", daemon=True)
-        self.thread.start()
-        self.door = FrontDoor(upstream, keys, port=free_loopback_port())
-        asyncio.run_coroutine_threadsafe(self.door.start(), self.loop).result(30)
+async def main():
+    door = FrontDoor(sys.argv[1], ApiKeyStore(sys.argv[3]), port=int(sys.argv[2]))
+    await door.start()
+    print(door.urls[0], flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await door.stop()
+
+asyncio.run(main())
+"""
+
+
+class DoorProcess:
+    """The front door (:class:`FrontDoor`, as the app and ``herd up --lan`` open it) in front of
+    ``upstream``, in a process of its own; :attr:`url` once it listens."""
+
+    def __init__(self, upstream: str, keys: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen([sys.executable, "-c", DOOR_PROGRAM, upstream, str(free_loopback_port()),
+                                      str(keys)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http://"):
+            self.close()
+            raise SystemExit(f"the front door did not start (exit status {self.proc.returncode})")
 
     def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.door.stop(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+        """Stop it (its standard input closes), killing it if it does not go within 10 s."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 async def one_stream(client: httpx.AsyncClient, url: str, tokens: int, salt: int) -> tuple[float, float]:
@@ -181,10 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         proc, direct = start_llama_server(engine, model, Path(tmp) / "server.log")
         door = None
         try:
-            door = DoorThread(direct, ApiKeyStore(Path(tmp) / "api-keys.json"))
-            print(f"llama-server at {direct}, front door at {door.door.urls[0]}; "
+            door = DoorProcess(direct, Path(tmp) / "api-keys.json")
+            print(f"llama-server at {direct}, front door at {door.url}; "
                   f"{args.reps} repetitions, {args.tokens} tokens per reply", flush=True)
-            results = asyncio.run(measure(direct, door.door.urls[0], args.reps, args.tokens))
+            results = asyncio.run(measure(direct, door.url, args.reps, args.tokens))
         finally:
             if door is not None:
                 door.close()
