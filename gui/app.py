@@ -263,6 +263,8 @@ class MainWindow(QMainWindow):
     def _build_failover_menu(self) -> None:
         """Cluster ▸ what happens when a node is lost (stored settings, applied at once)."""
         c = self.menuBar().addMenu(self.tr("&Cluster"))
+        self.share_action = c.addAction(self.tr("&Share…"), self.open_share_dialog)  # (#34)
+        c.addSeparator()
         self.auto_recover_action = QAction(self.tr("&Relaunch automatically when a node is lost"), self)
         self.auto_recover_action.setCheckable(True)
         self.auto_recover_action.setChecked(self.settings.get("failover/auto_recover"))
@@ -517,6 +519,15 @@ class MainWindow(QMainWindow):
         self.find_local_models()  # (the recent files changed; a new download may be there)
         self.workspace.open_model(info)  # (lowers a context beyond the model's own; re-plans)
         self.launch_flow.update_fastest_button()
+
+    def open_share_dialog(self):
+        """*Share…*: the Share on the LAN switch, what a phone app needs, and the keys (#34)."""
+        from gui.widgets.share_dialog import ShareDialog
+
+        self.share_dialog = ShareDialog(self.settings, self.session.sharing.keys, self.session.share_info, self)
+        self.session.serverState.connect(self.share_dialog.follow_server)  # shared or not, as it changes
+        self.share_dialog.show()
+        return self.share_dialog
 
     def open_hub_dialog(self):
         """*Get model…*: a model from a hub that fits the cluster, opened when downloaded (#14)."""

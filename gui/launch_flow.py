@@ -255,7 +255,9 @@ class LaunchFlow(QObject):
                 self.launch.offer_start_without(list(dict.fromkeys(silent)))
             return
         self.launch.set_state("starting")
-        call = self.session.launch(self.engine.llama_server, request)
+        # shared on the LAN through the front door when the switch is on (#34)
+        call = self.session.launch(self.engine.llama_server, request,
+                                   share=self.settings.get("server/share_lan"))
         call.finished.connect(self._launched)
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
 
@@ -309,7 +311,7 @@ class LaunchFlow(QObject):
         launcher = self.session.supervisor
         self.workspace.set_running(launcher.launcher.request if launcher is not None else None)
         self.launch.show_placement(check, launcher.notes if launcher is not None else ())
-        self.launch.set_endpoint(self.session.server_url)
+        self.launch.set_endpoint(self.session.endpoint_url)  # (#34)
         self.chat.set_send(self.session.chat_sender())
         # (the dashboard keeps its history across Starts: a cluster that lives for days, #36)
 
@@ -361,7 +363,7 @@ class LaunchFlow(QObject):
             self.workspace.set_running(sup.launcher.request if sup is not None else None)
             self.launch.set_state("ready")
             self.show_split_differs()
-            self.launch.set_endpoint(self.session.server_url)
+            self.launch.set_endpoint(self.session.endpoint_url)  # (#34)
             self.chat.set_send(self.session.chat_sender())
             self.chat.resume_reply()  # a reply the lost worker cut goes on where it stopped (#34)
         self.launch.set_status(describe_event(ev), color)

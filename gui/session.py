@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -42,6 +43,8 @@ from gui.cluster.nodes.telemetry import (
     recording_replies,
 )
 from gui.cluster.planning.devices import host_free_bytes, node_devices
+from gui.cluster.serving.front_door import FrontDoorError
+from gui.cluster.serving.sharing import LanShare
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,10 @@ class ClusterSession(QObject):
 
     Attributes:
         bridge: the app's :class:`AsyncBridge`.
-        server_url: the running llama-server's base URL, or None.
+        server_url: the running llama-server's base URL, or None (on loopback: what the chat and
+            the dashboard use, also when the endpoint is shared through the front door).
+        sharing: the :class:`~gui.cluster.serving.sharing.LanShare`: the front door holding the
+            endpoint while it is shared on the LAN (#34), and the keys that open it.
         failover_nodes: names of the launch's nodes not lost right now (what a relaunch can use),
             as of the last ``failover`` event.
         discovery: the :class:`Discovery` (loop-side; only touch it from coroutines).
@@ -85,6 +91,7 @@ class ClusterSession(QObject):
         super().__init__(parent)
         self.bridge = bridge
         self.server_url: str | None = None
+        self.sharing = LanShare()
         self.interfaces = interfaces
         self.browse = browse
         self.tokens = tokens
@@ -268,13 +275,31 @@ class ClusterSession(QObject):
                                    host_free_bytes=host_free_bytes())
         return self.bridge.submit(go(), "doctor", timeout=60)
 
-    def launch(self, llama_server, request, *, timeout: float = 300.0) -> Call:
-        """Start workers and llama-server for ``request`` (result: the placement check)."""
-        return self.bridge.submit(self._launch(llama_server, request, timeout), "launch")
+    def launch(self, llama_server, request, *, timeout: float = 300.0, share: bool = False) -> Call:
+        """Start workers and llama-server for ``request`` (result: the placement check). With
+        ``share``, the endpoint is shared on the LAN through the front door (#34)."""
+        return self.bridge.submit(self._launch(llama_server, request, timeout, share), "launch")
 
-    async def _launch(self, llama_server, request, timeout):
+    @property
+    def endpoint_url(self) -> str | None:
+        """The endpoint's base URL as other programs reach it: the front door's first address
+        when shared (#34: the shown endpoint is where it really listens), else llama-server's."""
+        return (self.sharing.url or self.server_url) if self.server_url else None
+
+    def share_info(self):
+        """What a phone app needs (a :class:`~gui.cluster.serving.sharing.ShareInfo`) while the
+        running cluster is shared on the LAN, or None."""
+        sup = self.supervisor
+        return self.sharing.info(sup.spec.options.alias or "") if sup is not None and self.server_url else None
+
+    async def _launch(self, llama_server, request, timeout, share=False):
         if self.supervisor is not None:
             raise LaunchError(self.tr("a cluster is already running; stop it first"))
+        if share:  # the front door takes the endpoint's port; llama-server moves to loopback (#34)
+            try:
+                request = replace(request, options=await self.sharing.open(request.options))
+            except FrontDoorError as exc:
+                raise LaunchError(str(exc)) from None
         policy = self.failover_policy
         # A supervised launch: a lost worker is detected, explained and the model relaunched on
         # the survivors at the same endpoint (see gui.cluster.failover.supervisor).
@@ -293,6 +318,7 @@ class ClusterSession(QObject):
         except BaseException as exc:
             self.supervisor = None
             await self._end_log_pump()
+            await self.sharing.close()
             if isinstance(exc, asyncio.CancelledError):
                 self._relay.emit("state", ("stopped", ""))
             else:
@@ -398,6 +424,7 @@ class ClusterSession(QObject):
             # one last flush of the log so the end of it is visible
             await asyncio.sleep(0.3)
         await self._end_log_pump()
+        await self.sharing.close()
         if supervisor is not None:
             self._relay.emit("state", ("stopped", ""))
 

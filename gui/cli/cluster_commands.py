@@ -41,7 +41,7 @@ from gui.cluster.nodes.records import KnownAddresses, Node, TokenStore, config_d
 from gui.cluster.planning.devices import host_free_bytes
 from gui.cluster.planning.plan import slot_span
 from gui.cluster.serving.front_door import DoorSettings, FrontDoor, FrontDoorError
-from gui.cluster.serving.sharing import endpoint_options, endpoint_urls, print_requests, share_on_lan
+from gui.cluster.serving.sharing import endpoint_options, endpoint_urls, open_front_door, print_requests
 
 MiB = 1 << 20
 
@@ -602,10 +602,9 @@ async def _front_door(args, options: ServerOptions) -> tuple[ServerOptions, Fron
     without it, ``options`` as they are and no door."""
     if not args.lan:
         return options, None
-    upstream, door = share_on_lan(options, args.host,
-                                  settings=DoorSettings(require_key_on_loopback=args.key_for_local))
     try:
-        await door.start()
+        upstream, door = await open_front_door(options, args.host,
+                                               settings=DoorSettings(require_key_on_loopback=args.key_for_local))
     except FrontDoorError as exc:
         raise CommandError(str(exc)) from None
     print_requests()  # one line per request from another device: key name, route, status, tokens, time

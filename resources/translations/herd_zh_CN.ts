@@ -730,6 +730,10 @@
         <source>Connecting to %1…</source>
         <translation>正在连接 %1…</translation>
     </message>
+    <message>
+        <source>&amp;Share…</source>
+        <translation>共享(&amp;S)…</translation>
+    </message>
 </context>
 <context>
     <name>ModelPanel</name>
@@ -3515,6 +3519,69 @@
     <message>
         <source>this PC</source>
         <translation>本机</translation>
+    </message>
+</context>
+<context>
+    <name>ShareDialog</name>
+    <message>
+        <source>Base URL:</source>
+        <translation>基础 URL：</translation>
+    </message>
+    <message>
+        <source>Connect an app</source>
+        <translation>连接应用</translation>
+    </message>
+    <message>
+        <source>Copy</source>
+        <translation>复制</translation>
+    </message>
+    <message>
+        <source>Copy this key into the app now: it is shown only once. In the app, it goes where an API key is asked for.</source>
+        <translation>请现在把这个密钥复制到应用中：它只显示一次。在应用里，把它填到要求 API 密钥的地方。</translation>
+    </message>
+    <message>
+        <source>Keys, one per device</source>
+        <translation>密钥（每台设备一个）</translation>
+    </message>
+    <message>
+        <source>Make key</source>
+        <translation>生成密钥</translation>
+    </message>
+    <message>
+        <source>Model id:</source>
+        <translation>模型 ID：</translation>
+    </message>
+    <message>
+        <source>Not shared now. Press Start (or Stop, then Start) to share the cluster.</source>
+        <translation>当前未共享。按“启动”（或先“停止”再“启动”）即可共享集群。</translation>
+    </message>
+    <message>
+        <source>Not shared now. Turn on Share on the LAN, then press Start (or Stop, then Start).</source>
+        <translation>当前未共享。请打开“在局域网中共享”，然后按“启动”（或先“停止”再“启动”）。</translation>
+    </message>
+    <message>
+        <source>Phones and other computers of your home can then use the cluster as an OpenAI-compatible server, each with its own key. It takes effect at the next Start.</source>
+        <translation>这样家里的手机和其他电脑就能把集群当作兼容 OpenAI 的服务器使用，每台设备使用自己的密钥。下次启动时生效。</translation>
+    </message>
+    <message>
+        <source>Port:</source>
+        <translation>端口：</translation>
+    </message>
+    <message>
+        <source>Revoke</source>
+        <translation>吊销</translation>
+    </message>
+    <message>
+        <source>Share on the LAN</source>
+        <translation>在局域网中共享</translation>
+    </message>
+    <message>
+        <source>Shared: apps on other devices use these, with a key.</source>
+        <translation>已共享：其他设备上的应用使用以下信息，并需要密钥。</translation>
+    </message>
+    <message>
+        <source>a name for the device, e.g. phone</source>
+        <translation>设备名称，例如 phone</translation>
     </message>
 </context>
 </TS>

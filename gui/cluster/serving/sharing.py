@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from gui.cluster.llama.server_command import DEFAULT_HOST, ServerOptions
 from gui.cluster.serving.api_keys import ApiKeyStore
@@ -51,6 +51,17 @@ def share_on_lan(options: ServerOptions, host: str | None, keys: ApiKeyStore | N
     return upstream, door
 
 
+async def open_front_door(options: ServerOptions, host: str | None, keys: ApiKeyStore | None = None,
+                          settings: DoorSettings = DoorSettings()) -> tuple[ServerOptions, FrontDoor]:
+    """:func:`share_on_lan`, with the front door started: the one way both ``herd up --lan`` and
+    the app's Start share the endpoint (#34). The door takes its port before the model loads, so
+    the endpoint never refuses a client; :class:`~gui.cluster.serving.front_door.FrontDoorError`
+    (in words) when the address or port cannot be taken."""
+    upstream, door = share_on_lan(options, host, keys, settings)
+    await door.start()
+    return upstream, door
+
+
 def endpoint_options(served: ServerOptions, door: FrontDoor | None) -> ServerOptions:
     """The endpoint's options as a profile keeps them: with a front door, its port on loopback
     (sharing on the LAN is chosen again at each start), not llama-server's hidden one."""
@@ -71,6 +82,39 @@ def endpoint_urls(door: FrontDoor) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def local_hostname() -> str:
+    """This computer's ``hostname.local`` (its mDNS name, which phones on the LAN resolve)."""
+    name = socket.gethostname().split(".")[0] or "localhost"
+    return f"{name}.local"
+
+
+@dataclass(frozen=True)
+class ShareInfo:
+    """What a phone app needs to use the shared endpoint (#34), as the Share… dialog shows it.
+
+    Attributes:
+        urls: base URLs the front door really listens on, the LAN ones first (``…/v1`` is added
+            by the apps that want it).
+        mdns_url: the same by this computer's ``hostname.local`` name, or "" when the door listens
+            on loopback only.
+        port: the endpoint's port.
+        model: the model id the endpoint serves (``--alias``).
+    """
+
+    urls: tuple[str, ...]
+    mdns_url: str
+    port: int
+    model: str
+
+
+def share_info(door: FrontDoor, model: str) -> ShareInfo:
+    """The :class:`ShareInfo` of a running front door serving ``model``."""
+    urls = tuple(endpoint_urls(door))
+    loopback_only = all(h in (DEFAULT_HOST, "localhost", "::1") for h in door.hosts)
+    mdns = "" if loopback_only else f"http://{local_hostname()}:{door.port}"
+    return ShareInfo(urls, mdns, door.port, model)
+
+
 def print_requests(stream=None) -> None:
     """Print one line per request from another host (key name, route, status, tokens, time; never its
     text) as the front door logs it: what ``herd up --lan`` shows while it serves."""
@@ -82,3 +126,41 @@ def print_requests(stream=None) -> None:
     handler.herd_requests = True
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+
+
+class LanShare:
+    """The app's shared endpoint (#34): the front door opened at Start when *Share on the LAN* is
+    on, closed at Stop. It outlives a failover relaunch (llama-server comes back at the same
+    loopback port behind it).
+
+    Attributes:
+        keys: the :class:`ApiKeyStore` that opens the door (the user's key file by default).
+        door: the running :class:`FrontDoor`, or None while not shared.
+    """
+
+    def __init__(self, keys: ApiKeyStore | None = None) -> None:
+        self.keys = keys or ApiKeyStore()
+        self.door: FrontDoor | None = None
+
+    async def open(self, options: ServerOptions) -> ServerOptions:
+        """Start the front door on the endpoint's port and return llama-server's options behind
+        it. An endpoint on loopback (the app's default) is shared on every address; one that
+        names a LAN address, on that one (and loopback)."""
+        host = None if options.host in (DEFAULT_HOST, "localhost", "::1") else options.host
+        upstream, self.door = await open_front_door(options, host, self.keys)
+        return upstream
+
+    async def close(self) -> None:
+        """Stop the front door, if open."""
+        door, self.door = self.door, None
+        if door is not None:
+            await door.stop()
+
+    @property
+    def url(self) -> str | None:
+        """The first base URL the door listens on (a LAN one when there is one), or None."""
+        return endpoint_urls(self.door)[0] if self.door is not None else None
+
+    def info(self, model: str) -> ShareInfo | None:
+        """What a phone app needs while the endpoint is shared, or None."""
+        return share_info(self.door, model) if self.door is not None else None
