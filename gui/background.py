@@ -35,14 +35,14 @@ class BackgroundServing(QObject):
         win: the :class:`~gui.app.MainWindow`.
         tray: the :class:`~gui.widgets.tray.ServingTray`, or None where the desktop has no tray.
         front_door: the running :class:`~gui.cluster.serving.front_door.FrontDoor`, if the
-            launch has one: the tray names who uses the cluster from its counts.
+            launch shares on the LAN (the session's, read each time): the tray names who uses the
+            cluster from its counts.
         in_background: the window was closed and the cluster keeps serving.
     """
 
     def __init__(self, win, icon) -> None:
         super().__init__(win)
         self.win = win
-        self.front_door = None
         self.in_background = False
         self.state = ServingState()
         self.tray: ServingTray | None = None
@@ -144,6 +144,11 @@ class BackgroundServing(QObject):
         """Tray ▸ Open: the window back, on top."""
         self.in_background = False
         self.win.bring_to_front()
+
+    @property
+    def front_door(self):
+        """The front door the session's launch opened, or None (#34: the app shares through it)."""
+        return self.win.session.sharing.door
 
     def stop_cluster(self) -> None:
         """Tray ▸ Stop cluster: stop llama-server and the workers; herd stays in the tray."""
