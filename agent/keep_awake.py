@@ -82,8 +82,13 @@ class LogindInhibitor:
         try:
             with open_dbus_connection(bus="SYSTEM", enable_fds=True) as bus:
                 reply = bus.send_and_get_reply(call, timeout=DBUS_TIMEOUT)
+        except FileNotFoundError:
+            # said in words on the node card (#37: never a Python error's repr)
+            raise InhibitError("this computer has no system D-Bus, so there is no logind to ask; its own "
+                               "power settings decide when it sleeps") from None
         except (OSError, TimeoutError, KeyError, ValueError) as exc:
-            raise InhibitError(f"cannot reach logind on the system D-Bus ({exc or type(exc).__name__})") from None
+            why = getattr(exc, "strerror", None) or str(exc) or "no answer"
+            raise InhibitError(f"cannot reach logind on the system D-Bus: {why}") from None
         if reply.header.message_type == MessageType.error:
             detail = reply.body[0] if reply.body and isinstance(reply.body[0], str) else "no reason given"
             raise InhibitError(f"logind refused to keep this computer awake: {detail}")
