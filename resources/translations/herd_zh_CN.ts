@@ -3332,6 +3332,10 @@
         <source>{date} · model: {model}</source>
         <translation>{date} · 模型：{model}</translation>
     </message>
+    <message>
+        <source>Cut by a lost worker and continued where it stopped ({why}).</source>
+        <translation>被丢失的工作节点中断，已从中断处继续（{why}）。</translation>
+    </message>
 </context>
 <context>
     <name>ChatHistoryList</name>

@@ -68,6 +68,7 @@ CREATE TABLE messages (
     finish_reason TEXT,
     created REAL NOT NULL,
     left_out INTEGER NOT NULL DEFAULT 0,
+    resumed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (chat_id, position)
 );
 """
@@ -225,9 +226,9 @@ class ChatStore:
         db = self._open()
         with _transaction(db):
             db.execute("INSERT OR REPLACE INTO messages (chat_id, position, role, content, state, note, "
-                       "finish_reason, created, left_out) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       "finish_reason, created, left_out, resumed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (chat_id, position, message.role, message.content, message.state, message.note,
-                        message.finish_reason, message.created, int(message.left_out)))
+                        message.finish_reason, message.created, int(message.left_out), int(message.resumed)))
             db.execute("UPDATE chats SET updated = ? WHERE id = ?", (time.time(), chat_id))
 
     def set_details(self, chat_id: int, *, model: str, system: str) -> None:
@@ -289,12 +290,12 @@ class ChatStore:
         interrupted)."""
         self._need(chat_id)
         rows = self._open().execute(
-            "SELECT role, content, state, note, finish_reason, created, left_out FROM messages "
+            "SELECT role, content, state, note, finish_reason, created, left_out, resumed FROM messages "
             "WHERE chat_id = ? ORDER BY position", (chat_id,)).fetchall()
         return Conversation([Message.from_json({
             "role": role, "content": content, "state": state, "note": note, "finish_reason": finish,
-            "created": created, "left_out": bool(left_out)}) for role, content, state, note, finish,
-            created, left_out in rows])
+            "created": created, "left_out": bool(left_out), "resumed": bool(resumed_)})
+            for role, content, state, note, finish, created, left_out, resumed_ in rows])
 
     def _need(self, chat_id: int) -> ChatSummary:
         found = self._chats_by_id(chat_id)
@@ -348,6 +349,10 @@ def to_markdown(summary: ChatSummary, messages: list[Message]) -> str:
         if resumed(messages, i):
             lines += ["> " + translate("ChatHistory", "Asked again after the interrupted reply above."), ""]
         lines += [m.content, ""]
+        if m.resumed:  # cut by a lost worker and continued after the relaunch (#34)
+            lines += ["> " + translate("ChatHistory", "Cut by a lost worker and continued where it stopped "
+                                       "({why}).").format(why=m.note or translate("ChatHistory", "no reason given")),
+                      ""]
         if m.state == INTERRUPTED:
             lines += ["> " + translate("ChatHistory", "Interrupted: {why}").format(
                 why=m.note or translate("ChatHistory", "no reason given")), ""]

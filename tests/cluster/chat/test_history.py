@@ -207,6 +207,28 @@ def test_cut_reply_marks_survive_a_round_trip(db_path):
     assert (again.state, again.finish_reason) == (COMPLETE, "stop")
 
 
+def test_a_resumed_reply_keeps_its_mark(db_path, tmp_path):
+    """A reply cut by a lost worker and continued on the same message after the relaunch (#34)
+    comes back marked resumed, with why it was cut, and the export says so (#36)."""
+    store = ChatStore(db_path)
+    conv = Conversation()
+    rec = store.record(conv, details=lambda: ("tiny.gguf", ""))
+    conv.add_user("Explain RPC")
+    conv.begin_reply()
+    conv.append("Remote procedure")
+    conv.interrupt("the worker at 10.0.0.2 was lost")
+    conv.resume_reply()
+    conv.append(" calls run code elsewhere.")
+    conv.finish("stop")
+    rec.close()
+    _, reply = reopened(db_path).load(rec.chat_id).messages
+    assert (reply.content, reply.state, reply.resumed) == ("Remote procedure calls run code elsewhere.", COMPLETE, True)
+    assert reply.note == "the worker at 10.0.0.2 was lost"
+    md = store.export(rec.chat_id, tmp_path / "chat.md", "markdown").read_text(encoding="utf-8")
+    assert ("Remote procedure calls run code elsewhere.\n\n> Cut by a lost worker and continued where it "
+            "stopped (the worker at 10.0.0.2 was lost).") in md
+
+
 def test_export_markdown_and_json(db_path, tmp_path):
     store = ChatStore(db_path)
     chat_id = failover_chat(store)
