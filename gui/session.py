@@ -254,6 +254,15 @@ class ClusterSession(QObject):
                 return await c.rpc_start(devices=devices)
         return self.bridge.submit(go(), "start worker" if running else "stop worker", timeout=30)
 
+    def wake(self, node_id: str) -> Call:
+        """Send the Wake-on-LAN packet of a paired node that sleeps (#36); the result is where it
+        went (:class:`~gui.cluster.nodes.wake.WakeTarget`)."""
+        from gui.cluster.nodes.wake import wake_node
+
+        async def go():
+            return await asyncio.to_thread(wake_node, self.discovery.tokens, node_id)
+        return self.bridge.submit(go(), "wake node", timeout=10)
+
     def devices(self, node_ids: list[str]) -> Call:
         """Plan devices of these nodes from their agents (result: list of Device)."""
         async def go():

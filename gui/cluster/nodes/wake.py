@@ -148,6 +148,20 @@ async def wake_and_wait(target: WakeTarget, answers, timeout: float, *, interval
         await asyncio.sleep(min(interval, max(0.0, timeout - waited)))
 
 
+def wake_node(store, node_id: str) -> WakeTarget:
+    """Send the magic packet of the paired node ``node_id`` (in ``store``, a
+    :class:`~gui.cluster.nodes.records.PairingStore`) and return where it went: what the node
+    card's *Wake* button does (#36). ValueError in words when its MAC is not known; OSError when
+    the packet could not be sent."""
+    from agent.i18n import translate
+    target = store.wake_target(node_id)
+    if target is None:
+        raise ValueError(translate("Wake", "The MAC address of this node is not known yet: herd learns it when "
+                                           "it reads the node while it is awake."))
+    send_wake(target)
+    return target
+
+
 def waking_message(name: str, waited: float) -> str:
     """What the user reads while ``name`` is being woken: "Waking gaming-pc… 12 s" (#36)."""
     from agent.i18n import translate
