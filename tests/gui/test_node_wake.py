@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import select
 import socket
+import subprocess
+import sys
 
 import pytest
+
+from cluster.agents import start_agent
+from conftest import free_port
+from e2e.test_wake_on_lan import SLEEPING_PC
 
 from gui.cluster.nodes.wake import WAKE_PORTS, WakeTarget
 from person import add_node_by_address, click, pair_by_card
@@ -67,3 +73,47 @@ def test_wake_button_sends_the_magic_packet_of_a_sleeping_paired_node(qtbot, mak
     assert received == {port: magic for port in WAKE_PORTS}
     qtbot.waitUntil(lambda: win.nodes.message.text().startswith(f"Sent {card.name} a Wake-on-LAN packet ({MAC})"),
                     timeout=5000)
+
+
+def test_start_wakes_the_sleeping_node_of_the_split_and_launches(qtbot, make_window, tmp_path, demo_model):
+    """Fails on the code before #36's launch part: Start refused at once ("Not reachable or not
+    paired: sleepy.") and offered to start without it."""
+    win = make_window(browse=False)
+    api, rpc, echo = free_port(), free_port(), free_port()
+    agent = start_agent(subprocess.Popen, tmp_path, "sleepy", api_port=api, rpc_port=rpc, echo_port=echo, mdns=False)
+    try:
+        win.add_node(f"127.0.0.1:{api}")
+        qtbot.waitUntil(lambda: agent.node_id in win.node_map, timeout=20000)
+        win.pair_node(agent.node_id, agent.pin())
+        qtbot.waitUntil(lambda: agent.node_id in win.node_status, timeout=15000)
+        win.session.discovery.tokens.set_wake(agent.node_id, WakeTarget(mac=MAC, broadcast="127.0.0.1",
+                                                                        api=f"127.0.0.1:{api}"))
+        assert win.open_model(str(demo_model))
+        qtbot.waitUntil(lambda: win.editor.plan() is not None
+                        and agent.node_id in {d.node_id for d in win.editor.plan().devices()}, timeout=10000)
+        win.editor.ctx.setValue(512)
+    finally:
+        agent.proc.terminate()  # asleep
+        agent.proc.wait(timeout=10)
+    qtbot.waitUntil(lambda: not win.node_map[agent.node_id].reachable, timeout=20000)
+    # the PC that wakes into the same agent on its magic packet (the LAN test's stand-in)
+    pc = subprocess.Popen([sys.executable, "-c", SLEEPING_PC.replace('"0.0.0.0", 9', '"127.0.0.1", 9'), MAC,
+                           "-m", "agent.main", "--config", str(agent.config), "--state-dir", str(agent.state_dir),
+                           "--name", "sleepy", "--bind", "127.0.0.1", "--api-port", str(api), "--rpc-port",
+                           str(rpc), "--echo-port", str(echo), "--no-mdns", "run"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert pc.stdout.readline().strip() == "asleep"
+        seen = []
+        win.session.wakeProgress.connect(lambda name, waited: seen.append(win.launch.status.text()))
+        click(qtbot, win.launch.start_button)
+        qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
+        assert win.launch.state == "ready", win.launch.status.text()
+        assert seen and seen[0] == "Waking sleepy… 0 s", seen
+        assert pc.stdout.readline().strip() == "woken"
+        assert [d.node_id for d in win.editor.plan().devices() if d.node_id] == [agent.node_id]
+        with qtbot.waitSignal(win.launch_flow.stop().finished, timeout=30000):
+            pass
+    finally:
+        pc.terminate()
+        pc.wait(timeout=15)
