@@ -159,6 +159,7 @@ class MainWindow(QMainWindow):
         self.nodes.addRequested.connect(self.add_node)
         self.nodes.pairRequested.connect(self.pair_node)
         self.nodes.workerRequested.connect(self.set_worker)
+        self.nodes.wakeRequested.connect(self.wake_node)
         self.nodes.demoRequested.connect(self.start_local_demo)
         self.model_panel.modelChosen.connect(self.read_model)
         self.model_panel.demoRequested.connect(self.make_demo_model)
@@ -447,6 +448,16 @@ class MainWindow(QMainWindow):
         call = self.session.set_worker(node_id, running)
         call.finished.connect(lambda _r: self.nodes.show_message(""))
         call.failed.connect(lambda exc: self.nodes.show_message(explain(exc)))
+
+    def wake_node(self, node_id: str) -> None:
+        """Send a sleeping node its Wake-on-LAN packet and say so under the cards (#36)."""
+        name = self.nodes.cards[node_id].name if node_id in self.nodes.cards else node_id
+        call = self.session.wake(node_id)
+        call.finished.connect(lambda target: self.nodes.show_message(
+            self.tr("Sent %1 a Wake-on-LAN packet (%2); its card turns back on when it answers.")
+            .replace("%1", name).replace("%2", target.mac), error=False))
+        call.failed.connect(lambda exc: self.nodes.show_message(
+            self.tr("Could not wake %1: %2").replace("%1", name).replace("%2", explain(exc))))
 
     # ------------------------------------------------------------ model
 

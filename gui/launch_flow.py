@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, QTimer
 from gui.cluster import workspace as W
 from gui.cluster.failover.text import describe_event
 from gui.cluster.launching.login_service import owner_of_port
+from gui.cluster.nodes.wake import waking_message
 from gui.cluster.planning.devices import host_free_bytes
 from gui.widgets import next_step as S
 
@@ -48,6 +49,9 @@ class LaunchFlow(QObject):
         self.workspace.subscribe(lambda event: event == W.MODEL and self.check_chat_template())
         self.launch.templateChosen.connect(self.use_chat_template)
         self.launch.startWithoutRequested.connect(self.start_without)
+        # Start wakes the sleeping nodes the plan needs and says so while it waits (#36)
+        self._after_waking = False
+        self.session.wakeProgress.connect(lambda name, waited: self.launch.set_status(waking_message(name, waited)))
         #: the ``--chat-template`` herd added to the server options (not one the user typed)
         self._our_template: str | None = None
         self.template_call = None
@@ -177,6 +181,8 @@ class LaunchFlow(QObject):
         if owner is not None:
             self.attach_to(owner)
             return
+        if not self._after_waking and self._wake_for_start():
+            return
         errors = check_request(request, self.workspace.nodes.values(), self.engine,
                                host_free_bytes=host_free_bytes())
         if any(f.code == "does-not-fit" for f in errors):
@@ -198,6 +204,50 @@ class LaunchFlow(QObject):
         call = self.session.preflight(request, self.engine)
         call.finished.connect(lambda findings: self._after_preflight(findings, request))
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+
+    #: how long Start waits for the sleeping nodes it wakes, as ``herd up --wake-wait`` (#36)
+    WAKE_WAIT_S = 120.0
+
+    def _wake_for_start(self) -> bool:
+        """Wake the paired nodes that do not answer and whose MAC is known, wait for them, then
+        Start again; False when there is none to wake. The split by free memory is a split over
+        all of the user's nodes (as for ``herd up``), so a sleeping one is woken first; a node
+        that stays asleep, or whose MAC is not known, is left to what Start did before (#36)."""
+        ids = [nid for nid, n in self.workspace.nodes.items()
+               if n.paired and not n.reachable and getattr(n, "wakeable", False)]
+        if not ids:
+            return False
+        self.win.tabs.setCurrentWidget(self.launch)
+        call = self.session.wake_and_wait(ids, self.WAKE_WAIT_S)
+        call.finished.connect(self._start_once_planned)
+        call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+        return True
+
+    def _start_once_planned(self, took: dict) -> None:
+        """Start again once the split has the woken nodes' devices (their status comes a moment
+        after they answer), or after 15 s with the split as it is (one the user made by hand)."""
+        import time
+
+        awake = {nid for nid, seconds in took.items() if seconds is not None}
+        deadline = time.monotonic() + 15.0
+        timer = QTimer(self)
+
+        def check() -> None:
+            plan = self.editor.plan()
+            planned = {d.node_id for d in plan.devices()} if plan is not None else set()
+            if awake <= planned or time.monotonic() > deadline:
+                timer.stop()
+                timer.deleteLater()
+                self._start_after_waking()
+        timer.timeout.connect(check)
+        timer.start(200)
+
+    def _start_after_waking(self) -> None:
+        self._after_waking = True
+        try:
+            self.start()
+        finally:
+            self._after_waking = False
 
     def start_without(self, names: list[str]) -> None:
         """Re-plan by free memory over the devices of every node but ``names`` (node names that

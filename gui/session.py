@@ -32,6 +32,7 @@ from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy, s
 from gui.cluster.launching.request import preflight
 from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.nodes.discovery import Discovery, NodeEvent
+from gui.cluster.nodes.wake import wake_node, wake_paired
 from gui.cluster.nodes.network_errors import explain
 from gui.cluster.nodes.telemetry import (
     LinkSampler,
@@ -83,6 +84,7 @@ class ClusterSession(QObject):
     replyInterrupted = Signal(str)
     #: per-worker start-up progress by the byte (a gui.cluster.launching.transfer.TransferEvent, #16)
     transferProgress = Signal(object)
+    wakeProgress = Signal(str, float)
     _relay = Signal(str, object)
 
     def __init__(self, bridge: AsyncBridge, parent: QObject | None = None, *,
@@ -130,6 +132,8 @@ class ClusterSession(QObject):
             self.replyInterrupted.emit(payload)
         elif kind == "transfer":
             self.transferProgress.emit(payload)
+        elif kind == "wake":  # Start wakes a sleeping node: its name, seconds waited (#36)
+            self.wakeProgress.emit(*payload)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -253,6 +257,17 @@ class ClusterSession(QObject):
                 devices = [d.name for d in node_devices(node, status)] if status.offers_gpu else None
                 return await c.rpc_start(devices=devices)
         return self.bridge.submit(go(), "start worker" if running else "stop worker", timeout=30)
+
+    def wake(self, node_id: str) -> Call:
+        """Send a sleeping paired node its Wake-on-LAN packet (#36); result: the WakeTarget."""
+        return self.bridge.submit(asyncio.to_thread(wake_node, self.discovery.tokens, node_id), "wake node",
+                                  timeout=10)
+
+    def wake_and_wait(self, node_ids: list[str], timeout: float) -> Call:
+        """:func:`~gui.cluster.nodes.wake.wake_paired` ``node_ids``, progress as ``wakeProgress`` (#36)."""
+        progress = lambda name, waited: self._relay.emit("wake", (name, waited))  # noqa: E731
+        return self.bridge.submit(wake_paired(self.discovery.tokens, node_ids, timeout, progress=progress),
+                                  "wake nodes", timeout=timeout + 30)
 
     def devices(self, node_ids: list[str]) -> Call:
         """Plan devices of these nodes from their agents (result: list of Device)."""

@@ -27,6 +27,7 @@ from agent.engine_lookup import EngineError, find_engine
 from agent.identity import display_fingerprint
 from gui.cli.common import CommandError, add_finding_options, command_runner, devices_of, discover, read_model
 from gui.cli.progress import TransferPrinter
+from gui.cli.wake import add_wake_option, wake_for_up
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
 from gui.cluster.failover.text import describe_event
 from gui.cluster.launching import doctor as doc
@@ -137,6 +138,7 @@ def _register_up(sub: argparse._SubParsersAction, planning) -> None:
     g.add_argument("--rejoin", choices=("ask", "auto"), default="ask",
                    help="when a lost node comes back: ask = say so, auto = re-plan with it")
     add_finding_options(p, 2.0)
+    add_wake_option(p)
     p.set_defaults(func=command_runner(cmd_up))
 
 
@@ -533,6 +535,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
     # Only the nodes the plan uses must answer (#11). A plan by free memory is a plan over all
     # of the user's nodes, so there every remembered node must; a split or a profile names its
     # nodes, and a remembered one it leaves out may be off.
+    await wake_for_up(args)  # the plan's nodes that sleep first (#36)
     unanswered: dict[str, str] = {}
     disc = await discover(args, strict=not (from_file or args.split or args.fastest), unanswered=unanswered)
     supervisor: ClusterSupervisor | None = None

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import sys
 
 from agent.client import AgentClient, AgentError
 from gui.cli.common import CommandError, command_runner
 from gui.cluster.nodes.records import PairingStore, master_identity
-from gui.cluster.nodes.wake import WAKE_PORTS, WakeTarget, send_wake, wake_and_wait
+from gui.cluster.nodes.wake import WAKE_PORTS, WakeTarget, send_wake, wake_and_wait, wake_paired, waking_message
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -111,3 +112,55 @@ async def _wake_and_wait(store: PairingStore, node_id: str, name: str, target: W
                            "a cable")
     print(f"{name} is awake (answered after {took:.1f} s)")
     return 0
+
+
+def add_wake_option(p: argparse.ArgumentParser) -> None:
+    """``--wake-wait S``: how long ``herd up`` waits for the sleeping nodes it wakes (#36)."""
+    p.add_argument("--wake-wait", type=float, default=120.0, metavar="S",
+                   help="wake the plan's paired nodes that sleep (Wake-on-LAN, when their MAC address is "
+                        "known) and wait up to S seconds for them (default 120; 0 = do not wake)")
+
+
+async def wake_for_up(args: argparse.Namespace) -> None:
+    """Before ``herd up`` looks for its nodes: wake the paired nodes the plan needs that sleep and
+    wait for them, bounded, printing progress (#36). A ``--split`` needs the nodes it gives slots
+    to; any other plan may use every paired node. A node that stays asleep is left to what
+    ``herd up`` does today (it says the node does not answer)."""
+    if not 0 <= args.wake_wait <= 3600:
+        raise CommandError(f"--wake-wait: {args.wake_wait:g} is out of range (0-3600 seconds)", 2)
+    if not args.wake_wait:
+        return
+    store = PairingStore()
+    try:
+        names = store.names()
+    except ValueError as exc:  # an unreadable pairing file: the launch reports it where it reads it
+        print(f"note: {exc}; no node is woken", file=sys.stderr)
+        return
+    wanted = list(names)
+    if args.split:
+        from gui.cluster.planning.plan import PlanError, parse_split
+        try:
+            named = {k for k, count in parse_split(args.split).items() if count}
+        except PlanError:
+            return  # the plan reports the bad split
+        wanted = [nid for nid, name in names.items() if nid in named or name in named]
+    shown: set[tuple[str, int]] = set()
+
+    def progress(name: str, waited: float) -> None:
+        step = int(waited) // 5  # a line every 5 s, not a flood
+        if (name, step) not in shown:
+            shown.add((name, step))
+            print(waking_message(name, waited), flush=True)
+
+    try:
+        took = await wake_paired(store, wanted, args.wake_wait, progress=progress)
+    except OSError as exc:
+        print(f"warning: could not send a Wake-on-LAN packet: {exc.strerror or exc}", file=sys.stderr)
+        return
+    for node_id, seconds in took.items():
+        name = names.get(node_id) or node_id
+        if seconds is None:
+            print(f"warning: {name} did not wake within {args.wake_wait:g} s (is Wake-on-LAN allowed on it? "
+                  "see the README)", file=sys.stderr)
+        else:
+            print(f"{name} is awake (answered after {seconds:.1f} s)", flush=True)

@@ -86,10 +86,12 @@ class NodeCard(QFrame):
     Signals:
         pairRequested(str): the user wants to pair (the panel asks for the PIN).
         workerRequested(str, bool): start (True) or stop (False) this node's RPC worker.
+        wakeRequested(str): send this sleeping node its Wake-on-LAN packet (#36).
     """
 
     pairRequested = Signal(str)
     workerRequested = Signal(str, bool)
+    wakeRequested = Signal(str)
 
     def __init__(self, node_id: str | None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -120,6 +122,10 @@ class NodeCard(QFrame):
         self.sparkline.setMinimumWidth(40)
         self.pair_button = QPushButton(self.tr("Pair…"))
         self.worker_button = QPushButton(self.tr("Start worker"))
+        self.wake_button = QPushButton(self.tr("Wake"))
+        self.wake_button.setToolTip(self.tr("Send this computer a Wake-on-LAN packet (it must allow waking by "
+                                            "the network, see the README)"))
+        self.wake_button.hide()
         self.paired_label = QLabel()
         grid = QGridLayout(self)
         grid.addWidget(self.title, 0, 0, 1, 2)
@@ -137,12 +143,14 @@ class NodeCard(QFrame):
         buttons.addWidget(self.paired_label)
         buttons.addStretch(1)
         buttons.addWidget(self.pair_button)
+        buttons.addWidget(self.wake_button)
         buttons.addWidget(self.worker_button)
         grid.addLayout(buttons, 7, 0, 1, 3)
         self._worker_running = False
         self.pair_button.clicked.connect(lambda: self.pairRequested.emit(self.node_id))
         self.worker_button.clicked.connect(
             lambda: self.workerRequested.emit(self.node_id, not self._worker_running))
+        self.wake_button.clicked.connect(lambda: self.wakeRequested.emit(self.node_id))
         if node_id is None:
             self.pair_button.hide()
             self.worker_button.hide()
@@ -183,6 +191,8 @@ class NodeCard(QFrame):
         self.impostor.setVisible(bool(impostor))
         self.pair_button.setVisible(not node.paired)
         self.worker_button.setEnabled(node.paired and node.reachable)
+        # a paired node that does not answer may be asleep: wake it if its MAC is known (#36)
+        self.wake_button.setVisible(node.paired and not node.reachable and getattr(node, "wakeable", False))
         self._worker_running = node.state in ("ready", "busy", "starting")
         self.worker_button.setText(self.tr("Stop worker") if self._worker_running else self.tr("Start worker"))
 
@@ -331,6 +341,7 @@ class NodesPanel(QWidget):
         addRequested(str): the user typed an address to add.
         pairRequested(str, str): node id and the PIN the user typed.
         workerRequested(str, bool): start/stop a node's RPC worker.
+        wakeRequested(str): send a sleeping node its Wake-on-LAN packet.
         demoRequested(): the user asked for a local demo cluster (shown when no node is found).
 
     Attributes:
@@ -342,6 +353,7 @@ class NodesPanel(QWidget):
     addRequested = Signal(str)
     pairRequested = Signal(str, str)
     workerRequested = Signal(str, bool)
+    wakeRequested = Signal(str)
     demoRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -393,6 +405,7 @@ class NodesPanel(QWidget):
             c = NodeCard(node_id)
             c.pairRequested.connect(self.ask_pin)
             c.workerRequested.connect(self.workerRequested)
+            c.wakeRequested.connect(self.wakeRequested)
             self.cards[node_id] = c
             self._list.addWidget(c)
             self.empty_label.hide()

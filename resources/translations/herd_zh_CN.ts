@@ -734,6 +734,14 @@
         <source>&amp;Share…</source>
         <translation>共享(&amp;S)…</translation>
     </message>
+    <message>
+        <source>Could not wake %1: %2</source>
+        <translation>无法唤醒 %1：%2</translation>
+    </message>
+    <message>
+        <source>Sent %1 a Wake-on-LAN packet (%2); its card turns back on when it answers.</source>
+        <translation>已向 %1 发送网络唤醒（Wake-on-LAN）数据包（%2）；它应答后，其卡片会恢复正常。</translation>
+    </message>
 </context>
 <context>
     <name>ModelPanel</name>
@@ -998,6 +1006,14 @@
     <message>
         <source>Weights cached: —</source>
         <translation>已缓存权重：—</translation>
+    </message>
+    <message>
+        <source>Send this computer a Wake-on-LAN packet (it must allow waking by the network, see the README)</source>
+        <translation>向这台电脑发送网络唤醒（Wake-on-LAN）数据包（它必须允许通过网络唤醒，见 README）</translation>
+    </message>
+    <message>
+        <source>Wake</source>
+        <translation>唤醒</translation>
     </message>
 </context>
 <context>
@@ -3586,6 +3602,17 @@
     <message>
         <source>a name for the device, e.g. phone</source>
         <translation>设备名称，例如 phone</translation>
+    </message>
+</context>
+<context>
+    <name>Wake</name>
+    <message>
+        <source>The MAC address of this node is not known yet: herd learns it when it reads the node while it is awake.</source>
+        <translation>还不知道此节点的 MAC 地址：herd 会在节点醒着时读取它，从而得知该地址。</translation>
+    </message>
+    <message>
+        <source>Waking {name}… {seconds} s</source>
+        <translation>正在唤醒 {name}… {seconds} 秒</translation>
     </message>
 </context>
 </TS>

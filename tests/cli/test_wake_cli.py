@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from cluster.agents import start_agent
 from e2e.herd_cli import herd
 
@@ -27,3 +29,11 @@ def test_an_unknown_node_is_named(tmp_path):
     r = herd(["wake", "nobody"], env)
     assert r.returncode == 2
     assert r.stderr.strip() == "herd wake: no paired node is called 'nobody' (paired: none yet)"
+
+
+@pytest.mark.engine
+def test_herd_up_names_a_wake_wait_out_of_range(tmp_path, engine, demo_model):
+    env = {**os.environ, "HERD_CONFIG_DIR": str(tmp_path / "cfg")}
+    r = herd(["up", str(demo_model), "--no-mdns", "--wake-wait", "5000"], env)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "herd up: --wake-wait: 5000 is out of range (0-3600 seconds)"

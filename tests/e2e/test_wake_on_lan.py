@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 from cluster.agents import start_agent
-from e2e.herd_cli import herd
+from e2e.herd_cli import HERD, HerdUp, gone, herd
 from lan import Lan
 
 from gui.cluster.nodes.records import PairingStore
@@ -134,3 +135,69 @@ def test_herd_wake_waits_until_the_node_answers(tmp_path, lan):
     assert r.stdout.splitlines()[-1].startswith("sleepy is awake (answered after ")
     assert pc.stdout.readline().strip() == "woken"
 
+
+
+def _asleep(tmp_path, lan) -> tuple[dict, str, list]:
+    """Pair the master with the worker's agent, then stop the agent: (master's env, the
+    worker's MAC, the argv that starts the same agent again when the PC wakes)."""
+    env = {**os.environ, "HERD_CONFIG_DIR": str(tmp_path / "master-config")}
+    m, w = lan["m"], lan["w"]
+    agent = start_agent(w.popen, tmp_path, "sleepy", bind=w.ip, api_port=API, rpc_port=RPC, echo_port=ECHO)
+    assert herd(["pair", f"{w.ip}:{API}", "--pin", agent.pin()], env, wrap=m.cmd).returncode == 0
+    mac = w.run(["cat", f"/sys/class/net/{w.dev}/address"], check=True).stdout.strip()
+    agent.proc.terminate()
+    agent.proc.wait(timeout=10)
+    argv = ["-m", "agent.main", "--config", agent.config, "--state-dir", agent.state_dir, "--name", "sleepy",
+            "--bind", w.ip, "--api-port", API, "--rpc-port", RPC, "--echo-port", ECHO,
+            "--mdns-interfaces", w.ip, "run"]
+    return env, mac, argv
+
+
+# SmolLM2-135M has 30 layers and the output: 31 slots, half of them on the sleeping node.
+UP = ["--split", "sleepy=16,host=15", "--ctx", "512", "--no-mdns", "--threads", "1", "--port", "8080"]
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_herd_up_wakes_the_sleeping_node_the_plan_needs_and_serves(tmp_path, lan, engine, smollm2):
+    """Fails on the code before #36's launch part: herd up refused the split at once ("the split
+    gives 16 slots to sleepy, which is paired with this master but does not answer")."""
+    env, mac, agent_argv = _asleep(tmp_path, lan)
+    m, w = lan["m"], lan["w"]
+    pc = w.popen([sys.executable, "-c", SLEEPING_PC, mac, *agent_argv], stdout=subprocess.PIPE,
+                 stderr=subprocess.STDOUT, text=True)
+    assert pc.stdout.readline().strip() == "asleep"
+    up = HerdUp(m.popen(HERD + ["up", str(smollm2), *UP], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        text=True))
+    up.wait_for("Serving", 240)
+    assert pc.stdout.readline().strip() == "woken"
+    assert up.lines[0] == "Waking sleepy… 0 s", up.lines
+    assert any(ln.startswith("sleepy is awake (answered after ") for ln in up.lines), up.lines
+    assert up.placement() == {"host": list(range(15)), f"{w.ip}:{RPC}": list(range(15, 31))}
+    servers = up.server_pids()
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
+    assert servers and gone(servers), "llama-server is still running"
+
+
+def test_herd_up_with_no_mac_known_keeps_todays_behaviour(tmp_path, lan, smollm2):
+    """A node whose MAC was never reported is not woken: herd up says it does not answer, as
+    before #36, and the sleeping PC gets no packet. (Fails if the launch woke it anyway, or
+    broke on the missing address.)"""
+    env, mac, agent_argv = _asleep(tmp_path, lan)
+    m, w = lan["m"], lan["w"]
+    pairings = tmp_path / "master-config" / "pairings.json"
+    data = json.loads(pairings.read_text())
+    for entry in data["nodes"].values():
+        assert entry.pop("wake", None) is not None  # what a master that never read the MAC holds
+    pairings.write_text(json.dumps(data))
+    pc = w.popen([sys.executable, "-c", SLEEPING_PC, mac, *agent_argv], stdout=subprocess.PIPE,
+                 stderr=subprocess.STDOUT, text=True)
+    assert pc.stdout.readline().strip() == "asleep"
+    r = herd(["up", str(smollm2), *UP], env, wrap=m.cmd)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the split gives 16 slots to sleepy, which is paired with this master but does not answer" in r.stderr
+    assert "Waking" not in r.stdout
+    pc.terminate()
+    out, _ = pc.communicate(timeout=10)
+    assert "woken" not in out

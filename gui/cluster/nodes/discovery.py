@@ -215,7 +215,7 @@ class Discovery:
         ``answered``: ``node.reachable`` is what a check just found (else an mDNS sighting
         counts as reachable, and a merge keeps what the pings said)."""
         node = node.with_(paired=self._paired(node.id), impostor=self._impostor_of(node.id),
-                          key=self._key(node.id), repair=self._repair(node.id))
+                          key=self._key(node.id), repair=self._repair(node.id), wakeable=self._wakeable(node.id))
         old = self._nodes.get(node.id)
         if old is None:
             self._nodes[node.id] = node
@@ -246,6 +246,12 @@ class Discovery:
             return self.tokens.fingerprint(node_id)
         except ValueError:
             return ""
+
+    def _wakeable(self, node_id: str) -> bool:
+        try:
+            return self.tokens.wake_target(node_id) is not None
+        except (ValueError, OSError):  # an unreadable pairing file is reported where it is read
+            return False
 
     def _repair(self, node_id: str) -> bool:
         try:
@@ -461,7 +467,8 @@ class Discovery:
         else:
             self._failed[node.id] = self._failed.get(node.id, 0) + 1
             if current.reachable and self._failed[node.id] >= self.misses:
-                self._nodes[node.id] = current.with_(reachable=False)
+                # a node that stops answering may be asleep: its card offers Wake if it can (#36)
+                self._nodes[node.id] = current.with_(reachable=False, wakeable=self._wakeable(node.id))
                 self._emit(UPDATED, self._nodes[node.id])
 
     async def _ping_loop(self) -> None:
@@ -478,4 +485,4 @@ def _visible(n: Node) -> tuple:
     """The fields whose change is worth an ``updated`` event (not ``last_seen``)."""
     return (n.name, n.host, n.api_port, n.rpc_port, n.echo_port, n.state, n.version, n.proto,
             n.engine, n.fingerprint, n.via_mdns, n.manual, n.reachable, n.paired, n.impostor, n.key,
-            n.repair)
+            n.repair, n.wakeable)

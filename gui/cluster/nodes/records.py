@@ -74,6 +74,8 @@ class Node:
         key: the fingerprint of the pinned key (paired nodes; what the card shows).
         repair: set when the node was paired by an older version (bearer token) and must be
             paired again.
+        wakeable: this master keeps the node's MAC address with its pairing, so it can wake it
+            by Wake-on-LAN when it sleeps (#36).
         last_seen: ``time.monotonic()`` of the last sign of life.
     """
 
@@ -96,6 +98,7 @@ class Node:
     impostor: str = ""
     key: str = ""
     repair: bool = False
+    wakeable: bool = False
     last_seen: float = field(default_factory=time.monotonic)
 
     @property

@@ -146,3 +146,67 @@ async def wake_and_wait(target: WakeTarget, answers, timeout: float, *, interval
         if progress is not None:
             progress(waited)
         await asyncio.sleep(min(interval, max(0.0, timeout - waited)))
+
+
+def wake_node(store, node_id: str) -> WakeTarget:
+    """Send the magic packet of the paired node ``node_id`` (in ``store``, a
+    :class:`~gui.cluster.nodes.records.PairingStore`) and return where it went: what the node
+    card's *Wake* button does (#36). ValueError in words when its MAC is not known; OSError when
+    the packet could not be sent."""
+    from agent.i18n import translate
+    target = store.wake_target(node_id)
+    if target is None:
+        raise ValueError(translate("Wake", "The MAC address of this node is not known yet: herd learns it when "
+                                           "it reads the node while it is awake."))
+    send_wake(target)
+    return target
+
+
+def waking_message(name: str, waited: float) -> str:
+    """What the user reads while ``name`` is being woken: "Waking gaming-pc… 12 s" (#36)."""
+    from agent.i18n import translate
+    return translate("Wake", "Waking {name}… {seconds} s").format(name=name, seconds=int(waited))
+
+
+async def wake_paired(store, node_ids, timeout: float, *, progress=None, interval: float = 1.0) -> dict:
+    """Wake those of the paired nodes ``node_ids`` (in ``store``, a
+    :class:`~gui.cluster.nodes.records.PairingStore`) that sleep, and wait for them, at most
+    ``timeout`` seconds in all: what Start and ``herd up`` do before they look for the plan's
+    nodes (#36).
+
+    Only a node whose MAC and last address are known and that does not answer there now (with
+    its pinned key) is woken; the others are left as they are, so an awake node costs one ping
+    and a node never read awake keeps today's behaviour (the launch goes on without it, or
+    says it is missing). ``progress(name, seconds waited)`` is called while waiting. Returns
+    ``{node id: seconds it took to answer, or None if it did not}`` for the nodes it woke.
+    OSError when no packet could be sent at all.
+    """
+    from agent.client import AgentClient, AgentError
+    from gui.cluster.nodes.records import master_identity
+    names = store.names()
+    identity = master_identity(store.path.parent)
+    clients = {}
+    for node_id in node_ids:
+        target = store.wake_target(node_id)
+        if target is not None and target.api:
+            clients[node_id] = (target, AgentClient(f"https://{target.api}", timeout=2.0, identity=identity,
+                                                    pinned=store.get(node_id), node_id=node_id))
+
+    async def answers(node_id: str) -> bool:
+        try:
+            return (await clients[node_id][1].ping()).get("id") in (None, node_id)
+        except AgentError:
+            return False
+
+    async def wake_one(node_id: str) -> float | None:
+        name = names.get(node_id) or node_id
+        return await wake_and_wait(clients[node_id][0], lambda: answers(node_id), timeout, interval=interval,
+                                   progress=(lambda s: progress(name, s)) if progress else None)
+
+    try:
+        awake = await asyncio.gather(*(answers(n) for n in clients))
+        asleep = [n for n, up in zip(clients, awake) if not up]
+        took = await asyncio.gather(*(wake_one(n) for n in asleep))
+        return dict(zip(asleep, took))
+    finally:
+        await asyncio.gather(*(c.aclose() for _, c in clients.values()), return_exceptions=True)
