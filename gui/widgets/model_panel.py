@@ -149,6 +149,7 @@ class ModelPanel(QWidget):
             item.setToolTip(NAME, plain_tooltip(m.path))
             item.setTextAlignment(SIZE, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.local.addTopLevelItem(item)
+        self._select_open_row()  # a new scan keeps saying which model is open (#37)
         self.local.setVisible(bool(self._local_models))
         rows = min(max(len(self._local_models), 1), LOCAL_ROWS)
         row_h = self.local.sizeHintForRow(0) if self._local_models else 0
@@ -245,6 +246,10 @@ class ModelPanel(QWidget):
             text += "\n" + self.tr("Still open, and shown below: %1").replace("%1", self._open_text)
         self.info.setText(text)
         # the row clicked is not the model open: the selection goes back to the open one
+        self._select_open_row()
+
+    def _select_open_row(self) -> None:
+        """Select the row of the model open now (none when it is not listed)."""
         self.local.clearSelection()
         for i in range(self.local.topLevelItemCount()):
             item = self.local.topLevelItem(i)

@@ -54,6 +54,9 @@ def test_a_file_that_is_not_gguf_says_so_and_which_model_stays_open(qtbot, make_
     qtbot.waitExposed(win)
     assert win.open_model(str(demo_model))
     panel = win.model_panel
+    # opening a model rescans the models on this PC: wait for it, or its list replaces ours below
+    qtbot.waitUntil(lambda: any(panel.local.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole) == str(demo_model)
+                                for i in range(panel.local.topLevelItemCount())), timeout=30000)
     panel.set_local_models([LocalModel(demo_model, demo_model.name, demo_model.stat().st_size, "herd"),
                             LocalModel(bad, bad.name, bad.stat().st_size, "herd")])
     plan_before = win.editor.plan()
