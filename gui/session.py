@@ -266,7 +266,8 @@ class ClusterSession(QObject):
     def wake_and_wait(self, node_ids: list[str], timeout: float) -> Call:
         """:func:`~gui.cluster.nodes.wake.wake_paired` ``node_ids``, progress as ``wakeProgress`` (#36)."""
         progress = lambda name, waited: self._relay.emit("wake", (name, waited))  # noqa: E731
-        return self.bridge.submit(wake_paired(self.discovery.tokens, node_ids, timeout, progress=progress),
+        return self.bridge.submit(wake_paired(self.discovery.tokens, node_ids, timeout, identity=self.discovery.identity,
+                                              progress=progress),
                                   "wake nodes", timeout=timeout + 30)
 
     def devices(self, node_ids: list[str]) -> Call:

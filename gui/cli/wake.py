@@ -153,7 +153,8 @@ async def wake_for_up(args: argparse.Namespace) -> None:
             print(waking_message(name, waited), flush=True)
 
     try:
-        took = await wake_paired(store, wanted, args.wake_wait, progress=progress)
+        took = await wake_paired(store, wanted, args.wake_wait, identity=master_identity(store.path.parent),
+                                progress=progress)
     except OSError as exc:
         print(f"warning: could not send a Wake-on-LAN packet: {exc.strerror or exc}", file=sys.stderr)
         return

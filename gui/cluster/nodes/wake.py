@@ -168,23 +168,22 @@ def waking_message(name: str, waited: float) -> str:
     return translate("Wake", "Waking {name}… {seconds} s").format(name=name, seconds=int(waited))
 
 
-async def wake_paired(store, node_ids, timeout: float, *, progress=None, interval: float = 1.0) -> dict:
+async def wake_paired(store, node_ids, timeout: float, *, identity, progress=None, interval: float = 1.0) -> dict:
     """Wake those of the paired nodes ``node_ids`` (in ``store``, a
     :class:`~gui.cluster.nodes.records.PairingStore`) that sleep, and wait for them, at most
     ``timeout`` seconds in all: what Start and ``herd up`` do before they look for the plan's
     nodes (#36).
 
     Only a node whose MAC and last address are known and that does not answer there now (with
-    its pinned key) is woken; the others are left as they are, so an awake node costs one ping
-    and a node never read awake keeps today's behaviour (the launch goes on without it, or
-    says it is missing). ``progress(name, seconds waited)`` is called while waiting. Returns
-    ``{node id: seconds it took to answer, or None if it did not}`` for the nodes it woke.
+    its pinned key, asked as ``identity``, this master's) is woken; the others are left as they
+    are, so an awake node costs one ping and a node never read awake keeps today's behaviour
+    (the launch goes on without it, or says it is missing). ``progress(name, seconds waited)``
+    is called while waiting. Returns ``{node id: seconds it took to answer, or None if it did
+    not}`` for the nodes it woke.
     OSError when no packet could be sent at all.
     """
     from agent.client import AgentClient, AgentError
-    from gui.cluster.nodes.records import master_identity
     names = store.names()
-    identity = master_identity(store.path.parent)
     clients = {}
     for node_id in node_ids:
         target = store.wake_target(node_id)
