@@ -197,7 +197,9 @@ def test_model_error_is_chinese_in_the_window(zh_cn, qtbot, tmp_path):
     panel = ModelPanel()
     qtbot.addWidget(panel)
     panel.show_error(str(notes), str(exc.value))
-    assert "不是 GGUF 文件（文件开头是 b'not '，应为 b'GGUF'）" in panel.info.text(), panel.info.text()
+    text = panel.info.text()
+    assert "不是 GGUF 文件（它不以每个 llama.cpp 模型文件都有的 GGUF 签名开头）" in text, text
+    assert "b'" not in text  # in words, never Python's byte notation (#37)
 
 
 async def test_failover_reason_is_chinese_in_the_app(zh_cn):
