@@ -9,7 +9,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QEvent, QPoint, Qt
+from PySide6.QtWidgets import QApplication
 
 from conftest import free_port
 from gui.widgets.nodes_panel import PinDialog
@@ -26,6 +27,11 @@ def _card_of(win, agent):
 
 
 def _where(widget, win) -> QPoint:
+    """Where ``widget`` is in the window once the layouts asked for so far are done (a new card's
+    wrapping labels settle over a few layout passes: measured earlier, the card would seem to move)."""
+    for _ in range(10):
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        QApplication.processEvents()
     return widget.mapTo(win, QPoint(0, 0))
 
 
