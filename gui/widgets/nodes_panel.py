@@ -157,13 +157,20 @@ class NodeCard(QFrame):
             self.rtt_label.hide()
             self.sparkline.hide()
 
+    def _no_status_texts(self) -> tuple[str, str]:
+        """What the hardware line says before any status (replaced when pairing changes it)."""
+        return (self.tr("Waiting for the node's status…"),
+                self.tr("Pair with this node to see its hardware and load."))
+
     def show_node(self, node) -> None:
         """Show a :class:`gui.cluster.nodes.records.Node`'s identity and reachability."""
         self.name = node.name
         self._show_title()
-        if not self.hardware.text():
-            # until the agent's first status: said in words, not as zeros (#37)
-            self.hardware.setText(self.tr("Waiting for the node's status…"))
+        if not self.hardware.text() or self.hardware.text() in self._no_status_texts():
+            # until the agent's first status: said in words, not as zeros (#37); an unpaired node
+            # tells its hardware only to a master it paired with
+            self.hardware.setText(self.tr("Waiting for the node's status…") if node.paired
+                                  else self.tr("Pair with this node to see its hardware and load."))
         self.address.setText(self.tr("Address: %1 (API %2, RPC %3)")
                              .replace("%1", node.host).replace("%2", str(node.api_port))
                              .replace("%3", str(node.rpc_port or "?")))

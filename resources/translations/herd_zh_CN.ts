@@ -1015,6 +1015,10 @@
         <source>Wake</source>
         <translation>唤醒</translation>
     </message>
+    <message>
+        <source>Pair with this node to see its hardware and load.</source>
+        <translation>与此节点配对后即可查看其硬件和负载。</translation>
+    </message>
 </context>
 <context>
     <name>NodesPanel</name>

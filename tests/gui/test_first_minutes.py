@@ -118,6 +118,23 @@ def test_a_node_card_says_it_waits_for_the_status_instead_of_zeros(qtbot):
     assert "Weights cached 5 MiB of at most 2.0 GiB" in card.hardware.text()
 
 
+def test_an_unpaired_card_says_pairing_shows_its_hardware(qtbot):
+    """An unpaired node tells its status only to a master it paired with: its card says so
+    instead of waiting for a status that cannot come; once paired, it waits for it (#37)."""
+    from gui.cluster.nodes.records import Node
+    from gui.widgets.nodes_panel import NodesPanel
+
+    panel = NodesPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    node = Node(id="n1", name="alpha", host="127.0.0.1", api_port=50050, paired=False)
+    panel.on_node_event("added", node)
+    card = panel.card("n1")
+    assert card.hardware.text() == "Pair with this node to see its hardware and load."
+    panel.on_node_event("changed", node.with_(paired=True))
+    assert card.hardware.text() == "Waiting for the node's status…"
+
+
 @pytest.fixture
 def chat_pane(qtbot, bridge, llama_server):
     """A chat pane talking to a real llama-server (the demo model) through a real session."""
