@@ -765,13 +765,15 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
     session = ClusterSession(bridge, **session_kw)
     win = MainWindow(settings, bridge=bridge, session=session)
     win._own_bridge = True
+    # before start(): it begins reading the last model, and a close asked for from then on must
+    # find the handler (SIGTERM's default would end the process at once, unclean)
+    _quit_on_signals(app, win)
     instance.activated.connect(win.bring_to_front)
     win.show()
     win.start()
     if demo is not None:
         win.attach_demo(demo, model)
         win._demo = None  # `herd demo` stops its own agents after the app closes
-    _quit_on_signals(app, win)
     if getattr(args, "quit_after", None):
         # `herd --quit-after 5`: the packaged-app smoke test opens the window and closes it the
         # way a user does, so start-up and shutdown (discovery, bridge thread) are both exercised.
