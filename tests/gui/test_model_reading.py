@@ -71,6 +71,7 @@ class StallMeter:
 
     def __init__(self) -> None:
         self.worst = 0.0
+        self.ticks = 0
         self._last = time.perf_counter()
         self._timer = QTimer()
         self._timer.setInterval(10)
@@ -80,6 +81,7 @@ class StallMeter:
         now = time.perf_counter()
         self.worst = max(self.worst, now - self._last)
         self._last = now
+        self.ticks += 1
 
     def __enter__(self) -> StallMeter:
         self._last = time.perf_counter()
@@ -171,6 +173,11 @@ def test_the_demo_window_answers_while_a_remembered_large_model_is_read(qtbot, m
         win.attach_demo(agents, demo_model)
         qtbot.waitUntil(lambda: win.model is not None, timeout=60000)
         assert win.model.path == demo_model
+        # the remembered read stays stuck while the window answers a hundred more ticks (the
+        # header reader is fast: released at once, the read would be over in a blink)
+        answered = meter.ticks
+        qtbot.waitUntil(lambda: meter.ticks >= answered + 100, timeout=60000)
+        assert not ended
         slow_disk.release()
         qtbot.waitUntil(lambda: bool(ended), timeout=180000)
         reading = time.perf_counter() - started

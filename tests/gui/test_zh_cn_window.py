@@ -41,6 +41,8 @@ def test_the_file_dialog_speaks_chinese(zh_cn, qtbot, make_window, tmp_path, mon
         # the file list's Type column: a folder, and a file the system's MIME database names
         files = dlg.findChild(QFileSystemModel)
         dlg.setNameFilter("*")
+        # (the dialog may open in the folder of a profile another test ran: list ours)
+        dlg.setDirectory(str(tmp_path))
         root = files.index(str(tmp_path))
         # (Qt lists the folder in a thread of its own: slow on a busy machine)
         qtbot.waitUntil(lambda: files.rowCount(root) >= 2, timeout=30000)
