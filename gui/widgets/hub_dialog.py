@@ -91,18 +91,7 @@ class HubDialog(QDialog):
         self.ctx.setValue(ctx)
         # node names, repository and file names, a hub's errors: outside text, shown plainly (#32)
         self.fit_note = PlainLabel()
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels([self.tr("File"), self.tr("Quant"), self.tr("Size"),
-                                              self.tr("Fits"), self.tr("Split"), self.tr("Speed")])
-        self.table.horizontalHeaderItem(5).setToolTip(self.tr(
-            "Decode speed predicted from the nodes' measured speeds (Fastest in the split editor, or "
-            "herd bench). A quant type other than the one measured is estimated per weight, which errs "
-            "on the slow side. Not measured yet: open a model and press Fastest once."))
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        self.table = self._files_table()
         self.status = PlainLabel()
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.progress = QProgressBar()
@@ -115,7 +104,28 @@ class HubDialog(QDialog):
         self.cancel_button = QPushButton(self.tr("Cancel download"))
         self.cancel_button.setEnabled(False)
         close = QPushButton(self.tr("Close"))
+        self._lay_out(why, close)
+        self.resize(860, 560)
+        self._connect(close)
 
+    def _files_table(self) -> QTableWidget:
+        """The table of a repository's model files: one row per quant, read-only, one selected."""
+        table = QTableWidget(0, len(COLUMNS))
+        table.setHorizontalHeaderLabels([self.tr("File"), self.tr("Quant"), self.tr("Size"),
+                                         self.tr("Fits"), self.tr("Split"), self.tr("Speed")])
+        table.horizontalHeaderItem(5).setToolTip(self.tr(
+            "Decode speed predicted from the nodes' measured speeds (Fastest in the split editor, or "
+            "herd bench). A quant type other than the one measured is estimated per weight, which errs "
+            "on the slow side. Not measured yet: open a model and press Fastest once."))
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.verticalHeader().setVisible(False)
+        table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        return table
+
+    def _lay_out(self, why: QLabel, close: QPushButton) -> None:
+        """Hub and search on top, the repositories, the context, the files, progress, buttons."""
         top = QHBoxLayout()
         top.addWidget(QLabel(self.tr("Hub")))
         top.addWidget(self.endpoint, 1)
@@ -141,8 +151,9 @@ class HubDialog(QDialog):
         lay.addWidget(self.status)
         lay.addWidget(self.progress)
         lay.addLayout(buttons)
-        self.resize(860, 560)
 
+    def _connect(self, close: QPushButton) -> None:
+        """The controls ask the owner (signals) for searches, headers and downloads."""
         self.endpoint.editingFinished.connect(lambda: self.endpointChanged.emit(self.endpoint.text().strip()))
         self.search_button.clicked.connect(self._search)
         self.query.returnPressed.connect(self._search)

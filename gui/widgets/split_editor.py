@@ -15,41 +15,27 @@ import shlex
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from gui.cluster.llama.server_command import DEFAULT_CTX, ServerOptions, ServerSpec
-from gui.cluster.planning.plan import Device, DeviceFit, Plan, slot_span
+from gui.cluster.planning.plan import Device, DeviceFit, Plan
 from gui.cluster.planning.split_model import SplitModel
+from gui.widgets.devices_table import BAD, DevicesTable, mib_text
 from gui.widgets.feedback import flash_copied
 from gui.widgets.node_colors import node_colors
 from gui.widgets.outside_text import PlainLabel, plain_tooltip
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar
-
-MiB = 1 << 20
-BAD = QColor("#d62728")
-
-
-def _mib(n: int | None) -> str:
-    if n is None:
-        return "?"
-    # GiB from 1 GiB on, as the free memory beside it ("9,768.1 MiB" next to "22.66 GiB", #17)
-    return f"{n / MiB:,.1f} MiB" if n < 1024 * MiB else f"{n / (1 << 30):,.2f} GiB"
-
 
 #: Shown after each "-" inside an argument so a line never breaks between "--" and "fit" (#17);
 #: never part of the text read or copied from the view.
@@ -100,8 +86,7 @@ class SplitEditor(QWidget):
     relaunchRequested = Signal()
 
     COLUMNS = ("Use", "Device", "Slots", "Layers", "Needs", "Free", "Fit", "Experts")
-    #: the column of the "experts in RAM" choice (shown for mixture-of-experts models only)
-    EXPERTS_COLUMN = 7
+    EXPERTS_COLUMN = DevicesTable.EXPERTS_COLUMN
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -112,7 +97,6 @@ class SplitEditor(QWidget):
         self._llama_server = "llama-server"
         #: llama-server's options besides the context (the context is the box below)
         self._options = ServerOptions()
-        self._row_order: list[str] = []  # device keys in the order their rows first appeared
 
         self.bar = SplitBar()
         self.ctx = QSpinBox()
@@ -131,6 +115,10 @@ class SplitEditor(QWidget):
         self.fastest_for.addItem(self.tr("for documents"), "documents")
         self.fastest_for.setToolTip(self.tr("Chat: the fastest replies. Documents: the shortest wait for the "
                                             "first token after a long prompt (512 tokens)."))
+        # why Fastest is greyed out, where it can be read (not only in a tooltip)
+        self.fastest_why = PlainLabel()
+        self.fastest_why.setStyleSheet("color: palette(mid);")
+        self.fastest_why.hide()
         self.undo_button = QPushButton(self.tr("Undo"))
         self.redo_button = QPushButton(self.tr("Redo"))
         # node and device names and the planner's words about them: plain text (#32)
@@ -139,35 +127,37 @@ class SplitEditor(QWidget):
         self.note = PlainLabel()
         self.note.hide()
         # while the cluster serves another split than the one shown (after an edit or import)
-        self.differs_label = QLabel(self.tr("The cluster is running another split. Relaunch to use this one "
-                                            "(the chat waits for it)."))
-        self.differs_label.setWordWrap(True)
-        self.differs_label.setStyleSheet("color: #e6a700; font-weight: bold;")
         self.relaunch_button = QPushButton(self.tr("Relaunch with this split"))
-        self.differs = QWidget()
-        row = QHBoxLayout(self.differs)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.differs_label, 1)
-        row.addWidget(self.relaunch_button)
-        self.differs.hide()
-        self.table = QTableWidget(0, len(self.COLUMNS))
-        self.table.setHorizontalHeaderLabels([self.tr("Use"), self.tr("Device"), self.tr("Slots"), self.tr("Layers"),
-                                              self.tr("Needs"), self.tr("Free"), self.tr("Fit"),
-                                              self.tr("Experts")])
-        self.table.horizontalHeaderItem(self.EXPERTS_COLUMN).setToolTip(self.tr(
-            "A mixture-of-experts model: tick a GPU to keep its layers' experts in its PC's RAM. The GPU "
-            "keeps attention and the shared tensors; a token reads only a few experts, so RAM serves "
-            "them well and the GPU's memory holds more layers. The tensors between the two pass through "
-            "this computer: ten round trips to that PC per layer and token, so it suits a wired network."))
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.differs = self._differs_row()
+        # one row per holder; its tick boxes edit the split model (#17)
+        self.table = DevicesTable()
         self.command = CommandView()
         self.command.setReadOnly(True)
         self.command.setMaximumHeight(70)
         self.copy_command_button = QPushButton(self.tr("Copy command"))
 
+        self._lay_out()
+        self._connect()
+        self._update_buttons()
+        self._refresh()
+
+    def _differs_row(self) -> QWidget:
+        """The row shown while the cluster serves another split than the one shown: the words
+        and *Relaunch with this split*."""
+        self.differs_label = QLabel(self.tr("The cluster is running another split. Relaunch to use this one "
+                                            "(the chat waits for it)."))
+        self.differs_label.setWordWrap(True)
+        self.differs_label.setStyleSheet("color: #e6a700; font-weight: bold;")
+        differs = QWidget()
+        row = QHBoxLayout(differs)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.differs_label, 1)
+        row.addWidget(self.relaunch_button)
+        differs.hide()
+        return differs
+
+    def _lay_out(self) -> None:
+        """The tools on top, Fastest's row, the bar, the words, the table, the command line."""
         tools = QHBoxLayout()
         tools.addWidget(QLabel(self.tr("Context")))
         tools.addWidget(self.ctx)
@@ -180,10 +170,6 @@ class SplitEditor(QWidget):
         cmd_row.addWidget(self.copy_command_button)
         # under Fastest, on a row of its own: the tool row must fit an 800 px screen (#17)
         fastest_row = QHBoxLayout()
-        # why Fastest is greyed out, where it can be read (not only in a tooltip)
-        self.fastest_why = PlainLabel()
-        self.fastest_why.setStyleSheet("color: palette(mid);")
-        self.fastest_why.hide()
         fastest_row.addWidget(self.fastest_why, 1)
         fastest_row.addStretch(1)
         fastest_row.addWidget(QLabel(self.tr("Fastest optimises")))
@@ -199,6 +185,8 @@ class SplitEditor(QWidget):
         lay.addLayout(cmd_row)
         lay.addWidget(self.command)
 
+    def _connect(self) -> None:
+        """The controls edit the split model; the view follows the model's changes."""
         self.bar.countsChanged.connect(self._on_bar_counts)
         self.bar.editFinished.connect(self._on_bar_released)
         self.bar.reorderRequested.connect(self._on_reorder)
@@ -213,13 +201,12 @@ class SplitEditor(QWidget):
         self.copy_command_button.clicked.connect(
             lambda: (QGuiApplication.clipboard().setText(self.command.toPlainText()),
                      flash_copied(self.copy_command_button)))
-        self.table.itemChanged.connect(self._on_use_toggled)
+        self.table.useToggled.connect(self._on_use_toggled)
+        self.table.expertsToggled.connect(self._on_experts_toggled)
         QShortcut(QKeySequence.StandardKey.Undo, self, self.undo)
         QShortcut(QKeySequence.StandardKey.Redo, self, self.redo)
         if QKeySequence("Ctrl+Y") not in QKeySequence.keyBindings(QKeySequence.StandardKey.Redo):
             QShortcut(QKeySequence("Ctrl+Y"), self, self.redo)  # as on Windows, everywhere (#17)
-        self._update_buttons()
-        self._refresh()
 
     # -------------------------------------------------------------- inputs
 
@@ -312,13 +299,13 @@ class SplitEditor(QWidget):
             if not f.fits and f.shared_bytes:  # one computer's RAM, which other devices use too
                 out.append(self.tr("%1 needs %2, and the other devices on the same computer %3, but it "
                                    "has %4 free: short by %5.")
-                           .replace("%1", self._fit_label(f)).replace("%2", _mib(f.need_bytes))
-                           .replace("%3", _mib(f.shared_bytes)).replace("%4", _mib(f.free_bytes))
-                           .replace("%5", _mib(f.short_by_bytes)))
+                           .replace("%1", self._fit_label(f)).replace("%2", mib_text(f.need_bytes))
+                           .replace("%3", mib_text(f.shared_bytes)).replace("%4", mib_text(f.free_bytes))
+                           .replace("%5", mib_text(f.short_by_bytes)))
             elif not f.fits:
                 out.append(self.tr("%1 needs %2 but has %3 free: short by %4.")
-                           .replace("%1", self._fit_label(f)).replace("%2", _mib(f.need_bytes))
-                           .replace("%3", _mib(f.free_bytes)).replace("%4", _mib(f.short_by_bytes)))
+                           .replace("%1", self._fit_label(f)).replace("%2", mib_text(f.need_bytes))
+                           .replace("%3", mib_text(f.free_bytes)).replace("%4", mib_text(f.short_by_bytes)))
         return out
 
     def fit_hint(self) -> str:
@@ -382,19 +369,14 @@ class SplitEditor(QWidget):
         self.set_note("")
         self.split.move_worker(src, dst)
 
-    def _on_use_toggled(self, item: QTableWidgetItem) -> None:
-        if item.column() not in (0, self.EXPERTS_COLUMN) or self._refreshing:
-            return
-        key = item.data(Qt.ItemDataRole.UserRole)
-        if not key:
-            return
-        if item.column() == self.EXPERTS_COLUMN:
-            self.set_note("")
-            self.split.set_experts_in_ram(key, item.checkState() == Qt.CheckState.Checked)
-            return
+    def _on_use_toggled(self, key: str, used: bool) -> None:
         # Leaving a node out (or taking it back) re-splits by memory over the rest.
         self.set_note("")
-        self.split.set_included(key, item.checkState() == Qt.CheckState.Checked)
+        self.split.set_included(key, used)
+
+    def _on_experts_toggled(self, key: str, in_ram: bool) -> None:
+        self.set_note("")
+        self.split.set_experts_in_ram(key, in_ram)
 
     def _on_split_changed(self, plan: Plan | None) -> None:
         self._show_bar(plan)
@@ -415,94 +397,18 @@ class SplitEditor(QWidget):
         self.redo_button.setEnabled(self.split.can_redo())
         self.by_memory_button.setEnabled(self.split.model is not None)
 
-    def _experts_item(self, dev: Device | None, plan: Plan | None) -> QTableWidgetItem:
-        """The "Experts" cell of ``dev``'s row: a tick box on a GPU that can keep its experts in
-        its PC's RAM, what a CPU device holds for its GPU, else nothing."""
-        item = QTableWidgetItem()
-        item.setFlags(Qt.ItemFlag.ItemIsEnabled)
-        if dev is None or plan is None:
-            return item
-        if self.split.can_keep_experts_in_ram(dev.key):
-            item.setFlags(Qt.ItemFlag.ItemIsUserCheckable | Qt.ItemFlag.ItemIsEnabled)
-            item.setCheckState(Qt.CheckState.Checked if dev.key in self.split.experts_in_ram
-                               else Qt.CheckState.Unchecked)
-            item.setData(Qt.ItemDataRole.UserRole, dev.key)
-            item.setText(self.tr("in RAM"))
-            item.setToolTip(self.tr("Keep this GPU's experts in its PC's RAM (its CPU device)"))
-        for h, k, blocks in plan.expert_moves():
-            if plan.assignments[k].device.key == dev.key:
-                item.setText(self.tr("of layers %1").replace("%1", slot_span(blocks)))
-                item.setToolTip(plain_tooltip(self.tr("Holds the experts of %1's layers").replace(
-                    "%1", plan.assignments[h].device.label)))
-        return item
-
     def _fit_label(self, f: DeviceFit) -> str:
         return self.tr("host CPU") if f.device is None else f.device.label
 
-    _refreshing = False
-
     def _refresh(self) -> None:
-        self._refreshing = True
-        try:
-            self._fill()
-        finally:
-            self._refreshing = False
+        self._fill()
         self._update_buttons()
 
     def _fill(self) -> None:
         plan, model, fits, excluded = self.split.plan, self.split.model, self.split.fits, self.split.excluded
         if self.split.error:
             self.summary.setText(self.split.error)
-        rows: list[tuple] = []
-        if fits:
-            host = fits[-1]
-            rows.append((None, host))
-        planned = {f.device.key for f in fits[:-1]} if fits else set()
-        devs = ([(f.device, f) for f in fits[:-1]] if fits else []) + \
-            [(d, None) for d in self.split.devices if d.key in excluded and d.key not in planned]
-        # Each device keeps its row, ticked or not: unticking one moved its row (and the next
-        # one under the mouse) to the end of the table (#17).
-        for d, _ in devs:
-            if d.key not in self._row_order:
-                self._row_order.append(d.key)
-        rows += sorted(devs, key=lambda r: self._row_order.index(r[0].key))
-        self.table.setRowCount(len(rows))
-        for r, (dev, fit) in enumerate(rows):
-            use = QTableWidgetItem()
-            if dev is not None:
-                use.setFlags(Qt.ItemFlag.ItemIsUserCheckable | Qt.ItemFlag.ItemIsEnabled)
-                use.setCheckState(Qt.CheckState.Unchecked if dev.key in excluded else Qt.CheckState.Checked)
-                use.setData(Qt.ItemDataRole.UserRole, dev.key)
-                use.setToolTip(self.tr("Untick to leave this device out"))
-            else:
-                use.setFlags(Qt.ItemFlag.ItemIsEnabled)
-            self.table.setItem(r, 0, use)
-            name = self.tr("host CPU") if dev is None else dev.label
-            if dev is not None and dev.endpoint:
-                name += f"  ({dev.endpoint})"
-            cells = [name]
-            if fit is not None:
-                s = fit.slots
-                layers = slot_span(s, empty="–")
-                if s and model is not None and model.n_layer in s:
-                    layers += " " + self.tr("+ output")
-                verdict = self.tr("fits") if fit.fits else \
-                    self.tr("short by %1").replace("%1", _mib(fit.short_by_bytes))
-                cells += [str(len(s)), layers, _mib(fit.need_bytes), _mib(fit.free_bytes), verdict]
-            else:
-                cells += ["0", self.tr("left out"), "–", _mib(dev.free_bytes if dev else None), ""]
-            for c, text in enumerate(cells, start=1):
-                item = QTableWidgetItem(text)
-                if c >= 2:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if fit is not None and not fit.fits:
-                    item.setForeground(QBrush(BAD))
-                    item.setToolTip(plain_tooltip(fit.describe()))
-                self.table.setItem(r, c, item)
-            self.table.setItem(r, self.EXPERTS_COLUMN, self._experts_item(dev, plan))
-        self.table.setColumnHidden(self.EXPERTS_COLUMN, model is None or not model.is_moe)
-        self.table.resizeColumnsToContents()
-        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.table.show_split(self.split)
         problems = self.problems()
         if model is None:
             self.summary.setText(self.tr("Open a model to plan the split."))

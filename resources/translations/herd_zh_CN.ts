@@ -3619,4 +3619,83 @@
         <translation>正在唤醒 {name}… {seconds} 秒</translation>
     </message>
 </context>
+<context>
+    <name>DevicesTable</name>
+    <message>
+        <source>+ output</source>
+        <translation>+ 输出层</translation>
+    </message>
+    <message>
+        <source>A mixture-of-experts model: tick a GPU to keep its layers' experts in its PC's RAM. The GPU keeps attention and the shared tensors; a token reads only a few experts, so RAM serves them well and the GPU's memory holds more layers. The tensors between the two pass through this computer: ten round trips to that PC per layer and token, so it suits a wired network.</source>
+        <translation>混合专家（MoE）模型：勾选某块 GPU，即把它所承担各层的专家权重放在该电脑的内存中。GPU 保留注意力和共享张量；每个词元只读取少数几个专家，内存足以胜任，GPU 显存便能容纳更多层。两者之间的张量要经过本机中转：每层每个词元需与那台电脑往返十次，因此更适合有线网络。</translation>
+    </message>
+    <message>
+        <source>Device</source>
+        <translation>设备</translation>
+    </message>
+    <message>
+        <source>Experts</source>
+        <translation>专家</translation>
+    </message>
+    <message>
+        <source>Fit</source>
+        <translation>是否够用</translation>
+    </message>
+    <message>
+        <source>Free</source>
+        <translation>可用</translation>
+    </message>
+    <message>
+        <source>Holds the experts of %1's layers</source>
+        <translation>存放 %1 所承担各层的专家</translation>
+    </message>
+    <message>
+        <source>Keep this GPU's experts in its PC's RAM (its CPU device)</source>
+        <translation>把这块 GPU 的专家放在其所在电脑的内存中（该电脑的 CPU 设备）</translation>
+    </message>
+    <message>
+        <source>Layers</source>
+        <translation>层</translation>
+    </message>
+    <message>
+        <source>Needs</source>
+        <translation>需要</translation>
+    </message>
+    <message>
+        <source>Slots</source>
+        <translation>层位数</translation>
+    </message>
+    <message>
+        <source>Untick to leave this device out</source>
+        <translation>取消勾选即不使用此设备</translation>
+    </message>
+    <message>
+        <source>Use</source>
+        <translation>使用</translation>
+    </message>
+    <message>
+        <source>fits</source>
+        <translation>够用</translation>
+    </message>
+    <message>
+        <source>host CPU</source>
+        <translation>主控 CPU</translation>
+    </message>
+    <message>
+        <source>in RAM</source>
+        <translation>放内存</translation>
+    </message>
+    <message>
+        <source>left out</source>
+        <translation>未使用</translation>
+    </message>
+    <message>
+        <source>of layers %1</source>
+        <translation>第 %1 层的专家</translation>
+    </message>
+    <message>
+        <source>short by %1</source>
+        <translation>还差 %1</translation>
+    </message>
+</context>
 </TS>

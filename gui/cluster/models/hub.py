@@ -260,6 +260,63 @@ class _Rate:
         return (done - d0) / (now - t0) if now > t0 else 0.0
 
 
+class _ProgressReporter:
+    """Turns the bytes a download has done into :class:`DownloadProgress` reports, with the rate
+    over the last seconds and the time left."""
+
+    def __init__(self, progress: Callable[[DownloadProgress], None] | None, total: int, done: int) -> None:
+        self.progress = progress
+        self.total = total
+        self.done = done
+        self.resumed = done
+        self.rate = _Rate()
+
+    def add(self, phase: str, name: str, n: int) -> None:
+        """``n`` more bytes arrived."""
+        self.done += n
+        self.report(phase, name, self.done)
+
+    def report(self, phase: str, name: str, value: int) -> None:
+        """Report that ``value`` bytes of the whole model are done in ``phase``."""
+        if self.progress is None:
+            return
+        bps = self.rate.add(value)
+        eta = (self.total - value) / bps if bps > 0 else None
+        self.progress(DownloadProgress(phase, name, value, self.total, bps, eta, self.resumed))
+
+
+def _resumable_parts(models_dir: Path, model: "ModelFile") -> tuple[list[Path], list[int]]:
+    """The partial file of each part of ``model`` and how many of its bytes are already there.
+
+    A partial file of another version of the same file is deleted (its bytes are no use), and one
+    longer than the file is started again (it is not a prefix of it)."""
+    partial_dir = models_dir / PARTIAL_DIR
+    parts = [partial_path(models_dir, p) for p in model.parts]
+    for f, p in zip(parts, model.parts):
+        for old in (partial_dir.glob(f"{glob_escape(p.name)}.*.part") if partial_dir.is_dir() else ()):
+            if old != f:
+                old.unlink(missing_ok=True)
+    have = [(f.stat().st_size if f.is_file() else 0) for f in parts]
+    for i, (f, p) in enumerate(zip(parts, model.parts)):
+        if have[i] > p.size:
+            f.unlink()
+            have[i] = 0
+    return parts, have
+
+
+def _verify_part(part, partial: Path, expected: str, reporter: _ProgressReporter, base: int) -> None:
+    """Check a downloaded file's SHA-256 against the hub's; a damaged file is deleted."""
+    from gui.cluster.llama.model import file_sha256
+
+    reporter.rate = _Rate()  # hashing runs at disk speed, not the network's
+    digest = file_sha256(partial, progress=lambda d, _t: reporter.report("verify", part.name, base + d))
+    if digest != expected.lower():
+        partial.unlink(missing_ok=True)
+        raise HubError(translate("Hub", "{path}: the downloaded file is damaged (its SHA-256 is "
+                                        "{got}, the hub lists {want}); it was deleted, download "
+                                        "it again").format(path=part.path, got=digest, want=expected))
+
+
 class _CountingFile:
     """A file the library writes downloaded chunks into: counts them, reports progress and
     stops the download when cancelled (the bytes written so far stay, for resuming)."""
@@ -471,84 +528,57 @@ class Hub:
         match is deleted. Raises :class:`HubError` (:class:`DownloadCancelled` when ``cancel``
         was set; the partial file is then kept for the next attempt).
         """
-        from huggingface_hub import get_hf_file_metadata
-        from huggingface_hub.file_download import http_get
-
-        from gui.cluster.llama.model import file_sha256
-
         models_dir = Path(models_dir)
-        partial_dir = models_dir / PARTIAL_DIR
         targets = [models_dir / p.name for p in model.parts]
         if all(t.is_file() and t.stat().st_size == p.size for t, p in zip(targets, model.parts)):
             return targets[0]  # already here (moved in only after its hash matched)
-        parts = [partial_path(models_dir, p) for p in model.parts]
-        for f, p in zip(parts, model.parts):
-            for old in (partial_dir.glob(f"{glob_escape(p.name)}.*.part") if partial_dir.is_dir() else ()):
-                if old != f:  # the same file at another version: its bytes are no use
-                    old.unlink(missing_ok=True)
-        have = [(f.stat().st_size if f.is_file() else 0) for f in parts]
-        for i, (f, p) in enumerate(zip(parts, model.parts)):
-            if have[i] > p.size:  # not a prefix of this file: start again
-                f.unlink()
-                have[i] = 0
+        parts, have = _resumable_parts(models_dir, model)
         self.check_disk_space(models_dir, model.size - sum(have))
-
-        partial_dir.mkdir(parents=True, exist_ok=True)
-        total = model.size
-        done = sum(have)
-        resumed = done
-        rate = _Rate()
-
-        def report(phase: str, name: str, value: int) -> None:
-            if progress is None:
-                return
-            bps = rate.add(value)
-            eta = (total - value) / bps if bps > 0 else None
-            progress(DownloadProgress(phase, name, value, total, bps, eta, resumed))
-
+        (models_dir / PARTIAL_DIR).mkdir(parents=True, exist_ok=True)
+        reporter = _ProgressReporter(progress, model.size, done=sum(have))
         for part, partial, got in zip(model.parts, parts, have):
-            url = self._url(repo, commit, part.path)
-            try:
-                meta = get_hf_file_metadata(url, token=self.token, endpoint=self.endpoint)
-            except Exception as exc:
-                raise _hub_failure(part.path, exc, self.endpoint) from None
-            expected = part.sha256 or (meta.etag if meta.etag and _SHA256_RE.match(meta.etag) else None)
-            if got < part.size:
-                def on_bytes(n: int, name=part.name) -> None:
-                    nonlocal done
-                    done += n
-                    report("download", name, done)
-
-                report("download", part.name, done)
-                with open(partial, "ab") as f:
-                    try:
-                        http_get(meta.location, _CountingFile(f, on_bytes, cancel), resume_size=got,
-                                 headers=self._headers(), expected_size=meta.size or part.size,
-                                 displayed_filename=part.name, tqdm_class=_quiet_tqdm())
-                    except HubError:
-                        raise
-                    except Exception as exc:
-                        raise HubError(translate("Hub", "{path}: the download stopped ({why}); start it "
-                                                        "again to resume where it stopped")
-                                       .format(path=part.path, why=f"{type(exc).__name__}: {exc}")) from None
-                    f.flush()
-                    os.fsync(f.fileno())
+            expected = self._fetch_part(repo, commit, part, partial, got, reporter, cancel)
             if expected:
-                base = sum(p.size for p in model.parts[:model.parts.index(part)])
-                rate = _Rate()
-                digest = file_sha256(partial, progress=lambda d, _t, b=base, n=part.name: report("verify", n, b + d))
-                if digest != expected.lower():
-                    partial.unlink(missing_ok=True)
-                    raise HubError(translate("Hub", "{path}: the downloaded file is damaged (its SHA-256 is "
-                                                    "{got}, the hub lists {want}); it was deleted, download "
-                                                    "it again").format(path=part.path, got=digest, want=expected))
+                _verify_part(part, partial, expected, reporter,
+                             base=sum(p.size for p in model.parts[:model.parts.index(part)]))
         for partial, target in zip(parts, targets):
             os.replace(partial, target)
         try:
-            partial_dir.rmdir()  # only when empty: other downloads may be resuming
+            (models_dir / PARTIAL_DIR).rmdir()  # only when empty: other downloads may be resuming
         except OSError:
             pass
         return targets[0]
+
+    def _fetch_part(self, repo: str, commit: str, part, partial: Path, got: int,
+                    reporter: "_ProgressReporter", cancel: threading.Event | None) -> str | None:
+        """Download the rest of one file of a model into ``partial`` (it holds ``got`` bytes) and
+        return the SHA-256 the hub lists for it (None when it lists none)."""
+        from huggingface_hub import get_hf_file_metadata
+        from huggingface_hub.file_download import http_get
+
+        url = self._url(repo, commit, part.path)
+        try:
+            meta = get_hf_file_metadata(url, token=self.token, endpoint=self.endpoint)
+        except Exception as exc:
+            raise _hub_failure(part.path, exc, self.endpoint) from None
+        expected = part.sha256 or (meta.etag if meta.etag and _SHA256_RE.match(meta.etag) else None)
+        if got >= part.size:
+            return expected
+        reporter.report("download", part.name, reporter.done)
+        with open(partial, "ab") as f:
+            try:
+                http_get(meta.location, _CountingFile(f, lambda n: reporter.add("download", part.name, n), cancel),
+                         resume_size=got, headers=self._headers(), expected_size=meta.size or part.size,
+                         displayed_filename=part.name, tqdm_class=_quiet_tqdm())
+            except HubError:
+                raise
+            except Exception as exc:
+                raise HubError(translate("Hub", "{path}: the download stopped ({why}); start it "
+                                                "again to resume where it stopped")
+                               .format(path=part.path, why=f"{type(exc).__name__}: {exc}")) from None
+            f.flush()
+            os.fsync(f.fileno())
+        return expected
 
     @staticmethod
     def check_disk_space(models_dir: Path, need_bytes: int) -> None:
