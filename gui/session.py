@@ -226,19 +226,27 @@ class ClusterSession(QObject):
 
     def add_address(self, address: str) -> Call:
         """Add a node by ``host[:port]`` (result: the :class:`Node`)."""
-        return self.bridge.submit(self.discovery_call("add_address", address), f"add {address}", timeout=15)
+        async def add():
+            discovery = await self._started_discovery()
+            return await discovery.add_address(address)
+        return self.bridge.submit(add(), f"add {address}", timeout=15)
 
-    async def discovery_call(self, name: str, *args):
-        """Run ``Discovery.<name>(*args)`` once discovery has started."""
+    async def _started_discovery(self) -> Discovery:
+        """The :class:`Discovery` once :meth:`start` has made it: an address typed or a PIN
+        given as the window opens waits for it a moment. Raises :class:`AgentError`, in words,
+        when it is not there by then."""
         for _ in range(100):
             if self.discovery is not None:
-                break
+                return self.discovery
             await asyncio.sleep(0.05)
-        return await getattr(self.discovery, name)(*args)
+        raise AgentError(self.tr("Looking for nodes has not started yet; try again in a moment."))
 
     def pair(self, node_id: str, pin: str) -> Call:
         """Pair with a node using the PIN it shows."""
-        return self.bridge.submit(self.discovery_call("pair", node_id, pin), "pair", timeout=15)
+        async def pair():
+            discovery = await self._started_discovery()
+            return await discovery.pair(node_id, pin)
+        return self.bridge.submit(pair(), "pair", timeout=15)
 
     def node_status(self, node_id: str) -> Call:
         """The agent's status of one node (result: dict)."""

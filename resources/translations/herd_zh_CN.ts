@@ -196,6 +196,10 @@
         <source>No cluster is running.</source>
         <translation>没有正在运行的集群。</translation>
     </message>
+    <message>
+        <source>Looking for nodes has not started yet; try again in a moment.</source>
+        <translation>查找节点尚未开始；请稍后再试。</translation>
+    </message>
 </context>
 <context>
     <name>Dashboard</name>
