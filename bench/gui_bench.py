@@ -197,11 +197,11 @@ def demo_start_rows(app: QApplication, tmp: Path, current_only: bool = False) ->
                     settings.set("model/last", str(last))
                 win = MainWindow(settings, bridge=bridge, session=session, engine=find_engine(probe=False))
                 if how.startswith("before"):
-                    win.read_model = win.open_model  # the old path, as run_app called it
+                    win.models.read_model = win.models.open_model  # the old path, as run_app called it
                 clock = time.perf_counter()
                 win.show()  # what run_app does, up to its event loop
                 win.start()
-                win.attach_demo(cluster, model)
+                win.demo.attach(cluster, model)
                 freeze_startup_objects()
                 first: list[float] = []
                 loop = QEventLoop()
