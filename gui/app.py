@@ -1,9 +1,12 @@
 """The desktop app: window assembly and ``run_app``.
 
 :class:`MainWindow` puts the views together — nodes on the left; the model, then tabs for the
-split editor, the launch panel, and chat beside the dashboard — and wires the views' intentions
-to the :class:`gui.session.ClusterSession`, which runs the core off the GUI thread through the
-one :class:`gui.bridge.AsyncBridge`. Nothing in here opens a socket or a process itself.
+split editor, the launch panel, and chat beside the dashboard — and hands each of its jobs the
+views it drives: the menus (:mod:`gui.window_menus`), the nodes (:mod:`gui.node_actions`), the
+model (:mod:`gui.model_actions`), the local demo (:mod:`gui.local_demo`), profiles
+(:mod:`gui.profile_actions`) and the launch (:mod:`gui.launch_flow`). They send the views'
+intentions to the :class:`gui.session.ClusterSession`, which runs the core off the GUI thread
+through the one :class:`gui.bridge.AsyncBridge`. Nothing in here opens a socket or a process itself.
 """
 
 from __future__ import annotations
