@@ -13,7 +13,7 @@ Then the window opens a model with a large vocabulary (the real Gemma 3 270M, 26
 the test extras): the same meter's worst stall while the old path read it on the GUI thread
 (with the inspection as it was: the cyclic collector running, the header freed at once), while
 today's inspection runs on the GUI thread, and with the window's own path (read off the GUI
-thread, :meth:`gui.app.MainWindow.read_model`), also with the old inspection: its collector
+thread, :meth:`gui.model_actions.ModelActions.read_model`), also with the old inspection: its collector
 passes and the header's release hold the GIL, so a thread alone does not keep the window going.
 
 Last, ``herd demo``'s window (two real agents on loopback): how long after it is shown it handles
@@ -197,11 +197,11 @@ def demo_start_rows(app: QApplication, tmp: Path, current_only: bool = False) ->
                     settings.set("model/last", str(last))
                 win = MainWindow(settings, bridge=bridge, session=session, engine=find_engine(probe=False))
                 if how.startswith("before"):
-                    win.read_model = win.open_model  # the old path, as run_app called it
+                    win.models.read_model = win.models.open_model  # the old path, as run_app called it
                 clock = time.perf_counter()
                 win.show()  # what run_app does, up to its event loop
                 win.start()
-                win.attach_demo(cluster, model)
+                win.demo.attach(cluster, model)
                 freeze_startup_objects()
                 first: list[float] = []
                 loop = QEventLoop()

@@ -1,9 +1,12 @@
 """The desktop app: window assembly and ``run_app``.
 
 :class:`MainWindow` puts the views together — nodes on the left; the model, then tabs for the
-split editor, the launch panel, and chat beside the dashboard — and wires the views' intentions
-to the :class:`gui.session.ClusterSession`, which runs the core off the GUI thread through the
-one :class:`gui.bridge.AsyncBridge`. Nothing in here opens a socket or a process itself.
+split editor, the launch panel, and chat beside the dashboard — and hands each of its jobs the
+views it drives: the menus (:mod:`gui.window_menus`), the nodes (:mod:`gui.node_actions`), the
+model (:mod:`gui.model_actions`), the local demo (:mod:`gui.local_demo`), profiles
+(:mod:`gui.profile_actions`) and the launch (:mod:`gui.launch_flow`). They send the views'
+intentions to the :class:`gui.session.ClusterSession`, which runs the core off the GUI thread
+through the one :class:`gui.bridge.AsyncBridge`. Nothing in here opens a socket or a process itself.
 """
 
 from __future__ import annotations
@@ -13,13 +16,11 @@ import os
 import platform
 import socket
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
-from PySide6 import __version__ as PYSIDE_VERSION
-from PySide6.QtCore import QLocale, Qt, QTimer, qVersion
-from PySide6.QtGui import QAction, QActionGroup, QIcon, QKeySequence
+from PySide6.QtCore import QLocale, Qt, QTimer
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
     QApplication,
     QMainWindow,
@@ -33,16 +34,18 @@ from PySide6.QtWidgets import (
 from agent.engine_lookup import PINNED_BUILD, find_engine
 from gui import __version__
 from gui.background import BackgroundServing
-from gui.bridge import AsyncBridge, describe_error
+from gui.bridge import AsyncBridge
 from gui.cluster import workspace as W
 from gui.cluster.chat import history as chat_history
 from gui.cluster.llama.server_command import ServerOptions
-from gui.cluster.nodes.network_errors import explain
 from gui.cluster.planning.devices import host_free_bytes
 from gui.launch_flow import LaunchFlow
+from gui.local_demo import LocalDemo
+from gui.model_actions import ModelActions
+from gui.node_actions import NodeActions
 from gui.profile_actions import ProfileActions
 from gui.session import ClusterSession
-from gui.settings import COUNTDOWN_CHOICES, OPTIONS, REJOIN_CHOICES, Settings
+from gui.settings import Settings
 from gui.translations import install_translator
 from gui.widgets.chat_pane import ChatPane
 from gui.widgets.dashboard import Dashboard
@@ -52,6 +55,7 @@ from gui.widgets.model_panel import ModelPanel
 from gui.widgets.next_step import NextStep
 from gui.widgets.nodes_panel import NodesPanel
 from gui.widgets.split_editor import SplitEditor
+from gui.window_menus import WindowMenus
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +74,27 @@ def app_icon() -> QIcon:
 
 
 class MainWindow(QMainWindow):
-    """The one window of ``herd``.
+    """The one window of ``herd``: its assembly.
 
     The window is a view of a :class:`~gui.cluster.workspace.Workspace` (nodes, their status,
     the open model, the server options, the launch that runs): intentions from the widgets
     change the workspace or go to the session, and the widgets render what the workspace says.
+    This class puts the views together (tabs, panels, status bar, the saved layout) and closes
+    them; its jobs live in small classes it hands the views they drive (#33):
+    :class:`~gui.window_menus.WindowMenus` (the menu bar and its dialogs),
+    :class:`~gui.node_actions.NodeActions` (the nodes and the session),
+    :class:`~gui.model_actions.ModelActions` (open, read, find a model),
+    :class:`~gui.local_demo.LocalDemo`, :class:`~gui.profile_actions.ProfileActions` and
+    :class:`~gui.launch_flow.LaunchFlow`.
 
     Attributes:
         bridge, session: the asyncio bridge and the cluster session the views talk through.
         workspace: the Qt-free state behind the window.
-        nodes, model_panel, editor, launch, chat, dashboard: the views.
+        nodes, model_panel, editor, launch, chat, dashboard, failover_banner, next_step: the views.
+        tabs, splitter: the tabs (Split, Launch, Chat & dashboard) and the nodes | the rest split.
         settings: the typed :class:`gui.settings.Settings`.
+        menus, node_actions, models, demo, profiles, launch_flow: the window's jobs (see above).
+        background, tray: serving on with the window closed, and the tray icon (None without one).
     """
 
     def __init__(self, settings: Settings | None = None, *, bridge: AsyncBridge | None = None,
@@ -98,11 +112,22 @@ class MainWindow(QMainWindow):
                                                  port=self.settings.get("server/port")))
         self._device_sig = None
         self._closing = False
-        #: the newest model read asked for (:meth:`read_model`); an older one's result is dropped
-        self._model_read = None
-        #: the newest scan for the models on this PC (:meth:`find_local_models`)
-        self._local_scan = None
+        history_problem = self._build_views()
+        # serving in the background: the close-window choice and the tray (#36)
+        self.background = BackgroundServing(self, app_icon())
+        self.tray = self.background.tray
+        self._build_jobs()
+        self.statusBar().showMessage(history_problem or self.tr("Looking for nodes…"))
+        self._show_settings()
+        self._connect_views()
+        self._host_timer = QTimer(self)
+        self._host_timer.setInterval(5000)
+        self._host_timer.timeout.connect(self._show_host)
+        self._host_timer.start()
+        self._restore_layout()
 
+    def _build_views(self) -> str | None:
+        """The views, in their tabs and splitters; returns why the chat history cannot be kept, or None."""
         self.nodes = NodesPanel()
         self.model_panel = ModelPanel()
         self.editor = SplitEditor()
@@ -140,12 +165,30 @@ class MainWindow(QMainWindow):
         cl.addWidget(self.failover_banner)
         cl.addWidget(self.splitter, 1)
         self.setCentralWidget(central)
-        # serving in the background: the close-window choice and the tray (#36)
-        self.background = BackgroundServing(self, app_icon())
-        self.tray = self.background.tray
-        self._build_menus()
-        self.statusBar().showMessage(history_problem or self.tr("Looking for nodes…"))
+        return history_problem
 
+    def _build_jobs(self) -> None:
+        """The window's jobs, each given the views it drives (#33)."""
+        self.models = ModelActions(self, bridge=self.bridge, settings=self.settings, workspace=self.workspace,
+                                   panel=self.model_panel)
+        self.demo = LocalDemo(self, bridge=self.bridge, session=self.session, models=self.models, nodes=self.nodes,
+                              editor=self.editor, show_editor=lambda: self.tabs.setCurrentWidget(self.editor))
+        self.node_actions = NodeActions(self, session=self.session, workspace=self.workspace, settings=self.settings,
+                                        nodes=self.nodes, launch=self.launch, dashboard=self.dashboard,
+                                        editor=self.editor, banner=self.failover_banner,
+                                        status_bar=self.statusBar(), demo=self.demo)
+        #: File ▸ Export/Import cluster profile (gui.profile_actions)
+        self.profiles = ProfileActions(self, workspace=self.workspace, engine=self.engine, bridge=self.bridge,
+                                       models=self.models, editor=self.editor, nodes=self.nodes, tabs=self.tabs,
+                                       status_bar=self.statusBar())
+        #: Start, Stop, Relaunch and Fastest, and what the cluster says back (gui.launch_flow)
+        self.launch_flow = LaunchFlow(self)
+        self.menus = WindowMenus(self, settings=self.settings, session=self.session, engine=self.engine,
+                                 profiles=self.profiles, open_model=self.model_panel._open,
+                                 quit_asking=self.quit_asking, add_background_menu=self.background.add_settings_menu)
+
+    def _show_settings(self) -> None:
+        """The stored settings and this PC, shown in the views as the window opens."""
         self.editor.set_engine(self.engine.llama_server)
         self._show_options()
         self.chat.apply_settings(self.settings.get("chat/system"), self.settings.get("chat/temperature"),
@@ -155,47 +198,25 @@ class MainWindow(QMainWindow):
         self.editor.split.load_remembered(self.settings.get("model/splits"))
         self._show_host()
 
-        # intentions → session
-        self.nodes.addRequested.connect(self.add_node)
-        self.nodes.pairRequested.connect(self.pair_node)
-        self.nodes.workerRequested.connect(self.set_worker)
-        self.nodes.wakeRequested.connect(self.wake_node)
-        self.nodes.demoRequested.connect(self.start_local_demo)
-        self.model_panel.modelChosen.connect(self.read_model)
-        self.model_panel.demoRequested.connect(self.make_demo_model)
-        self.model_panel.hubRequested.connect(self.open_hub_dialog)
-        #: File ▸ Export/Import cluster profile (gui.profile_actions)
-        self.profiles = ProfileActions(self)
-        #: Start, Stop, Relaunch and Fastest, and what the cluster says back (gui.launch_flow)
-        self.launch_flow = flow = LaunchFlow(self)
+    def _connect_views(self) -> None:
+        """The launch flow's intentions and the session's reports about the launch; the workspace → the views."""
+        flow = self.launch_flow
         self.launch.startRequested.connect(flow.start)
         self.launch.stopRequested.connect(flow.stop)
         self.editor.fastestRequested.connect(flow.find_fastest)
         self.editor.relaunchRequested.connect(flow.relaunch_with_shown_split)
         self.editor.planChanged.connect(lambda _p: flow.show_split_differs())
         self.editor.ctxChanged.connect(lambda v: self.workspace.set_options(ctx=v))
+        self.models.modelUsed.connect(lambda _info: flow.update_fastest_button())
         self.workspace.subscribe(self._on_workspace)
-        self.failover_banner.cancelRequested.connect(self.session.cancel_failover)
-        self.failover_banner.optionChosen.connect(self.choose_failover)
         self.chat.set_send(None)
-        self.apply_failover_settings()
-        # session → views
-        self.session.nodeEvent.connect(self.on_node_event)
-        self.session.sample.connect(self.on_sample)
+        self.menus.apply_failover_settings()
         self.session.serverState.connect(flow.on_server_state)
         self.session.serverLog.connect(self.launch.append_log)
         self.session.transferProgress.connect(self.launch.show_transfer)
         self.session.failover.connect(flow.on_failover)
         self.session.replyInterrupted.connect(self.chat.interrupt_reply)
         self.bridge.error.connect(lambda label, msg: self.statusBar().showMessage(f"{label}: {msg}", 10000))
-        self._host_timer = QTimer(self)
-        self._host_timer.setInterval(5000)
-        self._host_timer.timeout.connect(self._show_host)
-        self._host_timer.start()
-        self._demo = None
-        #: the demo agents' addresses until they hold the demo's layers (see _split_for_demo)
-        self._demo_addresses: set[str] = set()
-        self._restore_layout()
 
     # ------------------------------------------------------------ the workspace
 
@@ -214,6 +235,10 @@ class MainWindow(QMainWindow):
         """{node id: its agent's last status} (the workspace's)."""
         return self.workspace.statuses
 
+    def planned_devices(self) -> list:
+        """Plan devices of the nodes a launch can use: reachable, paired, with a known status."""
+        return self.workspace.planned_devices()
+
     def _on_workspace(self, event: str) -> None:
         if event == W.OPTIONS:
             self._show_options()
@@ -227,97 +252,48 @@ class MainWindow(QMainWindow):
         self.editor.set_ctx(opts.ctx)
         self.editor.set_options(opts)
 
-    # ------------------------------------------------------------ setup
+    def _update_devices(self, force: bool = False) -> None:
+        devices = self.planned_devices()
+        # Only the set of devices re-plans; free memory moves all the time and would wipe the
+        # user's edits and undo history.
+        sig = (id(self.model), tuple(d.key + "@" + (d.endpoint or "") for d in devices))
+        if sig == self._device_sig and not force:
+            return
+        self._device_sig = sig
+        self.editor.set_cluster(self.model, devices, host_free_bytes())
+        self.demo.split_for_demo(self.model, devices, self.node_map.values())
 
-    def _build_menus(self) -> None:
-        m = self.menuBar().addMenu(self.tr("&File"))
-        a = QAction(self.tr("&Open model…"), self)
-        a.setShortcut(QKeySequence.StandardKey.Open)
-        a.triggered.connect(self.model_panel._open)
-        m.addAction(a)
-        self.export_action = QAction(self.tr("&Export cluster profile…"), self)
-        self.export_action.triggered.connect(lambda: self.profiles.export_dialog())
-        m.addAction(self.export_action)
-        self.import_action = QAction(self.tr("&Import cluster profile…"), self)
-        self.import_action.triggered.connect(lambda: self.profiles.import_dialog())
-        m.addAction(self.import_action)
-        m.addSeparator()
-        q = QAction(self.tr("&Quit"), self)
-        q.setShortcut(QKeySequence.StandardKey.Quit)
-        q.triggered.connect(self.quit_asking)
-        m.addAction(q)
-        self.quit_action = q
-        self._build_failover_menu()
-        h = self.menuBar().addMenu(self.tr("&Help"))
-        # more than About (#17): the keys, and where to look when something does not work
-        self.shortcuts_action = QAction(self.tr("&Keyboard shortcuts"), self)
-        self.shortcuts_action.triggered.connect(self.show_shortcuts)
-        h.addAction(self.shortcuts_action)
-        self.troubleshooting_action = QAction(self.tr("&Troubleshooting"), self)
-        self.troubleshooting_action.triggered.connect(self.show_troubleshooting)
-        h.addAction(self.troubleshooting_action)
-        h.addSeparator()
-        about = QAction(self.tr("&About llama-herd"), self)
-        about.triggered.connect(self.show_about)
-        h.addAction(about)
+    def _show_host(self) -> None:
+        vm = psutil.virtual_memory()
+        eng = (self.tr("llama.cpp build %1 (herd needs %2)").replace("%1", str(self.engine.build))
+               .replace("%2", str(PINNED_BUILD)) if self.engine.complete
+               else self.tr("llama.cpp engine missing: run herd engine install"))
+        self.nodes.host_card.show_host(socket.gethostname(), platform.processor() or platform.machine(),
+                                       psutil.cpu_count() or 0, vm.available, vm.total, eng)
 
-    def _build_failover_menu(self) -> None:
-        """Cluster ▸ what happens when a node is lost (stored settings, applied at once)."""
-        c = self.menuBar().addMenu(self.tr("&Cluster"))
-        self.share_action = c.addAction(self.tr("&Share…"), self.open_share_dialog)  # (#34)
-        c.addSeparator()
-        self.auto_recover_action = QAction(self.tr("&Relaunch automatically when a node is lost"), self)
-        self.auto_recover_action.setCheckable(True)
-        self.auto_recover_action.setChecked(self.settings.get("failover/auto_recover"))
-        self.auto_recover_action.toggled.connect(lambda on: self._set_failover("failover/auto_recover", on))
-        c.addAction(self.auto_recover_action)
-        countdown = c.addMenu(self.tr("&Countdown before relaunching"))
-        group = QActionGroup(self)
-        self.countdown_actions: dict[int, QAction] = {}
-        current = max(0, self.settings.get("failover/countdown"))
-        for secs in sorted(set(COUNTDOWN_CHOICES) | {current}):
-            a = QAction(self.tr("At once") if secs == 0 else self.tr("%1 s").replace("%1", str(secs)), self)
-            a.setCheckable(True)
-            a.setChecked(secs == current)
-            a.triggered.connect(lambda _on=False, s=secs: self._set_failover("failover/countdown", s))
-            group.addAction(a)
-            countdown.addAction(a)
-            self.countdown_actions[secs] = a
-        rejoin = c.addMenu(self.tr("When a lost node &returns"))
-        group = QActionGroup(self)
-        self.rejoin_actions: dict[str, QAction] = {}
-        titles = {"ask": self.tr("Ask before using it again"), "auto": self.tr("Use it again automatically")}
-        for mode in REJOIN_CHOICES:
-            a = QAction(titles[mode], self)
-            a.setCheckable(True)
-            a.setChecked(mode == self._rejoin_setting())
-            a.triggered.connect(lambda _on=False, m=mode: self._set_failover("failover/rejoin", m))
-            group.addAction(a)
-            rejoin.addAction(a)
-            self.rejoin_actions[mode] = a
-        self.background.add_settings_menu(c)  # closing the window while serving (#36)
+    # ------------------------------------------------------------ for scripts and tests
 
-    def _set_failover(self, key: str, value) -> None:
-        self.settings.set(key, value)
-        self.apply_failover_settings()
+    def open_model(self, path: str) -> bool:
+        """Open the model at ``path`` now (:meth:`ModelActions.open_model <gui.model_actions.ModelActions.open_model>`)."""
+        return self.models.open_model(path)
 
-    def apply_failover_settings(self) -> None:
-        """Hand the stored failover settings to the session (and the launch running now)."""
-        s = self.settings
-        self.session.set_failover_policy(auto_recover=s.get("failover/auto_recover"),
-                                         countdown=max(0, s.get("failover/countdown")),
-                                         rejoin=self._rejoin_setting())
+    def read_model(self, path: str):
+        """Read the model at ``path`` in the background (:meth:`ModelActions.read_model <gui.model_actions.ModelActions.read_model>`)."""
+        return self.models.read_model(path)
 
-    def _rejoin_setting(self) -> str:
-        # a stored value that is not one of the choices (hand-edited file) means the default
-        value = self.settings.get("failover/rejoin")
-        return value if value in REJOIN_CHOICES else OPTIONS["failover/rejoin"].default
+    def add_node(self, address: str) -> None:
+        """Add a node by address (:meth:`NodeActions.add_node <gui.node_actions.NodeActions.add_node>`)."""
+        self.node_actions.add_node(address)
 
-    def choose_failover(self, option: str) -> None:
-        """A banner button: relaunch now, keep waiting, more layers here, or use a node again."""
-        call = self.session.choose_failover(option)
-        call.failed.connect(lambda exc: (self.failover_banner.choice_failed(),
-                                         self.statusBar().showMessage(str(exc), 15000)))
+    def pair_node(self, node_id: str, pin: str) -> None:
+        """Pair with a node (:meth:`NodeActions.pair_node <gui.node_actions.NodeActions.pair_node>`)."""
+        self.node_actions.pair_node(node_id, pin)
+
+    def on_sample(self, sample) -> None:
+        """Show a telemetry sample (:meth:`NodeActions.on_sample <gui.node_actions.NodeActions.on_sample>`)."""
+        self.node_actions.on_sample(sample)
+
+    # ------------------------------------------------------------ open / close
 
     def _restore_layout(self) -> None:
         geo = self.settings.get("window/geometry")
@@ -338,302 +314,9 @@ class MainWindow(QMainWindow):
             self.tr("Remembered nodes that did not answer: %1").replace("%1", "; ".join(missing))))
         last = self.settings.get("model/last")
         if last and Path(last).is_file() and self.model is None:
-            self.read_model(last)
+            self.models.read_model(last)
         self.model_panel.set_capacity(self.planned_devices(), host_free_bytes())
-        self.find_local_models()
-
-    # ------------------------------------------------------------ nodes
-
-    def _show_host(self) -> None:
-        vm = psutil.virtual_memory()
-        eng = (self.tr("llama.cpp build %1 (herd needs %2)").replace("%1", str(self.engine.build))
-               .replace("%2", str(PINNED_BUILD)) if self.engine.complete
-               else self.tr("llama.cpp engine missing: run herd engine install"))
-        self.nodes.host_card.show_host(socket.gethostname(), platform.processor() or platform.machine(),
-                                       psutil.cpu_count() or 0, vm.available, vm.total, eng)
-
-    def on_node_event(self, kind: str, node) -> None:
-        """A node appeared, changed or left."""
-        self.nodes.on_node_event(kind, node)
-        if self.workspace.node_event(kind, node):
-            self.statusBar().showMessage(self.tr("Lost contact with %1.").replace("%1", node.name), 10000)
-            # (asked of the launch that runs, not of the split being edited)
-            if self.workspace.running_uses(node):
-                self.launch.set_status(self.tr("%1 stopped answering; the running model may fail.")
-                                       .replace("%1", node.name), "#d62728")
-        n = len(self.node_map)
-        self.statusBar().showMessage(self.tr("%1 node(s) found.").replace("%1", str(n)))
-        # "Try a local demo" is for a first start with nobody around
-        self.nodes.demo_button.setVisible(n == 0 and self._demo is None)
-        # the same nodes to every view, so each picks the same colour for a node
-        names = {nid: nd.name for nid, nd in self.node_map.items()}
-        self.dashboard.set_node_names(names)
-        self.editor.set_node_names(names)
-
-    def on_sample(self, sample) -> None:
-        """A telemetry sample: cards, dashboard, and device memory for the planner."""
-        self.nodes.on_sample(sample)
-        self.dashboard.add_sample(sample)
-        if sample.kind == "node" and isinstance(sample.values.get("status"), Mapping):
-            self.workspace.set_status(sample.source, sample.values["status"])
-
-    def planned_devices(self) -> list:
-        """Plan devices of the nodes a launch can use: reachable, paired, with a known status."""
-        return self.workspace.planned_devices()
-
-    def _update_devices(self, force: bool = False) -> None:
-        devices = self.planned_devices()
-        # Only the set of devices re-plans; free memory moves all the time and would wipe the
-        # user's edits and undo history.
-        sig = (id(self.model), tuple(d.key + "@" + (d.endpoint or "") for d in devices))
-        if sig == self._device_sig and not force:
-            return
-        self._device_sig = sig
-        self.editor.set_cluster(self.model, devices, host_free_bytes())
-        self._split_for_demo(devices)
-
-    def _split_for_demo(self, devices: list) -> None:
-        """Once the demo's agents are paired and known, give them all the layers: the demo shows
-        a cluster at work, and its workers run on this computer anyway (the host would only add
-        a third share of the same RAM)."""
-        wanted = self._demo_addresses
-        if not wanted or self.model is None:
-            return
-        ours = {n.id for n in self.node_map.values() if f"{n.host}:{n.api_port}" in wanted}
-        mine = [d for d in devices if d.node_id in ours]
-        if len(ours) < len(wanted) or {d.node_id for d in mine} != ours:
-            return
-        from gui.cluster.planning.plan import PlanError, plan_from_split
-        n = self.model.n_slots
-        counts = [n // len(mine) + (1 if i < n % len(mine) else 0) for i in range(len(mine))]
-        try:
-            plan = plan_from_split(self.model, devices, {"host": 0, **{d.key: c for d, c in zip(mine, counts)}})
-        except PlanError as exc:
-            log.warning("demo split: %s", exc)
-            return
-        self._demo_addresses = set()
-        self.editor.apply_plan(plan)
-
-    def add_node(self, address: str) -> None:
-        """Add a node by address (remembered when it answers)."""
-        from gui.cluster.nodes.discovery import parse_address
-
-        try:
-            parse_address(address)
-        except ValueError as exc:
-            self.nodes.show_message(str(exc))
-            return
-        # a sign of life at once: an address that does not answer takes seconds to time out (#37)
-        self.nodes.show_message(self.tr("Connecting to %1…").replace("%1", address), error=False)
-        call = self.session.add_address(address)
-        call.finished.connect(lambda node: (self.settings.add_recent("nodes/addresses", address, 50),
-                                            self.nodes.show_message(
-                                                self.tr("Added %1.").replace("%1", node.name) if node else "",
-                                                error=False)))
-        call.failed.connect(lambda exc: self.nodes.show_message(
-            self.tr("Could not add %1: %2").replace("%1", address).replace("%2", explain(exc))))
-
-    def pair_node(self, node_id: str, pin: str) -> None:
-        """Pair with a node using its PIN."""
-        name = self.node_map[node_id].name if node_id in self.node_map else node_id
-        call = self.session.pair(node_id, pin)
-        # a success replaces whatever error was shown before, and says so
-        call.finished.connect(lambda _t: self.nodes.show_message(
-            self.tr("Paired with %1.").replace("%1", name), error=False))
-        call.failed.connect(lambda exc: self.nodes.show_message(
-            self.tr("Pairing with %1 failed: %2").replace("%1", name).replace("%2", explain(exc))))
-
-    def set_worker(self, node_id: str, running: bool) -> None:
-        """Start or stop a node's RPC worker."""
-        call = self.session.set_worker(node_id, running)
-        call.finished.connect(lambda _r: self.nodes.show_message(""))
-        call.failed.connect(lambda exc: self.nodes.show_message(explain(exc)))
-
-    def wake_node(self, node_id: str) -> None:
-        """Send a sleeping node its Wake-on-LAN packet and say so under the cards (#36)."""
-        name = self.nodes.cards[node_id].name if node_id in self.nodes.cards else node_id
-        call = self.session.wake(node_id)
-        call.finished.connect(lambda target: self.nodes.show_message(
-            self.tr("Sent %1 a Wake-on-LAN packet (%2); its card turns back on when it answers.")
-            .replace("%1", name).replace("%2", target.mac), error=False))
-        call.failed.connect(lambda exc: self.nodes.show_message(
-            self.tr("Could not wake %1: %2").replace("%1", name).replace("%2", explain(exc))))
-
-    # ------------------------------------------------------------ model
-
-    def open_model(self, path: str) -> bool:
-        """Inspect ``path`` on the calling thread and use it; on error say why and keep the
-        previous model. For scripts and tests that want the model open when this returns: what
-        the user does goes through :meth:`read_model`, which keeps the window responsive."""
-        from gui.cluster.llama.model import ModelError, inspect_model
-
-        self._model_read = None  # this one is newer than any read still running
-        try:
-            info = inspect_model(path)
-        except (ModelError, OSError) as exc:
-            self.model_panel.show_error(path, str(exc))
-            return False
-        self.use_model(info)
-        return True
-
-    def read_model(self, path: str):
-        """Inspect ``path`` off the GUI thread, then use it; returns the bridge call.
-
-        Parsing a GGUF's header takes seconds for a vocabulary of a quarter million tokens, so
-        it runs in a thread of its own (the window keeps painting, the sparklines keep moving)
-        while the model panel names the file; closing the window abandons it. The latest file chosen wins: a read
-        that ends after a newer one was asked for is dropped, whichever finishes first. On
-        error the panel says why and the previous model stays."""
-        from gui.bridge import in_background_thread
-        from gui.cluster.llama.model import inspect_model
-
-        async def read():
-            # a thread nothing waits for: closing the window mid-read does not wait for the read
-            return await in_background_thread(inspect_model, path, name="herd-read-model")
-
-        log.info("reading the model %s", path)
-        self.model_panel.show_reading(path)
-        call = self.bridge.submit(read(), "read model")
-        self._model_read = call
-        call.finished.connect(lambda info: call is self._model_read and self.use_model(info))
-        call.failed.connect(lambda exc: call is self._model_read
-                            and self.model_panel.show_error(path, describe_error(exc)))
-        return call
-
-    def find_local_models(self):
-        """List the models already on this PC in the model panel; the folders are scanned off
-        the GUI thread (a large cache takes a while). Returns the bridge call, or None while
-        the window closes."""
-        import asyncio
-
-        from gui.cluster.models.local import find_local_models
-
-        if self._closing:
-            return None
-        herd_dir = self.settings.get("hub/models_dir") or None
-        recent = list(self.settings.get("model/recent"))
-
-        async def scan():
-            return await asyncio.to_thread(find_local_models, herd_dir, recent)
-
-        call = self.bridge.submit(scan(), "find models on this PC")
-        self._local_scan = call
-        call.finished.connect(lambda models: call is self._local_scan and self.model_panel.set_local_models(models))
-        return call
-
-    def use_model(self, info) -> None:
-        """Make ``info`` (a read :class:`~gui.cluster.llama.model.ModelInfo`) the open model:
-        show it, remember it, plan for it."""
-        self.model_panel.show_model(info)
-        self.settings.set("model/last", str(info.path))
-        self.model_panel.set_recent(self.settings.add_recent("model/recent", str(info.path)))
-        self.find_local_models()  # (the recent files changed; a new download may be there)
-        self.workspace.open_model(info)  # (lowers a context beyond the model's own; re-plans)
-        self.launch_flow.update_fastest_button()
-
-    def open_share_dialog(self):
-        """*Share…*: the Share on the LAN switch, what a phone app needs, and the keys (#34)."""
-        from gui.widgets.share_dialog import ShareDialog
-
-        self.share_dialog = ShareDialog(self.settings, self.session.sharing.keys, self.session.share_info, self)
-        self.session.serverState.connect(self.share_dialog.follow_server)  # shared or not, as it changes
-        self.share_dialog.show()
-        return self.share_dialog
-
-    def open_hub_dialog(self):
-        """*Get model…*: a model from a hub that fits the cluster, opened when downloaded (#14)."""
-        from gui.hub_session import open_hub_dialog
-
-        self.hub_dialog = open_hub_dialog(self, self.bridge, self.settings, self.planned_devices,
-                                          self.workspace.options.ctx, self.read_model)
-        return self.hub_dialog
-
-    def make_demo_model(self) -> None:
-        """Write the demo model off the GUI thread, then open it."""
-        from gui.cluster.demo_cluster import ensure_demo_model
-
-        async def make():
-            import asyncio
-            return await asyncio.to_thread(ensure_demo_model)
-
-        self.model_panel.info.setText(self.tr("Making the demo model…"))
-        call = self.bridge.submit(make(), "demo model")
-        call.finished.connect(lambda p: self.read_model(str(p)))
-        call.failed.connect(lambda exc: self.model_panel.show_error("demo model", str(exc)))
-
-    # ------------------------------------------------------------ demo
-
-    def start_local_demo(self) -> None:
-        """"Try a local demo": two agents on loopback, paired, and the demo model."""
-        from gui.cluster.demo_cluster import DemoCluster, ensure_demo_model
-
-        if self._demo is not None:
-            return
-        self.nodes.show_message(self.tr("Starting two local workers…"))
-
-        async def go():
-            import asyncio
-            cluster = DemoCluster(2)
-            await asyncio.to_thread(cluster.start)
-            path = await asyncio.to_thread(ensure_demo_model)
-            return cluster, path
-
-        call = self.bridge.submit(go(), "local demo")
-        call.finished.connect(lambda r: self.attach_demo(*r))
-        call.failed.connect(lambda exc: self.nodes.show_message(
-            self.tr("The local demo could not start: %1").replace("%1", str(exc))))
-
-    def attach_demo(self, cluster, model_path) -> None:
-        """Add and pair the demo's agents, open the demo model (ready to press Start)."""
-        self._demo = cluster
-        self._demo_addresses = {a.address for a in cluster.agents}
-        self.nodes.show_message("")
-        for a in cluster.agents:
-            call = self.session.add_address(a.address)
-            # (the window may have been closed meanwhile: then there is nobody to pair for)
-            call.finished.connect(lambda node, pin=a.pin: node and not self._closing
-                                  and self.session.pair(node.id, pin))
-        self.read_model(str(model_path))
-        self.tabs.setCurrentWidget(self.editor)
-
-    # ------------------------------------------------------------ about / close
-
-    def show_shortcuts(self) -> None:
-        """Help → Keyboard shortcuts."""
-        rows = [("Ctrl+O", self.tr("Open a model")),
-                (self.tr("Left / Right"), self.tr("Move the focused handle of the layer bar one slot")),
-                (self.tr("Up / Down"), self.tr("Focus the previous / next handle")),
-                ("Ctrl+Z / Ctrl+Y", self.tr("Undo / redo a split edit")),
-                ("Ctrl+Enter", self.tr("Send the chat message")),
-                ("Ctrl+Q", self.tr("Quit (asks first while the cluster serves)"))]
-        QMessageBox.information(self, self.tr("Keyboard shortcuts"), "<table>" + "".join(
-            f"<tr><td><b>{k}</b>&nbsp;&nbsp;</td><td>{v}</td></tr>" for k, v in rows) + "</table>")
-
-    def show_troubleshooting(self) -> None:
-        """Help → Troubleshooting: where to look first."""
-        QMessageBox.information(self, self.tr("Troubleshooting"), "<p>" + "</p><p>".join([
-            self.tr("<b>A node does not appear:</b> check that herd-agent runs on it (herd-agent pin shows its "
-                    "PIN); where the network blocks discovery, use Add by address… with its IP address."),
-            self.tr("<b>Start refuses or fails:</b> the Launch tab lists the checks; in a terminal, herd doctor "
-                    "runs the same checks and herd engine status shows which llama.cpp build is used."),
-            self.tr("<b>The model does not fit:</b> lower the context on the Split tab, or give layers to the "
-                    "devices with memory to spare."),
-            self.tr("<b>Slow replies:</b> Fastest measures the nodes and picks the quickest split; a node on "
-                    "Wi-Fi is marked on its card."),
-        ]) + "</p>")
-
-    def show_about(self) -> None:
-        """Help → About, with versions."""
-        eng = self.engine
-        QMessageBox.about(self, self.tr("About llama-herd"), "<h3>llama-herd %s</h3><p>%s</p><p>%s</p>" % (
-            __version__,
-            self.tr("Turn the PCs of your home network into one llama.cpp cluster."),
-            "<br>".join([
-                self.tr("llama.cpp build: %1 (pinned %2)").replace("%1", str(eng.build or "—")).replace("%2", str(PINNED_BUILD)),
-                self.tr("Qt %1, PySide6 %2, Python %3").replace("%1", qVersion()).replace("%2", PYSIDE_VERSION)
-                .replace("%3", platform.python_version()),
-                self.tr("Platform: %1").replace("%1", platform.platform()),
-            ])))
+        self.models.find_local_models()
 
     def confirm_quit(self) -> bool:
         """While the cluster serves, ask before quitting stops it (#17); True: go ahead."""
@@ -670,6 +353,23 @@ class MainWindow(QMainWindow):
         if event.spontaneous() and not getattr(self, "_confirmed", False) and self.background.on_window_close(event):
             return
         self._closing = True
+        self.models.stop()
+        self._save_settings()
+        self.chat.stop()
+        if self.chat_store is not None:  # a reply arriving now is kept as far as it came, marked
+            self.chat.history.let_go()
+            self.chat_store.close()
+        self._host_timer.stop()
+        self.session.close()
+        if self._own_bridge:
+            self.bridge.close()
+        self.demo.close()
+        if self.tray is not None:
+            self.tray.hide()
+        super().closeEvent(event)
+
+    def _save_settings(self) -> None:
+        """The layout, the context, the hand-made splits and the chat settings, for the next start."""
         s = self.settings
         s.set("window/geometry", self.saveGeometry())
         s.set("window/splitter", self.splitter.saveState())
@@ -681,20 +381,6 @@ class MainWindow(QMainWindow):
         s.set("chat/temperature", chat["temperature"])
         s.set("chat/max_tokens", chat["max_tokens"])
         s.sync()
-        self.chat.stop()
-        if self.chat_store is not None:  # a reply arriving now is kept as far as it came, marked
-            self.chat.history.let_go()
-            self.chat_store.close()
-        self._host_timer.stop()
-        self.session.close()
-        if self._own_bridge:
-            self.bridge.close()
-        if self._demo is not None:
-            self._demo.stop()
-            self._demo = None
-        if self.tray is not None:
-            self.tray.hide()
-        super().closeEvent(event)
 
 
 def fit_first_window(win: QMainWindow) -> None:
@@ -772,8 +458,7 @@ def run_app(args, demo=None, model: Path | None = None) -> int:
     win.show()
     win.start()
     if demo is not None:
-        win.attach_demo(demo, model)
-        win._demo = None  # `herd demo` stops its own agents after the app closes
+        win.demo.attach(demo, model, stop_on_close=False)  # `herd demo` stops its own agents after the app closes
     if getattr(args, "quit_after", None):
         # `herd --quit-after 5`: the packaged-app smoke test opens the window and closes it the
         # way a user does, so start-up and shutdown (discovery, bridge thread) are both exercised.

@@ -49,22 +49,28 @@ def load_with_model(path: str):
 class ProfileActions(QObject):
     """File ▸ Export/Import cluster profile (see the module docstring).
 
+    It is given the views it drives and what a profile is made from, not the whole window (#33).
+
     Attributes:
-        win: the :class:`~gui.app.MainWindow`.
-        workspace, engine, editor: what a profile is made from and shown in.
+        dialog_parent: the window the dialogs sit on.
+        workspace, engine, bridge: what a profile is made from, and the bridge it is read through.
+        models: the window's :class:`~gui.model_actions.ModelActions`, which open a profile's model.
+        editor, nodes, tabs, status_bar: the split editor a profile is shown in, the nodes panel
+            (a node is paired from the review), the window's tabs and status bar.
     """
 
-    def __init__(self, win) -> None:
-        super().__init__(win)
-        self.win = win
-        self.workspace, self.engine, self.editor = win.workspace, win.engine, win.editor
+    def __init__(self, parent, *, workspace, engine, bridge, models, editor, nodes, tabs, status_bar) -> None:
+        super().__init__(parent)
+        self.dialog_parent = parent
+        self.workspace, self.engine, self.bridge, self.models = workspace, engine, bridge, models
+        self.editor, self.nodes, self.tabs, self.status_bar = editor, nodes, tabs, status_bar
 
     def export_dialog(self) -> None:
         """File → Export cluster profile…"""
         if self.workspace.model is None or self.editor.plan() is None:
-            QMessageBox.information(self.win, self.tr("Export cluster profile"), self.tr("Open a model first."))
+            QMessageBox.information(self.dialog_parent, self.tr("Export cluster profile"), self.tr("Open a model first."))
             return
-        path, _ = QFileDialog.getSaveFileName(self.win, self.tr("Export cluster profile"), "cluster.json",
+        path, _ = QFileDialog.getSaveFileName(self.dialog_parent, self.tr("Export cluster profile"), "cluster.json",
                                               self.tr("Cluster profiles (*.json)"))
         if path:
             self.export(path)
@@ -83,15 +89,15 @@ class ProfileActions(QObject):
             return await asyncio.to_thread(export_profile, path, plan=plan, model=model, nodes=nodes,
                                            engine=self.engine, server=options)
 
-        call = self.win.bridge.submit(go(), "export profile")
-        call.finished.connect(lambda p: self.win.statusBar().showMessage(self.tr("Saved %1").replace("%1", str(p)), 10000))
-        call.failed.connect(lambda exc: plain_message(self.win, QMessageBox.Icon.Warning, self.tr("Export cluster profile"), exc))
+        call = self.bridge.submit(go(), "export profile")
+        call.finished.connect(lambda p: self.status_bar.showMessage(self.tr("Saved %1").replace("%1", str(p)), 10000))
+        call.failed.connect(lambda exc: plain_message(self.dialog_parent, QMessageBox.Icon.Warning, self.tr("Export cluster profile"), exc))
         return call
 
     def import_dialog(self) -> None:
         """File → Import cluster profile…: read it off the GUI thread, then show the differences
         (kept up to date while the dialog is open) and apply on request."""
-        path, _ = QFileDialog.getOpenFileName(self.win, self.tr("Import cluster profile"), "",
+        path, _ = QFileDialog.getOpenFileName(self.dialog_parent, self.tr("Import cluster profile"), "",
                                               self.tr("Cluster profiles (*.json);;All files (*)"))
         if path:
             self.read_in_background(path).finished.connect(lambda result: self.offer(path, *result))
@@ -113,8 +119,8 @@ class ProfileActions(QObject):
         whether it was applied."""
         from gui.widgets.profile_dialog import ProfileDiffDialog
 
-        dlg = ProfileDiffDialog(path, profile, self.check(profile, info), self.win, host=self.workspace.options.host)
-        dlg.pairRequested.connect(self.win.nodes.ask_pin)
+        dlg = ProfileDiffDialog(path, profile, self.check(profile, info), self.dialog_parent, host=self.workspace.options.host)
+        dlg.pairRequested.connect(self.nodes.ask_pin)
         # (events come on the GUI thread: from the session's queued signals, through the window)
         stop = self.workspace.subscribe(lambda _event: dlg.set_findings(self.check(profile, info)))
         try:
@@ -146,9 +152,9 @@ class ProfileActions(QObject):
             return await asyncio.to_thread(load_with_model, path)
 
         reading = self.tr("Reading %1…").replace("%1", Path(path).name)
-        bar = self.win.statusBar()
+        bar = self.status_bar
         bar.showMessage(reading)
-        call = self.win.bridge.submit(go(), "import profile")
+        call = self.bridge.submit(go(), "import profile")
         call.failed.connect(self._unreadable)
         call.done.connect(lambda: bar.currentMessage() == reading and bar.clearMessage())
         return call
@@ -178,7 +184,7 @@ class ProfileActions(QObject):
 
     def _unreadable(self, exc) -> None:
         # the error may quote the profile (its model name): outside text, shown plainly (#32)
-        plain_message(self.win, QMessageBox.Icon.Warning, self.tr("Import cluster profile"), exc)
+        plain_message(self.dialog_parent, QMessageBox.Icon.Warning, self.tr("Import cluster profile"), exc)
 
     def apply(self, profile, info=None) -> bool:
         """Open the profile's model and show its plan on the nodes as they are now (matched by
@@ -199,19 +205,19 @@ class ProfileActions(QObject):
             info = load_with_model_info(profile)
         findings = self.check(profile, info)
         if blocking(findings):
-            plain_message(self.win, QMessageBox.Icon.Warning, self.tr("Import cluster profile"), refusal(findings))
+            plain_message(self.dialog_parent, QMessageBox.Icon.Warning, self.tr("Import cluster profile"), refusal(findings))
             return False
         if info is not None and str(info.path) == str(profile.model.path):
-            self.win.use_model(info)
-        elif not self.win.open_model(profile.model.path):
+            self.models.use_model(info)
+        elif not self.models.open_model(profile.model.path):
             return False
         # (where the endpoint listens stays this PC's own setting: never the profile's, #32)
         self.workspace.set_options(ctx=profile.server.ctx, port=profile.server.port,
                                    alias=profile.server.alias, extra_args=profile.server.extra_args)
         self.editor.apply_plan(bind_to_devices(rebind_plan(profile, list(self.workspace.nodes.values())),
                                                self.workspace.planned_devices()))
-        self.win.tabs.setCurrentWidget(self.editor)
+        self.tabs.setCurrentWidget(self.editor)
         done = applied_message(profile, self.editor.plan())
         self.editor.set_note(done)  # (until the next edit)
-        self.win.statusBar().showMessage(done, 20000)
+        self.status_bar.showMessage(done, 20000)
         return True

@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 from PySide6.QtCore import QObject, Qt, Signal
@@ -48,6 +50,7 @@ from gui.cluster.serving.front_door import FrontDoorError
 from gui.cluster.serving.sharing import LanShare
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class ClusterSession(QObject):
@@ -226,19 +229,19 @@ class ClusterSession(QObject):
 
     def add_address(self, address: str) -> Call:
         """Add a node by ``host[:port]`` (result: the :class:`Node`)."""
-        return self.bridge.submit(self.discovery_call("add_address", address), f"add {address}", timeout=15)
+        return self.bridge.submit(self._with_discovery(lambda d: d.add_address(address)), f"add {address}", timeout=15)
 
-    async def discovery_call(self, name: str, *args):
-        """Run ``Discovery.<name>(*args)`` once discovery has started."""
+    async def _with_discovery(self, call: Callable[[Discovery], Awaitable[T]]) -> T:
+        """``await call(discovery)`` once :meth:`start` has made it; :class:`AgentError`, in words, if it never does."""
         for _ in range(100):
             if self.discovery is not None:
-                break
+                return await call(self.discovery)
             await asyncio.sleep(0.05)
-        return await getattr(self.discovery, name)(*args)
+        raise AgentError(self.tr("Looking for nodes has not started yet; try again in a moment."))
 
     def pair(self, node_id: str, pin: str) -> Call:
         """Pair with a node using the PIN it shows."""
-        return self.bridge.submit(self.discovery_call("pair", node_id, pin), "pair", timeout=15)
+        return self.bridge.submit(self._with_discovery(lambda d: d.pair(node_id, pin)), "pair", timeout=15)
 
     def node_status(self, node_id: str) -> Call:
         """The agent's status of one node (result: dict)."""

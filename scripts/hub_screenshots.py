@@ -62,7 +62,7 @@ def render(lang: str, out: Path) -> Path:
                   and len(win.planned_devices()) == 2, 15, "status")
             win.editor.ctx.setValue(2048)
             win.model_panel.hub_button.click()
-            dlg = win.hub_dialog
+            dlg = win.models.hub_dialog
             dlg.endpoint.setText(hub.url)
             dlg.query.setText("tiny")
             dlg.search_button.click()

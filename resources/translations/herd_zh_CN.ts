@@ -196,6 +196,10 @@
         <source>No cluster is running.</source>
         <translation>没有正在运行的集群。</translation>
     </message>
+    <message>
+        <source>Looking for nodes has not started yet; try again in a moment.</source>
+        <translation>查找节点尚未开始；请稍后再试。</translation>
+    </message>
 </context>
 <context>
     <name>Dashboard</name>
@@ -3696,6 +3700,218 @@
     <message>
         <source>short by %1</source>
         <translation>还差 %1</translation>
+    </message>
+</context>
+<context>
+    <name>LocalDemo</name>
+    <message>
+        <source>Starting two local workers…</source>
+        <translation>正在启动两个本地工作节点…</translation>
+    </message>
+    <message>
+        <source>The local demo could not start: %1</source>
+        <translation>本地演示无法启动：%1</translation>
+    </message>
+</context>
+<context>
+    <name>ModelActions</name>
+    <message>
+        <source>Making the demo model…</source>
+        <translation>正在生成演示模型…</translation>
+    </message>
+</context>
+<context>
+    <name>NodeActions</name>
+    <message>
+        <source>%1 node(s) found.</source>
+        <translation>已找到 %1 个节点。</translation>
+    </message>
+    <message>
+        <source>%1 stopped answering; the running model may fail.</source>
+        <translation>%1 已停止响应，正在运行的模型可能会出错。</translation>
+    </message>
+    <message>
+        <source>Added %1.</source>
+        <translation>已添加 %1。</translation>
+    </message>
+    <message>
+        <source>Connecting to %1…</source>
+        <translation>正在连接 %1…</translation>
+    </message>
+    <message>
+        <source>Could not add %1: %2</source>
+        <translation>无法添加 %1：%2</translation>
+    </message>
+    <message>
+        <source>Could not wake %1: %2</source>
+        <translation>无法唤醒 %1：%2</translation>
+    </message>
+    <message>
+        <source>Lost contact with %1.</source>
+        <translation>与 %1 失去联系。</translation>
+    </message>
+    <message>
+        <source>Paired with %1.</source>
+        <translation>已与 %1 配对。</translation>
+    </message>
+    <message>
+        <source>Pairing with %1 failed: %2</source>
+        <translation>与 %1 配对失败：%2</translation>
+    </message>
+    <message>
+        <source>Sent %1 a Wake-on-LAN packet (%2); its card turns back on when it answers.</source>
+        <translation>已向 %1 发送网络唤醒（Wake-on-LAN）数据包（%2）；它应答后，其卡片会恢复正常。</translation>
+    </message>
+</context>
+<context>
+    <name>WindowMenus</name>
+    <message>
+        <source>%1 s</source>
+        <translation>%1 秒</translation>
+    </message>
+    <message>
+        <source>&amp;About llama-herd</source>
+        <translation>关于 llama-herd(&amp;A)</translation>
+    </message>
+    <message>
+        <source>&amp;Cluster</source>
+        <translation>集群(&amp;C)</translation>
+    </message>
+    <message>
+        <source>&amp;Countdown before relaunching</source>
+        <translation>重新启动前的倒计时(&amp;C)</translation>
+    </message>
+    <message>
+        <source>&amp;Export cluster profile…</source>
+        <translation>导出集群配置(&amp;E)…</translation>
+    </message>
+    <message>
+        <source>&amp;File</source>
+        <translation>文件(&amp;F)</translation>
+    </message>
+    <message>
+        <source>&amp;Help</source>
+        <translation>帮助(&amp;H)</translation>
+    </message>
+    <message>
+        <source>&amp;Import cluster profile…</source>
+        <translation>导入集群配置(&amp;I)…</translation>
+    </message>
+    <message>
+        <source>&amp;Keyboard shortcuts</source>
+        <translation>键盘快捷键(&amp;K)</translation>
+    </message>
+    <message>
+        <source>&amp;Open model…</source>
+        <translation>打开模型(&amp;O)…</translation>
+    </message>
+    <message>
+        <source>&amp;Quit</source>
+        <translation>退出(&amp;Q)</translation>
+    </message>
+    <message>
+        <source>&amp;Relaunch automatically when a node is lost</source>
+        <translation>节点失联时自动重新启动(&amp;R)</translation>
+    </message>
+    <message>
+        <source>&amp;Share…</source>
+        <translation>共享(&amp;S)…</translation>
+    </message>
+    <message>
+        <source>&amp;Troubleshooting</source>
+        <translation>故障排查(&amp;T)</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;A node does not appear:&lt;/b&gt; check that herd-agent runs on it (herd-agent pin shows its PIN); where the network blocks discovery, use Add by address… with its IP address.</source>
+        <translation>&lt;b&gt;节点没有出现：&lt;/b&gt;请确认它上面正在运行 herd-agent（herd-agent pin 会显示其 PIN）；如果网络阻止了自动发现，请用“按地址添加…”输入它的 IP 地址。</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;Slow replies:&lt;/b&gt; Fastest measures the nodes and picks the quickest split; a node on Wi-Fi is marked on its card.</source>
+        <translation>&lt;b&gt;回复很慢：&lt;/b&gt;“最快”会测量各节点并选出最快的分层；使用 Wi-Fi 的节点会在其卡片上标出。</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;Start refuses or fails:&lt;/b&gt; the Launch tab lists the checks; in a terminal, herd doctor runs the same checks and herd engine status shows which llama.cpp build is used.</source>
+        <translation>&lt;b&gt;无法启动或启动失败：&lt;/b&gt;“启动”页列出了各项检查；在终端中，herd doctor 会运行同样的检查，herd engine status 会显示所用的 llama.cpp 版本。</translation>
+    </message>
+    <message>
+        <source>&lt;b&gt;The model does not fit:&lt;/b&gt; lower the context on the Split tab, or give layers to the devices with memory to spare.</source>
+        <translation>&lt;b&gt;模型装不下：&lt;/b&gt;请在“分层”页调低上下文，或把层分给仍有空闲内存的设备。</translation>
+    </message>
+    <message>
+        <source>About llama-herd</source>
+        <translation>关于 llama-herd</translation>
+    </message>
+    <message>
+        <source>Ask before using it again</source>
+        <translation>重新使用前先询问</translation>
+    </message>
+    <message>
+        <source>At once</source>
+        <translation>立即</translation>
+    </message>
+    <message>
+        <source>Focus the previous / next handle</source>
+        <translation>选中上一个 / 下一个拖柄</translation>
+    </message>
+    <message>
+        <source>Keyboard shortcuts</source>
+        <translation>键盘快捷键</translation>
+    </message>
+    <message>
+        <source>Left / Right</source>
+        <translation>左 / 右</translation>
+    </message>
+    <message>
+        <source>Move the focused handle of the layer bar one slot</source>
+        <translation>把分层条上选中的拖柄移动一个层位</translation>
+    </message>
+    <message>
+        <source>Open a model</source>
+        <translation>打开模型</translation>
+    </message>
+    <message>
+        <source>Platform: %1</source>
+        <translation>平台：%1</translation>
+    </message>
+    <message>
+        <source>Qt %1, PySide6 %2, Python %3</source>
+        <translation>Qt %1，PySide6 %2，Python %3</translation>
+    </message>
+    <message>
+        <source>Quit (asks first while the cluster serves)</source>
+        <translation>退出（集群运行时会先询问）</translation>
+    </message>
+    <message>
+        <source>Send the chat message</source>
+        <translation>发送对话消息</translation>
+    </message>
+    <message>
+        <source>Troubleshooting</source>
+        <translation>故障排查</translation>
+    </message>
+    <message>
+        <source>Turn the PCs of your home network into one llama.cpp cluster.</source>
+        <translation>把家里局域网中的电脑组成一个 llama.cpp 集群。</translation>
+    </message>
+    <message>
+        <source>Undo / redo a split edit</source>
+        <translation>撤销 / 重做分层修改</translation>
+    </message>
+    <message>
+        <source>Up / Down</source>
+        <translation>上 / 下</translation>
+    </message>
+    <message>
+        <source>Use it again automatically</source>
+        <translation>自动重新使用</translation>
+    </message>
+    <message>
+        <source>When a lost node &amp;returns</source>
+        <translation>失联节点恢复时(&amp;R)</translation>
+    </message>
+    <message>
+        <source>llama.cpp build: %1 (pinned %2)</source>
+        <translation>llama.cpp 版本：%1（固定版本 %2）</translation>
     </message>
 </context>
 </TS>

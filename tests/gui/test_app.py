@@ -289,9 +289,9 @@ def test_try_a_local_demo_button(qtbot, make_window, smollm2):
     win = make_window(browse=False)
     assert not win.node_map
     assert win.nodes.demo_button.isVisibleTo(win)
-    win.start_local_demo()
-    qtbot.waitUntil(lambda: win._demo is not None, timeout=30000)
-    demo = win._demo
+    win.demo.start()
+    qtbot.waitUntil(lambda: win.demo.cluster is not None, timeout=30000)
+    demo = win.demo.cluster
     addrs = {a.address for a in demo.agents}
     qtbot.waitUntil(lambda: sum(1 for n in win.node_map.values()
                                 if f"{n.host}:{n.api_port}" in addrs and n.paired) == 2, timeout=20000)

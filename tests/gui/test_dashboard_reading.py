@@ -98,7 +98,7 @@ def test_one_colour_and_order_per_node_everywhere_and_after_reopening(qtbot, mak
     # a node that discovery drops loses its card, its curves and its legend entry at once
     # (the session's "removed" event, as mDNS sends it when an agent says goodbye)
     gone_id = next(nid for nid, n in ids2.items() if n == names[1])
-    win2.on_node_event("removed", win2.node_map[gone_id])
+    win2.node_actions.on_node_event("removed", win2.node_map[gone_id])
     assert gone_id not in win2.nodes.cards
     assert not any(s.node_id == gone_id for s in win2.dashboard.series.values())
     assert names[1] not in win2.dashboard.legend_names()

@@ -101,11 +101,11 @@ def test_failover_settings_reach_the_policy_and_bad_values_fall_back(qtbot, tmp_
     try:
         policy = win.session.failover_policy
         assert (policy.auto_recover, policy.countdown, policy.rejoin) == (False, 5.0, "ask")
-        assert not win.auto_recover_action.isChecked() and win.countdown_actions[5].isChecked()
-        assert win.rejoin_actions["ask"].isChecked()
-        win.auto_recover_action.setChecked(True)
-        win.countdown_actions[10].trigger()
-        win.rejoin_actions["auto"].trigger()
+        assert not win.menus.auto_recover_action.isChecked() and win.menus.countdown_actions[5].isChecked()
+        assert win.menus.rejoin_actions["ask"].isChecked()
+        win.menus.auto_recover_action.setChecked(True)
+        win.menus.countdown_actions[10].trigger()
+        win.menus.rejoin_actions["auto"].trigger()
         assert (policy.auto_recover, policy.countdown, policy.rejoin) == (True, 10.0, "auto")
         assert Settings(str(tmp_path / "herd.ini")).get("failover/countdown") == 10
         with pytest.raises(ValueError, match="rejoin must be"):
@@ -189,7 +189,7 @@ def test_lost_worker_banner_countdown_cancel_and_relaunch(qtbot, window, agents,
     assert sig.args[0].pieces == 4, win.chat.status.text()
 
     # auto-recover off (Cluster menu): a loss waits for the user, no countdown
-    win.auto_recover_action.setChecked(False)
+    win.menus.auto_recover_action.setChecked(False)
     assert win.settings.get("failover/auto_recover") is False
     assert win.session.failover_policy.auto_recover is False
     seen = len(events)
@@ -217,7 +217,7 @@ def test_a_node_that_returns_is_offered_and_used_again(qtbot, window, agents, de
     win.session.failover.connect(events.append)
     launch_on_both(win, agents, demo_model)
     url = win.session.server_url
-    win.countdown_actions[0].trigger()  # relaunch at once (Cluster menu, applied to this launch)
+    win.menus.countdown_actions[0].trigger()  # relaunch at once (Cluster menu, applied to this launch)
     assert win.session.failover_policy.countdown == 0 and win.settings.get("failover/countdown") == 0
     b = next(a for a in agents.agents if a.name == "demo-b")
     os.kill(b.proc.pid, signal.SIGSTOP)  # its agent stops answering, as on a PC gone to sleep

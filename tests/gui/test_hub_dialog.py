@@ -71,7 +71,7 @@ def test_search_fit_download_and_verified_launch(qtbot, make_window, agents, hub
     win.editor.ctx.setValue(512)
 
     qtbot.mouseClick(win.model_panel.hub_button, Qt.MouseButton.LeftButton)
-    dlg = win.hub_dialog
+    dlg = win.models.hub_dialog
     assert dlg.isVisible()
     # the hub address is offered with the reason to change it
     assert any("mirror" in w.text() for w in dlg.findChildren(QLabel))
@@ -152,7 +152,7 @@ def test_cancel_keeps_nothing_where_models_are_and_resumes(qtbot, make_window, h
     models = tmp_path / "models"
     win = make_window(browse=False, **{"hub/models_dir": str(models), "hub/endpoint": hub.url})
     qtbot.mouseClick(win.model_panel.hub_button, Qt.MouseButton.LeftButton)
-    dlg = win.hub_dialog
+    dlg = win.models.hub_dialog
     assert dlg.endpoint.text() == hub.url
     dlg.repo = REPO
     dlg.repoChosen.emit(REPO, 512)
@@ -187,7 +187,7 @@ def test_closing_the_window_stops_a_running_download(qtbot, make_window, hub, tm
     models = tmp_path / "models"
     win = make_window(browse=False, **{"hub/models_dir": str(models), "hub/endpoint": hub.url})
     qtbot.mouseClick(win.model_panel.hub_button, Qt.MouseButton.LeftButton)
-    dlg = win.hub_dialog
+    dlg = win.models.hub_dialog
     dlg.repo = REPO
     dlg.repoChosen.emit(REPO, 512)
     qtbot.waitUntil(lambda: dlg.table.rowCount() == 4, timeout=30000)

@@ -54,7 +54,7 @@ def _add_and_pair(qtbot, win, cluster):
 
 def _export(qtbot, win, path):
     seen = answer_dialog(qtbot, QFileDialog, choose_file(qtbot, str(path)))
-    use_menu(qtbot, win, win.export_action)
+    use_menu(qtbot, win, win.menus.export_action)
     check(seen)
     qtbot.waitUntil(path.is_file, timeout=30000)
 
@@ -64,7 +64,7 @@ def _import(qtbot, win, path, review_with):
     then its review dialog opens and ``review_with(dialog)`` answers it."""
     files = answer_dialog(qtbot, QFileDialog, choose_file(qtbot, str(path)))
     review = answer_dialog(qtbot, ProfileDiffDialog, review_with, timeout=20)
-    use_menu(qtbot, win, win.import_action)
+    use_menu(qtbot, win, win.menus.import_action)
     check(files)
     # (the dialog is answered inside its own event loop: once it is seen here, it has closed)
     qtbot.waitUntil(lambda: "dialog" in review or "error" in review, timeout=25000)

@@ -131,7 +131,7 @@ def test_a_model_chosen_while_another_is_read_wins(qtbot, make_window, slow_mode
     win = make_window(browse=False, **{"model/recent": [str(slow_model), str(demo_model)]})
     win.model_panel.set_recent(win.settings.get("model/recent"))
     pick_recent(win, slow_model)
-    slow, ended = win._model_read, []
+    slow, ended = win.models.newest_read, []
     slow.done.connect(lambda: ended.append(slow.future.result()))  # (delivered queued: never missed)
     pick_recent(win, demo_model)  # changed my mind while the large one is read
     qtbot.waitUntil(lambda: win.model is not None, timeout=60000)
@@ -165,12 +165,12 @@ def test_the_demo_window_answers_while_a_remembered_large_model_is_read(qtbot, m
     model, then the demo's own; it keeps answering meanwhile and the demo's model is the one
     open, although the remembered one finishes last."""
     win = make_window(browse=False, **{"model/last": str(slow_model)})  # start() reads the last model
-    remembered, ended = win._model_read, []
+    remembered, ended = win.models.newest_read, []
     assert remembered is not None and win.model is None
     remembered.done.connect(lambda: ended.append(True))
     with StallMeter() as meter:
         started = time.perf_counter()
-        win.attach_demo(agents, demo_model)
+        win.demo.attach(agents, demo_model)
         qtbot.waitUntil(lambda: win.model is not None, timeout=60000)
         assert win.model.path == demo_model
         # the remembered read stays stuck while the window answers a hundred more ticks (the

@@ -46,7 +46,7 @@ def test_app_start_and_herd_up_run_the_same_command_line(qtbot, make_window, age
 
 def test_the_demo_opens_with_its_agents_holding_the_layers(qtbot, make_window, agents, demo_model):
     win = make_window(browse=False)
-    win.attach_demo(agents, demo_model)
+    win.demo.attach(agents, demo_model, stop_on_close=False)  # the fixture stops the demo's agents
     ours = {a.address for a in agents.agents}
 
     def on_agents():
@@ -58,7 +58,6 @@ def test_the_demo_opens_with_its_agents_holding_the_layers(qtbot, make_window, a
     qtbot.waitUntil(on_agents, timeout=30000)
     counts = sorted(c for _, c in win.editor.plan().assignments if c)
     assert sum(counts) == win.model.n_slots and counts[-1] - counts[0] <= 1  # an even share each
-    win._demo = None  # the fixture stops the demo's agents
 
 
 def test_a_lost_worker_interrupts_the_reply_in_the_chats_own_transcript(qtbot, make_window, agents, demo_model,

@@ -26,7 +26,7 @@ def start_alone(qtbot, win, model) -> None:
 def test_start_with_sharing_on_serves_through_the_front_door(qtbot, make_window, smollm2):
     win = make_window(browse=False, **{"server/share_lan": True})
     endpoint_port = win.settings.get("server/port")
-    dialog = win.open_share_dialog()  # open before Start: it follows the launch
+    dialog = win.menus.open_share_dialog()  # open before Start: it follows the launch
     assert "Press Start" in dialog.status.text() and dialog.port.text() == "—"
     start_alone(qtbot, win, smollm2)
 

@@ -18,7 +18,7 @@ def test_quit_while_serving_asks(qtbot, make_window, agents, demo_model, launch_
         click(qtbot, box.button(QMessageBox.StandardButton.Cancel))
 
     seen = answer_dialog(qtbot, QMessageBox, cancel)
-    use_menu(qtbot, win, win.quit_action)
+    use_menu(qtbot, win, win.menus.quit_action)
     check(seen)
     assert win.isVisible() and win.session.supervisor is not None and server.returncode is None
 
@@ -26,7 +26,7 @@ def test_quit_while_serving_asks(qtbot, make_window, agents, demo_model, launch_
         click(qtbot, next(b for b in box.buttons() if b.text() == "Stop and quit"))
 
     seen = answer_dialog(qtbot, QMessageBox, stop_and_quit)
-    use_menu(qtbot, win, win.quit_action)
+    use_menu(qtbot, win, win.menus.quit_action)
     check(seen)
     assert not win.isVisible()
     assert server.returncode is not None  # llama-server was stopped on the way out
@@ -52,7 +52,7 @@ def test_help_has_shortcuts_and_troubleshooting(qtbot, tmp_path, monkeypatch):
             texts.append(box.text())
             click(qtbot, box.button(QMessageBox.StandardButton.Ok))
 
-        for action, want in ((win.shortcuts_action, "Ctrl+Z / Ctrl+Y"), (win.troubleshooting_action, "herd doctor")):
+        for action, want in ((win.menus.shortcuts_action, "Ctrl+Z / Ctrl+Y"), (win.menus.troubleshooting_action, "herd doctor")):
             seen = answer_dialog(qtbot, QMessageBox, read)
             use_menu(qtbot, win, action)
             check(seen)

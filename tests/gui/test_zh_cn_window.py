@@ -51,7 +51,7 @@ def test_the_file_dialog_speaks_chinese(zh_cn, qtbot, make_window, tmp_path, mon
         dlg.reject()
 
     seen = answer_dialog(qtbot, QFileDialog, look)
-    use_menu(qtbot, win, win.import_action)  # 文件 ▸ 导入集群配置…
+    use_menu(qtbot, win, win.menus.import_action)  # 文件 ▸ 导入集群配置…
     check(seen)
     assert labels["lookInLabel"] == "查找范围(&L)：", labels
     assert labels["fileTypeLabel"] == "文件类型(&T)：", labels
