@@ -10,10 +10,16 @@ That build streams the prefix back first, as the start of the reply's text: the 
 is the prefix plus the first new token. :class:`EchoedPrefix` takes the echo off, so the caller
 gets only the new text. Both the front door (a streaming client of another app,
 ``gui.cluster.serving.resume``) and the chat pane (:func:`gui.cluster.chat.conversation.resume`)
-use these two.
+use these two. :func:`resume_request` reads from a conversation which reply may go on: the one a
+lost worker cut, as the failover marked it on the model (#33).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (the conversation imports this module)
+    from gui.cluster.chat.conversation import Conversation
 
 
 def continuation_messages(messages: list[dict], partial: str) -> list[dict]:
@@ -50,3 +56,13 @@ class EchoedPrefix:
             same += 1
         new, self._echo = self._echo[same:], ""
         return new
+
+
+def resume_request(conversation: "Conversation") -> list[dict] | None:
+    """What continues the reply a lost worker cut in ``conversation``
+    (:meth:`~gui.cluster.chat.conversation.Conversation.mark_cut`): the conversation so far with
+    that reply's text as the assistant's prefix. None when there is nothing to continue: no reply
+    cut that way, one the person stopped, one without text, or one left out (#33)."""
+    if conversation.resumable is None:
+        return None
+    return conversation.continuation_messages()
