@@ -161,8 +161,8 @@ class Conversation:
 
     Attributes:
         messages: the messages, oldest first.
-        cut: the reply a lost worker cut (:meth:`mark_cut`), until it streams again; None when
-            no reply was cut that way.
+        cut: the reply a lost worker cut (:meth:`mark_cut`); None when no reply was cut that
+            way (or the conversation was cleared).
 
     ``watch(callback)`` registers ``callback(change)`` (a :class:`Change`) for every change;
     ``subscribe(callback)`` registers ``callback(index, message)``, called whenever a message is
@@ -285,13 +285,13 @@ class Conversation:
 
     def resume_reply(self) -> Message:
         """The last interrupted reply streams again, marked ``resumed``: text that arrives is
-        added after what it already had (#34). It is no longer :attr:`cut` (a new loss marks it
-        again)."""
+        added after what it already had (#34). It stays :attr:`cut`: when continuing it fails
+        (the server is not back yet), it may be continued again."""
         msg = self.last_interrupted
         if msg is None:
             raise RuntimeError("the last message is not an interrupted reply")
         msg.state, msg.resumed = STREAMING, True
-        self.cut = self._failed = None
+        self._failed = None
         self._changed(self.messages.index(msg), RESUMED)
         return msg
 

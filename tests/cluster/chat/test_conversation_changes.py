@@ -50,9 +50,12 @@ def test_a_reply_cut_by_a_lost_worker_is_marked_on_the_model_and_may_go_on():
     assert resume_request(c) == [{"role": "user", "content": "Count to fifty"},
                                  {"role": "assistant", "content": "1, 2, 3,"}]
     assert c.resume_reply() is reply
-    assert seen[-1].kind == conv.RESUMED and reply.resumed and c.cut is None
+    assert seen[-1].kind == conv.RESUMED and reply.resumed and c.resumable is None
     c.append(" 4")
     assert _kinds(seen)[-1] == (conv.TEXT, 1, " 4") and reply.content == "1, 2, 3, 4"
+    # continuing failed (the server not back yet): it may be continued again
+    c.fail("the connection to the server was lost during this reply")
+    assert c.resumable is reply
 
 
 def test_a_reply_the_person_stopped_is_not_continued():
