@@ -86,6 +86,7 @@ class ReplyInProgress:
         stats: what is measured about it.
         echo: for a continued reply, what takes the prefix llama-server sends back first off
             the text (#34); None for a new reply.
+        parts: the pieces of text it added to its message, in order.
     """
 
     message: Message

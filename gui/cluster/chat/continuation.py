@@ -16,10 +16,18 @@ lost worker cut, as the failover marked it on the model (#33).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # (the conversation imports this module)
-    from gui.cluster.chat.conversation import Conversation
+
+class CutConversation(Protocol):
+    """What :func:`resume_request` reads of a conversation (a
+    :class:`~gui.cluster.chat.conversation.Conversation`, which imports this module: it is not
+    imported back, the package's modules import one another one way only)."""
+
+    @property
+    def resumable(self) -> object | None: ...
+
+    def continuation_messages(self) -> list[dict]: ...
 
 
 def continuation_messages(messages: list[dict], partial: str) -> list[dict]:
@@ -58,7 +66,7 @@ class EchoedPrefix:
         return new
 
 
-def resume_request(conversation: "Conversation") -> list[dict] | None:
+def resume_request(conversation: CutConversation) -> list[dict] | None:
     """What continues the reply a lost worker cut in ``conversation``
     (:meth:`~gui.cluster.chat.conversation.Conversation.mark_cut`): the conversation so far with
     that reply's text as the assistant's prefix. None when there is nothing to continue: no reply
