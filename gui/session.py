@@ -532,12 +532,13 @@ class ChatSender:
 class _ReplyInterrupter:
     """What the failover supervisor is given as the chat's transcript. The transcript (the chat
     pane's :class:`~gui.cluster.chat.conversation.Conversation`) belongs to the GUI thread, and the
-    supervisor runs on the loop's: marking the reply in flight interrupted is relayed there."""
+    supervisor runs on the loop's: marking the reply a loss cut is relayed there."""
 
     def __init__(self, relay) -> None:
         self._relay = relay
 
-    def interrupt(self, reason: str) -> None:
+    def mark_cut(self, reason: str) -> None:
+        """Relay :meth:`~gui.cluster.chat.conversation.Conversation.mark_cut` to the GUI thread."""
         self._relay.emit("interrupt", reason)
 
 

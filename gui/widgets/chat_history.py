@@ -343,10 +343,10 @@ class ChatKeeper(QObject):
             return False
         self.let_go()
         self.pane.new_chat()
-        self.pane.conversation.messages.extend(kept.messages)  # (as it was kept: nothing to save)
+        # (as it was kept: nothing to save; the pane draws it, #33)
+        self.pane.conversation.open(kept.messages)
         if summary.system:
             self.pane.system_edit.setText(summary.system)  # continuing sends what it was sent with
-        self.pane.show_transcript()
         self.follow(chat_id)
         return True
 

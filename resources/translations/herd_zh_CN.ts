@@ -3208,6 +3208,46 @@
 
 %1</translation>
     </message>
+    <message>
+        <source>%1 tok/s</source>
+        <translation>%1 token/秒</translation>
+    </message>
+    <message>
+        <source>%1 tokens</source>
+        <translation>%1 个 token</translation>
+    </message>
+    <message>
+        <source>Asked again after the interrupted reply above.</source>
+        <translation>上面的回复被中断后重新提问。</translation>
+    </message>
+    <message>
+        <source>Assistant</source>
+        <translation>助手</translation>
+    </message>
+    <message>
+        <source>Interrupted: %1</source>
+        <translation>已中断：%1</translation>
+    </message>
+    <message>
+        <source>You</source>
+        <translation>你</translation>
+    </message>
+    <message>
+        <source>failed: %1</source>
+        <translation>失败：%1</translation>
+    </message>
+    <message>
+        <source>first token after %1 ms</source>
+        <translation>首个 token 用时 %1 毫秒</translation>
+    </message>
+    <message>
+        <source>no reason given</source>
+        <translation>未说明原因</translation>
+    </message>
+    <message>
+        <source>stopped</source>
+        <translation>已停止</translation>
+    </message>
 </context>
 <context>
     <name>NextStep</name>
@@ -3912,6 +3952,45 @@
     <message>
         <source>llama.cpp build: %1 (pinned %2)</source>
         <translation>llama.cpp 版本：%1（固定版本 %2）</translation>
+    </message>
+</context>
+<context>
+    <name>ChatInput</name>
+    <message>
+        <source>Ask something… (Ctrl+Enter sends)</source>
+        <translation>输入问题…（Ctrl+Enter 发送）</translation>
+    </message>
+    <message>
+        <source>Cancel</source>
+        <translation>取消</translation>
+    </message>
+    <message>
+        <source>Counting the conversation's tokens…</source>
+        <translation>正在计算对话的 token 数…</translation>
+    </message>
+    <message>
+        <source>Leave out oldest turns and send</source>
+        <translation>去掉最早的几轮并发送</translation>
+    </message>
+    <message>
+        <source>Not sent yet: the conversation is longer than the server can read.</source>
+        <translation>尚未发送：对话长度超出了服务器能读取的范围。</translation>
+    </message>
+    <message>
+        <source>Not sent. Your message is still in the box below.</source>
+        <translation>未发送。您的消息仍在下方输入框中。</translation>
+    </message>
+    <message>
+        <source>Not sent: wait for the reply to finish, or press Stop. Your message stays in the box.</source>
+        <translation>未发送：请等待回复结束，或按“停止”。您的消息仍在输入框中。</translation>
+    </message>
+    <message>
+        <source>Send</source>
+        <translation>发送</translation>
+    </message>
+    <message>
+        <source>Stop</source>
+        <translation>停止</translation>
     </message>
 </context>
 </TS>

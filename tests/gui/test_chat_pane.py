@@ -54,7 +54,7 @@ def test_reply_streams_in_with_stats(qtbot, pane):
 def test_stop_stops_the_stream(qtbot, pane):
     pane.max_tokens.setValue(4000)
     assert pane.send_text("Tell me a long story")
-    qtbot.waitUntil(lambda: pane._stats is not None and pane._stats.pieces >= 5, timeout=30000)
+    qtbot.waitUntil(lambda: pane.reply_stats is not None and pane.reply_stats.pieces >= 5, timeout=30000)
     with qtbot.waitSignal(pane.replyFinished, timeout=10000) as sig:
         qtbot.mouseClick(pane.stop_button, Qt.MouseButton.LeftButton)
     st = sig.args[0]
@@ -103,12 +103,10 @@ def test_markdown_rendered_and_history_saved(qtbot, tmp_path):
 
     pane = ChatPane(send=None)
     qtbot.addWidget(pane)
-    pane.conversation.add_user("code?")
-    pane._append_message("user", "code?")
-    pane._begin_reply()
+    pane.chat.ask("code?")  # the core's state changes; the pane draws what it is told (#33)
     for piece in ["Here **bold**:\n\n", "```python\n", "print('hi')\n", "```\n"]:
-        pane._on_event(ChatDelta(piece))
-    pane._on_event(ChatDone("", "stop", {"predicted_per_second": 123.0}))
+        pane.chat.take(ChatDelta(piece))
+    pane.chat.take(ChatDone("", "stop", {"predicted_per_second": 123.0}))
     pane._end_reply()
     doc = pane.transcript.document()
     plain = doc.toPlainText()

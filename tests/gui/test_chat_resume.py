@@ -57,7 +57,7 @@ def test_a_cut_reply_goes_on_where_it_stopped_after_the_relaunch(qtbot, session,
         pane.temperature.setValue(0)
         pane.max_tokens.setValue(60)
         assert pane.send_text("Count from 1 to 50, separated by commas.")
-        qtbot.waitUntil(lambda: pane._stats is not None and pane._stats.pieces >= 8, timeout=30000)
+        qtbot.waitUntil(lambda: pane.reply_stats is not None and pane.reply_stats.pieces >= 8, timeout=30000)
         with qtbot.waitSignal(pane.replyFinished, timeout=30000):
             server.kill()  # llama-server aborts when a worker is lost
         server.wait()

@@ -60,7 +60,7 @@ def test_a_reply_cut_by_a_lost_worker_goes_on_after_the_failover(qtbot, bridge, 
         pane.temperature.setValue(0)
         pane.max_tokens.setValue(200)
         assert pane.send_text("Count from 1 to 50, separated by commas.")
-        qtbot.waitUntil(lambda: pane._stats is not None and pane._stats.pieces >= 8, timeout=60000)
+        qtbot.waitUntil(lambda: pane.reply_stats is not None and pane.reply_stats.pieces >= 8, timeout=60000)
         b.proc.kill()  # the worker is lost mid-reply
         qtbot.waitUntil(lambda: pane.conversation.messages[-1].interrupted, timeout=30000)
         partial = pane.conversation.messages[-1].content

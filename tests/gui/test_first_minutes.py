@@ -157,15 +157,15 @@ def test_ctrl_enter_while_a_reply_streams_says_why_it_waits(qtbot, chat_pane):
     pane = chat_pane
     pane.max_tokens.setValue(4000)
     assert pane.send_text("Tell me a long story")
-    qtbot.waitUntil(lambda: pane._stats is not None and pane._stats.pieces >= 3, timeout=30000)
+    qtbot.waitUntil(lambda: pane.reply_stats is not None and pane.reply_stats.pieces >= 3, timeout=30000)
     pane.input.setFocus()
     qtbot.keyClicks(pane.input, "And then?")
     qtbot.keyClick(pane.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     assert "wait for the reply to finish, or press Stop" in pane.status.text(), pane.status.text()
     assert pane.input.toPlainText() == "And then?"
     # the streaming status that follows keeps saying it
-    pieces = pane._stats.pieces
-    qtbot.waitUntil(lambda: pane._stats is not None and pane._stats.pieces > pieces + 2, timeout=30000)
+    pieces = pane.reply_stats.pieces
+    qtbot.waitUntil(lambda: pane.reply_stats is not None and pane.reply_stats.pieces > pieces + 2, timeout=30000)
     qtbot.waitUntil(lambda: "Streaming" in pane.status.text(), timeout=5000)
     assert "press Stop" in pane.status.text()
     with qtbot.waitSignal(pane.replyFinished, timeout=10000):

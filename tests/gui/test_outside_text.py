@@ -219,8 +219,7 @@ def test_a_reply_with_an_image_of_dev_zero_leaves_the_app_alive():
         pane = ChatPane()
         pane.resize(600, 500)
         pane.show()
-        pane._reply_start = 0
-        pane._render_reply("A picture: ![x](file:///dev/zero) <img src=/dev/zero>")
+        pane.transcript.render_reply("A picture: ![x](file:///dev/zero) <img src=/dev/zero>")
         app.processEvents()
         print(json.dumps(pane.transcript.toPlainText()))
     """)

@@ -10,10 +10,24 @@ That build streams the prefix back first, as the start of the reply's text: the 
 is the prefix plus the first new token. :class:`EchoedPrefix` takes the echo off, so the caller
 gets only the new text. Both the front door (a streaming client of another app,
 ``gui.cluster.serving.resume``) and the chat pane (:func:`gui.cluster.chat.conversation.resume`)
-use these two.
+use these two. :func:`resume_request` reads from a conversation which reply may go on: the one a
+lost worker cut, as the failover marked it on the model (#33).
 """
 
 from __future__ import annotations
+
+from typing import Protocol
+
+
+class CutConversation(Protocol):
+    """What :func:`resume_request` reads of a conversation (a
+    :class:`~gui.cluster.chat.conversation.Conversation`, which imports this module: it is not
+    imported back, the package's modules import one another one way only)."""
+
+    @property
+    def resumable(self) -> object | None: ...
+
+    def continuation_messages(self) -> list[dict]: ...
 
 
 def continuation_messages(messages: list[dict], partial: str) -> list[dict]:
@@ -50,3 +64,13 @@ class EchoedPrefix:
             same += 1
         new, self._echo = self._echo[same:], ""
         return new
+
+
+def resume_request(conversation: CutConversation) -> list[dict] | None:
+    """What continues the reply a lost worker cut in ``conversation``
+    (:meth:`~gui.cluster.chat.conversation.Conversation.mark_cut`): the conversation so far with
+    that reply's text as the assistant's prefix. None when there is nothing to continue: no reply
+    cut that way, one the person stopped, one without text, or one left out (#33)."""
+    if conversation.resumable is None:
+        return None
+    return conversation.continuation_messages()

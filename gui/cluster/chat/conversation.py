@@ -23,8 +23,14 @@ reply; when it does not fit, it says how many of the oldest turns to leave out
 :meth:`ContextFit.describe` says it in words. Left-out messages stay on screen and in the saved
 file, marked; they are only no longer sent.
 
-The transcript is Qt-free; views subscribe with :meth:`Conversation.subscribe`. It is saved
-atomically on request (:meth:`Conversation.save`) and a corrupt file is set aside when loading.
+The transcript is Qt-free and owns its changes: views and the history recorder follow it, never
+change it by hand (#33). :meth:`Conversation.watch` tells each :class:`Change` by its kind (a
+message added, text arrived, a reply finished, cut, resumed, …); :meth:`Conversation.subscribe`
+tells only which message changed. When a worker is lost, the failover marks the reply it cut on
+the conversation (:meth:`Conversation.mark_cut`), and only that reply may be continued
+(:attr:`Conversation.resumable`, read by :func:`gui.cluster.chat.continuation.resume_request`); a
+reply the person stopped stays stopped. It is saved atomically on request
+(:meth:`Conversation.save`) and a corrupt file is set aside when loading.
 """
 
 from __future__ import annotations
@@ -54,6 +60,17 @@ INTERRUPTED = "interrupted"
 STATES = (COMPLETE, STREAMING, INTERRUPTED)
 ROLES = ("system", "user", "assistant")
 FILE_VERSION = 1
+
+# The kinds of :class:`Change` (#33).
+ADDED = "added"          # a message was added at ``index``
+TEXT = "text"            # text arrived on the streaming reply (``Change.text``)
+FINISHED = "finished"    # the streaming reply ran to its end
+CUT = "cut"              # a reply was marked interrupted (stopped, failed, or a worker was lost)
+RESUMED = "resumed"      # a cut reply streams again, its new text added after the old
+NOTED = "noted"          # why a cut reply was cut was told after the fact
+LEFT_OUT = "left_out"    # a message is no longer sent (so the conversation fits the context)
+CLEARED = "cleared"      # every message was forgotten (a new chat)
+OPENED = "opened"        # the messages were replaced by kept ones (a past chat opened)
 
 
 class ReplyInterrupted(RuntimeError):
@@ -121,32 +138,66 @@ class Message:
                    left_out=d.get("left_out") is True, resumed=d.get("resumed") is True)
 
 
+@dataclass(frozen=True)
+class Change:
+    """One change of a :class:`Conversation`, as :meth:`Conversation.watch` tells it (#33).
+
+    Attributes:
+        kind: what happened: ``ADDED``, ``TEXT``, ``FINISHED``, ``CUT``, ``RESUMED``, ``NOTED``,
+            ``LEFT_OUT`` (one message each), ``CLEARED`` or ``OPENED`` (the whole conversation).
+        index: the message's place in ``Conversation.messages`` (-1 for the whole conversation).
+        message: the message that changed (None for the whole conversation).
+        text: for ``TEXT``, the text that arrived (else "").
+    """
+
+    kind: str
+    index: int = -1
+    message: Message | None = None
+    text: str = ""
+
+
 class Conversation:
     """The transcript (see the module docstring).
 
     Attributes:
         messages: the messages, oldest first.
+        cut: the reply a lost worker cut (:meth:`mark_cut`); None when no reply was cut that
+            way (or the conversation was cleared).
 
+    ``watch(callback)`` registers ``callback(change)`` (a :class:`Change`) for every change;
     ``subscribe(callback)`` registers ``callback(index, message)``, called whenever a message is
     added or changes (text arrives, it completes or is interrupted).
     """
 
     def __init__(self, messages: list[Message] | None = None) -> None:
         self.messages: list[Message] = list(messages or [])
-        self._subs: list[Callable[[int, Message], None]] = []
+        self.cut: Message | None = None
+        self._failed: Message | None = None  # the last reply whose stream failed (fail)
+        self._watchers: list[Callable[[Change], None]] = []
+
+    def watch(self, callback: Callable[[Change], None]) -> Callable[[], None]:
+        """Call ``callback(change)`` on every change; returns the function that stops it."""
+        self._watchers.append(callback)
+        return lambda: self._watchers.remove(callback) if callback in self._watchers else None
 
     def subscribe(self, callback: Callable[[int, Message], None]) -> Callable[[], None]:
-        """Call ``callback(index, message)`` on every change; returns the unsubscribe function."""
-        self._subs.append(callback)
-        return lambda: self._subs.remove(callback) if callback in self._subs else None
+        """Call ``callback(index, message)`` whenever a message is added or changes; returns the
+        unsubscribe function. (Clearing and opening, which change no one message, are not told.)"""
+        def on_change(change: Change) -> None:
+            if change.message is not None:
+                callback(change.index, change.message)
+        return self.watch(on_change)
 
-    def _changed(self, index: int) -> None:
-        for cb in list(self._subs):
-            cb(index, self.messages[index])
+    def _tell(self, change: Change) -> None:
+        for cb in list(self._watchers):
+            cb(change)
+
+    def _changed(self, index: int, kind: str, text: str = "") -> None:
+        self._tell(Change(kind, index, self.messages[index], text))
 
     def _add(self, message: Message) -> Message:
         self.messages.append(message)
-        self._changed(len(self.messages) - 1)
+        self._changed(len(self.messages) - 1, ADDED)
         return message
 
     # --- building -----------------------------------------------------------------------------
@@ -165,19 +216,20 @@ class Conversation:
         """Start a streaming assistant reply."""
         if self.streaming is not None:
             raise RuntimeError("a reply is already arriving")
+        self._failed = None
         return self._add(Message("assistant", "", STREAMING))
 
     def append(self, text: str) -> None:
         """Add arriving text to the streaming reply."""
         msg = self._need_streaming()
         msg.content += text
-        self._changed(self.messages.index(msg))
+        self._changed(self.messages.index(msg), TEXT, text)
 
     def finish(self, finish_reason: str | None = None) -> Message:
         """The streaming reply ran to its end."""
         msg = self._need_streaming()
         msg.state, msg.finish_reason = COMPLETE, finish_reason
-        self._changed(self.messages.index(msg))
+        self._changed(self.messages.index(msg), FINISHED)
         return msg
 
     def interrupt(self, reason: str) -> Message | None:
@@ -186,24 +238,61 @@ class Conversation:
         if msg is None:
             return None
         msg.state, msg.note = INTERRUPTED, reason
-        self._changed(self.messages.index(msg))
+        self._changed(self.messages.index(msg), CUT)
         return msg
+
+    def fail(self, error: str) -> Message | None:
+        """The streaming reply's stream failed with ``error`` (in words): it is marked interrupted,
+        and remembered, so a lost worker confirmed after the failure is still marked on it
+        (:meth:`mark_cut`)."""
+        self._failed = self.interrupt(error)
+        return self._failed
+
+    def mark_cut(self, reason: str) -> Message | None:
+        """A lost worker cut the reply in flight: mark it interrupted with ``reason`` (its text is
+        kept, and the stream ending after this does not overwrite the reason) and remember it as
+        the one that may go on where it stopped (:attr:`resumable`, #34). When its stream failed
+        first (llama-server dies with the worker, before the loss is confirmed), the failed reply
+        is given the reason, with the stream's error after it. Returns the reply, or None when no
+        reply was in flight."""
+        if self.streaming is not None:
+            self.cut = self.interrupt(reason)
+            return self.cut
+        last = self.messages[-1] if self.messages else None
+        if last is None or last is not self._failed or not last.interrupted:
+            return None
+        self.cut = last
+        if reason not in last.note:
+            self.set_note(last, f"{reason} ({last.note})" if last.note else reason)
+        return last
+
+    @property
+    def resumable(self) -> Message | None:
+        """The reply a lost worker cut when it can go on where it stopped: the last message,
+        with text, still sent (not left out); None otherwise (one the person stopped stays
+        stopped)."""
+        cut = self.last_interrupted
+        if cut is None or cut is not self.cut or not cut.content or cut.left_out:
+            return None
+        return cut
 
     def set_note(self, message: Message, note: str) -> None:
         """Say why ``message`` (an interrupted reply) was cut, after the fact: a lost worker is
         confirmed after the stream already failed. Subscribers are told, so the kept history has
         the mark too (#36)."""
         message.note = note
-        self._changed(self.messages.index(message))
+        self._changed(self.messages.index(message), NOTED)
 
     def resume_reply(self) -> Message:
         """The last interrupted reply streams again, marked ``resumed``: text that arrives is
-        added after what it already had (#34)."""
+        added after what it already had (#34). It stays :attr:`cut`: when continuing it fails
+        (the server is not back yet), it may be continued again."""
         msg = self.last_interrupted
         if msg is None:
             raise RuntimeError("the last message is not an interrupted reply")
         msg.state, msg.resumed = STREAMING, True
-        self._changed(self.messages.index(msg))
+        self._failed = None
+        self._changed(self.messages.index(msg), RESUMED)
         return msg
 
     def leave_out_turns(self, turns: int) -> int:
@@ -219,13 +308,23 @@ class Conversation:
             if m.role != "system" and m.state != STREAMING and not m.left_out:
                 m.left_out = True
                 count += 1
-                self._changed(i)
+                self._changed(i, LEFT_OUT)
         return count
 
     def clear(self) -> None:
-        """Forget every message (a new chat); subscribers stay, and are not told: one that keeps
-        the conversation (a :class:`~gui.cluster.chat.history.ChatRecorder`) is closed first."""
+        """Forget every message (a new chat). Watchers are told (``CLEARED``); subscribers are
+        not: one that keeps the conversation (a :class:`~gui.cluster.chat.history.ChatRecorder`)
+        is closed first."""
         self.messages.clear()
+        self.cut = self._failed = None
+        self._tell(Change(CLEARED))
+
+    def open(self, messages: list[Message]) -> None:
+        """Show kept ``messages`` in place of these (a past chat opened, to go on with it).
+        Watchers are told (``OPENED``); subscribers are not (the messages are kept already)."""
+        self.messages[:] = messages
+        self.cut = self._failed = None
+        self._tell(Change(OPENED))
 
     def _need_streaming(self) -> Message:
         msg = self.streaming
@@ -421,10 +520,10 @@ async def _follow_stream(conv: Conversation, reply: Message, events) -> Message:
                 conv.interrupt("the server closed the stream before the reply was finished")
                 raise ReplyInterrupted(reply)
     except ChatError as exc:  # the server said why, in words (a request too long, …)
-        conv.interrupt(str(exc))
+        conv.fail(str(exc))
         raise ReplyInterrupted(reply) from exc
     except (httpx.HTTPError, OSError) as exc:
-        conv.interrupt(f"the connection to the server was lost during this reply "
+        conv.fail(f"the connection to the server was lost during this reply "
                        f"({type(exc).__name__}: {exc})" if str(exc) else
                        f"the connection to the server was lost during this reply ({type(exc).__name__})")
         raise ReplyInterrupted(reply) from exc

@@ -23,9 +23,10 @@ and takes care of that:
 5. **Notice the node's return** and offer to re-plan with it (:meth:`ClusterSupervisor.rejoin`,
    automatic with ``rejoin="auto"`` or when the cluster was waiting for exactly that).
 
-A chat in flight is not lost: pass the :class:`~gui.cluster.chat.conversation.Conversation` and its
-streaming reply is marked interrupted with the reason; after the relaunch the conversation is
-resent by the next request (see :mod:`gui.cluster.chat.conversation`).
+A chat in flight is not lost: pass the :class:`~gui.cluster.chat.conversation.Conversation` and the
+reply the loss cut is marked on it with the reason (``Conversation.mark_cut``); after the relaunch
+the conversation is resent by the next request, or the cut reply continued where it stopped (see
+:mod:`gui.cluster.chat.conversation`).
 
 Everything runs on one asyncio loop and is Qt-free; the app and ``herd up`` subscribe to events.
 The states and their moves are here; the relaunch policy (the settings, the re-plan, when to stop
@@ -409,7 +410,7 @@ class ClusterSupervisor:
         if not lost:
             self._emit(EventKind.SERVER_EXITED, error=server_error)
         if self.conversation is not None:
-            self.conversation.interrupt(interruption_note(lost, server_error))
+            self.conversation.mark_cut(interruption_note(lost, server_error))  # on the model (#33)
         if self._quick_failures.note(blamed=bool(lost), serving_since=self._serving_since):
             self._pending_plan = self.launcher.plan
             self._run_recovery(self._give_up(server_error))
