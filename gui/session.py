@@ -46,6 +46,7 @@ from gui.cluster.nodes.telemetry import (
 from gui.cluster.planning.devices import host_free_bytes, node_devices
 from gui.cluster.serving.front_door import FrontDoorError
 from gui.cluster.serving.sharing import LanShare
+from gui.cluster.serving.usage import UsageSampler
 
 log = logging.getLogger(__name__)
 
@@ -347,6 +348,8 @@ class ClusterSession(QObject):
         client = await self.http()
         self._server_samplers = [MetricsSampler(client, self.server_url, interval=1.0),
                                  ServerSampler(client, self.server_url, interval=0.5)]
+        if self.sharing.door is not None:  # who uses the shared endpoint, for the dashboard (#34)
+            self._server_samplers.append(UsageSampler(self.sharing.door.usage))
         for s in self._server_samplers:
             self.telemetry.add(s)
         self.telemetry.start()

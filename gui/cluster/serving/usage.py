@@ -13,6 +13,8 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
+from gui.cluster.nodes.telemetry import Sampler
+
 #: The name the table uses for callers on this computer that need no key (the app, local scripts).
 THIS_PC = ""
 #: How many of a key's latest replies its tokens/s averages (a moving figure, not one reply's).
@@ -136,3 +138,17 @@ class UsageTable:
                          sum(c.speeds) / len(c.speeds) if c.speeds else None, c.in_flight, c.waiting)
                 for name, c in self._by_name.items()]
         return sorted(rows, key=lambda r: (r.name != THIS_PC, r.name.casefold()))
+
+
+class UsageSampler(Sampler):
+    """The front door's :meth:`UsageTable.snapshot` as ``usage`` telemetry samples (``{"rows":
+    [KeyUsage, …]}``), for the dashboard's *Who uses the cluster*; on the front door's loop."""
+
+    kind = "usage"
+
+    def __init__(self, table: UsageTable, interval: float = 1.0) -> None:
+        super().__init__("front door", interval)
+        self.table = table
+
+    async def sample(self) -> dict:
+        return {"rows": self.table.snapshot()}
