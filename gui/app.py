@@ -95,7 +95,8 @@ class MainWindow(QMainWindow):
         self.engine = engine if engine is not None else find_engine(probe=True)
         self.workspace = W.Workspace(ServerOptions(ctx=self.settings.get("server/ctx"),
                                                  host=self.settings.get("server/host"),
-                                                 port=self.settings.get("server/port")))
+                                                 port=self.settings.get("server/port"),
+                                                 people=self.settings.get("server/people") or None))
         self._device_sig = None
         self._closing = False
         #: the newest model read asked for (:meth:`read_model`); an older one's result is dropped
@@ -174,6 +175,7 @@ class MainWindow(QMainWindow):
         self.editor.relaunchRequested.connect(flow.relaunch_with_shown_split)
         self.editor.planChanged.connect(lambda _p: flow.show_split_differs())
         self.editor.ctxChanged.connect(lambda v: self.workspace.set_options(ctx=v))
+        self.launch.people.peopleChanged.connect(self._choose_people)
         self.workspace.subscribe(self._on_workspace)
         self.failover_banner.cancelRequested.connect(self.session.cancel_failover)
         self.failover_banner.optionChosen.connect(self.choose_failover)
@@ -226,6 +228,15 @@ class MainWindow(QMainWindow):
         opts = self.workspace.options
         self.editor.set_ctx(opts.ctx)
         self.editor.set_options(opts)
+        self.launch.people.show_people(opts.people)
+
+    def _choose_people(self, people) -> None:
+        """The launch panel's *People at once* (#34); a ``-np`` among the server options says why not."""
+        try:
+            self.workspace.set_options(people=people)
+        except ValueError as exc:
+            self.launch.people.show_people(self.workspace.options.people)
+            self.statusBar().showMessage(str(exc), 15000)
 
     # ------------------------------------------------------------ setup
 
@@ -675,6 +686,7 @@ class MainWindow(QMainWindow):
         s.set("window/splitter", self.splitter.saveState())
         s.set("window/tab", self.tabs.currentIndex())
         s.set("server/ctx", self.workspace.options.ctx)
+        s.set("server/people", self.workspace.options.people or 0)
         s.set("model/splits", self.editor.split.remembered())
         chat = self.chat.chat_settings()
         s.set("chat/system", chat["system"])
