@@ -243,8 +243,8 @@ class FrontDoor:
             async with self._place(who) if request.path in SLOT_PATHS else contextlib.nullcontext():
                 response = await self._forward(request, body, cost)
         except _QueueFull:
-            response = _error(503, translate("FrontDoor", "the cluster serves {people} at once and {waiting} more "
-                                                          "requests are waiting; try again in a few seconds").format(
+            response = _error(503, translate("FrontDoor", "the cluster answers {people} requests at once and "
+                                                          "{waiting} more are waiting; try again in a few seconds").format(
                 people=self.people, waiting=self.queued), "server_error",
                 {"Retry-After": str(self.settings.retry_after)})
         reply = cost.get("reply")

@@ -117,7 +117,7 @@ async def test_past_the_queue_limit_a_request_gets_503_with_retry_after_in_words
             assert (await c.get("/v1/models", headers={"Authorization": f"Bearer {key}"})).status_code == 200
             r = await c.post("/v1/chat/completions", json=chat(4), headers={"Authorization": f"Bearer {key}"})
             assert r.status_code == 503 and r.headers["Retry-After"] == "9"
-            assert r.json()["error"]["message"] == ("the cluster serves 1 at once and 1 more requests are waiting; "
+            assert r.json()["error"]["message"] == ("the cluster answers 1 requests at once and 1 more are waiting; "
                                                     "try again in a few seconds")
             assert [(await first)[0], (await second)[0]] == [200, 200]
     finally:
