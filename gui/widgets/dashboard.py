@@ -88,8 +88,7 @@ class Dashboard(QWidget):
         series: ``{(plot, label): Series}`` of every curve (kept across Starts, #36).
         legend: the legend above the graphs: each curve's colour and name, nodes by name.
         ttft_marks: ``[(wall-clock time of the first token, seconds waited)]`` per reply.
-        usage: *Who uses the cluster*, from ``usage`` samples (#34): shown while the endpoint is
-            shared through the front door, refreshed with the graphs.
+        usage: *Who uses the cluster* from ``usage`` samples, refreshed with the graphs (#34).
     """
 
     pausedChanged = Signal(bool)
@@ -133,8 +132,7 @@ class Dashboard(QWidget):
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setWordWrap(True)
         self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
-        self.usage = UsageTableView()
-        self._usage_rows: list | None = None  # the newest rows, not shown yet
+        self.usage, self._usage_rows = UsageTableView(), None  # (the newest rows, not shown yet)
         self.graphs = pg.GraphicsLayoutWidget()
         self.graphs.setBackground(None)
         self.plots: dict[str, pg.PlotItem] = {}
