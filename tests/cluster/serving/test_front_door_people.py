@@ -108,7 +108,7 @@ async def test_past_the_queue_limit_a_request_gets_503_with_retry_after_in_words
     try:
         key = door.keys.add("phone")
         async with httpx.AsyncClient(base_url=door.urls[0], timeout=300) as c:
-            first = asyncio.ensure_future(_stream(c, key, 64))
+            first = asyncio.ensure_future(_stream(c, key, 128))
             second = asyncio.ensure_future(_stream(c, key, 4))
             while door.queued < 1:  # the first holds the place, the second waits for it
                 assert not first.done() and not second.done()
