@@ -480,6 +480,8 @@ class ClusterSession(QObject):
             if self.telemetry is not None:  # (a session not started has no dashboard to tell)
                 # each finished reply marks its time to first token on the dashboard (#16)
                 stream = recording_replies(stream, self.telemetry, base)
+            if self.sharing.door is not None and base == self.server_url:  # one of the people at once (#34)
+                stream = self.sharing.door.app_reply(stream)
             async for ev in stream:
                 yield ev
 

@@ -74,7 +74,7 @@ def test_the_dashboard_shows_who_uses_the_cluster(qtbot, engine, smollm2, tmp_pa
 
 
 @pytest.mark.slow
-def test_in_the_app_a_program_on_this_pc_appears_as_this_pc(qtbot, make_window, smollm2):
+def test_in_the_app_a_program_on_this_pc_and_the_chat_appear_as_this_pc(qtbot, make_window, smollm2):
     win = make_window(browse=False, **{"server/share_lan": True})
     start_alone(qtbot, win, smollm2)
     port = win.session.sharing.door.port
@@ -83,5 +83,12 @@ def test_in_the_app_a_program_on_this_pc_appears_as_this_pc(qtbot, make_window, 
     table = win.dashboard.usage
     qtbot.waitUntil(lambda: table.table.rowCount() == 1 and table.text_at(0, 3) == "3", timeout=10000)
     assert [table.text_at(0, c) for c in (0, 1, 5)] == ["This PC", "1", "0"]
+    # the app's own chat is one of the people at once too, counted with this PC's programs
+    win.chat.max_tokens.setValue(4)
+    with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
+        assert win.chat.send_text("Hello")
+    generated = 3 + sig.args[0].pieces
+    qtbot.waitUntil(lambda: table.text_at(0, 1) == "2", timeout=10000)
+    assert table.text_at(0, 3) == str(generated) and table.table.rowCount() == 1
     with qtbot.waitSignal(win.launch_flow.stop().done, timeout=30000):
         pass

@@ -24,7 +24,8 @@ aiohttp server — listens on the endpoint's address and port and passes request
   ``-np`` slots); more would wait inside it with no say. So the front door lets that many
   generating requests through at a time and queues the others in order (counted as *waiting*),
   up to :attr:`DoorSettings.queue_limit`; past that a request gets 503 with ``Retry-After`` and
-  words that say why.
+  words that say why. The app's own chat, which talks to llama-server on loopback, waits in the
+  same queue (:meth:`FrontDoor.app_reply`).
 * **Who uses it.** :attr:`FrontDoor.usage` (:class:`~gui.cluster.serving.usage.UsageTable`) counts
   per key name requests, tokens, tokens/s, in flight and waiting; each request from another host
   is logged as one line — key name, tokens in and out, time — never its text.
@@ -50,10 +51,11 @@ from aiohttp import web
 from yarl import URL
 
 from agent.i18n import translate
+from gui.cluster.chat.client import ChatDone
 from gui.cluster.llama.model import DEFAULT_SEQUENCES
 from gui.cluster.serving.api_keys import ApiKeyError, ApiKeyStore
 from gui.cluster.serving.resume import ReplySoFar, SseEvents, resume_stream
-from gui.cluster.serving.usage import THIS_PC, UsageTable, reply_usage
+from gui.cluster.serving.usage import THIS_PC, UsageTable, reply_usage, usage_of
 
 log = logging.getLogger(__name__)
 
@@ -255,12 +257,22 @@ class FrontDoor:
                      tokens, time.monotonic() - started)
         return response
 
+    async def app_reply(self, events):
+        """Pass the app's own chat stream (:func:`gui.cluster.chat.client.stream_chat` events)
+        through, in the same queue as everyone's: the app is one of the people at once, counted
+        as :data:`~gui.cluster.serving.usage.THIS_PC` (#34). Its request is sent once it has a place."""
+        async with self._place(THIS_PC, bounded=False):  # the owner's own chat is never turned away
+            async for ev in events:
+                if isinstance(ev, ChatDone):
+                    self.usage.answered(THIS_PC, usage_of({**ev.usage, **ev.timings}))
+                yield ev
+
     @contextlib.asynccontextmanager
-    async def _place(self, who: str):
+    async def _place(self, who: str, bounded: bool = True):
         """Wait in order for one of the :attr:`people` places (counted as waiting for ``who``),
-        hold it while the body runs; :class:`_QueueFull` when the queue is full."""
+        hold it while the body runs; :class:`_QueueFull` when the queue is full (``bounded``)."""
         gate = self._gate
-        if gate.locked() and self.queued >= self.settings.queue_limit:
+        if bounded and gate.locked() and self.queued >= self.settings.queue_limit:
             raise _QueueFull
         self.queued += 1
         self.usage.waiting(who, 1)

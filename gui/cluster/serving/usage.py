@@ -56,6 +56,14 @@ def reply_usage(tail: bytes) -> ReplyUsage | None:
                 found[name] = float(values[-1])
             except ValueError:
                 continue
+    return usage_of(found)
+
+
+def usage_of(found: dict) -> ReplyUsage | None:
+    """The :class:`ReplyUsage` of llama-server's ``timings`` and/or ``usage`` fields (one dict of
+    both, e.g. a chat client's), or None when they say nothing of tokens."""
+    found = {k: float(v) for k, v in found.items()
+             if k in _FIELDS and isinstance(v, (int, float)) and not isinstance(v, bool)}
     if "prompt_n" in found or "predicted_n" in found:
         prompt = found.get("cache_n", 0) + found.get("prompt_n", 0)
         return ReplyUsage(int(prompt), int(found.get("predicted_n", 0)), found.get("predicted_per_second"))

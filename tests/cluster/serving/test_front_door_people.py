@@ -135,3 +135,35 @@ async def test_callers_on_this_computer_are_counted_as_this_pc(upstream, tmp_pat
         await door.stop()
     (row,) = door.usage.snapshot()
     assert (row.name, row.requests, row.generated_tokens) == (THIS_PC, 1, 2)
+
+
+async def test_the_apps_own_chat_waits_for_a_place_with_the_others(upstream, tmp_path):
+    from gui.cluster.chat.client import ChatDone, stream_chat
+
+    door = await _door(upstream, tmp_path, people=1)
+    try:
+        key = door.keys.add("phone")
+        async with httpx.AsyncClient(base_url=door.urls[0], timeout=300) as c, \
+                httpx.AsyncClient(timeout=300) as app:
+            phone = asyncio.ensure_future(_stream(c, key, 128))
+            while not door.usage.snapshot() or door.usage.snapshot()[0].in_flight < 1:
+                await asyncio.sleep(0.02)
+
+            async def chat_in_the_app() -> list:
+                # the app talks to llama-server on loopback, through the door's queue
+                stream = stream_chat(app, upstream, [{"role": "user", "content": "Hello"}], max_tokens=6,
+                                     temperature=0, ignore_eos=True)
+                return [ev async for ev in door.app_reply(stream)]
+
+            mine = asyncio.ensure_future(chat_in_the_app())
+            while not any(row.name == THIS_PC and row.waiting == 1 for row in door.usage.snapshot()):
+                assert not phone.done(), "the app's chat did not wait for the phone's place"
+                await asyncio.sleep(0.02)
+            events = await mine
+            assert (await phone)[0] == 200
+    finally:
+        await door.stop()
+    assert isinstance(events[-1], ChatDone)
+    rows = {row.name: row for row in door.usage.snapshot()}
+    assert (rows[THIS_PC].requests, rows[THIS_PC].generated_tokens, rows[THIS_PC].waiting) == (1, 6, 0)
+    assert rows[THIS_PC].prompt_tokens > 0 and rows["phone"].generated_tokens == 128
