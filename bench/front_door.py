@@ -93,7 +93,8 @@ from gui.cluster.serving.api_keys import ApiKeyStore
 from gui.cluster.serving.front_door import FrontDoor
 
 async def main():
-    door = FrontDoor(sys.argv[1], ApiKeyStore(sys.argv[3]), port=int(sys.argv[2]))
+    # as many at once as llama-server's 8 slots: the door queues beyond them (#34)
+    door = FrontDoor(sys.argv[1], ApiKeyStore(sys.argv[3]), port=int(sys.argv[2]), people=8)
     await door.start()
     print(door.urls[0], flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)

@@ -109,7 +109,8 @@ class MainWindow(QMainWindow):
         self.engine = engine if engine is not None else find_engine(probe=True)
         self.workspace = W.Workspace(ServerOptions(ctx=self.settings.get("server/ctx"),
                                                  host=self.settings.get("server/host"),
-                                                 port=self.settings.get("server/port")))
+                                                 port=self.settings.get("server/port"),
+                                                 people=self.settings.get("server/people") or None))
         self._device_sig = None
         self._closing = False
         history_problem = self._build_views()
@@ -208,6 +209,7 @@ class MainWindow(QMainWindow):
         self.editor.planChanged.connect(lambda _p: flow.show_split_differs())
         self.editor.ctxChanged.connect(lambda v: self.workspace.set_options(ctx=v))
         self.models.modelUsed.connect(lambda _info: flow.update_fastest_button())
+        self.launch.people.peopleChanged.connect(self._choose_people)
         self.workspace.subscribe(self._on_workspace)
         self.chat.set_send(None)
         self.menus.apply_failover_settings()
@@ -251,6 +253,15 @@ class MainWindow(QMainWindow):
         opts = self.workspace.options
         self.editor.set_ctx(opts.ctx)
         self.editor.set_options(opts)
+        self.launch.people.show_people(opts.people)
+
+    def _choose_people(self, people) -> None:
+        """The launch panel's *People at once* (#34); a ``-np`` among the server options says why not."""
+        try:
+            self.workspace.set_options(people=people)
+        except ValueError as exc:
+            self.launch.people.show_people(self.workspace.options.people)
+            self.statusBar().showMessage(str(exc), 15000)
 
     def _update_devices(self, force: bool = False) -> None:
         devices = self.planned_devices()
@@ -375,6 +386,7 @@ class MainWindow(QMainWindow):
         s.set("window/splitter", self.splitter.saveState())
         s.set("window/tab", self.tabs.currentIndex())
         s.set("server/ctx", self.workspace.options.ctx)
+        s.set("server/people", self.workspace.options.people or 0)
         s.set("model/splits", self.editor.split.remembered())
         chat = self.chat.chat_settings()
         s.set("chat/system", chat["system"])

@@ -213,7 +213,8 @@ class ProfileActions(QObject):
             return False
         # (where the endpoint listens stays this PC's own setting: never the profile's, #32)
         self.workspace.set_options(ctx=profile.server.ctx, port=profile.server.port,
-                                   alias=profile.server.alias, extra_args=profile.server.extra_args)
+                                   alias=profile.server.alias, extra_args=profile.server.extra_args,
+                                   people=profile.server.people)
         self.editor.apply_plan(bind_to_devices(rebind_plan(profile, list(self.workspace.nodes.values())),
                                                self.workspace.planned_devices()))
         self.tabs.setCurrentWidget(self.editor)

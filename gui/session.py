@@ -48,6 +48,7 @@ from gui.cluster.nodes.telemetry import (
 from gui.cluster.planning.devices import host_free_bytes, node_devices
 from gui.cluster.serving.front_door import FrontDoorError
 from gui.cluster.serving.sharing import LanShare
+from gui.cluster.serving.usage import UsageSampler
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -350,6 +351,8 @@ class ClusterSession(QObject):
         client = await self.http()
         self._server_samplers = [MetricsSampler(client, self.server_url, interval=1.0),
                                  ServerSampler(client, self.server_url, interval=0.5)]
+        if self.sharing.door is not None:  # who uses the shared endpoint, for the dashboard (#34)
+            self._server_samplers.append(UsageSampler(self.sharing.door.usage))
         for s in self._server_samplers:
             self.telemetry.add(s)
         self.telemetry.start()
@@ -480,6 +483,8 @@ class ClusterSession(QObject):
             if self.telemetry is not None:  # (a session not started has no dashboard to tell)
                 # each finished reply marks its time to first token on the dashboard (#16)
                 stream = recording_replies(stream, self.telemetry, base)
+            if self.sharing.door is not None and base == self.server_url:  # one of the people at once (#34)
+                stream = self.sharing.door.app_reply(stream)
             async for ev in stream:
                 yield ev
 

@@ -63,6 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--split", help="layer slots per node, e.g. alpha=4,beta=5 (host=N for the "
                                        "master's CPU); default: by free memory")
         p.add_argument("--ctx", type=int, default=ctx_default, help=f"context size (default {DEFAULT_CTX})")
+        p.add_argument("--people", type=int, default=None, metavar="N",
+                       help="people served at once (llama-server's -np N), each with the whole --ctx: "
+                            "the KV cache is planned N times (default: llama-server's own, 4 sharing --ctx)")
         p.add_argument("--threads", type=int, help="RPC worker threads on each node")
         p.add_argument("--experts-in-ram", action="append", default=[], metavar="GPU",
                        help="a mixture-of-experts model: keep the experts of this GPU's layers in its "
@@ -255,13 +258,22 @@ async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered
             # Let users name nodes by their mDNS/agent name as well as id or endpoint.
             plan = P.plan_from_split(model, devices, {k: c for k, c in split.items() if k not in gone})
         else:
-            plan = P.plan_by_memory(model, devices, args.ctx, host_free_bytes=host_free_bytes())
+            plan = P.plan_by_memory(model, devices, _cache_shape(args), host_free_bytes=host_free_bytes())
         for gpu in getattr(args, "experts_in_ram", None) or ():
             plan = P.experts_in_ram(plan, model, gpu)
-        fits = P.estimate(plan, model, args.ctx, host_free_bytes=host_free_bytes())
+        fits = P.estimate(plan, model, _cache_shape(args), host_free_bytes=host_free_bytes())
     except P.PlanError as exc:
         raise CommandError(str(exc), 2) from None
     return plan, fits
+
+
+def _cache_shape(args):
+    """What llama-server's caches hold for ``--ctx`` and ``--people`` (#34: each person has the
+    whole context, so the KV cache grows with them); CommandError in words for a bad count."""
+    try:
+        return ServerOptions(ctx=args.ctx, people=getattr(args, "people", None)).cache_shape()
+    except ValueError as exc:
+        raise CommandError(f"--people: {exc}", 2) from None
 
 
 async def _fastest(args, disc: Discovery, model, nodes: list[Node], devices: list):
@@ -319,7 +331,7 @@ async def cmd_plan(args: argparse.Namespace) -> int:
     from gui.cluster.planning import plan as P
     model, nodes, plan, fits = await _plan_for_model(args)
     eng = find_engine()
-    spec = LaunchRequest(plan, model, ServerOptions(ctx=args.ctx, port=args.port)).spec()
+    spec = LaunchRequest(plan, model, ServerOptions(ctx=args.ctx, port=args.port, people=args.people)).spec()
     server_cmd = spec.argv(eng.llama_server or "llama-server")
     bad = P.misfits(fits)
     if args.json:
@@ -383,7 +395,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
                                "to export a plan") from None
     else:
         model, nodes, plan, _ = await _plan_for_model(args)
-        spec = LaunchRequest(plan, model, ServerOptions(ctx=args.ctx, port=args.port)).spec()
+        spec = LaunchRequest(plan, model, ServerOptions(ctx=args.ctx, port=args.port, people=args.people)).spec()
         profile = prof.make_profile(plan, model, nodes, engine=find_engine(probe=True),
                                     server=spec.options, sha256=file_sha256(model.path))
     try:
@@ -499,7 +511,8 @@ async def _target_from_plan_document(args, disc: Discovery, document: dict) -> t
         raise CommandError(f"{args.target}: the plan in it cannot be read: {exc}", 2) from None
     server = document.get("server") if isinstance(document.get("server"), dict) else {}
     try:
-        options = ServerOptions(ctx=int(server.get("ctx", DEFAULT_CTX)), port=int(server.get("port", DEFAULT_PORT)))
+        options = ServerOptions(ctx=int(server.get("ctx", DEFAULT_CTX)), port=int(server.get("port", DEFAULT_PORT)),
+                                people=server.get("people"))
     except (TypeError, ValueError) as exc:
         raise CommandError(f"{args.target}: server: {exc}", 2) from None
     # The plan names its workers by endpoint: look there too (mDNS may be blocked). The agents'
@@ -545,7 +558,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         try:
             options = ServerOptions(ctx=args.ctx or saved.ctx, host=args.host or saved.host,
                                     port=args.port or saved.port, alias=args.alias or saved.alias,
-                                    extra_args=saved.extra_args + server_args)
+                                    extra_args=saved.extra_args + server_args, people=args.people or saved.people)
         except ValueError as exc:
             raise CommandError(str(exc), 2) from None
         _refuse_second_owner(options.port)

@@ -116,7 +116,7 @@ class Workspace:
         self._emit(MODEL)
 
     def set_options(self, **changes) -> None:
-        """Change server options (``ctx``, ``host``, ``port``, ``alias``, ``extra_args``);
+        """Change server options (``ctx``, ``host``, ``port``, ``alias``, ``extra_args``, ``people``);
         ValueError names a bad value and changes nothing."""
         new = replace(self.options, **changes)
         if new != self.options:

@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QHBoxLayout, QLabel
 from gui.cluster.nodes.history import RANGES, Series
 from gui.widgets.node_colors import node_colors
 from gui.widgets.outside_text import NAME_WORD, escaped
+from gui.widgets.usage_table import UsageTableView
 
 REDRAW_MS = 250
 #: The samplers report every 1–2 s; a series silent for longer than this was idle or unreachable,
@@ -87,6 +88,7 @@ class Dashboard(QWidget):
         series: ``{(plot, label): Series}`` of every curve (kept across Starts, #36).
         legend: the legend above the graphs: each curve's colour and name, nodes by name.
         ttft_marks: ``[(wall-clock time of the first token, seconds waited)]`` per reply.
+        usage: *Who uses the cluster* from ``usage`` samples, refreshed with the graphs (#34).
     """
 
     pausedChanged = Signal(bool)
@@ -130,6 +132,7 @@ class Dashboard(QWidget):
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setWordWrap(True)
         self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        self.usage, self._usage_rows = UsageTableView(), None  # (the newest rows, not shown yet)
         self.graphs = pg.GraphicsLayoutWidget()
         self.graphs.setBackground(None)
         self.plots: dict[str, pg.PlotItem] = {}
@@ -160,6 +163,7 @@ class Dashboard(QWidget):
         lay = QVBoxLayout(self)
         lay.addLayout(top)
         lay.addWidget(self.legend)
+        lay.addWidget(self.usage)
         lay.addWidget(self.scroll, 1)
         self.pause_box.toggled.connect(self.set_paused)
         self.range_box.currentIndexChanged.connect(lambda i: self.set_range(self.range_box.itemData(i)))
@@ -227,6 +231,8 @@ class Dashboard(QWidget):
             self._add("tps", "live", self.tr("decode (live)"), t, v.get("live_decode_tps"))
         elif sample.kind == "reply":
             self._mark_ttft(sample)
+        elif sample.kind == "usage":
+            self._usage_rows = list(v.get("rows") or [])
         elif sample.kind in ("link", "node") and sample.source in self._node_names:
             name = self._node_names[sample.source]
             if sample.kind == "link":
@@ -444,6 +450,9 @@ class Dashboard(QWidget):
         return (t - self._t0) / TIME_UNITS[self._range][0]
 
     def _redraw(self) -> None:
+        if not self._paused and self._usage_rows is not None:
+            self.usage.show_rows(self._usage_rows)
+            self._usage_rows = None
         if self._paused or not self._dirty:
             return
         self._dirty = False

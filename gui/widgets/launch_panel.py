@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from gui.widgets.feedback import flash_copied
 from gui.widgets.outside_text import PlainLabel, plain_tooltip, shortened
+from gui.widgets.people_box import PeopleBox
 
 WARN = "#d62728"
 OK = "#2ca02c"
@@ -126,6 +127,8 @@ class LaunchPanel(QWidget):
         row.addWidget(self.stop_button)
         row.addWidget(self.status, 1)
         row.addWidget(self.without_button)
+        self.people = PeopleBox()  # llama-server's -np, chosen before Start (#34)
+        row.addWidget(self.people)
         ep = QHBoxLayout()
         ep.addWidget(QLabel(self.tr("Endpoint")))
         ep.addWidget(self.endpoint, 1)

@@ -220,6 +220,7 @@ class SplitEditor(QWidget):
         model id it shows, and extra options for it (the context is the editor's own box)."""
         self._options = options
         self.split.set_server_args(options.extra_args)  # -np, -ub… change what fits
+        self.split.set_people(options.people)  # each person holds a whole context (#34)
         self._refresh()
 
     def set_fastest_available(self, ok: bool, why_not: str = "") -> None:

@@ -2836,6 +2836,14 @@
         <source>{where}: {host} is not taken from a profile: where the endpoint listens is this computer's own setting (herd up --host). Remove server.host from the profile.</source>
         <translation>{where}：不从配置文件中采用 {host}：端点监听的地址是本机自己的设置（herd up --host）。请从配置文件中删除 server.host。</translation>
     </message>
+    <message>
+        <source>llama-server's default</source>
+        <translation>llama-server 的默认值</translation>
+    </message>
+    <message>
+        <source>people at once {new} replaces {old}</source>
+        <translation>同时服务人数 {new} 取代 {old}</translation>
+    </message>
 </context>
 <context>
     <name>Feedback</name>
@@ -3313,6 +3321,10 @@
     <message>
         <source>{path} is not served to other computers; the endpoint serves the OpenAI API under /v1</source>
         <translation>{path} 不向其他电脑开放；此端点只在 /v1 下提供 OpenAI API</translation>
+    </message>
+    <message>
+        <source>the cluster answers {people} requests at once and {waiting} more are waiting; try again in a few seconds</source>
+        <translation>集群同时应答 {people} 个请求，另有 {waiting} 个在排队；请过几秒再试</translation>
     </message>
 </context>
 <context>
@@ -3991,6 +4003,71 @@
     <message>
         <source>Stop</source>
         <translation>停止</translation>
+    </message>
+</context>
+<context>
+    <name>PeopleBox</name>
+    <message>
+        <source>Auto</source>
+        <translation>自动</translation>
+    </message>
+    <message>
+        <source>How many people (apps, devices) are answered at the same time, each with the whole context; the memory fit grows with them and others wait their turn. Auto: llama-server's default, four sharing one context.</source>
+        <translation>同时应答多少人（应用、设备），每人都有完整的上下文；内存估算随人数增长，其余的人排队等候。自动：llama-server 的默认值，四人共享一个上下文。</translation>
+    </message>
+    <message>
+        <source>People at once</source>
+        <translation>同时服务人数</translation>
+    </message>
+</context>
+<context>
+    <name>ServerOptions</name>
+    <message>
+        <source>-np in llama-server's further arguments and people at once both set how many are served at once: remove -np and keep people at once</source>
+        <translation>llama-server 附加参数中的 -np 和“同时服务人数”都设定了同时服务的数量：请删除 -np，保留“同时服务人数”</translation>
+    </message>
+    <message>
+        <source>people at once must be a whole number from 1 to {most}, not {value}</source>
+        <translation>同时服务人数必须是 1 到 {most} 之间的整数，而不是 {value}</translation>
+    </message>
+</context>
+<context>
+    <name>UsageTableView</name>
+    <message>
+        <source>Key</source>
+        <translation>密钥</translation>
+    </message>
+    <message>
+        <source>Requests</source>
+        <translation>请求数</translation>
+    </message>
+    <message>
+        <source>This PC</source>
+        <translation>本机</translation>
+    </message>
+    <message>
+        <source>Tokens in</source>
+        <translation>输入 token</translation>
+    </message>
+    <message>
+        <source>Tokens out</source>
+        <translation>输出 token</translation>
+    </message>
+    <message>
+        <source>Waiting</source>
+        <translation>排队中</translation>
+    </message>
+    <message>
+        <source>Who uses the cluster</source>
+        <translation>谁在使用集群</translation>
+    </message>
+    <message>
+        <source>tok/s</source>
+        <translation>token/秒</translation>
+    </message>
+    <message>
+        <source>{waiting} (+{busy} answered now)</source>
+        <translation>{waiting}（另有 {busy} 个正在应答）</translation>
     </message>
 </context>
 </TS>

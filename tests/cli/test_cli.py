@@ -110,7 +110,7 @@ def test_plan_that_does_not_fit_launches_nothing(paired, demo_model, env):
     # A context whose KV cache is eight times this machine's RAM: whatever the split, some
     # device (all of them share this RAM) is short, on a small or a large machine alike.
     model = inspect_model(demo_model)
-    ctx = -(-8 * psutil.virtual_memory().total // model.kv_bytes(1, range(model.n_slots)))
+    ctx = -(-8 * psutil.virtual_memory().total // (model.kv_bytes(256, range(model.n_slots)) // 256))  # per token
     r = herd(["up", demo_model, "--no-mdns", "--ctx", str(ctx), "--port", str(free_port())], env)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "does not fit" in r.stderr and "short by" in r.stderr

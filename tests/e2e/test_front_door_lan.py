@@ -49,7 +49,7 @@ async def test_a_phone_on_the_lan_uses_the_shared_endpoint_with_its_key(engine, 
         assert r.returncode == 0, r.stderr
         key = json.loads(r.stdout)["key"]
         up = HerdUp(m.popen(HERD + ["up", smollm2, "--no-mdns", "--lan", "--port", str(PORT), "--ctx", "1024",
-                                    "--server-args", "--threads 1 -np 2"],
+                                    "--people", "2", "--server-args", "--threads 1"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         up.wait_for("Serving", 180)
         base = f"http://{m.ip}:{PORT}"
@@ -57,6 +57,8 @@ async def test_a_phone_on_the_lan_uses_the_shared_endpoint_with_its_key(engine, 
         started = next(ln for ln in up.lines if ln.startswith("Starting "))
         hidden = int(re.search(r" --port (\d+)", started).group(1))
         assert " --host 127.0.0.1 " in started and hidden != PORT
+        # two people at once, each with the whole context (#34 item 7)
+        assert " -c 2048 " in started and " -np 2 " in started
 
         url = base + "/v1/chat/completions"
         got = ask(phone, [
@@ -82,9 +84,13 @@ async def test_a_phone_on_the_lan_uses_the_shared_endpoint_with_its_key(engine, 
         assert direct["status"] is None and "ConnectError" in direct["error"]
         for (meth, path), answer in zip(ADMIN, admin):
             assert answer["status"] == 403, (meth, path, answer)
-        # One line per request from another host: the key's name, never the text.
-        assert any(ln.startswith("request: phone: POST /v1/chat/completions → 200, 12 tokens in ")
-                   for ln in up.lines), up.lines
+        # One line per request from another host: the key's name, tokens in and out, the time;
+        # never the text (#34 item 6). Both replies, plain and streamed, counted.
+        said = json.loads(plain["body"])["usage"]  # what llama-server counted for the plain reply
+        logged = [ln for ln in up.lines if ln.startswith("request: phone: POST /v1/chat/completions → 200, ")]
+        expected = (rf"request: phone: POST /v1/chat/completions → 200, {said['prompt_tokens']} tokens in, 12 out, "
+                    r"\d+\.\d\d s")
+        assert len(logged) == 2 and all(re.fullmatch(expected, ln) for ln in logged), up.lines
         assert not any("Name a fruit" in ln for ln in up.lines)
 
         # From the bridge (another host of this LAN): revoked while serving, refused at once.

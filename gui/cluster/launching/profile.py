@@ -220,10 +220,16 @@ def _server_from_json(s: dict, where: str) -> ServerOptions:
     if not 0 < port < 65536:
         raise ProfileError(f"{where}.port: must be 1…65535, got {port}")
     alias = _field(s, "alias", where, str, optional=True, default=None)
+    people = _field(s, "people", where, int, optional=True, default=None)  # people at once (#34)
     try:
         server = ServerOptions(ctx=ctx, port=port, alias=alias or None, extra_args=tuple(extra))
     except ValueError as e:  # a further argument that is not a tuning option (#32)
         raise ProfileError(f"{where}.extra_args: {e}") from None
+    if people is not None:
+        try:
+            server = replace(server, people=people)
+        except ValueError as e:
+            raise ProfileError(f"{where}.people: {e}") from None
     return server
 
 
@@ -507,6 +513,10 @@ def settings_differences(profile: Profile, here: ServerOptions) -> list[Finding]
     if s.ctx != here.ctx:
         out.append(Finding("warning", "server", translate("Profile", "context {new} replaces {old}")
                            .format(new=s.ctx, old=here.ctx), code="context"))
+    if s.people != here.people:
+        out.append(Finding("warning", "server", translate("Profile", "people at once {new} replaces {old}")
+                           .format(new=s.people or translate("Profile", "llama-server's default"),
+                                   old=here.people or translate("Profile", "llama-server's default")), code="people"))
     if s.port != here.port:
         out.append(Finding("warning", "server", translate("Profile", "port {new} replaces {old}")
                            .format(new=s.port, old=here.port), code="port"))

@@ -53,7 +53,7 @@ SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4, "gpt-oss": 2
 #: windowed layers' cache is sized by them, and the compute buffers by the micro-batch.
 DEFAULT_SEQUENCES = 4
 DEFAULT_UBATCH = 512
-#: llama.cpp pads the windowed cache to a multiple of this many cells.
+#: llama.cpp pads each cache stream's context, and the windowed cache, to a multiple of this many cells.
 SWA_CELL_PAD = 256
 
 
@@ -243,12 +243,15 @@ class ModelInfo:
         shape = CacheShape.of(ctx)
         if shape.ctx < 0:
             raise ValueError(f"context length must not be negative, got {shape.ctx}")
-        if layer is None or not self.is_windowed(layer) or shape.swa_full:
-            return shape.ctx
         streams = 1 if shape.unified else max(1, shape.sequences)
+        # Each stream's context is padded up to 256 cells (src/llama-context.cpp): -c 2048 -np 3
+        # gives three streams of 768 cells, 2304 in all, as llama-server's log says (#34).
+        stream_ctx = -(-(shape.ctx // streams) // SWA_CELL_PAD) * SWA_CELL_PAD
+        if layer is None or not self.is_windowed(layer) or shape.swa_full:
+            return streams * stream_ctx
         per_stream = self.sliding_window * (shape.sequences if shape.unified else 1) + shape.ubatch
         padded = -(-per_stream // SWA_CELL_PAD) * SWA_CELL_PAD
-        return streams * min(shape.ctx // streams, padded)
+        return streams * min(stream_ctx, padded)
 
     def kv_bytes_per_layer(self, ctx: "int | CacheShape", layer: int | None = None) -> int:
         """Bytes of the f16 KV cache of one block for a context of ``ctx`` tokens.

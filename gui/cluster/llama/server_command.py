@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
+from agent.i18n import translate
 from gui.cluster.llama.model import DEFAULT_SEQUENCES, DEFAULT_UBATCH, CacheShape
 from gui.cluster.llama.server_args import OWNED_FLAGS, check_extra_args  # noqa: F401 (OWNED_FLAGS: re-exported)
 
@@ -39,6 +40,9 @@ DEFAULT_PORT = 8080
 
 #: llama-server's switch that keeps host weights as they are in the file (no CPU repacking).
 NO_REPACK_FLAG = "--no-repack"
+#: The most "people at once" (parallel slots, ``-np``) herd asks of llama-server (#34): each one
+#: holds a whole context of KV cache, so more than a household needs only wastes memory.
+MAX_PEOPLE = 64
 
 
 
@@ -56,6 +60,10 @@ class ServerOptions:
             :mod:`gui.cluster.llama.server_args` (never ``--rpc``, ``--host``, ``--log-file`` …:
             :class:`~gui.cluster.llama.server_args.ServerArgsError`, a ValueError, names the
             first one that is not, #32).
+        people: how many people the endpoint serves at once (#34): llama-server's parallel slots
+            (``-np``), each with its own ``ctx`` tokens of context, so llama-server gets
+            ``-c people × ctx`` (:attr:`total_ctx`) and the memory fit plans the bigger KV cache.
+            None: llama-server's own default (4 sequences sharing ``ctx``), as before the setting.
     """
 
     ctx: int = DEFAULT_CTX
@@ -63,6 +71,7 @@ class ServerOptions:
     port: int = DEFAULT_PORT
     alias: str | None = None
     extra_args: tuple[str, ...] = ()
+    people: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.extra_args, list):  # a list from a caller: frozen dataclasses need a tuple
@@ -73,6 +82,14 @@ class ServerOptions:
             raise ValueError(f"the context size must be positive, not {self.ctx!r}")
         if not 1 <= int(self.port) <= 65535:
             raise ValueError(f"the port must be 1…65535, not {self.port!r}")
+        if self.people is not None:
+            _check_people(self.people, self.extra_args)
+
+    @property
+    def total_ctx(self) -> int:
+        """llama-server's ``-c``: the context of every person together (#34: llama-server splits
+        ``-c`` between its slots, so each person gets the ``ctx`` the user chose)."""
+        return int(self.ctx) * (self.people or 1)
 
     def with_extra(self, *args: str) -> "ServerOptions":
         """These options with ``args`` appended to the extra arguments (once each)."""
@@ -104,6 +121,9 @@ class ServerOptions:
             batch = int(values.get("batch", DEFAULT_BATCH))
         except ValueError as exc:
             raise ValueError(f"a server argument that sizes the cache is not a number: {exc}") from None
+        if self.people is not None:  # one cache stream per person, unless -kvu shares one
+            return CacheShape(ctx=self.total_ctx, sequences=self.people, unified=flags.get("unified", False),
+                              ubatch=max(1, min(ubatch, batch)), swa_full=flags.get("swa_full", False))
         auto = parallel < 1
         return CacheShape(ctx=int(self.ctx), sequences=DEFAULT_SEQUENCES if auto else parallel,
                           unified=flags.get("unified", auto), ubatch=max(1, min(ubatch, batch)),
@@ -114,7 +134,21 @@ class ServerOptions:
         out = {"ctx": self.ctx, "host": self.host, "port": self.port, "extra_args": list(self.extra_args)}
         if self.alias:
             out["alias"] = self.alias
+        if self.people is not None:
+            out["people"] = self.people
         return out
+
+
+def _check_people(people, extra_args: Sequence[str]) -> None:
+    """ValueError, in words, when ``people`` is not a whole number 1…:data:`MAX_PEOPLE` or the
+    further arguments set the parallel slots too."""
+    if isinstance(people, bool) or not isinstance(people, int) or not 1 <= people <= MAX_PEOPLE:
+        raise ValueError(translate("ServerOptions", "people at once must be a whole number from 1 to {most}, "
+                                                    "not {value}").format(most=MAX_PEOPLE, value=people))
+    if any(str(a).partition("=")[0] in ("-np", "--parallel") for a in extra_args):
+        raise ValueError(translate("ServerOptions", "-np in llama-server's further arguments and people at once "
+                                                    "both set how many are served at once: remove -np and keep "
+                                                    "people at once"))
 
 
 #: llama-server's options that size its caches (:meth:`ServerOptions.cache_shape`), by spelling.
@@ -248,7 +282,9 @@ class ServerSpec:
         for o in self.expert_overrides:  # after --rpc: llama-server looks the buffer type up then
             a += ["-ot", o.arg(self.rpc)]
         o = self.options
-        a += ["-c", str(o.ctx), "--host", o.host, "--port", str(o.port)]
+        a += ["-c", str(o.total_ctx), "--host", o.host, "--port", str(o.port)]
+        if o.people is not None:
+            a += ["-np", str(o.people)]
         if o.alias:
             a += ["--alias", o.alias]
         a += ["--metrics", "-lv", str(self.verbosity)]

@@ -75,6 +75,7 @@ class SplitModel:
         self.experts_in_ram: set[str] = set()
         self.ctx = ctx
         self.server_args: tuple[str, ...] = ()
+        self.people: int | None = None
         self.host_free_bytes: int | None = None
         self.plan: Plan | None = None
         self.fits: list[DeviceFit] = []
@@ -170,7 +171,7 @@ class SplitModel:
         """How llama-server will size its caches for this context and these server arguments
         (arguments it cannot read: its defaults; Start says what is wrong with them)."""
         try:
-            return ServerOptions(ctx=self.ctx, extra_args=self.server_args).cache_shape()
+            return ServerOptions(ctx=self.ctx, extra_args=self.server_args, people=self.people).cache_shape()
         except ValueError:
             return self.ctx
 
@@ -179,6 +180,12 @@ class SplitModel:
         args = tuple(str(a) for a in args)
         if args != self.server_args:
             self.server_args = args
+            self._changed()
+
+    def set_people(self, people: int | None) -> None:
+        """People at once changed (#34: each holds a whole context): the fit is estimated again."""
+        if people != self.people:
+            self.people = people
             self._changed()
 
     def set_ctx(self, ctx: int) -> None:

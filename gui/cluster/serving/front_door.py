@@ -20,6 +20,15 @@ aiohttp server — listens on the endpoint's address and port and passes request
 * **Relaunches.** The front door keeps its port while llama-server is restarted (failover, a new
   model). A request then waits up to :attr:`DoorSettings.upstream_wait` seconds for llama-server
   to answer, then gets 503 with ``Retry-After`` — never "connection refused".
+* **People at once.** llama-server answers :attr:`FrontDoor.people` requests at once (its
+  ``-np`` slots); more would wait inside it with no say. So the front door lets that many
+  generating requests through at a time and queues the others in order (counted as *waiting*),
+  up to :attr:`DoorSettings.queue_limit`; past that a request gets 503 with ``Retry-After`` and
+  words that say why. The app's own chat, which talks to llama-server on loopback, waits in the
+  same queue (:meth:`FrontDoor.app_reply`).
+* **Who uses it.** :attr:`FrontDoor.usage` (:class:`~gui.cluster.serving.usage.UsageTable`) counts
+  per key name requests, tokens, tokens/s, in flight and waiting; each request from another host
+  is logged as one line — key name, tokens in and out, time — never its text.
 * **Cut replies.** A streamed chat reply that llama-server cuts (a lost worker) pauses and goes
   on once llama-server is back (:mod:`gui.cluster.serving.resume`), for up to
   :attr:`DoorSettings.resume_wait` seconds; otherwise, and for other routes, the stream ends
@@ -29,10 +38,10 @@ aiohttp server — listens on the endpoint's address and port and passes request
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import logging
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,8 +51,11 @@ from aiohttp import web
 from yarl import URL
 
 from agent.i18n import translate
+from gui.cluster.chat.client import ChatDone
+from gui.cluster.llama.model import DEFAULT_SEQUENCES
 from gui.cluster.serving.api_keys import ApiKeyError, ApiKeyStore
 from gui.cluster.serving.resume import ReplySoFar, SseEvents, resume_stream
+from gui.cluster.serving.usage import THIS_PC, UsageTable, reply_usage, usage_of
 
 log = logging.getLogger(__name__)
 
@@ -51,18 +63,22 @@ log = logging.getLogger(__name__)
 PUBLIC_PATHS = frozenset({"/v1/models", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/health"})
 #: Routes that need no key from anyone (a phone app's "is the server there?").
 OPEN_PATHS = frozenset({"/health"})
+#: Routes that take one of llama-server's slots: they wait in the front door's queue (#34).
+SLOT_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
 #: Headers that belong to one connection, never passed on (RFC 9110 §7.6.1), and ours to set.
 _NOT_PASSED = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
                          "trailer", "transfer-encoding", "upgrade", "host", "content-length", "authorization"})
 MiB = 1 << 20
-#: Where a reply says how many tokens it generated: llama-server's ``timings`` (every reply, the
-#: last event of a stream) or the OpenAI ``usage``. Read from the reply's last bytes only.
-_TOKENS_RE = re.compile(rb'"(?:predicted_n|completion_tokens)"\s*:\s*(\d+)')
+#: How much of a reply's end is kept to read what it cost (:func:`~gui.cluster.serving.usage.reply_usage`).
 _TAIL = 4096
 
 
 class FrontDoorError(RuntimeError):
     """The front door cannot start (its address or port cannot be taken); the message says why."""
+
+
+class _QueueFull(Exception):
+    """More requests wait for a free place than :attr:`DoorSettings.queue_limit`."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +97,9 @@ class DoorSettings:
             detection (a few seconds of missed polls) and relaunching a model that was already
             loaded once (its files are in the page cache), and is well inside the read
             timeouts of OpenAI clients (the openai SDK waits 600 s). (#34)
+        queue_limit: requests that may wait for a free place (beyond :attr:`FrontDoor.people`)
+            before the next one gets 503 with ``Retry-After``: a bounded queue, so a flood of
+            requests cannot pile up without end (#34).
     """
 
     require_key_on_loopback: bool = False
@@ -88,6 +107,7 @@ class DoorSettings:
     retry_after: int = 5
     max_body: int = 64 * MiB
     resume_wait: float = 60.0
+    queue_limit: int = 64
 
 
 def is_loopback(remote: str | None) -> bool:
@@ -125,24 +145,44 @@ class FrontDoor:
         hosts: addresses to listen on (``0.0.0.0`` for every IPv4 address of this computer).
         port: the endpoint's port.
         settings: :class:`DoorSettings`.
+        people: how many requests llama-server answers at once (its ``-np`` slots).
 
     Attributes:
         upstream: where requests go now.
-        served: requests answered so far, by key name ("" for callers on loopback without key).
+        usage: the :class:`~gui.cluster.serving.usage.UsageTable`: who uses the cluster.
         waiting: requests waiting now for llama-server to come (back).
+        queued: requests waiting now for a free place among :attr:`people`.
     """
 
     def __init__(self, upstream: str, keys: ApiKeyStore, *, hosts: Sequence[str] = ("127.0.0.1",),
-                 port: int = 8080, settings: DoorSettings = DoorSettings()) -> None:
+                 port: int = 8080, settings: DoorSettings = DoorSettings(), people: int = DEFAULT_SEQUENCES) -> None:
         self.upstream = upstream.rstrip("/")
         self.keys = keys
         self.hosts = tuple(hosts)
         self.port = int(port)
         self.settings = settings
-        self.served: dict[str, int] = {}
+        self.usage = UsageTable()
         self.waiting = 0
+        self.queued = 0
+        self.people = people
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def people(self) -> int:
+        """How many generating requests go to llama-server at once; the rest wait in order."""
+        return self._people
+
+    @people.setter
+    def people(self, count: int) -> None:
+        # A new gate for what comes next; requests let through by the old one release the old one.
+        self._people = max(1, int(count))
+        self._gate = asyncio.Semaphore(self._people)
+
+    @property
+    def served(self) -> dict[str, int]:
+        """Requests answered so far, by key name ("" for callers on loopback without key)."""
+        return self.usage.requests()
 
     @property
     def urls(self) -> list[str]:
@@ -189,7 +229,7 @@ class FrontDoor:
             return _error(403, translate("FrontDoor", "{path} is not served to other computers; the endpoint "
                                                       "serves the OpenAI API under /v1").format(path=request.path),
                           "forbidden")
-        who = ""
+        who = THIS_PC
         if (request.path not in OPEN_PATHS and request.method != "OPTIONS"  # a browser's CORS preflight
                 and (not local or self.settings.require_key_on_loopback)):
             who = self._key_name(request)
@@ -200,14 +240,53 @@ class FrontDoor:
         except web.HTTPRequestEntityTooLarge:
             return _error(413, translate("FrontDoor", "the request is larger than {mib} MiB").format(
                 mib=self.settings.max_body // MiB), "invalid_request_error")
-        usage: dict[str, int] = {}  # what the reply says it generated (for the log line)
-        response = await self._forward(request, body, usage)
-        self.served[who] = self.served.get(who, 0) + 1
+        cost: dict = {}  # what the reply says it cost (for the table and the log line)
+        try:
+            async with self._place(who) if request.path in SLOT_PATHS else contextlib.nullcontext():
+                response = await self._forward(request, body, cost)
+        except _QueueFull:
+            response = _error(503, translate("FrontDoor", "the cluster answers {people} requests at once and "
+                                                          "{waiting} more are waiting; try again in a few seconds").format(
+                people=self.people, waiting=self.queued), "server_error",
+                {"Retry-After": str(self.settings.retry_after)})
+        reply = cost.get("reply")
+        self.usage.answered(who, reply)
         if not local:  # who used the cluster from the LAN, never what they asked (#34)
-            tokens = usage.get("tokens")
-            log.info("%s: %s %s → %s%s in %.2f s", who, request.method, request.path, response.status,
-                     f", {tokens} tokens" if tokens is not None else "", time.monotonic() - started)
+            tokens = f", {reply.prompt_tokens} tokens in, {reply.generated_tokens} out" if reply else ""
+            log.info("%s: %s %s → %s%s, %.2f s", who, request.method, request.path, response.status,
+                     tokens, time.monotonic() - started)
         return response
+
+    async def app_reply(self, events):
+        """Pass the app's own chat stream (:func:`gui.cluster.chat.client.stream_chat` events)
+        through, in the same queue as everyone's: the app is one of the people at once, counted
+        as :data:`~gui.cluster.serving.usage.THIS_PC` (#34). Its request is sent once it has a place."""
+        async with self._place(THIS_PC, bounded=False):  # the owner's own chat is never turned away
+            async for ev in events:
+                if isinstance(ev, ChatDone):
+                    self.usage.answered(THIS_PC, usage_of({**ev.usage, **ev.timings}))
+                yield ev
+
+    @contextlib.asynccontextmanager
+    async def _place(self, who: str, bounded: bool = True):
+        """Wait in order for one of the :attr:`people` places (counted as waiting for ``who``),
+        hold it while the body runs; :class:`_QueueFull` when the queue is full (``bounded``)."""
+        gate = self._gate
+        if bounded and gate.locked() and self.queued >= self.settings.queue_limit:
+            raise _QueueFull
+        self.queued += 1
+        self.usage.waiting(who, 1)
+        try:
+            await gate.acquire()
+        finally:
+            self.queued -= 1
+            self.usage.waiting(who, -1)
+        self.usage.in_flight(who, 1)
+        try:
+            yield
+        finally:
+            self.usage.in_flight(who, -1)
+            gate.release()
 
     def _key_name(self, request: web.Request) -> str | web.Response:
         """The name of the key the request carries, or the 401/500 answer."""
@@ -229,9 +308,9 @@ class FrontDoor:
                                                       "keys"), "invalid_api_key", {"WWW-Authenticate": "Bearer"})
         return name
 
-    async def _forward(self, request: web.Request, body: bytes, usage: dict[str, int]) -> web.StreamResponse:
+    async def _forward(self, request: web.Request, body: bytes, cost: dict) -> web.StreamResponse:
         """Send the request on to llama-server (waiting for it while it restarts) and relay the
-        answer; ``usage["tokens"]`` is set to the tokens the reply says it generated."""
+        answer; ``cost["reply"]`` is set to what the reply says it cost (a ``ReplyUsage``)."""
         assert self._session is not None, "start() first"
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_PASSED}
         # The path as checked (decoded, dot segments resolved), encoded again: llama-server sees
@@ -258,7 +337,7 @@ class FrontDoor:
                     if counted:
                         self.waiting -= 1
                         counted = False
-                    return await self._relay(request, upstream, usage, (target, headers, body))
+                    return await self._relay(request, upstream, cost, (target, headers, body))
                 if upstream is not None:
                     upstream.release()
                 left = deadline - time.monotonic()
@@ -276,7 +355,7 @@ class FrontDoor:
                 self.waiting -= 1
 
     async def _relay(self, request: web.Request, upstream: aiohttp.ClientResponse,
-                     usage: dict[str, int], sent: tuple) -> web.StreamResponse:
+                     cost: dict, sent: tuple) -> web.StreamResponse:
         """Pass ``upstream``'s answer on as it arrives (chunked; never gathered first). ``sent``
         is what was sent (target, headers, body): a cut chat stream is continued with it."""
         done = False
@@ -290,7 +369,7 @@ class FrontDoor:
             # A stream is passed on in whole events, so a cut never leaves half an event (#34).
             events, reply = SseEvents(), ReplySoFar()
             chunks = upstream.content.iter_any()
-            tail = b""  # the reply's last bytes, where it says how many tokens it generated
+            tail = b""  # the reply's last bytes, where it says what it cost
             while True:
                 try:
                     chunk = await chunks.__anext__()
@@ -315,9 +394,7 @@ class FrontDoor:
                 except ConnectionResetError:
                     return response  # the client went away: the finally below closes the upstream
             await response.write_eof()
-            counts = _TOKENS_RE.findall(tail)
-            if counts:
-                usage["tokens"] = int(counts[-1])
+            cost["reply"] = reply_usage(tail)
             done = True
             return response
         finally:

@@ -13,6 +13,7 @@ import socket
 import sys
 from dataclasses import dataclass, replace
 
+from gui.cluster.llama.model import DEFAULT_SEQUENCES
 from gui.cluster.llama.server_command import DEFAULT_HOST, ServerOptions
 from gui.cluster.serving.api_keys import ApiKeyStore
 from gui.cluster.serving.front_door import DoorSettings, FrontDoor
@@ -26,6 +27,14 @@ def free_loopback_port() -> int:
     with socket.socket() as s:
         s.bind((DEFAULT_HOST, 0))
         return s.getsockname()[1]
+
+
+def _slots(options: ServerOptions) -> int:
+    """llama-server's parallel slots with ``options`` (its default when they cannot be read)."""
+    try:
+        return options.cache_shape().sequences
+    except ValueError:  # a -np that is not a number: the launch says so in words
+        return DEFAULT_SEQUENCES
 
 
 def door_hosts(host: str | None) -> tuple[str, ...]:
@@ -46,8 +55,10 @@ def share_on_lan(options: ServerOptions, host: str | None, keys: ApiKeyStore | N
     and a free port instead, and the front door the endpoint's port on :func:`door_hosts`.
     """
     upstream = replace(options, host=DEFAULT_HOST, port=free_loopback_port())
+    # as many at once as llama-server has slots; the others wait in the door's queue (#34)
     door = FrontDoor(f"http://{DEFAULT_HOST}:{upstream.port}", keys or ApiKeyStore(),
-                     hosts=door_hosts(host), port=options.port, settings=settings)
+                     hosts=door_hosts(host), port=options.port, settings=settings,
+                     people=_slots(options))
     return upstream, door
 
 

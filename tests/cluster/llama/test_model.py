@@ -39,7 +39,9 @@ def test_kv_cache_size_follows_heads_and_context(tmp_path):
     shape = DemoShape(layers=2, embd=256, kv_heads=1)  # grouped-query: 4 heads, 1 KV head
     info = inspect_model(write_demo_model(tmp_path / "gqa.gguf", shape))
     assert info.n_head == 4 and info.n_head_kv == (1, 1)
-    assert info.kv_bytes_per_layer(1000) == 2 * 1000 * 1 * 64 * 2
+    assert info.kv_bytes_per_layer(1024) == 2 * 1024 * 1 * 64 * 2
+    # llama-server pads the context up to 256 cells: `-c 1000` holds 1024 (#34)
+    assert info.kv_bytes_per_layer(1000) == info.kv_bytes_per_layer(1024)
     assert info.kv_bytes(1000, range(3)) == 2 * info.kv_bytes_per_layer(1000)  # slot 2 = output
     with pytest.raises(ValueError, match="negative"):
         info.kv_bytes_per_layer(-1)
@@ -63,7 +65,8 @@ def test_sliding_window_layers_as_llama_cpp_chooses_them(tmp_path, arch, pattern
     # the context; the global layers get the whole context
     for i in range(12):
         assert info.kv_cells(32768, i) == (2560 if windowed[i] else 32768)
-        assert info.kv_cells(1000, i) == 1000
+        # a context is padded up to 256 cells: llama-server's `-c 1000` allocates 1024 (#34)
+        assert info.kv_cells(1000, i) == 1024
     assert info.kv_bytes_per_layer(32768) >= max(info.kv_bytes_per_layer(32768, i) for i in range(12))
 
 
