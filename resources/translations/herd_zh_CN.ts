@@ -1857,6 +1857,10 @@
         <source>the fastest split does not fit once the devices on the same computer share its memory: {misfits}</source>
         <translation>同一台计算机上的设备共用其内存后，最快的分层方案放不下：{misfits}</translation>
     </message>
+    <message>
+        <source>{device}: needs {need} (of which the draft model {draft}) of {free} free — {verdict}</source>
+        <translation>{device}：需要 {need}（其中草稿模型占 {draft}），可用 {free} — {verdict}</translation>
+    </message>
 </context>
 <context>
     <name>Placement</name>
@@ -3181,6 +3185,10 @@
         <source>{arg} is not a llama-server option (nor the value of one)</source>
         <translation>{arg} 不是 llama-server 选项（也不是某个选项的值）</translation>
     </message>
+    <message>
+        <source>llama-server option {flag} is not accepted: herd plans speculation itself; choose it with --draft (herd plan, herd up) or in the split editor</source>
+        <translation>不接受 llama-server 选项 {flag}：推测解码由 herd 自行规划；请用 --draft（herd plan、herd up）或在拆分编辑器中选择</translation>
+    </message>
 </context>
 <context>
     <name>Transcript</name>
@@ -3617,6 +3625,113 @@
     <message>
         <source>Waking {name}… {seconds} s</source>
         <translation>正在唤醒 {name}… {seconds} 秒</translation>
+    </message>
+</context>
+<context>
+    <name>Speculation</name>
+    <message>
+        <source>a draft model's file goes with speculation by a draft model, and only with it</source>
+        <translation>草稿模型文件只能与“草稿模型”推测方式一起使用，且该方式必须给出草稿模型文件</translation>
+    </message>
+    <message>
+        <source>different tokenizer: {draft} vs {target}</source>
+        <translation>分词器不同：{draft} 与 {target}</translation>
+    </message>
+    <message>
+        <source>different vocabulary: the same number of tokens ({count}), but not the same tokens</source>
+        <translation>词表不同：词元数量相同（{count}），但词元不同</translation>
+    </message>
+    <message>
+        <source>different vocabulary: {draft} tokens vs {target}</source>
+        <translation>词表不同：{draft} 个词元与 {target} 个</translation>
+    </message>
+    <message>
+        <source>draft model</source>
+        <translation>草稿模型</translation>
+    </message>
+    <message>
+        <source>n-gram lookup</source>
+        <translation>n-gram 查找</translation>
+    </message>
+    <message>
+        <source>no model on this PC has the target's vocabulary</source>
+        <translation>本机没有与目标模型词表相同的模型</translation>
+    </message>
+    <message>
+        <source>none</source>
+        <translation>无</translation>
+    </message>
+    <message>
+        <source>predicted {gain}× the speed without</source>
+        <translation>预计为不使用时速度的 {gain} 倍</translation>
+    </message>
+    <message>
+        <source>speculation must be one of {kinds}, not {kind}</source>
+        <translation>推测方式必须是 {kinds} 之一，而不是 {kind}</translation>
+    </message>
+    <message>
+        <source>speculation: draft model {name}, {n} tokens per pass</source>
+        <translation>推测解码：草稿模型 {name}，每轮 {n} 个词元</translation>
+    </message>
+    <message>
+        <source>speculation: none</source>
+        <translation>推测解码：无</translation>
+    </message>
+    <message>
+        <source>speculation: {kind}</source>
+        <translation>推测解码：{kind}</translation>
+    </message>
+    <message>
+        <source>the model carries its own MTP heads</source>
+        <translation>该模型自带 MTP 预测头</translation>
+    </message>
+    <message>
+        <source>the model's own MTP heads</source>
+        <translation>模型自带的 MTP 预测头</translation>
+    </message>
+    <message>
+        <source>the smallest model on this PC with the target's vocabulary</source>
+        <translation>本机上与目标模型词表相同的最小模型</translation>
+    </message>
+    <message>
+        <source>tokens drafted per pass must be a whole number from 1 to {most}, not {value}</source>
+        <translation>每轮草拟的词元数必须是 1 到 {most} 的整数，而不是 {value}</translation>
+    </message>
+    <message>
+        <source>too large to draft: {size} MiB against the target's {target} MiB</source>
+        <translation>太大，不适合作草稿：{size} MiB，而目标模型为 {target} MiB</translation>
+    </message>
+    <message>
+        <source>{draft} cannot draft for {model}: {why}</source>
+        <translation>{draft} 不能为 {model} 作草稿：{why}</translation>
+    </message>
+    <message>
+        <source>{model} carries no multi-token-prediction heads; choose --draft auto, ngram or a draft model</source>
+        <translation>{model} 不带多词元预测（MTP）头；请选择 --draft auto、ngram 或一个草稿模型</translation>
+    </message>
+    <message>
+        <source>{path}: the file has no vocabulary (no tokenizer.ggml.model and tokenizer.ggml.tokens keys)</source>
+        <translation>{path}：该文件没有词表（缺少 tokenizer.ggml.model 和 tokenizer.ggml.tokens 键）</translation>
+    </message>
+    <message>
+        <source>{where} must be an object</source>
+        <translation>{where} 必须是一个对象</translation>
+    </message>
+    <message>
+        <source>{where}.draft must be the path of a model file</source>
+        <translation>{where}.draft 必须是模型文件的路径</translation>
+    </message>
+    <message>
+        <source>{where}.predicted_gain must be a positive number</source>
+        <translation>{where}.predicted_gain 必须是正数</translation>
+    </message>
+    <message>
+        <source>{where}.reason must be a short text</source>
+        <translation>{where}.reason 必须是简短文本</translation>
+    </message>
+    <message>
+        <source>{where}: unknown field {field}</source>
+        <translation>{where}：未知字段 {field}</translation>
     </message>
 </context>
 </TS>
