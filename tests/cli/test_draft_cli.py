@@ -1,0 +1,73 @@
+"""``herd plan --draft``, ``herd export --draft`` and ``herd up`` with a saved speculation, through
+the real ``herd`` program (#35): the choice shown with its reason, on the command line it prints,
+in the JSON and the profile; a draft that cannot work refused in words before anything starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+
+import pytest
+from cluster.model_matrix import real_gemma3
+from e2e.herd_cli import herd
+
+from gui.cluster.launching.profile import load_profile
+from gui.cluster.llama.random_model import DemoShape, vocab_tokenizer, write_demo_model
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = dict(os.environ)
+    e["HERD_CONFIG_DIR"] = str(tmp_path / "master-config")
+    e["HOME"] = str(tmp_path / "home")  # the models "on this PC" are the test's own
+    e["XDG_DATA_HOME"] = str(tmp_path / "home" / ".local" / "share")
+    e.pop("LLAMA_CACHE", None)
+    e.pop("HF_HOME", None)
+    e.pop("HF_HUB_CACHE", None)
+    return e
+
+
+@pytest.fixture
+def models(tmp_path):
+    """A target in one folder, a draft with its vocabulary in llama.cpp's download cache."""
+    target = write_demo_model(tmp_path / "models" / "target.gguf", DemoShape(layers=8, embd=256, vocab=4096))
+    draft = write_demo_model(tmp_path / "home" / ".cache" / "llama.cpp" / "small-draft.gguf",
+                             DemoShape(layers=2, embd=64), tokenizer=vocab_tokenizer(target), seed=1)
+    return target, draft
+
+
+def test_plan_draft_auto_finds_the_draft_on_this_pc_and_shows_the_choice(models, env, tmp_path):
+    target, draft = models
+    r = herd(["plan", "--model", target, "--draft", "auto", "--ctx", "1024", "--no-mdns"], env)
+    assert r.returncode == 0, r.stderr
+    assert "speculation: draft model small-draft.gguf, 3 tokens per pass" in r.stdout, r.stdout
+    assert "the smallest model on this PC with the target's vocabulary" in r.stdout
+    assert "(of which the draft model" in r.stdout  # its memory, planned on the host
+    master = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("master: "))
+    argv = shlex.split(master.split("master: ", 1)[1])
+    assert argv[argv.index("-md") + 1] == str(draft) and argv[argv.index("--spec-type") + 1] == "draft-simple"
+
+    r = herd(["plan", "--model", target, "--draft", "auto", "--no-mdns", "--json"], env)
+    data = json.loads(r.stdout)
+    assert data["speculation"]["kind"] == "draft" and data["speculation"]["draft"] == str(draft)
+
+    r = herd(["plan", "--model", target, "--no-mdns"], env)  # without --draft: none
+    assert "speculation: none" in r.stdout and "-md" not in r.stdout
+
+    r = herd(["export", "--model", target, "--draft", "ngram", "--no-mdns", "-o", tmp_path / "p.json"], env)
+    assert r.returncode == 0, r.stderr
+    assert load_profile(tmp_path / "p.json").speculation.kind == "ngram"
+
+
+def test_a_draft_with_another_vocabulary_is_refused_with_the_reason(models, env, smollm2, tmp_path):
+    target, _ = models
+    gemma = real_gemma3(tmp_path / "gemma")
+    r = herd(["plan", "--model", gemma, "--draft", smollm2, "--no-mdns"], env)
+    assert r.returncode == 2
+    assert (f"--draft {smollm2}: {smollm2.name} cannot draft for {gemma.name}: different tokenizer: gpt2 vs llama"
+            in r.stderr), r.stderr
+    r = herd(["plan", "--model", target, "--draft", "mtp", "--no-mdns"], env)
+    assert r.returncode == 2 and "carries no multi-token-prediction heads" in r.stderr, r.stderr
+    r = herd(["plan", "--model", gemma, "--draft", "auto", "--no-mdns"], env)
+    assert r.returncode == 0 and "speculation: none (no model on this PC has the target's vocabulary" in r.stdout
