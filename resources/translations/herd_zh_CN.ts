@@ -3734,4 +3734,59 @@
         <translation>{where}：未知字段 {field}</translation>
     </message>
 </context>
+<context>
+    <name>SpeculationGain</name>
+    <message>
+        <source>A link's round trip cannot be negative: measure the links again.</source>
+        <translation>链路的往返时间不能为负数：请重新测量链路。</translation>
+    </message>
+    <message>
+        <source>Every speculation measurement must be a number; one is missing or infinite.</source>
+        <translation>推测解码的每项测量值都必须是数字；有一项缺失或为无穷大。</translation>
+    </message>
+    <message>
+        <source>No measured pair of runs to compare.</source>
+        <translation>没有可供比较的成对测量结果。</translation>
+    </message>
+    <message>
+        <source>One token's compute must take some time, got {ms} ms: measure the cluster again.</source>
+        <translation>一个词元的计算必然需要时间，得到的却是 {ms} 毫秒：请重新测量集群。</translation>
+    </message>
+    <message>
+        <source>Predicted {gain}× as fast, so slower: drafting takes longer than the accepted tokens save. A smaller draft model or n-gram lookup may do better.</source>
+        <translation>预计速度为 {gain}×，即更慢：起草所花的时间多于被接受的词元所节省的时间。更小的草稿模型或 n-gram 查找可能效果更好。</translation>
+    </message>
+    <message>
+        <source>Predicted {gain}× as fast, so slower: the links are fast next to the compute, and verifying several tokens costs more compute than the round trips it saves.</source>
+        <translation>预计速度为 {gain}×，即更慢：与计算相比链路很快，验证多个词元所多花的计算超过了它省下的往返时间。</translation>
+    </message>
+    <message>
+        <source>Predicted {gain}× as fast, so slower: too few drafted tokens are accepted to pay for verifying them. A draft that agrees more often with the model would help.</source>
+        <translation>预计速度为 {gain}×，即更慢：被接受的草稿词元太少，抵不上验证它们的开销。与该模型更常一致的草稿会有帮助。</translation>
+    </message>
+    <message>
+        <source>Predicted {gain}× as fast: the round trips are paid once for several tokens.</source>
+        <translation>预计速度为 {gain}×：多个词元只需支付一次往返时间。</translation>
+    </message>
+    <message>
+        <source>Speculation drafts at least one token per pass, got {n}.</source>
+        <translation>推测解码每轮至少起草一个词元，得到的是 {n}。</translation>
+    </message>
+    <message>
+        <source>The acceptance length must lie between 1 (no draft accepted) and {most} (every drafted token and the target's own), got {length}.</source>
+        <translation>接受长度必须介于 1（没有草稿被接受）和 {most}（所有草稿词元加上目标模型自己的词元）之间，得到的是 {length}。</translation>
+    </message>
+    <message>
+        <source>The draft's time per token cannot be negative, got {ms} ms.</source>
+        <translation>草稿模型每个词元的时间不能为负数，得到的是 {ms} 毫秒。</translation>
+    </message>
+    <message>
+        <source>Verifying several tokens cannot cost less than one token, got a ratio of {ratio}: measure the verify pass again.</source>
+        <translation>验证多个词元的开销不可能少于一个词元，得到的比值是 {ratio}：请重新测量验证过程。</translation>
+    </message>
+    <message>
+        <source>Without speculation a token costs {compute} ms of compute and {links} ms of round trips, one to each device that holds layers. With it, a pass costs {verify} ms to verify {n_draft} drafted tokens, {draft} ms to draft them and the same {links} ms of round trips once, and yields {length} tokens on average.</source>
+        <translation>不用推测解码时，每个词元需要 {compute} 毫秒计算和 {links} 毫秒往返时间（每个承载层的设备一次）。使用时，每一轮需要 {verify} 毫秒验证 {n_draft} 个草稿词元、{draft} 毫秒起草它们，以及同样的 {links} 毫秒往返时间（只需一次），平均产出 {length} 个词元。</translation>
+    </message>
+</context>
 </TS>
