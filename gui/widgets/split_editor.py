@@ -235,6 +235,16 @@ class SplitEditor(QWidget):
         self.split.set_server_args(options.extra_args)  # -np, -ub… change what fits
         self._refresh()
 
+    #: the plan's speculation (#35), or None: shown in the summary and on the command line
+    _speculation = None
+
+    def set_speculation(self, speculation) -> None:
+        """Show the plan's speculation (a :class:`~gui.cluster.planning.speculation.Speculation`,
+        #35): the choice, its predicted gain and reason in the summary, its options on the
+        command line. None: nothing is said."""
+        self._speculation = speculation
+        self._refresh()
+
     def set_fastest_available(self, ok: bool, why_not: str = "") -> None:
         """Enable the *Fastest* button (the planner can rank splits); while it is greyed out,
         ``why_not`` shows beside it and as its tooltip."""
@@ -332,7 +342,7 @@ class SplitEditor(QWidget):
             return None
         # the launcher's own command line, so they never disagree
         return ServerSpec.for_plan(self.split.plan, self.split.model.path,
-                                   replace(self._options, ctx=self.ctx.value()))
+                                   replace(self._options, ctx=self.ctx.value()), speculation=self._speculation)
 
     def command_line(self) -> str:
         """The exact command line, shell-quoted."""
@@ -520,4 +530,7 @@ class SplitEditor(QWidget):
                 "The context (%1) is larger than the %2 the model was trained for: llama.cpp allows it, "
                 "but replies beyond %2 tokens get worse.").replace("%1", f"{self.ctx.value():,}")
                 .replace("%2", f"{model.context_length:,}"))
+        spec = self._speculation
+        if model is not None and spec is not None and (spec.active or spec.reason):
+            self.summary.setText(self.summary.text() + " " + spec.describe()[:1].upper() + spec.describe()[1:] + ".")
         self.command.setPlainText(self.command_line())

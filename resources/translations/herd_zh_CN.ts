@@ -303,6 +303,14 @@
         <source>throughput</source>
         <translation>吞吐量</translation>
     </message>
+    <message>
+        <source>Last reply: %1 tokens/s effective.</source>
+        <translation>上一条回复：有效速度 %1 词元/秒。</translation>
+    </message>
+    <message>
+        <source>Speculation: %1 % of drafted tokens accepted (%2 of %3).</source>
+        <translation>推测解码：已接受 %1 % 的草稿词元（%3 个中的 %2 个）。</translation>
+    </message>
 </context>
 <context>
     <name>LaunchPanel</name>

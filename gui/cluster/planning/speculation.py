@@ -308,3 +308,29 @@ def _auto(target: Path, models: Iterable[str | os.PathLike], draft_max: int) -> 
         why += ": " + "; ".join(f"{c.path.name}: {c.reason}" for c in candidates[:3])
     return Speculation(reason=why)
 
+
+@dataclass(frozen=True)
+class ReplyDrafts:
+    """What speculation did for one finished reply, from llama-server's final ``timings``.
+
+    Attributes:
+        drafted: tokens drafted (``draft_n``).
+        accepted: of them, accepted by the target (``draft_n_accepted``).
+        tokens_per_s: the reply's effective decode speed, accepted drafts included
+            (``predicted_per_second``); None when not given.
+    """
+
+    drafted: int
+    accepted: int
+    tokens_per_s: float | None = None
+
+    @classmethod
+    def of(cls, timings: Mapping) -> "ReplyDrafts | None":
+        """The drafts of a reply's ``timings``; None when nothing was drafted (no speculation)."""
+        drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted")
+        if not isinstance(drafted, int) or isinstance(drafted, bool) or drafted <= 0:
+            return None
+        accepted = accepted if isinstance(accepted, int) and 0 <= accepted <= drafted else 0
+        speed = timings.get("predicted_per_second")
+        return cls(drafted, accepted, float(speed) if isinstance(speed, (int, float)) else None)
+

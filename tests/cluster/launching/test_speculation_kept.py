@@ -16,6 +16,7 @@ from gui.cluster.llama.random_model import DemoShape, vocab_tokenizer, write_dem
 from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.planning import plan as P
 from gui.cluster.planning.speculation import DRAFT, NGRAM, Speculation
+from gui.cluster.workspace import Workspace
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +80,17 @@ def test_the_failover_relaunch_keeps_the_draft_and_its_memory(pair):
     assert relaunch.speculation == speculation
     args = relaunch.spec().args()
     assert args[args.index("-md") + 1] == str(draft)
+
+
+def test_the_apps_launch_request_carries_the_chosen_speculation(pair):
+    target, draft = pair
+    model = inspect_model(target)
+    workspace = Workspace()
+    workspace.open_model(model)
+    events = []
+    workspace.subscribe(events.append)
+    plan = P.plan_by_memory(model, [], 1024)
+    assert workspace.launch_request(plan).speculation == Speculation()
+    workspace.set_speculation(Speculation(DRAFT, draft_path=draft))
+    assert events == ["options"]
+    assert workspace.launch_request(plan).speculation.draft_path == draft

@@ -15,6 +15,7 @@ from cluster.model_matrix import real_gemma3
 from cluster.rpc_workers import start_rpc_workers
 from conftest import free_port
 
+from gui.cluster.chat.client import chat
 from gui.cluster.launching.placement import check_placement
 from gui.cluster.launching.request import LaunchRequest, check_request
 from gui.cluster.llama.gguf_header import SkippedValue, read_header
@@ -24,9 +25,10 @@ from gui.cluster.llama.server_args import ServerArgsError, check_extra_args
 from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.llama.server_start import serving
 from gui.cluster.llama.vocabulary import TOKENS_KEY, mtp_layers, read_vocabulary
+from gui.cluster.nodes.telemetry import Telemetry
 from gui.cluster.planning import plan as P
 from gui.cluster.planning.speculation import (
-    DRAFT, MTP, NGRAM, Speculation, SpeculationError, choose_speculation, draft_candidates,
+    DRAFT, MTP, NGRAM, ReplyDrafts, Speculation, SpeculationError, choose_speculation, draft_candidates,
 )
 
 GiB = 1 << 30
@@ -222,6 +224,12 @@ async def test_a_real_cluster_serves_with_the_draft_herd_found_and_reports_draft
         async with httpx.AsyncClient(timeout=60) as client:
             r = await client.post(server.url + "/completion", json={
                 "prompt": "one two three one two three", "n_predict": 24, "temperature": 0})
+            done = await chat(client, server.url, [{"role": "user", "content": "one two three"}], max_tokens=16)
         timings = r.json()["timings"]
     assert timings["predicted_n"] == 24
     assert timings["draft_n"] > 0, timings
+    # a chat reply's final timings carry the drafts too, and the dashboard's sample keeps them
+    sample = Telemetry().record_reply("chat", done.timings)
+    drafts = ReplyDrafts.of(sample.values)
+    assert drafts is not None and drafts.drafted == done.timings["draft_n"] > 0
+    assert 0 <= drafts.accepted <= drafts.drafted and drafts.tokens_per_s > 0
