@@ -26,7 +26,7 @@ from agent.client import AgentError, measure_echo_rtt
 from agent.engine_lookup import EngineError, find_engine
 from agent.identity import display_fingerprint
 from gui.cli.common import CommandError, add_finding_options, command_runner, devices_of, discover, read_model
-from gui.cli.draft import add_draft_option, choose_draft, saved_speculation
+from gui.cli.draft import add_draft_option, choose_draft, measured_draft, saved_speculation
 from gui.cli.progress import TransferPrinter
 from gui.cli.wake import add_wake_option, wake_for_up
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
@@ -315,6 +315,8 @@ async def _plan_for_model(args: argparse.Namespace) -> tuple:
     try:
         nodes = usable_nodes(disc.nodes.values())
         plan, fits = await _make_plan(args, disc, model, nodes, unanswered, draft=draft)
+        if getattr(args, "fastest", False):  # measured with and without on the plan (#35)
+            speculation = await measured_draft(args, disc, model, nodes, plan, speculation)
     finally:
         await disc.stop()
     for a in unanswered:
@@ -559,7 +561,7 @@ async def cmd_up(args: argparse.Namespace) -> int:
         _refuse_second_owner(options.port)
         options, door = await _front_door(args, options)
         request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers,
-                                speculation=_up_speculation(args, model, profile, plan_document))
+                                speculation=await _up_speculation(args, disc, model, plan, profile, plan_document))
         await _preflight_or_refuse(request, disc, eng, args)
         used = nodes_for_plan(plan, disc.nodes.values())
         for a in unanswered:
@@ -609,11 +611,14 @@ async def cmd_up(args: argparse.Namespace) -> int:
             print("Stopped: llama-server and the workers herd started.", flush=True)
 
 
-def _up_speculation(args, model, profile, plan_document: dict | None):
-    """``herd up``'s speculation (#35): ``--draft``, else what the profile or saved plan keeps."""
+async def _up_speculation(args, disc: Discovery, model, plan, profile, plan_document: dict | None):
+    """``herd up``'s speculation (#35): ``--draft``, else what the profile or saved plan keeps;
+    with ``--fastest``, measured with and without on the plan first."""
     saved = (profile.speculation if profile is not None else
              saved_speculation(plan_document, args.target) if plan_document is not None else None)
     speculation = choose_draft(args, model.path, saved)
+    if args.fastest:
+        speculation = await measured_draft(args, disc, model, usable_nodes(disc.nodes.values()), plan, speculation)
     if speculation.active:
         print(speculation.describe()[:1].upper() + speculation.describe()[1:])
     return speculation

@@ -4,16 +4,28 @@
 :func:`gui.cluster.models.local.find_local_models` knows, and the target's own folder);
 ``--draft FILE`` takes that file; ``ngram`` and ``mtp`` need no file; ``none`` turns it off.
 What cannot be done is one sentence that says why (exit status 2), before anything starts.
+With ``--fastest`` the speculation is tried on the planned cluster, with and without, and kept
+only when it is measured faster (:func:`measured_draft`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import socket
 from pathlib import Path
 
+from agent.client import AgentError
+from agent.engine_lookup import find_engine
 from gui.cli.common import CommandError
+from gui.cluster.launching.launcher import ClusterLauncher
+from gui.cluster.launching.request import LaunchRequest, nodes_for_plan
+from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.models.local import find_local_models, scan_folder
+from gui.cluster.planning.measure import MeasurementCache, model_fingerprint
 from gui.cluster.planning.speculation import CHOICES, Speculation, SpeculationError, choose_speculation
+from gui.cluster.planning.speculation_trial import TrialError, measure_speculation
 
 
 def add_draft_option(p: argparse.ArgumentParser) -> None:
@@ -52,3 +64,51 @@ def saved_speculation(document: dict, source: str) -> Speculation:
         return Speculation.from_json(document.get("speculation", {}), "speculation")
     except SpeculationError as exc:
         raise CommandError(f"{source}: {exc}", 2) from None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _link_rtts_ms(plan, model_path: Path) -> list[float]:
+    """The round trip of each RPC device that holds layers, as *Fastest* just measured its link."""
+    cache, fingerprint = MeasurementCache(), model_fingerprint(model_path)
+    out = []
+    for device, count in plan.assignments:
+        m = cache.get(device.node_id, fingerprint) if count and device.kind == "rpc" else None
+        if m is not None and m.link is not None:
+            out.append(m.link.rtt_min_s * 1000.0)
+    return out
+
+
+async def measured_draft(args: argparse.Namespace, disc, model, nodes, plan, speculation: Speculation) -> Speculation:
+    """``--fastest`` with a speculation (#35): start ``plan`` without it and with it, measure both,
+    predict the gain from what was measured first, and keep the speculation only when it is
+    measured faster. Says the outcome; a trial that fails keeps none, with the reason."""
+    if not speculation.active:
+        return speculation
+    eng = find_engine(probe=True)
+    used = {n.id: n for n in nodes_for_plan(plan, nodes)}
+
+    @contextlib.asynccontextmanager
+    async def serve(tried: Speculation):
+        options = ServerOptions(ctx=args.ctx or 4096, port=_free_port(), extra_args=("-np", "1"))
+        request = LaunchRequest(plan, model, options, threads=args.threads, speculation=tried)
+        launcher = ClusterLauncher(eng.require_llama_server(), request, used, disc.client)
+        try:
+            await launcher.start(getattr(args, "load_timeout", 600.0))
+            yield launcher.spec.url
+        finally:
+            await launcher.stop()
+
+    draft = Path(speculation.draft_path) if speculation.draft_path else None
+    share = draft.stat().st_size / max(1, model.file_bytes) if draft else 0.0
+    print(f"Fastest: trying {speculation.describe()} against none on the planned cluster…", flush=True)
+    try:
+        trial = await measure_speculation(serve, speculation, rtts_ms=_link_rtts_ms(plan, Path(model.path)),
+                                          draft_share=share)
+    except (TrialError, LaunchError, AgentError, OSError) as exc:
+        return Speculation(reason=f"the trial of {speculation.describe()} failed: {exc}")
+    return trial.decision()

@@ -3741,6 +3741,26 @@
         <source>{where}: unknown field {field}</source>
         <translation>{where}：未知字段 {field}</translation>
     </message>
+    <message>
+        <source>measured {gain}× ({without} → {with_} tokens/s)</source>
+        <translation>实测 {gain} 倍（{without} → {with_} 词元/秒）</translation>
+    </message>
+    <message>
+        <source>the trial request to {url} failed ({why})</source>
+        <translation>发往 {url} 的试测请求失败（{why}）</translation>
+    </message>
+    <message>
+        <source>{kind} {measured}: not faster, so it stays off. {why}</source>
+        <translation>{kind} {measured}：并未更快，因此保持关闭。{why}</translation>
+    </message>
+    <message>
+        <source>{measured}: faster, so it is on. {why}</source>
+        <translation>{measured}：更快，因此启用。{why}</translation>
+    </message>
+    <message>
+        <source>{url} answered the trial request with HTTP {status} and no timings</source>
+        <translation>{url} 对试测请求的回应为 HTTP {status}，且没有计时数据</translation>
+    </message>
 </context>
 <context>
     <name>SpeculationGain</name>

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from pathlib import Path
 
 import pytest
 from cluster.model_matrix import real_gemma3
@@ -71,3 +72,24 @@ def test_a_draft_with_another_vocabulary_is_refused_with_the_reason(models, env,
     assert r.returncode == 2 and "carries no multi-token-prediction heads" in r.stderr, r.stderr
     r = herd(["plan", "--model", gemma, "--draft", "auto", "--no-mdns"], env)
     assert r.returncode == 0 and "speculation: none (no model on this PC has the target's vocabulary" in r.stdout
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_plan_fastest_tries_the_draft_on_the_cluster_and_keeps_it_only_if_measured_faster(models, env, procs,
+                                                                                          tmp_path, engine):
+    from cluster.agents import start_agent
+
+    target, draft = models
+    env["HERD_ENGINE_DIR"] = str(Path(engine.llama_server).parent)  # (HOME is the test's own)
+    agent = start_agent(procs.popen, tmp_path, "alpha", mdns=False)
+    assert herd(["pair", agent.api_url, "--pin", agent.pin()], env).returncode == 0
+    r = herd(["plan", "--model", target, "--fastest", "--draft", "auto", "--ctx", "512", "--no-mdns",
+              "--threads", "1"], env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "Fastest: trying speculation: draft model small-draft.gguf" in r.stdout, r.stdout
+    line = next(ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("speculation: "))
+    assert "measured" in line and "predicted" in line and "Without speculation a token costs" in line, line
+    on = "faster, so it is on" in line
+    assert on == line.startswith("speculation: draft model small-draft.gguf"), line
+    assert on == ("-md" in r.stdout.split("master: ", 1)[1]), r.stdout

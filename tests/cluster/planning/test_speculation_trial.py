@@ -1,0 +1,91 @@
+"""*Fastest* measures speculation with and without on real llama-servers and keeps it only when it
+is measured faster, the reason in words (#35)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from cluster.rpc_workers import start_rpc_workers
+from conftest import free_port
+
+from gui.cluster.launching.request import LaunchRequest
+from gui.cluster.llama.model import inspect_model
+from gui.cluster.llama.random_model import DemoShape, vocab_tokenizer, write_demo_model
+from gui.cluster.llama.server_command import ServerOptions
+from gui.cluster.llama.server_start import serving
+from gui.cluster.planning import plan as P
+from gui.cluster.planning.speculation import DRAFT, NONE, Speculation
+from gui.cluster.planning.speculation_gain import SpeculationInputs
+from gui.cluster.planning.speculation_trial import (
+    MIN_MEASURED_GAIN, DecodeSample, SpeculationTrial, acceptance_length, measure_speculation,
+)
+
+GiB = 1 << 30
+
+
+def _trial(gain: float) -> SpeculationTrial:
+    inputs = SpeculationInputs((2.0,), 5.0, 1.2, 0.3, 2.5, 3)
+    without = (DecodeSample(48, 100.0),)
+    with_ = (DecodeSample(48, 100.0 * gain, 40, 24),)
+    return SpeculationTrial(Speculation(DRAFT, draft_path="/m/small.gguf"), without, with_, 7.0, inputs, 1.1, gain)
+
+
+def test_speculation_is_kept_only_when_measured_faster_and_the_reason_says_so():
+    kept = _trial(1.25).decision()
+    assert kept.kind == DRAFT and kept.predicted_gain == 1.1
+    assert kept.reason.startswith("measured 1.25× (100.0 → 125.0 tokens/s): faster, so it is on.")
+    assert "Without speculation a token costs 5.0 ms of compute and 2.0 ms of round trips" in kept.reason
+    off = _trial(0.9).decision()
+    assert off.kind == NONE and off.predicted_gain == 1.1
+    assert off.reason.startswith("speculation: draft model small.gguf, 3 tokens per pass measured 0.90× "
+                                 "(100.0 → 90.0 tokens/s): not faster, so it stays off.")
+    # a win within the noise of a few runs is no win
+    assert _trial(MIN_MEASURED_GAIN - 0.01).decision().kind == NONE
+
+
+@pytest.mark.parametrize("tokens, accepted, draft_max, length", [
+    (48, 0, 3, 1.0),          # nothing accepted: one token per pass
+    (48, 24, 3, 2.0),         # 24 steps gave 48 tokens
+    (48, 40, 3, 4.0),         # capped at every draft and the target's own
+])
+def test_the_acceptance_length_is_tokens_per_decode_step(tokens, accepted, draft_max, length):
+    assert acceptance_length(DecodeSample(tokens, 1.0, 60, accepted), draft_max) == length
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pair")
+    target = write_demo_model(folder / "target.gguf", DemoShape(layers=8, embd=256, vocab=4096))
+    draft = write_demo_model(folder / "draft.gguf", DemoShape(layers=2, embd=64), tokenizer=vocab_tokenizer(target))
+    return target, draft
+
+
+@pytest.mark.engine
+async def test_a_trial_on_a_real_cluster_measures_both_sides_and_predicts_before_measuring(engine, procs, pair):
+    target, draft = pair
+    (worker,) = start_rpc_workers(engine, procs, 1)
+    model = inspect_model(target)
+    plan = P.Plan(model.n_layer, 3, [(P.Device("w0", "worker0", worker, 0, "CPU", GiB, GiB), 6)])
+    started: list[list[str]] = []
+
+    @contextlib.asynccontextmanager
+    async def serve(speculation: Speculation):
+        request = LaunchRequest(plan, model, ServerOptions(ctx=512, port=free_port(), extra_args=("-np", "1")),
+                                speculation=speculation)
+        started.append(request.spec().args())
+        async with serving(engine.llama_server, request.spec(), timeout=120) as server:
+            yield server.url
+
+    speculation = Speculation(DRAFT, draft_path=draft, draft_max=3)
+    trial = await measure_speculation(serve, speculation, rtts_ms=[0.1], draft_share=0.1, runs=2, tokens=24)
+    # one launch without, one with: the trial's own command lines
+    assert "-md" not in started[0] and started[1][started[1].index("-md") + 1] == str(draft)
+    assert len(trial.without) == len(trial.with_) == 2
+    assert all(s.tokens == 24 and s.tokens_per_s > 0 and s.drafted == 0 for s in trial.without)
+    assert all(s.drafted > 0 for s in trial.with_)
+    assert trial.verify_ms > 0 and trial.inputs.verify_cost_ratio >= 1
+    assert trial.predicted_gain > 0 and trial.measured_gain > 0
+    decided = trial.decision()
+    assert decided.kind == (DRAFT if trial.measured_gain >= MIN_MEASURED_GAIN else NONE)
+    assert f"measured {trial.measured_gain:.2f}×" in decided.reason
