@@ -307,6 +307,7 @@ def _worker_commands(plan, nodes: list[Node]) -> list[str]:
 async def _plan_for_model(args: argparse.Namespace) -> tuple:
     """Inspect ``args.model``, choose the speculation (``--draft``), find the nodes and plan
     over them: (model, nodes, plan, fits, speculation)."""
+    from gui.cluster.planning import plan as P
     model = read_model(args.model)
     speculation = choose_draft(args, model.path)
     draft = read_model(speculation.draft_path) if speculation.draft_path else None
@@ -315,8 +316,10 @@ async def _plan_for_model(args: argparse.Namespace) -> tuple:
     try:
         nodes = usable_nodes(disc.nodes.values())
         plan, fits = await _make_plan(args, disc, model, nodes, unanswered, draft=draft)
-        if getattr(args, "fastest", False):  # measured with and without on the plan (#35)
+        if getattr(args, "fastest", False) and speculation.active:  # measured with and without (#35)
             speculation = await measured_draft(args, disc, model, nodes, plan, speculation)
+            if speculation.draft_path is None and draft is not None:  # (the draft was left out)
+                fits = P.estimate(plan, model, args.ctx, host_free_bytes=host_free_bytes())
     finally:
         await disc.stop()
     for a in unanswered:

@@ -3678,14 +3678,6 @@
         <translation>推测方式必须是 {kinds} 之一，而不是 {kind}</translation>
     </message>
     <message>
-        <source>speculation: draft model {name}, {n} tokens per pass</source>
-        <translation>推测解码：草稿模型 {name}，每轮 {n} 个词元</translation>
-    </message>
-    <message>
-        <source>speculation: none</source>
-        <translation>推测解码：无</translation>
-    </message>
-    <message>
         <source>speculation: {kind}</source>
         <translation>推测解码：{kind}</translation>
     </message>
@@ -3750,16 +3742,20 @@
         <translation>发往 {url} 的试测请求失败（{why}）</translation>
     </message>
     <message>
-        <source>{kind} {measured}: not faster, so it stays off. {why}</source>
-        <translation>{kind} {measured}：并未更快，因此保持关闭。{why}</translation>
-    </message>
-    <message>
         <source>{measured}: faster, so it is on. {why}</source>
         <translation>{measured}：更快，因此启用。{why}</translation>
     </message>
     <message>
         <source>{url} answered the trial request with HTTP {status} and no timings</source>
         <translation>{url} 对试测请求的回应为 HTTP {status}，且没有计时数据</translation>
+    </message>
+    <message>
+        <source>draft model {name}, {n} tokens per pass</source>
+        <translation>草稿模型 {name}，每轮 {n} 个词元</translation>
+    </message>
+    <message>
+        <source>{kind}: {measured}, not faster, so it stays off. {why}</source>
+        <translation>{kind}：{measured}，并未更快，因此保持关闭。{why}</translation>
     </message>
 </context>
 <context>

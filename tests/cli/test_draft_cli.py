@@ -87,9 +87,10 @@ def test_plan_fastest_tries_the_draft_on_the_cluster_and_keeps_it_only_if_measur
     r = herd(["plan", "--model", target, "--fastest", "--draft", "auto", "--ctx", "512", "--no-mdns",
               "--threads", "1"], env, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert "Fastest: trying speculation: draft model small-draft.gguf" in r.stdout, r.stdout
+    assert "Fastest: trying speculation by draft model small-draft.gguf" in r.stdout, r.stdout
     line = next(ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("speculation: "))
     assert "measured" in line and "predicted" in line and "Without speculation a token costs" in line, line
     on = "faster, so it is on" in line
     assert on == line.startswith("speculation: draft model small-draft.gguf"), line
     assert on == ("-md" in r.stdout.split("master: ", 1)[1]), r.stdout
+    assert on == ("(of which the draft model" in r.stdout), r.stdout  # the memory of what is planned

@@ -110,16 +110,17 @@ class Speculation:
             args += ["--spec-draft-n-max", str(self.draft_max)]
         return args
 
+    def label(self) -> str:
+        """What it is, in a few words: ``draft model tiny.gguf, 3 tokens per pass``, ``none``."""
+        if self.kind == DRAFT:
+            return translate("Speculation", "draft model {name}, {n} tokens per pass").format(
+                name=self.draft_path.name, n=self.draft_max)
+        return translate("Speculation", KINDS[self.kind])
+
     def describe(self) -> str:
         """One line for people: ``speculation: draft model tiny.gguf, 3 tokens per pass —
         predicted 1.18× (…)``."""
-        if not self.active:
-            text = translate("Speculation", "speculation: none")
-        elif self.kind == DRAFT:
-            text = translate("Speculation", "speculation: draft model {name}, {n} tokens per pass").format(
-                name=self.draft_path.name, n=self.draft_max)
-        else:
-            text = translate("Speculation", "speculation: {kind}").format(kind=translate("Speculation", KINDS[self.kind]))
+        text = translate("Speculation", "speculation: {kind}").format(kind=self.label())
         if self.predicted_gain is not None:
             text += " — " + translate("Speculation", "predicted {gain}× the speed without").format(
                 gain=f"{self.predicted_gain:.2f}")

@@ -142,8 +142,8 @@ class SpeculationTrial:
             return self.speculation.with_prediction(self.predicted_gain, translate(
                 "Speculation", "{measured}: faster, so it is on. {why}").format(measured=measured, why=why))
         return Speculation().with_prediction(self.predicted_gain, translate(
-            "Speculation", "{kind} {measured}: not faster, so it stays off. {why}").format(
-            kind=self.speculation.describe(), measured=measured, why=why))
+            "Speculation", "{kind}: {measured}, not faster, so it stays off. {why}").format(
+            kind=self.speculation.label(), measured=measured, why=why))
 
 
 async def measure_speculation(serve: Callable[[Speculation], contextlib.AbstractAsyncContextManager],

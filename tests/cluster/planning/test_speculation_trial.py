@@ -38,8 +38,8 @@ def test_speculation_is_kept_only_when_measured_faster_and_the_reason_says_so():
     assert "Without speculation a token costs 5.0 ms of compute and 2.0 ms of round trips" in kept.reason
     off = _trial(0.9).decision()
     assert off.kind == NONE and off.predicted_gain == 1.1
-    assert off.reason.startswith("speculation: draft model small.gguf, 3 tokens per pass measured 0.90× "
-                                 "(100.0 → 90.0 tokens/s): not faster, so it stays off.")
+    assert off.reason.startswith("draft model small.gguf, 3 tokens per pass: measured 0.90× "
+                                 "(100.0 → 90.0 tokens/s), not faster, so it stays off.")
     # a win within the noise of a few runs is no win
     assert _trial(MIN_MEASURED_GAIN - 0.01).decision().kind == NONE
 
