@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QHBoxLayout, QLabel
                                QVBoxLayout, QWidget)
 
 from gui.cluster.nodes.history import RANGES, Series
-from gui.cluster.planning.speculation import ReplyDrafts
+from gui.widgets.acceptance_line import AcceptanceLine
 from gui.widgets.node_colors import node_colors
 from gui.widgets.outside_text import NAME_WORD, escaped
 
@@ -228,7 +228,7 @@ class Dashboard(QWidget):
             self._add("tps", "live", self.tr("decode (live)"), t, v.get("live_decode_tps"))
         elif sample.kind == "reply":
             self._mark_ttft(sample)
-            self._show_acceptance(sample)
+            self._acceptance_line().add_reply(sample.values)
         elif sample.kind in ("link", "node") and sample.source in self._node_names:
             name = self._node_names[sample.source]
             if sample.kind == "link":
@@ -424,29 +424,13 @@ class Dashboard(QWidget):
             self.plots["tps"].removeItem(self._ttft_lines.pop(0))
         self._update_legend()
 
-    #: speculation (#35): the line that says how many drafted tokens the cluster accepted (made
-    #: at the first reply that drafted), and the drafted and accepted tokens counted so far
-    acceptance_label: QLabel | None = None
-    _drafted = _accepted = 0
+    acceptance_line: AcceptanceLine | None = None  # drafts accepted (#35), from the first reply on
 
-    def _show_acceptance(self, sample) -> None:
-        """A finished reply that drafted: add its drafts to the count and say the acceptance and
-        the reply's effective tokens/s (accepted drafts included)."""
-        drafts = ReplyDrafts.of(sample.values)
-        if drafts is None:
-            return
-        self._drafted += drafts.drafted
-        self._accepted += drafts.accepted
-        if self.acceptance_label is None:
-            self.acceptance_label = QLabel()
-            self.acceptance_label.setWordWrap(True)
-            self.layout().insertWidget(1, self.acceptance_label)
-        text = self.tr("Speculation: %1 % of drafted tokens accepted (%2 of %3).").replace(
-            "%1", f"{100 * self._accepted / self._drafted:.0f}").replace("%2", f"{self._accepted:,}").replace(
-            "%3", f"{self._drafted:,}")
-        if drafts.tokens_per_s is not None:
-            text += " " + self.tr("Last reply: %1 tokens/s effective.").replace("%1", f"{drafts.tokens_per_s:.1f}")
-        self.acceptance_label.setText(text)
+    def _acceptance_line(self) -> AcceptanceLine:
+        if self.acceptance_line is None:
+            self.acceptance_line = AcceptanceLine()
+            self.layout().insertWidget(1, self.acceptance_line)
+        return self.acceptance_line
 
     def _add(self, plot: str, source: str, label: str, t: float, value) -> None:
         """One value of a curve (``source``: the node id, or the server curve's own key); None

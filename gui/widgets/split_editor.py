@@ -235,13 +235,10 @@ class SplitEditor(QWidget):
         self.split.set_server_args(options.extra_args)  # -np, -ub… change what fits
         self._refresh()
 
-    #: the plan's speculation (#35), or None: shown in the summary and on the command line
-    _speculation = None
+    _speculation = None  # the plan's speculation (#35): in the summary and on the command line
 
     def set_speculation(self, speculation) -> None:
-        """Show the plan's speculation (a :class:`~gui.cluster.planning.speculation.Speculation`,
-        #35): the choice, its predicted gain and reason in the summary, its options on the
-        command line. None: nothing is said."""
+        """Show the plan's :class:`~gui.cluster.planning.speculation.Speculation` (#35), or None."""
         self._speculation = speculation
         self._refresh()
 
@@ -530,7 +527,14 @@ class SplitEditor(QWidget):
                 "The context (%1) is larger than the %2 the model was trained for: llama.cpp allows it, "
                 "but replies beyond %2 tokens get worse.").replace("%1", f"{self.ctx.value():,}")
                 .replace("%2", f"{model.context_length:,}"))
-        spec = self._speculation
-        if model is not None and spec is not None and (spec.active or spec.reason):
-            self.summary.setText(self.summary.text() + " " + spec.describe()[:1].upper() + spec.describe()[1:] + ".")
+        self.summary.setText(self.summary.text() + _speculation_sentence(self._speculation, model))
         self.command.setPlainText(self.command_line())
+
+
+def _speculation_sentence(speculation, model) -> str:
+    """The summary's sentence on the plan's speculation (#35): the choice, its predicted gain and
+    the reason; "" when there is nothing to say."""
+    if model is None or speculation is None or not (speculation.active or speculation.reason):
+        return ""
+    text = speculation.describe()
+    return " " + text[:1].upper() + text[1:] + "."

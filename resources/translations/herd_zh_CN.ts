@@ -303,14 +303,6 @@
         <source>throughput</source>
         <translation>吞吐量</translation>
     </message>
-    <message>
-        <source>Last reply: %1 tokens/s effective.</source>
-        <translation>上一条回复：有效速度 %1 词元/秒。</translation>
-    </message>
-    <message>
-        <source>Speculation: %1 % of drafted tokens accepted (%2 of %3).</source>
-        <translation>推测解码：已接受 %1 % 的草稿词元（%3 个中的 %2 个）。</translation>
-    </message>
 </context>
 <context>
     <name>LaunchPanel</name>
@@ -3811,6 +3803,17 @@
     <message>
         <source>Without speculation a token costs {compute} ms of compute and {links} ms of round trips, one to each device that holds layers. With it, a pass costs {verify} ms to verify {n_draft} drafted tokens, {draft} ms to draft them and the same {links} ms of round trips once, and yields {length} tokens on average.</source>
         <translation>不用推测解码时，每个词元需要 {compute} 毫秒计算和 {links} 毫秒往返时间（每个承载层的设备一次）。使用时，每一轮需要 {verify} 毫秒验证 {n_draft} 个草稿词元、{draft} 毫秒起草它们，以及同样的 {links} 毫秒往返时间（只需一次），平均产出 {length} 个词元。</translation>
+    </message>
+</context>
+<context>
+    <name>AcceptanceLine</name>
+    <message>
+        <source>Last reply: %1 tokens/s effective.</source>
+        <translation>上一条回复：有效速度 %1 词元/秒。</translation>
+    </message>
+    <message>
+        <source>Speculation: %1 % of drafted tokens accepted (%2 of %3).</source>
+        <translation>推测解码：已接受 %1 % 的草稿词元（%3 个中的 %2 个）。</translation>
     </message>
 </context>
 </TS>

@@ -49,18 +49,20 @@ def test_the_split_editor_shows_the_speculation_and_its_predicted_gain(qtbot, pa
 def test_the_dashboard_counts_accepted_drafts_over_the_replies(qtbot):
     board = Dashboard()
     qtbot.addWidget(board)
+    board.show()
     t = 1000.0
     # a reply without speculation says nothing about drafts
     board.add_sample(Sample(t, "reply", "chat", {"predicted_n": 20, "predicted_ms": 400.0,
                                                  "predicted_per_second": 47.5, "prompt_ms": 10.0}))
-    assert board.acceptance_label is None
+    assert board.acceptance_line.isHidden() and board.acceptance_line.text() == ""
     board.add_sample(Sample(t + 1, "reply", "chat", {"predicted_n": 24, "predicted_ms": 300.0, "prompt_ms": 9.0,
                                                      "predicted_per_second": 76.7, "draft_n": 30,
                                                      "draft_n_accepted": 12}))
-    assert board.acceptance_label.text() == ("Speculation: 40 % of drafted tokens accepted (12 of 30). "
-                                             "Last reply: 76.7 tokens/s effective.")
+    assert board.acceptance_line.isVisible()
+    assert board.acceptance_line.text() == ("Speculation: 40 % of drafted tokens accepted (12 of 30). "
+                                            "Last reply: 76.7 tokens/s effective.")
     board.add_sample(Sample(t + 2, "reply", "chat", {"predicted_n": 24, "predicted_ms": 200.0, "prompt_ms": 9.0,
                                                      "predicted_per_second": 115.0, "draft_n": 10,
                                                      "draft_n_accepted": 10}))
-    assert board.acceptance_label.text().startswith("Speculation: 55 % of drafted tokens accepted (22 of 40).")
-    assert "115.0 tokens/s effective" in board.acceptance_label.text()
+    assert board.acceptance_line.text().startswith("Speculation: 55 % of drafted tokens accepted (22 of 40).")
+    assert "115.0 tokens/s effective" in board.acceptance_line.text()
