@@ -94,3 +94,33 @@ def test_plan_fastest_tries_the_draft_on_the_cluster_and_keeps_it_only_if_measur
     assert on == line.startswith("speculation: draft model small-draft.gguf"), line
     assert on == ("-md" in r.stdout.split("master: ", 1)[1]), r.stdout
     assert on == ("(of which the draft model" in r.stdout), r.stdout  # the memory of what is planned
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_up_serves_with_the_draft_and_its_profile_keeps_it(models, env, procs, engine, tmp_path):
+    import signal
+    import subprocess
+
+    import httpx
+    from conftest import free_port
+    from e2e.herd_cli import HERD, HerdUp
+
+    target, draft = models
+    env["HERD_ENGINE_DIR"] = str(Path(engine.llama_server).parent)
+    up = HerdUp(procs.popen(HERD + ["up", target, "--draft", str(draft), "--no-mdns", "--ctx", "512",
+                                    "--port", str(free_port()), "--server-args", "-np 1"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 120)
+    assert any(ln.startswith("Speculation: draft model small-draft.gguf") for ln in up.lines), up.lines
+    started = next(ln for ln in up.lines if ln.startswith("Starting "))
+    assert f"-md {draft} -ngld 0 -devd none" in started
+    r = httpx.post(up.endpoint() + "/completion", json={"prompt": "one two", "n_predict": 16, "temperature": 0},
+                   timeout=60)
+    assert r.json()["timings"]["draft_n"] > 0
+    # the running cluster's profile (what `herd export` saves) keeps the draft
+    out = tmp_path / "running.json"
+    assert herd(["export", "-o", out], env).returncode == 0
+    assert load_profile(out).speculation.draft_path == draft
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
