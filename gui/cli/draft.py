@@ -105,7 +105,9 @@ async def measured_draft(args: argparse.Namespace, disc, model, nodes, plan, spe
 
     draft = Path(speculation.draft_path) if speculation.draft_path else None
     share = draft.stat().st_size / max(1, model.file_bytes) if draft else 0.0
-    print(f"Fastest: trying speculation by {speculation.label()} against none on the planned cluster…", flush=True)
+    if not getattr(args, "json", False):  # (the JSON on stdout stays JSON)
+        print(f"Fastest: trying speculation by {speculation.label()} against none on the planned cluster…",
+              flush=True)
     try:
         trial = await measure_speculation(serve, speculation, rtts_ms=_link_rtts_ms(plan, Path(model.path)),
                                           draft_share=share)

@@ -94,6 +94,10 @@ def test_plan_fastest_tries_the_draft_on_the_cluster_and_keeps_it_only_if_measur
     assert on == line.startswith("speculation: draft model small-draft.gguf"), line
     assert on == ("-md" in r.stdout.split("master: ", 1)[1]), r.stdout
     assert on == ("(of which the draft model" in r.stdout), r.stdout  # the memory of what is planned
+    r = herd(["plan", "--model", target, "--fastest", "--draft", "ngram", "--ctx", "512", "--no-mdns", "--json"],
+             env, timeout=600)
+    data = json.loads(r.stdout)  # only JSON on stdout
+    assert "measured" in data["speculation"]["reason"] and data["speculation"]["kind"] in ("ngram", "none")
 
 
 @pytest.mark.engine
