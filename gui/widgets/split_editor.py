@@ -240,7 +240,7 @@ class SplitEditor(QWidget):
     def set_speculation(self, speculation) -> None:
         """Show the plan's :class:`~gui.cluster.planning.speculation.Speculation` (#35), or None."""
         self._speculation = speculation
-        self._refresh()
+        self.split.set_speculation(speculation)  # its draft's memory in the fit; refreshes the view
 
     def set_fastest_available(self, ok: bool, why_not: str = "") -> None:
         """Enable the *Fastest* button (the planner can rank splits); while it is greyed out,

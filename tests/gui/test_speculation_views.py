@@ -42,6 +42,9 @@ def test_the_split_editor_shows_the_speculation_and_its_predicted_gain(qtbot, pa
             "(the round trips are paid once for several tokens).") in summary
     cmd = editor.command.toPlainText()
     assert re.search(rf"-md {re.escape(str(draft))} -ngld 0 -devd none", cmd), cmd
+    # the draft's memory is planned on the host, in the table's host row
+    host = editor.split.fits[-1]
+    assert host.is_host and host.draft_bytes > inspect_model(draft).file_bytes
     editor.set_speculation(None)
     assert "peculation" not in editor.summary.text() and "-md" not in editor.command.toPlainText()
 
