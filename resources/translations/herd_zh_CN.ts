@@ -3749,6 +3749,10 @@
         <source>{kind}: {measured}, not faster, so it stays off. {why}</source>
         <translation>{kind}：{measured}，并未更快，因此保持关闭。{why}</translation>
     </message>
+    <message>
+        <source>{kind}: {measured}, but no drafted token was accepted, so it stays off. {why}</source>
+        <translation>{kind}：{measured}，但没有任何草稿词元被接受，因此保持关闭。{why}</translation>
+    </message>
 </context>
 <context>
     <name>SpeculationGain</name>

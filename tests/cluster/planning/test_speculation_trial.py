@@ -4,9 +4,14 @@ is measured faster, the reason in words (#35)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from cluster.rpc_workers import start_rpc_workers
+from cluster.speculation_models import agreeing_pair
 from conftest import free_port
 
 from gui.cluster.launching.request import LaunchRequest
@@ -22,6 +27,7 @@ from gui.cluster.planning.speculation_trial import (
 )
 
 GiB = 1 << 30
+DELAY_PROXY = Path(__file__).resolve().parents[3] / "bench" / "delay_proxy.py"
 
 
 def _trial(gain: float) -> SpeculationTrial:
@@ -42,6 +48,9 @@ def test_speculation_is_kept_only_when_measured_faster_and_the_reason_says_so():
                                  "(100.0 → 90.0 tokens/s), not faster, so it stays off.")
     # a win within the noise of a few runs is no win
     assert _trial(MIN_MEASURED_GAIN - 0.01).decision().kind == NONE
+    # nor one where nothing drafted was accepted (it can only add work)
+    nothing = dataclasses.replace(_trial(1.05), inputs=SpeculationInputs((2.0,), 5.0, 1.2, 0.3, 1.0, 3)).decision()
+    assert nothing.kind == NONE and "but no drafted token was accepted, so it stays off" in nothing.reason
 
 
 @pytest.mark.parametrize("tokens, accepted, draft_max, length", [
@@ -87,5 +96,44 @@ async def test_a_trial_on_a_real_cluster_measures_both_sides_and_predicts_before
     assert trial.verify_ms > 0 and trial.inputs.verify_cost_ratio >= 1
     assert trial.predicted_gain > 0 and trial.measured_gain > 0
     decided = trial.decision()
-    assert decided.kind == (DRAFT if trial.measured_gain >= MIN_MEASURED_GAIN else NONE)
+    accepted = trial.inputs.acceptance_length > 1
+    assert decided.kind == (DRAFT if trial.measured_gain >= MIN_MEASURED_GAIN and accepted else NONE)
     assert f"measured {trial.measured_gain:.2f}×" in decided.reason
+
+
+@contextlib.contextmanager
+def _delayed(endpoint: str, delay_ms: float, procs):
+    """``endpoint`` behind ``bench/delay_proxy.py`` (loopback): a far link, ``2 × delay_ms`` more per round trip."""
+    proxy = procs.popen([sys.executable, str(DELAY_PROXY), "--listen", "127.0.0.1:0", "--target", endpoint,
+                         "--delay-ms", str(delay_ms)], stdout=subprocess.PIPE, text=True)
+    line = proxy.stdout.readline()
+    assert line.startswith("listening on "), line
+    yield line.split()[-1]
+
+
+@pytest.mark.engine
+async def test_a_draft_that_agrees_is_kept_over_a_far_link_and_the_prediction_is_close(engine, procs, tmp_path):
+    target, draft = agreeing_pair(tmp_path)
+    (worker,) = start_rpc_workers(engine, procs, 1)
+    model = inspect_model(target)
+    with _delayed(worker, 5, procs) as far:
+        plan = P.Plan(model.n_layer, 1, [(P.Device("w0", "worker0", far, 0, "CPU", GiB, GiB), 8)])
+
+        @contextlib.asynccontextmanager
+        async def serve(speculation: Speculation):
+            options = ServerOptions(ctx=512, port=free_port(), extra_args=("-np", "1", "-t", "1"))
+            request = LaunchRequest(plan, model, options, speculation=speculation)
+            async with serving(engine.llama_server, request.spec(), timeout=120) as server:
+                yield server.url
+
+        speculation = Speculation(DRAFT, draft_path=draft, draft_max=4)
+        trial = await measure_speculation(serve, speculation, rtts_ms=[10.0],
+                                          draft_share=draft.stat().st_size / target.stat().st_size)
+    # the draft predicts what the target does: nearly every draft is accepted, and over a 10 ms
+    # round trip a pass of 5 tokens costs little more than one token
+    assert trial.inputs.acceptance_length > 3, trial.inputs
+    assert trial.measured_gain > 1.5, trial
+    assert 0.75 < trial.predicted_gain / trial.measured_gain < 1.25, (trial.predicted_gain, trial.measured_gain)
+    decided = trial.decision()
+    assert decided.kind == DRAFT and decided.draft_path == draft
+    assert "faster, so it is on" in decided.reason and decided.predicted_gain == trial.predicted_gain
