@@ -128,3 +128,15 @@ def test_up_serves_with_the_draft_and_its_profile_keeps_it(models, env, procs, e
     assert load_profile(out).speculation.draft_path == draft
     up.proc.send_signal(signal.SIGINT)
     assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
+
+    # a plan saved by `herd plan --json` keeps its speculation for `herd up`
+    port = str(free_port())
+    r = herd(["plan", "--model", target, "--draft", "ngram", "--no-mdns", "--ctx", "512", "--port", port, "--json"], env)
+    saved = tmp_path / "plan.json"
+    saved.write_text(r.stdout)
+    up = HerdUp(procs.popen(HERD + ["up", saved, "--no-mdns"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True))
+    up.wait_for("Serving", 120)
+    assert "--spec-type ngram-simple" in next(ln for ln in up.lines if ln.startswith("Starting "))
+    up.proc.send_signal(signal.SIGINT)
+    assert up.proc.wait(timeout=30) == 0, "\n".join(up.lines)
