@@ -81,6 +81,7 @@ from gui.cluster.planning.speculation_gain import (  # noqa: E402
     measured_gain,
     predict_gain,
     predicted_tokens_per_s,
+    verify_cost_ratio,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -303,11 +304,13 @@ class Calibration:
     one_pass_ms: float
     batch_pass_ms: float
     batch: int
+    output_share: float
 
 
-async def calibrate(url: str, rtt_ms: float, batch: int, runs: int, chat_tokens: int) -> Calibration:
+async def calibrate(url: str, model: Path, rtt_ms: float, batch: int, runs: int, chat_tokens: int) -> Calibration:
     """One token's compute (best decode step minus the round trip) and prompt passes of 1 and
-    ``batch`` tokens (best of ``runs``), on a server without speculation."""
+    ``batch`` tokens (best of ``runs``), on a server without speculation; the output layer's
+    share of the bytes a token reads from the model file."""
     async with httpx.AsyncClient() as client:
         await complete(client, url, "warm up", 4)
         steps = [1000.0 / (await complete(client, url, "measure the decode speed", chat_tokens)).tokens_per_s
@@ -315,7 +318,9 @@ async def calibrate(url: str, rtt_ms: float, batch: int, runs: int, chat_tokens:
         one = await prompt_passes_ms(client, url, 1, runs)
         many = await prompt_passes_ms(client, url, batch, runs)
     step = min(steps)
-    return Calibration(rtt_ms, max(step - rtt_ms, M.MIN_COMPUTE_SHARE * step), one, many, batch)
+    read = inspect_model(model).active_slot_bytes
+    return Calibration(rtt_ms, max(step - rtt_ms, M.MIN_COMPUTE_SHARE * step), one, many, batch,
+                       read[-1] / sum(read))
 
 
 async def prompt_passes_ms(client: httpx.AsyncClient, url: str, n: int, runs: int) -> float:
@@ -332,22 +337,14 @@ async def prompt_passes_ms(client: httpx.AsyncClient, url: str, n: int, runs: in
     return min(times[1:])
 
 
-def verify_ratio(cal: Calibration, mean_batch: float) -> float:
-    """The verify pass of ``mean_batch`` tokens over one token's compute: the prompt passes of
-    1 and ``cal.batch`` tokens without their round trip, and linear in between (a pass of a
-    few tokens reads the weights once; its arithmetic grows with the tokens)."""
-    one = max(cal.one_pass_ms - cal.rtt_ms, 1e-3)
-    many = max(cal.batch_pass_ms - cal.rtt_ms, one)
-    per_token = (many - one) / max(1, cal.batch - 1)
-    return max(1.0, (one + per_token * (mean_batch - 1)) / one)
-
-
 def cost_inputs(cal: Calibration, sample: Timing, draft_token_ms: float, draft_max: int) -> SpeculationInputs:
     """The cost model's inputs for a cell: the calibration, and from the sample its acceptance and
     the mean verify batch (n-gram drafts only where the lookup finds a match)."""
     mean_batch = 1 + sample.draft_n / sample.passes
+    ratio = verify_cost_ratio(cal.one_pass_ms, cal.batch_pass_ms, cal.batch, cal.rtt_ms, mean_batch,
+                              cal.compute_ms, cal.output_share)
     return SpeculationInputs(link_rtts_ms=(cal.rtt_ms,), decode_compute_ms=cal.compute_ms,
-                             verify_cost_ratio=verify_ratio(cal, mean_batch), draft_token_ms=draft_token_ms,
+                             verify_cost_ratio=ratio, draft_token_ms=draft_token_ms,
                              acceptance_length=min(sample.acceptance_length, draft_max + 1), draft_max=draft_max)
 
 
@@ -377,11 +374,9 @@ async def run_cell(engine, cell: Cell, model: Path, plain_url: str, cal: Calibra
         sample = await complete(client, spec_url, prompt, args.sample_tokens)
         inputs = cost_inputs(cal, sample, 0.0 if cell.kind == "ngram" else draft_token_ms, draft_max)
         predicted = predict_gain(inputs)
-        quick = [(await complete(client, url, prompt, args.sample_tokens)).tokens_per_s
-                 for url in (plain_url, spec_url)]
+        probe = await paired_gain(client, plain_url, spec_url, prompt, args.sample_tokens, args.probe_pairs)
         result = CellResult(cell, asdict(inputs), predicted, *predicted_tokens_per_s(inputs),
-                            explain_gain(inputs, predicted), quick[1] / quick[0],
-                            herd_chooses(predicted, quick[1] / quick[0]))
+                            explain_gain(inputs, predicted), probe, herd_chooses(predicted, probe))
         for i in range(args.pairs):
             order = (plain_url, spec_url) if i % 2 == 0 else (spec_url, plain_url)
             timings = {url: await complete(client, url, prompt, args.tokens) for url in order}
@@ -393,6 +388,19 @@ async def run_cell(engine, cell: Cell, model: Path, plain_url: str, cal: Calibra
           f"predicted {predicted:5.2f} ({result.error_pct:+5.1f} %)  herd {'speculates' if result.chosen else 'none'}",
           flush=True)
     return result
+
+
+async def paired_gain(client: httpx.AsyncClient, plain_url: str, spec_url: str, prompt: str, tokens: int,
+                      pairs: int) -> float:
+    """herd's short measurement with and without: ``pairs`` completions each way in turn (the
+    order swapping), the median of the pairs' ratios."""
+    without, with_ = [], []
+    for i in range(pairs):
+        order = (plain_url, spec_url) if i % 2 == 0 else (spec_url, plain_url)
+        t = {url: (await complete(client, url, prompt, tokens)).tokens_per_s for url in order}
+        without.append(t[plain_url])
+        with_.append(t[spec_url])
+    return measured_gain(without, with_)
 
 
 async def run_delay(engine, delay_ms: float, groups: list[tuple[Path, list[Cell]]], workers: Workers,
@@ -407,7 +415,7 @@ async def run_delay(engine, delay_ms: float, groups: list[tuple[Path, list[Cell]
         batch = 1 + (args.ngram_draft if cells[0].kind == "ngram" else args.draft_max)
         plain_port, spec_port = M._free_port(), M._free_port()
         async with serving(engine, server_spec(model, workers.endpoints[PLAIN], plain_port)) as plain_url:
-            cal = await calibrate(plain_url, rtt, batch, args.calibration_runs, args.sample_tokens)
+            cal = await calibrate(plain_url, model, rtt, batch, args.calibration_runs, args.calibration_tokens)
             print(f"   {model.name}: compute {cal.compute_ms:.1f} ms a token, passes of 1 and {batch} tokens "
                   f"{cal.one_pass_ms:.1f} and {cal.batch_pass_ms:.1f} ms", flush=True)
             for cell in cells:
@@ -567,7 +575,7 @@ async def main_async(args) -> int:
     work.mkdir(parents=True, exist_ok=True)
     target, draft, real = bench_models(args, work)
     t0 = time.monotonic()
-    draft_ms = await draft_step_ms(engine, draft, args.sample_tokens)
+    draft_ms = await draft_step_ms(engine, draft, args.calibration_tokens)
     print(f"draft {draft.name}: {draft_ms:.2f} ms a token on the master's CPU", flush=True)
     groups = [(target, [Cell(0, "synthetic", length) for length in args.lengths])]
     if real is not None:
@@ -612,14 +620,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ngram-draft", type=int, default=8, help="n-gram: tokens drafted per match")
     p.add_argument("--tokens", type=int, default=64, help="tokens per timed completion")
     p.add_argument("--pairs", type=int, default=4, help="timed pairs (without, with) per cell")
-    p.add_argument("--sample-tokens", type=int, default=24,
-                   help="tokens of the acceptance sample, the short measurement and the calibration")
+    p.add_argument("--sample-tokens", type=int, default=48,
+                   help="tokens of the acceptance sample and of herd's short measurement with and without")
+    p.add_argument("--probe-pairs", type=int, default=2, help="pairs of herd's short measurement")
+    p.add_argument("--calibration-tokens", type=int, default=24, help="tokens of the calibration's decodes")
     p.add_argument("--calibration-runs", type=int, default=3, help="runs per calibration measurement (best counts)")
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "herd-bench-speculation"))
     p.add_argument("--out", help="folder for the results (default: this one; smoke: a temporary one)")
     args = parse_args(p, {"delays": [10.0], "lengths": [4.0], "ngram": False, "layers": 2, "embd": 256,
                           "vocab": 2048, "quant": "F16", "draft_embd": 64, "tokens": 8, "pairs": 1,
-                          "sample_tokens": 8, "calibration_runs": 1}, argv)
+                          "sample_tokens": 8, "probe_pairs": 1, "calibration_tokens": 8,
+                          "calibration_runs": 1}, argv)
     args.out = args.out or str(results_folder(args.smoke, HERE))
     args.command = "python bench/speculation/run.py" + ("" if argv is None and len(sys.argv) == 1 else
                                                         " " + shlex.join(sys.argv[1:] if argv is None else argv))
