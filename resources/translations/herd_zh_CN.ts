@@ -3808,6 +3808,14 @@
         <source>Without speculation a token costs {compute} ms of compute and {links} ms of round trips, one to each device that holds layers. With it, a pass costs {verify} ms to verify {n_draft} drafted tokens, {draft} ms to draft them and the same {links} ms of round trips once, and yields {length} tokens on average.</source>
         <translation>不用推测解码时，每个词元需要 {compute} 毫秒计算和 {links} 毫秒往返时间（每个承载层的设备一次）。使用时，每一轮需要 {verify} 毫秒验证 {n_draft} 个草稿词元、{draft} 毫秒起草它们，以及同样的 {links} 毫秒往返时间（只需一次），平均产出 {length} 个词元。</translation>
     </message>
+    <message>
+        <source>The output layer's share of a token's compute must lie between 0 and 1, got {share}.</source>
+        <translation>输出层在一个词元计算中所占的比例必须介于 0 和 1 之间，得到的是 {share}。</translation>
+    </message>
+    <message>
+        <source>The timed batch must hold at least 2 tokens, got {n}.</source>
+        <translation>计时的批次至少要有 2 个词元，得到的是 {n}。</translation>
+    </message>
 </context>
 <context>
     <name>AcceptanceLine</name>

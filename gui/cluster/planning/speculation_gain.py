@@ -130,6 +130,41 @@ def inputs_from_step(step: StepCost, *, verify_cost_ratio: float, draft_token_ms
                              draft_max=draft_max)
 
 
+def verify_cost_ratio(one_pass_ms: float, batch_pass_ms: float, batch: int, rtt_ms: float, tokens: float,
+                      decode_compute_ms: float, output_share: float = 0.0) -> float:
+    """A verify pass of ``tokens`` tokens over one token's compute (``decode_compute_ms``), from a
+    short timed batch: two prompt passes through the cluster, of 1 and of ``batch`` tokens (each
+    crossing every link once, ``rtt_ms`` in all), timed after a first pass of the same size has
+    built llama.cpp's graph for it.
+
+    Without its round trips the pass of ``batch`` tokens is the verify pass's compute; the pass of
+    one token gives the slope for other sizes, taken as linear in between (a pass of a few
+    tokens reads the weights once; its arithmetic grows with the tokens). A prompt pass computes
+    the logits of its last token only, a verify pass those of every token, so each further token
+    adds the output layer once more: ``output_share`` of one token's compute (the output slot's
+    share of the bytes a token reads, :attr:`~gui.cluster.llama.model.ModelInfo.active_slot_bytes`,
+    as the cost model spreads compute over slots).
+
+    Raises:
+        ValueError: a batch of fewer than 2 tokens, no compute, or a share outside 0…1 (in words).
+    """
+    if batch < 2:
+        raise ValueError(translate("SpeculationGain", "The timed batch must hold at least 2 tokens, got {n}.").format(
+            n=batch))
+    if not 0 <= output_share < 1:
+        raise ValueError(translate("SpeculationGain", "The output layer's share of a token's compute must lie "
+                                                      "between 0 and 1, got {share}.").format(share=f"{output_share:g}"))
+    if not decode_compute_ms > 0:
+        raise ValueError(translate("SpeculationGain", "One token's compute must take some time, got {ms} ms: "
+                                                      "measure the cluster again.").format(ms=f"{decode_compute_ms:g}"))
+    # a pass faster than its round trip is noise: keep a floor rather than a negative compute
+    one = max(one_pass_ms - rtt_ms, 1e-3)
+    many = max(batch_pass_ms - rtt_ms, one)
+    extra = max(1.0, tokens) - batch  # tokens beyond (or short of) the timed batch
+    verify_ms = many + extra * (many - one) / (batch - 1) + (max(1.0, tokens) - 1) * output_share * one
+    return max(1.0, verify_ms / decode_compute_ms)
+
+
 def explain_gain(inputs: SpeculationInputs, gain: float) -> str:
     """Why speculation is predicted to gain ``gain`` (:func:`predict_gain`) here, in words
     (translated): what a token costs without it, what a pass costs and yields with it, and

@@ -24,6 +24,7 @@ from gui.cluster.planning.speculation_gain import (
     measured_gain,
     predict_gain,
     predicted_tokens_per_s,
+    verify_cost_ratio,
 )
 
 GiB = 1 << 30
@@ -156,3 +157,29 @@ def test_the_measured_gain_is_the_median_of_paired_ratios():
     assert measured_gain([10.0, 10.0, 5.0], [12.0, 11.0, 8.0]) == pytest.approx(1.2)
     with pytest.raises(ValueError, match="No measured pair"):
         measured_gain([], [])
+
+
+def test_the_verify_ratio_comes_from_the_timed_batch_without_its_round_trip():
+    # 4 tokens: 50 ms - 20 ms of round trip = 30 ms, against 12 ms of one decoded token's compute
+    assert verify_cost_ratio(30.0, 50.0, 4, 20.0, tokens=4, decode_compute_ms=12.0) == pytest.approx(2.5)
+    # other sizes: linear through the pass of one token (10 ms): 20/3 ms a token
+    assert verify_cost_ratio(30.0, 50.0, 4, 20.0, tokens=2.5, decode_compute_ms=10.0) == pytest.approx(2.0)
+    assert verify_cost_ratio(30.0, 50.0, 4, 20.0, tokens=7, decode_compute_ms=10.0) == pytest.approx(5.0)
+    # each further token also computes the output layer, which a prompt pass does for its last only
+    assert verify_cost_ratio(30.0, 50.0, 4, 20.0, tokens=4, decode_compute_ms=10.0,
+                             output_share=0.25) == pytest.approx(3.75)
+
+
+def test_a_noisy_timing_never_makes_the_verify_pass_cheaper_than_one_token():
+    assert verify_cost_ratio(30.0, 25.0, 4, 20.0, tokens=4, decode_compute_ms=10.0) == 1.0
+    assert verify_cost_ratio(15.0, 40.0, 4, 20.0, tokens=4, decode_compute_ms=10.0) >= 1.0
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    ((30.0, 50.0, 1, 20.0, 4, 10.0), "at least 2 tokens, got 1"),
+    ((30.0, 50.0, 4, 20.0, 4, 10.0, 1.5), "between 0 and 1, got 1.5"),
+    ((30.0, 50.0, 4, 20.0, 4, 0.0), "compute must take some time"),
+])
+def test_a_timed_batch_that_cannot_be_is_refused(args, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        verify_cost_ratio(*args)
