@@ -109,8 +109,9 @@ async def measured_draft(args: argparse.Namespace, disc, model, nodes, plan, spe
         print(f"Fastest: trying speculation by {speculation.label()} against none on the planned cluster…",
               flush=True)
     try:
+        slots = model.active_slot_bytes
         trial = await measure_speculation(serve, speculation, rtts_ms=_link_rtts_ms(plan, Path(model.path)),
-                                          draft_share=share)
+                                          draft_share=share, output_share=slots[-1] / max(1, sum(slots)))
     except (TrialError, LaunchError, AgentError, OSError) as exc:
         return Speculation(reason=f"the trial of speculation by {speculation.label()} failed: {exc}")
     return trial.decision()

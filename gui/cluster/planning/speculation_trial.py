@@ -7,8 +7,10 @@ round trips are a large share of a token and loses where the verify pass is comp
 (an async context manager that starts the plan with that speculation and yields the endpoint's
 URL; the CLI's starts the real cluster, tests start real llama-servers):
 
-1. **without**: a few decodes give one token's time; one prompt pass of ``draft_max + 1`` tokens
-   (a prompt given as token ids, nothing cached) gives what verifying a draft costs;
+1. **without**: a few decodes give one token's time; prompt passes of 1 and of ``draft_max + 1``
+   tokens (prompts given as token ids, nothing cached, each timed after one of its own size has
+   built llama.cpp's graph for it) give what verifying a draft costs
+   (:func:`~gui.cluster.planning.speculation_gain.verify_cost_ratio`);
 2. **a short sample with it** gives the acceptance (``draft_n_accepted`` of llama-server's final
    ``timings``); with the links' measured round trips that is everything the cost model
    (:mod:`gui.cluster.planning.speculation_gain`) needs, so the gain is **predicted** here;
@@ -22,7 +24,6 @@ URL; the CLI's starts the real cluster, tests start real llama-servers):
 from __future__ import annotations
 
 import contextlib
-import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,9 @@ import httpx
 
 from agent.i18n import translate
 from gui.cluster.planning.speculation import DRAFT, Speculation
-from gui.cluster.planning.speculation_gain import SpeculationInputs, explain_gain, measured_gain, predict_gain
+from gui.cluster.planning.speculation_gain import (
+    SpeculationInputs, explain_gain, measured_gain, predict_gain, verify_cost_ratio,
+)
 
 #: Speculation is kept only when measured at least this much faster: a smaller win is within what
 #: a few runs vary on a busy PC, and the goal is never to be slower than none (#35).
@@ -75,12 +78,13 @@ async def _decode(client: httpx.AsyncClient, url: str, tokens: int) -> DecodeSam
                         int(timings.get("draft_n", 0) or 0), int(timings.get("draft_n_accepted", 0) or 0))
 
 
-async def _verify_pass_ms(client: httpx.AsyncClient, url: str, n_tokens: int) -> float:
-    """The time of one pass over ``n_tokens`` new tokens: what verifying ``n_tokens - 1`` drafts
-    and the target's own token costs (the fastest of three: the pass itself, not the load)."""
+async def _pass_ms(client: httpx.AsyncClient, url: str, n_tokens: int) -> float:
+    """The time of one prompt pass over ``n_tokens`` new tokens, timed after a first pass of the
+    same size (llama.cpp builds and allocates the graph of a new batch size with extra round
+    trips); the faster of the two."""
     body = {"prompt": list(range(_VERIFY_FIRST_ID, _VERIFY_FIRST_ID + n_tokens)), "n_predict": 1,
             "temperature": 0.0, "cache_prompt": False}
-    return min([float((await _timings(client, url, body))["prompt_ms"]) for _ in range(3)])
+    return min([float((await _timings(client, url, body))["prompt_ms"]) for _ in range(2)])
 
 
 async def _timings(client: httpx.AsyncClient, url: str, body: dict) -> dict:
@@ -110,7 +114,8 @@ class SpeculationTrial:
     Attributes:
         speculation: what was tried.
         without, with_: the decodes of each side, in the same order.
-        verify_ms: one pass over ``draft_max + 1`` tokens, without speculation.
+        one_pass_ms, verify_ms: one prompt pass over 1 token and over ``draft_max + 1`` tokens,
+            without speculation.
         inputs: the cost model's inputs (:class:`SpeculationInputs`).
         predicted_gain: the cost model's prediction, made before the decodes with speculation.
         measured_gain: the median of the paired ratios with / without.
@@ -119,6 +124,7 @@ class SpeculationTrial:
     speculation: Speculation
     without: tuple[DecodeSample, ...]
     with_: tuple[DecodeSample, ...]
+    one_pass_ms: float
     verify_ms: float
     inputs: SpeculationInputs
     predicted_gain: float
@@ -153,12 +159,13 @@ class SpeculationTrial:
 
 async def measure_speculation(serve: Callable[[Speculation], contextlib.AbstractAsyncContextManager],
                               speculation: Speculation, *, rtts_ms: Sequence[float], draft_share: float = 0.0,
-                              runs: int = DEFAULT_RUNS, tokens: int = DEFAULT_TOKENS,
+                              output_share: float = 0.0, runs: int = DEFAULT_RUNS, tokens: int = DEFAULT_TOKENS,
                               timeout: float = 300.0) -> SpeculationTrial:
     """Measure ``speculation`` against none on the cluster ``serve`` starts (see the module
     docstring). ``rtts_ms``: the measured round trip of each RPC device that holds layers;
     ``draft_share``: the draft's weights over the target's (its time per drafted token is that
-    share of a token's compute: decode reads every weight once).
+    share of a token's compute: decode reads every weight once); ``output_share``: the output
+    layer's share of a token's compute (a verify pass computes it for every token).
 
     Raises:
         TrialError: a request failed or came back without timings (in words).
@@ -167,25 +174,29 @@ async def measure_speculation(serve: Callable[[Speculation], contextlib.Abstract
         async with serve(Speculation()) as url:
             await _decode(client, url, 4)  # warm-up
             without = [await _decode(client, url, tokens) for _ in range(runs)]
-            verify_ms = await _verify_pass_ms(client, url, speculation.draft_max + 1)
+            one_ms = await _pass_ms(client, url, 1)
+            verify_ms = await _pass_ms(client, url, speculation.draft_max + 1)
         async with serve(speculation) as url:
             sample = await _decode(client, url, tokens)  # the short sample: the acceptance
-            inputs = _inputs(speculation, without, sample, verify_ms, rtts_ms, draft_share)
+            inputs = _inputs(speculation, without, sample, (one_ms, verify_ms), rtts_ms, draft_share, output_share)
             predicted = predict_gain(inputs)
             with_ = [await _decode(client, url, tokens) for _ in range(runs)]
     gain = measured_gain([s.tokens_per_s for s in without], [s.tokens_per_s for s in with_])
-    return SpeculationTrial(speculation, tuple(without), tuple(with_), verify_ms, inputs, predicted, gain)
+    return SpeculationTrial(speculation, tuple(without), tuple(with_), one_ms, verify_ms, inputs, predicted, gain)
 
 
-def _inputs(speculation: Speculation, without: Sequence[DecodeSample], sample: DecodeSample, verify_ms: float,
-            rtts_ms: Sequence[float], draft_share: float) -> SpeculationInputs:
+def _inputs(speculation: Speculation, without: Sequence[DecodeSample], sample: DecodeSample,
+            passes_ms: tuple[float, float], rtts_ms: Sequence[float], draft_share: float,
+            output_share: float) -> SpeculationInputs:
     """The cost model's inputs from what was measured: a token's compute is its measured time
-    less the links' round trips; a verify pass's, the measured pass less them too."""
+    less the links' round trips; the verify pass's, from the two timed prompt passes."""
     links = sum(rtts_ms)
     token_ms = 1000.0 / statistics.median(max(1e-9, s.tokens_per_s) for s in without)
     compute = max(token_ms - links, 0.05 * token_ms)
-    ratio = max(1.0, (verify_ms - links) / compute) if math.isfinite(verify_ms) else 1.0
     draft_max = speculation.draft_max
+    one_ms, batch_ms = passes_ms
+    ratio = verify_cost_ratio(one_ms, batch_ms, draft_max + 1, links, draft_max + 1, compute,
+                              min(max(output_share, 0.0), 0.99))
     return SpeculationInputs(link_rtts_ms=tuple(rtts_ms), decode_compute_ms=compute, verify_cost_ratio=ratio,
                              draft_token_ms=compute * draft_share if speculation.kind == DRAFT else 0.0,
                              acceptance_length=acceptance_length(sample, draft_max), draft_max=draft_max)

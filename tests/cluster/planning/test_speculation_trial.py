@@ -34,7 +34,7 @@ def _trial(gain: float) -> SpeculationTrial:
     inputs = SpeculationInputs((2.0,), 5.0, 1.2, 0.3, 2.5, 3)
     without = (DecodeSample(48, 100.0),)
     with_ = (DecodeSample(48, 100.0 * gain, 40, 24),)
-    return SpeculationTrial(Speculation(DRAFT, draft_path="/m/small.gguf"), without, with_, 7.0, inputs, 1.1, gain)
+    return SpeculationTrial(Speculation(DRAFT, draft_path="/m/small.gguf"), without, with_, 6.0, 7.0, inputs, 1.1, gain)
 
 
 def test_speculation_is_kept_only_when_measured_faster_and_the_reason_says_so():
@@ -93,7 +93,7 @@ async def test_a_trial_on_a_real_cluster_measures_both_sides_and_predicts_before
     assert len(trial.without) == len(trial.with_) == 2
     assert all(s.tokens == 24 and s.tokens_per_s > 0 and s.drafted == 0 for s in trial.without)
     assert all(s.drafted > 0 for s in trial.with_)
-    assert trial.verify_ms > 0 and trial.inputs.verify_cost_ratio >= 1
+    assert trial.verify_ms > 0 and trial.one_pass_ms > 0 and trial.inputs.verify_cost_ratio >= 1
     assert trial.predicted_gain > 0 and trial.measured_gain > 0
     decided = trial.decision()
     accepted = trial.inputs.acceptance_length > 1
@@ -128,7 +128,8 @@ async def test_a_draft_that_agrees_is_kept_over_a_far_link_and_the_prediction_is
 
         speculation = Speculation(DRAFT, draft_path=draft, draft_max=4)
         trial = await measure_speculation(serve, speculation, rtts_ms=[10.0],
-                                          draft_share=draft.stat().st_size / target.stat().st_size)
+                                          draft_share=draft.stat().st_size / target.stat().st_size,
+                                          output_share=model.active_slot_bytes[-1] / sum(model.active_slot_bytes))
     # the draft predicts what the target does: nearly every draft is accepted, and over a 10 ms
     # round trip a pass of 5 tokens costs little more than one token
     assert trial.inputs.acceptance_length > 3, trial.inputs
