@@ -26,6 +26,7 @@ from agent.client import AgentError, measure_echo_rtt
 from agent.engine_lookup import EngineError, find_engine
 from agent.identity import display_fingerprint
 from gui.cli.common import CommandError, add_finding_options, command_runner, devices_of, discover, read_model
+from gui.cli.draft import add_draft_option, choose_draft, measured_draft, saved_speculation
 from gui.cli.progress import TransferPrinter
 from gui.cli.wake import add_wake_option, wake_for_up
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
@@ -70,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--experts-in-ram", action="append", default=[], metavar="GPU",
                        help="a mixture-of-experts model: keep the experts of this GPU's layers in its "
                             "PC's RAM (the worker's CPU device), e.g. gaming-pc/0; may be repeated")
+        add_draft_option(p)
 
     p = sub.add_parser("plan", help="show where each layer would go, memory fit and command lines")
     p.add_argument("--model", required=True, type=Path, help="the GGUF model")
@@ -233,8 +235,10 @@ async def cmd_pair(args: argparse.Namespace) -> int:
 
 # --- planning ---------------------------------------------------------------------------------
 
-async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered: dict[str, str] | None = None):
-    """(plan, fits) for ``model`` on ``nodes`` from ``--split`` or by free memory.
+async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered: dict[str, str] | None = None,
+                     draft=None):
+    """(plan, fits) for ``model`` on ``nodes`` from ``--split`` or by free memory; ``draft`` is
+    the speculation's draft model, whose memory the fit plans on the host (#35).
 
     A ``--split`` needs only the nodes it gives slots to (#11): a known node that is not
     usable now (``unanswered`` holds the remembered addresses that did not answer) may be named
@@ -261,7 +265,7 @@ async def _make_plan(args, disc: Discovery, model, nodes: list[Node], unanswered
             plan = P.plan_by_memory(model, devices, _cache_shape(args), host_free_bytes=host_free_bytes())
         for gpu in getattr(args, "experts_in_ram", None) or ():
             plan = P.experts_in_ram(plan, model, gpu)
-        fits = P.estimate(plan, model, _cache_shape(args), host_free_bytes=host_free_bytes())
+        fits = P.estimate(plan, model, _cache_shape(args), host_free_bytes=host_free_bytes(), draft=draft)
     except P.PlanError as exc:
         raise CommandError(str(exc), 2) from None
     return plan, fits
@@ -313,25 +317,34 @@ def _worker_commands(plan, nodes: list[Node]) -> list[str]:
 
 
 async def _plan_for_model(args: argparse.Namespace) -> tuple:
-    """Inspect ``args.model``, find the nodes and plan over them: (model, nodes, plan, fits)."""
+    """Inspect ``args.model``, choose the speculation (``--draft``), find the nodes and plan
+    over them: (model, nodes, plan, fits, speculation)."""
+    from gui.cluster.planning import plan as P
     model = read_model(args.model)
+    speculation = choose_draft(args, model.path)
+    draft = read_model(speculation.draft_path) if speculation.draft_path else None
     unanswered: dict[str, str] = {}
     disc = await discover(args, unanswered=unanswered)
     try:
         nodes = usable_nodes(disc.nodes.values())
-        plan, fits = await _make_plan(args, disc, model, nodes, unanswered)
+        plan, fits = await _make_plan(args, disc, model, nodes, unanswered, draft=draft)
+        if getattr(args, "fastest", False) and speculation.active:  # measured with and without (#35)
+            speculation = await measured_draft(args, disc, model, nodes, plan, speculation)
+            if speculation.draft_path is None and draft is not None:  # (the draft was left out)
+                fits = P.estimate(plan, model, _cache_shape(args), host_free_bytes=host_free_bytes())
     finally:
         await disc.stop()
     for a in unanswered:
         print(f"note: the remembered node at {a} does not answer", file=sys.stderr)
-    return model, nodes, plan, fits
+    return model, nodes, plan, fits, speculation
 
 
 async def cmd_plan(args: argparse.Namespace) -> int:
     from gui.cluster.planning import plan as P
-    model, nodes, plan, fits = await _plan_for_model(args)
+    model, nodes, plan, fits, speculation = await _plan_for_model(args)
     eng = find_engine()
-    spec = LaunchRequest(plan, model, ServerOptions(ctx=args.ctx, port=args.port, people=args.people)).spec()
+    spec = LaunchRequest(plan, model, ServerOptions(ctx=args.ctx, port=args.port, people=args.people),
+                         speculation=speculation).spec()
     server_cmd = spec.argv(eng.llama_server or "llama-server")
     bad = P.misfits(fits)
     if args.json:
@@ -340,7 +353,7 @@ async def cmd_plan(args: argparse.Namespace) -> int:
             {"device": f.label, "slots": list(f.slots), "need_bytes": f.need_bytes,
              "weights_bytes": f.weights_bytes, "kv_bytes": f.kv_bytes, "compute_bytes": f.compute_bytes,
              "free_bytes": f.free_bytes, "fits": f.fits} for f in fits],
-            "fits_all": not bad, "server_command": server_cmd,
+            "fits_all": not bad, "server_command": server_cmd, "speculation": speculation.to_json(),
             "worker_commands": _worker_commands(plan, nodes)}, indent=2))
     else:
         print(f"Model: {model.name} ({model.n_layer} blocks + output, {model.file_bytes / MiB:.1f} MiB, "
@@ -348,6 +361,7 @@ async def cmd_plan(args: argparse.Namespace) -> int:
         print("Plan:")
         for line in plan.describe():
             print("  " + line)
+        print("  " + speculation.describe())
         print("Memory:")
         for f in fits:
             print("  " + f.describe())
@@ -394,10 +408,10 @@ async def cmd_export(args: argparse.Namespace) -> int:
             raise CommandError("no cluster is running (start one with `herd up`), or pass --model "
                                "to export a plan") from None
     else:
-        model, nodes, plan, _ = await _plan_for_model(args)
+        model, nodes, plan, _, speculation = await _plan_for_model(args)
         spec = LaunchRequest(plan, model, ServerOptions(ctx=args.ctx, port=args.port, people=args.people)).spec()
         profile = prof.make_profile(plan, model, nodes, engine=find_engine(probe=True),
-                                    server=spec.options, sha256=file_sha256(model.path))
+                                    server=spec.options, sha256=file_sha256(model.path), speculation=speculation)
     try:
         path = prof.save_profile(args.output, profile)
         # The master's script carries what this PC's llama-server needs (e.g. --no-repack).
@@ -563,7 +577,8 @@ async def cmd_up(args: argparse.Namespace) -> int:
             raise CommandError(str(exc), 2) from None
         _refuse_second_owner(options.port)
         options, door = await _front_door(args, options)
-        request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers)
+        request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers,
+                                speculation=await _up_speculation(args, disc, model, plan, profile, plan_document))
         await _preflight_or_refuse(request, disc, eng, args)
         used = nodes_for_plan(plan, disc.nodes.values())
         for a in unanswered:
@@ -595,7 +610,8 @@ async def cmd_up(args: argparse.Namespace) -> int:
         # What is running now, for `herd export` (and the app) to pick up.
         with contextlib.suppress(OSError, ValueError):
             prof.save_profile(running_profile_path(), prof.make_profile(
-                plan, model, used, engine=eng, server=endpoint_options(supervisor.spec.options, door)))
+                plan, model, used, engine=eng, server=endpoint_options(supervisor.spec.options, door),
+                speculation=request.speculation))
         # the record names the endpoint clients use: the front door's port when there is one
         endpoint = dataclasses.replace(supervisor.spec, options=endpoint_options(supervisor.spec.options, door))
         with _serving_recorded(endpoint, target if profile is not None else None, model):
@@ -610,6 +626,19 @@ async def cmd_up(args: argparse.Namespace) -> int:
         await disc.stop()
         if supervisor is not None:
             print("Stopped: llama-server and the workers herd started.", flush=True)
+
+
+async def _up_speculation(args, disc: Discovery, model, plan, profile, plan_document: dict | None):
+    """``herd up``'s speculation (#35): ``--draft``, else what the profile or saved plan keeps;
+    with ``--fastest``, measured with and without on the plan first."""
+    saved = (profile.speculation if profile is not None else
+             saved_speculation(plan_document, args.target) if plan_document is not None else None)
+    speculation = choose_draft(args, model.path, saved)
+    if args.fastest:
+        speculation = await measured_draft(args, disc, model, usable_nodes(disc.nodes.values()), plan, speculation)
+    if speculation.active:
+        print(speculation.describe()[:1].upper() + speculation.describe()[1:])
+    return speculation
 
 
 async def _front_door(args, options: ServerOptions) -> tuple[ServerOptions, FrontDoor | None]:

@@ -26,6 +26,7 @@ from gui.cluster.launching.request import LaunchRequest, nodes_for_plan
 from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.nodes.records import usable_nodes
 from gui.cluster.planning.devices import node_devices
+from gui.cluster.planning.speculation import Speculation
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ class Workspace:
         options: llama-server's :class:`~gui.cluster.llama.server_command.ServerOptions`.
         running: the :class:`~gui.cluster.launching.request.LaunchRequest` of the launch that serves now
             (after a failover, the survivors' plan), or None.
+        speculation: the :class:`~gui.cluster.planning.speculation.Speculation` the next launch
+            uses (#35; none until chosen).
     """
 
     def __init__(self, options: ServerOptions = ServerOptions()) -> None:
@@ -55,6 +58,7 @@ class Workspace:
         self.model = None
         self.options = options
         self.running: LaunchRequest | None = None
+        self.speculation = Speculation()
         self._subs: list[Callable[[str], None]] = []
 
     # -- events ------------------------------------------------------------------------------
@@ -123,6 +127,12 @@ class Workspace:
             self.options = new
             self._emit(OPTIONS)
 
+    def set_speculation(self, speculation: Speculation) -> None:
+        """The speculation the next launch uses (#35): a draft model, n-gram, MTP or none."""
+        if speculation != self.speculation:
+            self.speculation = speculation
+            self._emit(OPTIONS)
+
     # -- launching ---------------------------------------------------------------------------
 
     def launch_request(self, plan, *, threads: int | None = None) -> LaunchRequest | None:
@@ -130,7 +140,7 @@ class Workspace:
         without a model or a plan)."""
         if self.model is None or plan is None:
             return None
-        return LaunchRequest(plan, self.model, self.options, threads=threads)
+        return LaunchRequest(plan, self.model, self.options, threads=threads, speculation=self.speculation)
 
     def set_running(self, request: LaunchRequest | None) -> None:
         """The launch that serves now (None: none)."""

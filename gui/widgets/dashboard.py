@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QHBoxLayout, QLabel
                                QVBoxLayout, QWidget)
 
 from gui.cluster.nodes.history import RANGES, Series
+from gui.widgets.acceptance_line import AcceptanceLine
 from gui.widgets.node_colors import node_colors
 from gui.widgets.outside_text import NAME_WORD, escaped
 from gui.widgets.usage_table import UsageTableView
@@ -231,6 +232,7 @@ class Dashboard(QWidget):
             self._add("tps", "live", self.tr("decode (live)"), t, v.get("live_decode_tps"))
         elif sample.kind == "reply":
             self._mark_ttft(sample)
+            self._acceptance_line().add_reply(sample.values)
         elif sample.kind == "usage":
             self._usage_rows = list(v.get("rows") or [])
         elif sample.kind in ("link", "node") and sample.source in self._node_names:
@@ -427,6 +429,14 @@ class Dashboard(QWidget):
             self.ttft_marks.pop(0)
             self.plots["tps"].removeItem(self._ttft_lines.pop(0))
         self._update_legend()
+
+    acceptance_line: AcceptanceLine | None = None  # drafts accepted (#35), from the first reply on
+
+    def _acceptance_line(self) -> AcceptanceLine:
+        if self.acceptance_line is None:
+            self.acceptance_line = AcceptanceLine()
+            self.layout().insertWidget(1, self.acceptance_line)
+        return self.acceptance_line
 
     def _add(self, plot: str, source: str, label: str, t: float, value) -> None:
         """One value of a curve (``source``: the node id, or the server curve's own key); None

@@ -223,6 +223,13 @@ class SplitEditor(QWidget):
         self.split.set_people(options.people)  # each person holds a whole context (#34)
         self._refresh()
 
+    _speculation = None  # the plan's speculation (#35): in the summary and on the command line
+
+    def set_speculation(self, speculation) -> None:
+        """Show the plan's :class:`~gui.cluster.planning.speculation.Speculation` (#35), or None."""
+        self._speculation = speculation
+        self.split.set_speculation(speculation)  # its draft's memory in the fit; refreshes the view
+
     def set_fastest_available(self, ok: bool, why_not: str = "") -> None:
         """Enable the *Fastest* button (the planner can rank splits); while it is greyed out,
         ``why_not`` shows beside it and as its tooltip."""
@@ -320,7 +327,7 @@ class SplitEditor(QWidget):
             return None
         # the launcher's own command line, so they never disagree
         return ServerSpec.for_plan(self.split.plan, self.split.model.path,
-                                   replace(self._options, ctx=self.ctx.value()))
+                                   replace(self._options, ctx=self.ctx.value()), speculation=self._speculation)
 
     def command_line(self) -> str:
         """The exact command line, shell-quoted."""
@@ -427,4 +434,14 @@ class SplitEditor(QWidget):
                 "The context (%1) is larger than the %2 the model was trained for: llama.cpp allows it, "
                 "but replies beyond %2 tokens get worse.").replace("%1", f"{self.ctx.value():,}")
                 .replace("%2", f"{model.context_length:,}"))
+        self.summary.setText(self.summary.text() + _speculation_sentence(self._speculation, model))
         self.command.setPlainText(self.command_line())
+
+
+def _speculation_sentence(speculation, model) -> str:
+    """The summary's sentence on the plan's speculation (#35): the choice, its predicted gain and
+    the reason; "" when there is nothing to say."""
+    if model is None or speculation is None or not (speculation.active or speculation.reason):
+        return ""
+    text = speculation.describe()
+    return " " + text[:1].upper() + text[1:] + "."

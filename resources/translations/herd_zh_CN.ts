@@ -1861,6 +1861,10 @@
         <source>the fastest split does not fit once the devices on the same computer share its memory: {misfits}</source>
         <translation>同一台计算机上的设备共用其内存后，最快的分层方案放不下：{misfits}</translation>
     </message>
+    <message>
+        <source>{device}: needs {need} (of which the draft model {draft}) of {free} free — {verdict}</source>
+        <translation>{device}：需要 {need}（其中草稿模型占 {draft}），可用 {free} — {verdict}</translation>
+    </message>
 </context>
 <context>
     <name>Placement</name>
@@ -3193,6 +3197,10 @@
         <source>{arg} is not a llama-server option (nor the value of one)</source>
         <translation>{arg} 不是 llama-server 选项（也不是某个选项的值）</translation>
     </message>
+    <message>
+        <source>llama-server option {flag} is not accepted: herd plans speculation itself; choose it with --draft (herd plan, herd up) or in the split editor</source>
+        <translation>不接受 llama-server 选项 {flag}：推测解码由 herd 自行规划；请用 --draft（herd plan、herd up）或在拆分编辑器中选择</translation>
+    </message>
 </context>
 <context>
     <name>Transcript</name>
@@ -4068,6 +4076,207 @@
     <message>
         <source>{waiting} (+{busy} answered now)</source>
         <translation>{waiting}（另有 {busy} 个正在应答）</translation>
+    </message>
+</context>
+<context>
+    <name>Speculation</name>
+    <message>
+        <source>a draft model's file goes with speculation by a draft model, and only with it</source>
+        <translation>草稿模型文件只能与“草稿模型”推测方式一起使用，且该方式必须给出草稿模型文件</translation>
+    </message>
+    <message>
+        <source>different tokenizer: {draft} vs {target}</source>
+        <translation>分词器不同：{draft} 与 {target}</translation>
+    </message>
+    <message>
+        <source>different vocabulary: the same number of tokens ({count}), but not the same tokens</source>
+        <translation>词表不同：词元数量相同（{count}），但词元不同</translation>
+    </message>
+    <message>
+        <source>different vocabulary: {draft} tokens vs {target}</source>
+        <translation>词表不同：{draft} 个词元与 {target} 个</translation>
+    </message>
+    <message>
+        <source>draft model</source>
+        <translation>草稿模型</translation>
+    </message>
+    <message>
+        <source>n-gram lookup</source>
+        <translation>n-gram 查找</translation>
+    </message>
+    <message>
+        <source>no model on this PC has the target's vocabulary</source>
+        <translation>本机没有与目标模型词表相同的模型</translation>
+    </message>
+    <message>
+        <source>none</source>
+        <translation>无</translation>
+    </message>
+    <message>
+        <source>predicted {gain}× the speed without</source>
+        <translation>预计为不使用时速度的 {gain} 倍</translation>
+    </message>
+    <message>
+        <source>speculation must be one of {kinds}, not {kind}</source>
+        <translation>推测方式必须是 {kinds} 之一，而不是 {kind}</translation>
+    </message>
+    <message>
+        <source>speculation: {kind}</source>
+        <translation>推测解码：{kind}</translation>
+    </message>
+    <message>
+        <source>the model carries its own MTP heads</source>
+        <translation>该模型自带 MTP 预测头</translation>
+    </message>
+    <message>
+        <source>the model's own MTP heads</source>
+        <translation>模型自带的 MTP 预测头</translation>
+    </message>
+    <message>
+        <source>the smallest model on this PC with the target's vocabulary</source>
+        <translation>本机上与目标模型词表相同的最小模型</translation>
+    </message>
+    <message>
+        <source>tokens drafted per pass must be a whole number from 1 to {most}, not {value}</source>
+        <translation>每轮草拟的词元数必须是 1 到 {most} 的整数，而不是 {value}</translation>
+    </message>
+    <message>
+        <source>too large to draft: {size} MiB against the target's {target} MiB</source>
+        <translation>太大，不适合作草稿：{size} MiB，而目标模型为 {target} MiB</translation>
+    </message>
+    <message>
+        <source>{draft} cannot draft for {model}: {why}</source>
+        <translation>{draft} 不能为 {model} 作草稿：{why}</translation>
+    </message>
+    <message>
+        <source>{model} carries no multi-token-prediction heads; choose --draft auto, ngram or a draft model</source>
+        <translation>{model} 不带多词元预测（MTP）头；请选择 --draft auto、ngram 或一个草稿模型</translation>
+    </message>
+    <message>
+        <source>{path}: the file has no vocabulary (no tokenizer.ggml.model and tokenizer.ggml.tokens keys)</source>
+        <translation>{path}：该文件没有词表（缺少 tokenizer.ggml.model 和 tokenizer.ggml.tokens 键）</translation>
+    </message>
+    <message>
+        <source>{where} must be an object</source>
+        <translation>{where} 必须是一个对象</translation>
+    </message>
+    <message>
+        <source>{where}.draft must be the path of a model file</source>
+        <translation>{where}.draft 必须是模型文件的路径</translation>
+    </message>
+    <message>
+        <source>{where}.predicted_gain must be a positive number</source>
+        <translation>{where}.predicted_gain 必须是正数</translation>
+    </message>
+    <message>
+        <source>{where}.reason must be a short text</source>
+        <translation>{where}.reason 必须是简短文本</translation>
+    </message>
+    <message>
+        <source>{where}: unknown field {field}</source>
+        <translation>{where}：未知字段 {field}</translation>
+    </message>
+    <message>
+        <source>measured {gain}× ({without} → {with_} tokens/s)</source>
+        <translation>实测 {gain} 倍（{without} → {with_} 词元/秒）</translation>
+    </message>
+    <message>
+        <source>the trial request to {url} failed ({why})</source>
+        <translation>发往 {url} 的试测请求失败（{why}）</translation>
+    </message>
+    <message>
+        <source>{measured}: faster, so it is on. {why}</source>
+        <translation>{measured}：更快，因此启用。{why}</translation>
+    </message>
+    <message>
+        <source>{url} answered the trial request with HTTP {status} and no timings</source>
+        <translation>{url} 对试测请求的回应为 HTTP {status}，且没有计时数据</translation>
+    </message>
+    <message>
+        <source>draft model {name}, {n} tokens per pass</source>
+        <translation>草稿模型 {name}，每轮 {n} 个词元</translation>
+    </message>
+    <message>
+        <source>{kind}: {measured}, not faster, so it stays off. {why}</source>
+        <translation>{kind}：{measured}，并未更快，因此保持关闭。{why}</translation>
+    </message>
+    <message>
+        <source>{kind}: {measured}, but no drafted token was accepted, so it stays off. {why}</source>
+        <translation>{kind}：{measured}，但没有任何草稿词元被接受，因此保持关闭。{why}</translation>
+    </message>
+</context>
+<context>
+    <name>AcceptanceLine</name>
+    <message>
+        <source>Last reply: %1 tokens/s effective.</source>
+        <translation>上一条回复：有效速度 %1 词元/秒。</translation>
+    </message>
+    <message>
+        <source>Speculation: %1 % of drafted tokens accepted (%2 of %3).</source>
+        <translation>推测解码：已接受 %1 % 的草稿词元（%3 个中的 %2 个）。</translation>
+    </message>
+</context>
+<context>
+    <name>SpeculationGain</name>
+    <message>
+        <source>A link's round trip cannot be negative: measure the links again.</source>
+        <translation>链路的往返时间不能为负数：请重新测量链路。</translation>
+    </message>
+    <message>
+        <source>Every speculation measurement must be a number; one is missing or infinite.</source>
+        <translation>推测解码的每项测量值都必须是数字；有一项缺失或为无穷大。</translation>
+    </message>
+    <message>
+        <source>No measured pair of runs to compare.</source>
+        <translation>没有可供比较的成对测量结果。</translation>
+    </message>
+    <message>
+        <source>One token's compute must take some time, got {ms} ms: measure the cluster again.</source>
+        <translation>一个词元的计算必然需要时间，得到的却是 {ms} 毫秒：请重新测量集群。</translation>
+    </message>
+    <message>
+        <source>Predicted {gain}× as fast, so slower: drafting takes longer than the accepted tokens save. A smaller draft model or n-gram lookup may do better.</source>
+        <translation>预计速度为 {gain}×，即更慢：起草所花的时间多于被接受的词元所节省的时间。更小的草稿模型或 n-gram 查找可能效果更好。</translation>
+    </message>
+    <message>
+        <source>Predicted {gain}× as fast, so slower: the links are fast next to the compute, and verifying several tokens costs more compute than the round trips it saves.</source>
+        <translation>预计速度为 {gain}×，即更慢：与计算相比链路很快，验证多个词元所多花的计算超过了它省下的往返时间。</translation>
+    </message>
+    <message>
+        <source>Predicted {gain}× as fast, so slower: too few drafted tokens are accepted to pay for verifying them. A draft that agrees more often with the model would help.</source>
+        <translation>预计速度为 {gain}×，即更慢：被接受的草稿词元太少，抵不上验证它们的开销。与该模型更常一致的草稿会有帮助。</translation>
+    </message>
+    <message>
+        <source>Predicted {gain}× as fast: the round trips are paid once for several tokens.</source>
+        <translation>预计速度为 {gain}×：多个词元只需支付一次往返时间。</translation>
+    </message>
+    <message>
+        <source>Speculation drafts at least one token per pass, got {n}.</source>
+        <translation>推测解码每轮至少起草一个词元，得到的是 {n}。</translation>
+    </message>
+    <message>
+        <source>The acceptance length must lie between 1 (no draft accepted) and {most} (every drafted token and the target's own), got {length}.</source>
+        <translation>接受长度必须介于 1（没有草稿被接受）和 {most}（所有草稿词元加上目标模型自己的词元）之间，得到的是 {length}。</translation>
+    </message>
+    <message>
+        <source>The draft's time per token cannot be negative, got {ms} ms.</source>
+        <translation>草稿模型每个词元的时间不能为负数，得到的是 {ms} 毫秒。</translation>
+    </message>
+    <message>
+        <source>Verifying several tokens cannot cost less than one token, got a ratio of {ratio}: measure the verify pass again.</source>
+        <translation>验证多个词元的开销不可能少于一个词元，得到的比值是 {ratio}：请重新测量验证过程。</translation>
+    </message>
+    <message>
+        <source>Without speculation a token costs {compute} ms of compute and {links} ms of round trips, one to each device that holds layers. With it, a pass costs {verify} ms to verify {n_draft} drafted tokens, {draft} ms to draft them and the same {links} ms of round trips once, and yields {length} tokens on average.</source>
+        <translation>不用推测解码时，每个词元需要 {compute} 毫秒计算和 {links} 毫秒往返时间（每个承载层的设备一次）。使用时，每一轮需要 {verify} 毫秒验证 {n_draft} 个草稿词元、{draft} 毫秒起草它们，以及同样的 {links} 毫秒往返时间（只需一次），平均产出 {length} 个词元。</translation>
+    </message>
+    <message>
+        <source>The output layer's share of a token's compute must lie between 0 and 1, got {share}.</source>
+        <translation>输出层在一个词元计算中所占的比例必须介于 0 和 1 之间，得到的是 {share}。</translation>
+    </message>
+    <message>
+        <source>The timed batch must hold at least 2 tokens, got {n}.</source>
+        <translation>计时的批次至少要有 2 个词元，得到的是 {n}。</translation>
     </message>
 </context>
 </TS>

@@ -30,7 +30,7 @@ NOT_BENCHMARKS = {
 }
 
 #: Benchmarks that build a simulated LAN of network namespaces (root; CI runs as root).
-NEEDS_LAN = {"fastest/run.py", "scale/run.py", "faults.py"}
+NEEDS_LAN = {"fastest/run.py", "scale/run.py", "faults.py", "speculation/run.py"}
 
 #: Seconds one smoke run may take; the whole set's budget is about 6 minutes (#33).
 TIMEOUT_S = 180

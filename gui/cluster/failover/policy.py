@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gui.cluster.launching.request import LaunchRequest, nodes_for_plan
+from gui.cluster.llama.model import ModelError
 from gui.cluster.planning.devices import node_devices
 from gui.cluster.planning.plan.assignment import Plan
 from gui.cluster.planning.plan.by_memory import plan_by_memory
@@ -81,6 +82,15 @@ class Replan:
     used: tuple[str, ...]
 
 
+def _draft_model(request: LaunchRequest):
+    """The request's draft model for the fit; None without one, or when its file can no longer
+    be read (the relaunch then says so in llama-server's words)."""
+    try:
+        return request.draft_model()
+    except ModelError:
+        return None
+
+
 def replan(request: LaunchRequest, survivors: list[tuple], cache_shape,
            host_free_bytes: Callable[[], int | None]) -> Replan:
     """The plan to relaunch ``request`` with over ``survivors`` (``(node, status)`` of the nodes
@@ -95,6 +105,8 @@ def replan(request: LaunchRequest, survivors: list[tuple], cache_shape,
         for node, status in survivors:
             devices.extend(node_devices(node, status))
         plan = plan_by_memory(request.model, devices, cache_shape, host_free_bytes=host_free_bytes())
-    bad = misfits(estimate(plan, request.model, cache_shape, host_free_bytes=host_free_bytes()))
+    # the relaunch keeps the speculation, so the host must still hold the draft too (#35)
+    bad = misfits(estimate(plan, request.model, cache_shape, host_free_bytes=host_free_bytes(),
+                           draft=_draft_model(request)))
     used = tuple(n.name for n in nodes_for_plan(plan, [n for n, _ in survivors], strict=False))
     return Replan(plan, bad, used)

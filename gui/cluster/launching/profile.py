@@ -11,8 +11,13 @@ cluster again::
       "model": {"path": "/models/x.gguf", "size": 123, "sha256": "…" or null, "name": "…",
                 "architecture": "llama", "n_layer": 32},
       "plan": {"n_layer": 32, "host_layers": 0, "assignments": [{"device": {…}, "count": 20}, …]},
-      "server": {"ctx": 4096, "port": 8080, "extra_args": ["--temp", "0.7"]}
+      "server": {"ctx": 4096, "port": 8080, "extra_args": ["--temp", "0.7"]},
+      "speculation": {"kind": "draft", "draft": "/models/small.gguf", "draft_max": 3}
     }
+
+``speculation`` (#35) is there only when the cluster speculates: a draft model, n-gram lookup or
+the model's own MTP heads (:class:`gui.cluster.planning.speculation.Speculation`). Its draft path
+is data, checked like the other fields and again before each launch (the file may have changed).
 
 A profile is data, not a command line (#32): herd builds llama-server's arguments itself. The
 extra arguments may only be the tuning options of :mod:`gui.cluster.llama.server_args`
@@ -46,6 +51,7 @@ from agent.json_limits import loads as json_loads
 from gui.cluster.launching.doctor import Finding
 from gui.cluster.llama.server_command import DEFAULT_HOST, ServerOptions, ServerSpec
 from gui.cluster.planning.plan import Assignment, Device, ExpertHome, Plan, PlanError
+from gui.cluster.planning.speculation import Speculation, SpeculationError
 
 if TYPE_CHECKING:
     from gui.cluster.llama.model import ModelInfo
@@ -106,7 +112,7 @@ class ProfileModel:
 
 @dataclass(frozen=True)
 class Profile:
-    """A saved cluster: nodes, engine build, model, plan and server options."""
+    """A saved cluster: nodes, engine build, model, plan, server options and speculation (#35)."""
 
     nodes: Mapping[str, ProfileNode]
     model: ProfileModel
@@ -116,10 +122,11 @@ class Profile:
     rpc_proto: str | None = None
     created: str = ""
     version: int = VERSION
+    speculation: Speculation = Speculation()
 
     def to_json(self) -> dict:
         """The JSON document (see the module docstring)."""
-        return {
+        doc = {
             "format": FORMAT,
             "version": self.version,
             "created": self.created,
@@ -134,6 +141,9 @@ class Profile:
             # where the endpoint listens is the PC's own setting, never the profile's (#32)
             "server": {k: v for k, v in self.server.to_json().items() if k != "host"},
         }
+        if self.speculation.active:
+            doc["speculation"] = self.speculation.to_json()
+        return doc
 
     def llama_server_args(self, model_path: str | os.PathLike | None = None, *,
                           verify_layers: bool = False) -> list[str]:
@@ -141,7 +151,7 @@ class Profile:
         own command line (:class:`~gui.cluster.llama.server_command.ServerSpec`);
         ``verify_layers``: at ``-lv 5``, which names every layer's device."""
         return ServerSpec.for_plan(self.plan, model_path or self.model.path, self.server,
-                                   verify_layers=verify_layers).args()
+                                   verify_layers=verify_layers, speculation=self.speculation).args()
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,8 +314,12 @@ def profile_from_json(doc: Any, source: str = "profile") -> Profile:
         raise ProfileError(f"{p}.plan.n_layer: {n_layer} does not match {p}.model.n_layer {model.n_layer}")
 
     server = _server_from_json(_field(doc, "server", p, dict), f"{p}.server")
+    try:
+        speculation = Speculation.from_json(doc.get("speculation", {}), f"{p}.speculation")
+    except SpeculationError as e:
+        raise ProfileError(str(e)) from None
     return Profile(nodes=nodes, model=model, plan=plan, server=server, engine_build=build,
-                   rpc_proto=proto, created=created, version=version)
+                   rpc_proto=proto, created=created, version=version, speculation=speculation)
 
 
 def load_profile(path: str | os.PathLike) -> Profile:
@@ -353,14 +367,14 @@ def _hardware(plan: Plan, node_id: str) -> str:
 def make_profile(plan: Plan, model: ModelInfo, nodes: Iterable[Any], *, engine: Any = None,
                  server: ServerOptions | None = None, ctx: int | None = None, host: str | None = None,
                  port: int | None = None, extra_args: Sequence[str] | None = None,
-                 sha256: str | None = None) -> Profile:
+                 sha256: str | None = None, speculation: Speculation = Speculation()) -> Profile:
     """A :class:`Profile` of a cluster about to run (or running) ``plan`` on ``model``.
 
     ``nodes`` are the live node records (``gui.cluster.nodes.records.Node`` or dicts with ``id``,
     ``name``, ``host``, ``api_port``, ``fingerprint``); only the nodes the plan uses are kept.
     ``engine`` is an ``agent.engine_lookup.Engine`` (its ``build`` and ``rpc_proto``). Server options are
     ``server`` (the launch's own), with ``ctx``, ``host``, ``port`` and ``extra_args`` replacing
-    its fields when given.
+    its fields when given. ``speculation`` is the launch's own (#35).
     """
     base = server or ServerOptions()
     try:
@@ -389,7 +403,7 @@ def make_profile(plan: Plan, model: ModelInfo, nodes: Iterable[Any], *, engine: 
         plan=plan, server=server,
         engine_build=_attr(engine, "build") if engine is not None else None,
         rpc_proto=_attr(engine, "rpc_proto") if engine is not None else None,
-        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), speculation=speculation)
 
 
 def export_profile(path: str | os.PathLike, *, plan: Plan, model: ModelInfo, nodes: Iterable[Any],

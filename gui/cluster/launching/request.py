@@ -15,14 +15,17 @@ request, so an edit made while the doctor runs cannot make the plan and the opti
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from agent.i18n import translate
 from gui.cluster.launching import doctor as doc
+from gui.cluster.llama.model import ModelError
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec
 from gui.cluster.llama.server_process import LaunchError
+from gui.cluster.planning.speculation import Speculation, speculation_problem
 
 if TYPE_CHECKING:
     from gui.cluster.llama.model import ModelInfo
@@ -41,6 +44,8 @@ class LaunchRequest:
         threads: RPC worker threads (None: each agent's own setting).
         verify_layers: run llama-server at ``-lv 5`` and check every layer's device from its own
             lines (slower decoding; for debugging).
+        speculation: the plan's :class:`~gui.cluster.planning.speculation.Speculation` (#35); a
+            relaunch on the survivors keeps it (:meth:`with_plan`), and the draft's memory with it.
     """
 
     plan: "Plan"
@@ -48,10 +53,17 @@ class LaunchRequest:
     options: ServerOptions = ServerOptions()
     threads: int | None = None
     verify_layers: bool = False
+    speculation: Speculation = Speculation()
 
     def spec(self) -> ServerSpec:
         """The llama-server command line of this request."""
-        return ServerSpec.for_plan(self.plan, self.model.path, self.options, verify_layers=self.verify_layers)
+        return ServerSpec.for_plan(self.plan, self.model.path, self.options, verify_layers=self.verify_layers,
+                                   speculation=self.speculation)
+
+    def draft_model(self) -> "ModelInfo | None":
+        """The draft model's facts, for the memory fit (None without a draft model); a
+        :class:`~gui.cluster.llama.model.ModelError` in words when its file cannot be read."""
+        return self.speculation.draft_model()
 
     def argv(self, llama_server) -> list[str]:
         """The whole llama-server command line (program first)."""
@@ -110,7 +122,15 @@ def check_request(request: LaunchRequest, nodes: Iterable, engine, *,
     except ValueError as exc:
         findings.append(_error("server", str(exc), "bad-server-args"))
         shape = request.options.ctx
-    for fit in P.estimate(request.plan, request.model, shape, host_free_bytes=host_free_bytes):
+    # a profile's draft is data: gone, damaged or of another vocabulary, it is refused in words (#35)
+    problem = speculation_problem(request.speculation, request.model.path)
+    draft = None
+    if problem:
+        findings.append(_error("speculation", problem, "bad-speculation"))
+    else:
+        with contextlib.suppress(ModelError):  # (just read; said above if it could not be)
+            draft = request.draft_model()
+    for fit in P.estimate(request.plan, request.model, shape, host_free_bytes=host_free_bytes, draft=draft):
         if not fit.fits:
             findings.append(_error(fit.label, fit.describe(), "does-not-fit"))
     nodes = list(nodes)

@@ -10,7 +10,9 @@ a hub) and returns a :class:`GGUFHeader`. It exists because a header comes from 
   architecture keys and the tensor infos; it never needs the vocabulary itself. Opening Gemma
   3 270M (a 262k-token vocabulary) went from about 30 s and 768 MB with ``gguf.GGUFReader``,
   which builds a numpy view for every token, to a fraction of a second (#37, item 11;
-  ``bench/gguf_header.py``);
+  ``bench/gguf_header.py``). Where herd must compare two vocabularies (a draft model for
+  speculation, #35), the keys named in ``digest_keys`` are hashed as the raw bytes they are
+  in the file, still without building a Python object per token;
 * what is wrong is said in words that name the key or the tensor, never in Python's byte
   notation (#37, item 5).
 
@@ -22,9 +24,11 @@ uint64 offset into the data, which starts at the next multiple of ``general.alig
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import struct
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,12 +129,15 @@ class GGUFHeader:
         tensors: the tensor infos, in file order.
         data_offset: where the tensor data starts (the header's length, padded to the
             alignment).
+        digests: for each key asked for in ``digest_keys``, the SHA-256 (hex) of its value's
+            bytes as the file holds them (entry type, count and entries), kept or skipped.
     """
 
     version: int
     fields: dict[str, object] = field(default_factory=dict)
     tensors: tuple[TensorInfo, ...] = ()
     data_offset: int = 0
+    digests: dict[str, str] = field(default_factory=dict)
 
     def get(self, key: str):
         """The value of ``key``, or None when the header has no such key or skipped its value."""
@@ -146,11 +153,18 @@ class _Cursor:
     """A position in ``buf`` that moves only after checking that the bytes are there (at most
     :data:`MAX_HEADER_BYTES` of them), and what may still be spent on kept values."""
 
-    def __init__(self, buf) -> None:
+    def __init__(self, buf, digest_keys: Collection[str] = ()) -> None:
         self.buf = buf
         self.size = min(len(buf), MAX_HEADER_BYTES)
         self.pos = 0
         self.budget = KEPT_BUDGET
+        self.digest_keys = frozenset(digest_keys)
+        self.digests: dict[str, str] = {}
+
+    def digest(self, start: int) -> str:
+        """SHA-256 (hex) of the bytes from ``start`` to the position, hashed where they lie."""
+        with memoryview(self.buf) as view, view[start:self.pos] as part:
+            return hashlib.sha256(part).hexdigest()
 
     def spend(self, cost: int) -> bool:
         """Take ``cost`` from the budget for kept values; False (nothing taken) when it is short."""
@@ -286,7 +300,10 @@ def _read_fields(cur: _Cursor, n_keys: int) -> dict[str, object]:
                                                                                 most=MAX_KEY_BYTES))
         if key in fields:
             raise HeaderError(translate("Model", "key {key} appears twice").format(key=key))
+        start = cur.pos
         fields[key] = _read_value(cur, key)
+        if key in cur.digest_keys:
+            cur.digests[key] = cur.digest(start)
     return fields
 
 
@@ -326,8 +343,11 @@ def _read_tensors(cur: _Cursor, n_tensors: int) -> list[tuple[str, tuple[int, ..
     return tensors
 
 
-def parse_header(buf) -> GGUFHeader:
+def parse_header(buf, digest_keys: Collection[str] = ()) -> GGUFHeader:
     """Parse the GGUF header at the start of ``buf`` (bytes, or a memory map of a file).
+
+    The values of the keys in ``digest_keys`` are also hashed as they lie in ``buf``
+    (:attr:`GGUFHeader.digests`), long arrays included.
 
     Raises :class:`HeaderTruncated` when ``buf`` ends before the header does, and
     :class:`HeaderError` for anything else that is wrong — in words that name the key or the
@@ -335,7 +355,7 @@ def parse_header(buf) -> GGUFHeader:
     :data:`MAX_HEADER_BYTES` are read, and kept values cost at most :data:`KEPT_BUDGET`.
     """
     try:
-        return _parse(buf)
+        return _parse(buf, digest_keys)
     except HeaderTruncated as e:
         if len(buf) > MAX_HEADER_BYTES and e.needed > MAX_HEADER_BYTES:
             raise HeaderError(translate("Model", "the header goes on past {most} MiB, which no model's does "
@@ -343,8 +363,8 @@ def parse_header(buf) -> GGUFHeader:
         raise
 
 
-def _parse(buf) -> GGUFHeader:
-    cur = _Cursor(buf)
+def _parse(buf, digest_keys: Collection[str]) -> GGUFHeader:
+    cur = _Cursor(buf, digest_keys)
     if cur.left() < len(MAGIC) or bytes(buf[:len(MAGIC)]) != MAGIC:
         raise HeaderError(translate("Model", "it does not start with the GGUF signature"))
     cur.pos = len(MAGIC)
@@ -369,16 +389,17 @@ def _parse(buf) -> GGUFHeader:
                                                  "of the alignment {alignment}").format(name=name,
                                                                                          alignment=alignment))
         tensors.append(TensorInfo(name, shape, ggml_type, data_offset + offset))
-    return GGUFHeader(version, fields, tuple(tensors), data_offset)
+    return GGUFHeader(version, fields, tuple(tensors), data_offset, cur.digests)
 
 
-def read_header(path: str | os.PathLike) -> GGUFHeader:
+def read_header(path: str | os.PathLike, digest_keys: Collection[str] = ()) -> GGUFHeader:
     """The header of the GGUF file at ``path``, read through a memory map (only the pages the
     header lies on are touched; skipped arrays are never read). Raises :class:`OSError` when
-    the file cannot be read, :class:`HeaderError` as :func:`parse_header`."""
+    the file cannot be read, :class:`HeaderError` as :func:`parse_header` (which also says
+    what ``digest_keys`` does)."""
     with open(Path(path), "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
-            return parse_header(b"")
+            return parse_header(b"", digest_keys)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            return parse_header(buf)
+            return parse_header(buf, digest_keys)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -371,7 +371,14 @@ def inspect_model(path: str | os.PathLike) -> ModelInfo:
     return _model_info(path, file_bytes, header, arch, hparams, tally, single_file=len(shards) == 1)
 
 
-def _open_header(path: Path) -> tuple[GGUFHeader, int]:
+def read_model_header(path: str | os.PathLike, digest_keys: Collection[str] = ()) -> GGUFHeader:
+    """The header of the GGUF file at ``path`` (with the keys in ``digest_keys`` hashed, see
+    :func:`~gui.cluster.llama.gguf_header.parse_header`); every failure a :class:`ModelError`
+    that names the file and the problem in words."""
+    return _open_header(Path(path), digest_keys)[0]
+
+
+def _open_header(path: Path, digest_keys: Collection[str] = ()) -> tuple[GGUFHeader, int]:
     """The header of one GGUF file and the file's size, every failure a :class:`ModelError`
     in words (#37, item 5: never Python's byte notation)."""
     try:
@@ -386,7 +393,7 @@ def _open_header(path: Path) -> tuple[GGUFHeader, int]:
         if magic != GGUF_MAGIC:
             raise ModelError(translate("Model", "{path}: not a GGUF file (it does not start with the GGUF "
                                                 "signature that every llama.cpp model file has)").format(path=path))
-        return read_header(path), file_bytes
+        return read_header(path, digest_keys), file_bytes
     except OSError as e:
         raise ModelError(_unreadable(path, e)) from None
     except HeaderTruncated as e:

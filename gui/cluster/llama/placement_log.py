@@ -33,6 +33,10 @@ _KV_RE = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
 _COMPUTE_RE = re.compile(r"sched_reserve:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
 _OUTPUT_RE = re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")
 _RPC_BUFFER_RE = re.compile(r"RPC(\d+)\[([^\]]+)\]$")
+#: Where llama-server starts loading a speculation's draft model (#35): the buffer lines after
+#: it are the draft's, not the target's; and where it (re)loads the target.
+_DRAFT_START = "loading draft model"
+_TARGET_START = "load_model: loading model"
 
 
 @dataclass
@@ -51,6 +55,8 @@ class Placement:
             (``llama_kv_cache: … KV buffer size``, ``sched_reserve: … compute buffer size``);
             ``compute`` includes the host's output buffer (the logits, ``llama_context: CPU
             output buffer size``).
+        draft: MiB the speculation's draft model took on the host, by kind (``weights``,
+            ``kv``, ``compute``); empty without a draft (#35).
     """
 
     devices: list[tuple[str, str]] = field(default_factory=list)
@@ -59,6 +65,7 @@ class Placement:
     slots: dict[int, str] = field(default_factory=dict)
     kv: dict[str, float] = field(default_factory=dict)
     compute: dict[str, float] = field(default_factory=dict)
+    draft: dict[str, float] = field(default_factory=dict)
 
     @property
     def n_slots(self) -> int:
@@ -125,11 +132,21 @@ class Placement:
 def parse_placement(log: str | Iterable[str]) -> Placement:
     """Read llama-server's placement report from its log (a string or lines).
 
-    A later report replaces an earlier one line by line (a reload prints it again).
+    A later report replaces an earlier one line by line (a reload prints it again). What is
+    printed while a draft model loads goes to :attr:`Placement.draft` (#35).
     """
     lines = log.splitlines() if isinstance(log, str) else log
     p = Placement()
+    in_draft = False
     for line in lines:
+        if _DRAFT_START in line or _TARGET_START in line:
+            in_draft = _DRAFT_START in line
+            if in_draft:
+                p.draft.clear()
+            continue
+        if in_draft:
+            _read_draft_line(p.draft, line)
+            continue
         m = _DEVICE_RE.search(line)
         if m:
             if (m.group(1), m.group(2)) not in p.devices:
@@ -157,6 +174,15 @@ def parse_placement(log: str | Iterable[str]) -> Placement:
             key = m.group(1) if m.re is _COMPUTE_RE else f"{m.group(1)} output"
             p.compute[key] = float(m.group(2))
     return p
+
+
+def _read_draft_line(draft: dict[str, float], line: str) -> None:
+    """Add a draft model's buffer line to ``draft`` (MiB by kind)."""
+    for kind, pattern in (("weights", _BUFFER_RE), ("kv", _KV_RE), ("compute", _COMPUTE_RE), ("compute", _OUTPUT_RE)):
+        m = pattern.search(line)
+        if m:
+            draft[kind] = draft.get(kind, 0.0) + float(m.group(2))
+            return
 
 
 def repacked_bytes(buffer: str, tensor) -> int | None:

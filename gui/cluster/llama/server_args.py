@@ -39,6 +39,15 @@ OWNED_FLAGS = {"-m": 1, "--model": 1, "--rpc": 1, "-fit": 1, "--fit": 1, "-ngl":
                "-c": 1, "--ctx-size": 1, "--host": 1, "--port": 1, "-lv": 1, "--verbosity": 1,
                "--log-verbosity": 1, "--metrics": 0, "-v": 0, "--verbose": 0, "--log-verbose": 0,
                "-a": 1, "--alias": 1}
+#: Speculation's options: herd plans them (:mod:`gui.cluster.planning.speculation`, #35) —
+#: a draft model is a file to read, and where it runs decides whether it pays. Refused with
+#: their own reason, by every spelling llama-server (build 11434) knows.
+SPECULATION_FLAGS = frozenset('''
+    --spec-type -md --model-draft --spec-draft-model -ngld --gpu-layers-draft --n-gpu-layers-draft
+    --spec-draft-ngl -devd --device-draft --spec-draft-device --spec-draft-n-max --spec-draft-n-min
+    --draft --draft-n --draft-max --draft-min --draft-n-min --spec-synth-len --spec-synth-rates
+    -hfd -hfrd --hf-repo-draft --spec-draft-hf -otd --override-tensor-draft --spec-draft-override-tensor
+'''.split())
 
 _SWITCHES = """
     --swa-full -kvu --kv-unified -no-kvu --no-kv-unified -nr --no-repack --repack
@@ -88,7 +97,11 @@ def _shown(arg: str) -> str:
 
 def _refuse(name: str, given: str) -> ServerArgsError:
     shown = _shown(name)
-    if name in OWNED_FLAGS:
+    if name in SPECULATION_FLAGS:
+        why = translate("ServerArgs", "llama-server option {flag} is not accepted: herd plans speculation "
+                                      "itself; choose it with --draft (herd plan, herd up) or in the split "
+                                      "editor").format(flag=shown)
+    elif name in OWNED_FLAGS:
         why = translate("ServerArgs", "llama-server option {flag} is not accepted: herd sets it itself (the "
                                       "model, the workers and layers, the context, where the endpoint listens, "
                                       "the log level)").format(flag=shown)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from agent.i18n import translate
 from gui.cluster.llama.model import DEFAULT_SEQUENCES, DEFAULT_UBATCH, CacheShape
@@ -233,6 +233,8 @@ class ServerSpec:
         expert_overrides: blocks whose experts go to another device of their worker (``-ot``).
         options: the user's half: context, endpoint, alias, further arguments
             (:class:`ServerOptions`).
+        speculation: the plan's :class:`~gui.cluster.planning.speculation.Speculation` (a draft
+            model, n-gram or MTP, #35), or None: none. Anything with ``server_args()``.
         verbosity: ``-lv`` level. 4 prints what the placement check needs (device order,
             offload summary, weights per device); 5 adds one line per layer and ~20 debug lines
             per generated token, which costs decode speed.
@@ -245,6 +247,7 @@ class ServerSpec:
     expert_overrides: tuple[ExpertOverride, ...] = ()
     options: ServerOptions = ServerOptions()
     verbosity: int = BUFFER_LINES_LEVEL
+    speculation: Any = None
 
     def __post_init__(self) -> None:
         # lists from callers: a frozen spec holds tuples
@@ -255,18 +258,19 @@ class ServerSpec:
 
     @classmethod
     def for_plan(cls, plan, model: str | os.PathLike, options: ServerOptions = ServerOptions(), *,
-                 verify_layers: bool = False) -> "ServerSpec":
+                 verify_layers: bool = False, speculation: Any = None) -> "ServerSpec":
         """The spec that runs ``plan`` (a :class:`gui.cluster.planning.plan.Plan`) with ``options``.
 
         The plan's own layout (its exact inverse of the layer map) goes in typed, so the
         command line and the planner can never disagree. ``verify_layers`` runs llama-server at
         ``-lv 5`` so that the log names every layer's device (slower decoding; for debugging).
         The endpoint's model id is the file's name unless ``options`` give an alias.
+        ``speculation`` adds its own arguments (a draft model, n-gram or MTP, #35).
         """
         rpc, ngl, ts = plan.layout()
         return cls(model=Path(model), rpc=tuple(rpc), ngl=ngl, tensor_split=tuple(ts),
                    expert_overrides=expert_overrides(plan), options=replace(options, alias=options.alias or model_alias(model)),
-                   verbosity=LAYER_LINES_LEVEL if verify_layers else BUFFER_LINES_LEVEL)
+                   verbosity=LAYER_LINES_LEVEL if verify_layers else BUFFER_LINES_LEVEL, speculation=speculation)
 
     def with_rpc(self, rpc) -> "ServerSpec":
         """This spec with other worker endpoints (e.g. the tunnel's local forwarders)."""
@@ -288,6 +292,8 @@ class ServerSpec:
         if o.alias:
             a += ["--alias", o.alias]
         a += ["--metrics", "-lv", str(self.verbosity)]
+        if self.speculation is not None:
+            a += [str(x) for x in self.speculation.server_args()]
         return a + [str(x) for x in o.extra_args]
 
     def argv(self, llama_server: str | os.PathLike) -> list[str]:

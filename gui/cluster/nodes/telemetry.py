@@ -422,7 +422,7 @@ class Telemetry:
         """Emit a ``reply`` sample from a finished reply's ``timings`` (see ``gui.cluster.chat.client``);
         ``ttft_ms``, when given, is the client's own wait for the first token."""
         keys = ("prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
-                "predicted_per_second", "ttft_ms")
+                "predicted_per_second", "ttft_ms", "draft_n", "draft_n_accepted")  # (drafts: #35)
         sample = Sample(time.time(), "reply", source, {k: timings[k] for k in keys if k in timings})
         self._emit(sample)
         return sample

@@ -28,6 +28,7 @@ from gui.cluster.planning.plan.device import Device, is_gpu, model_order
 from gui.cluster.planning.plan.fit import DeviceFit, estimate
 from gui.cluster.planning.plan.layer_map import PlanError
 from gui.cluster.planning.plan.split_syntax import cpu_sibling
+from gui.cluster.llama.model import ModelError
 from gui.cluster.llama.server_command import DEFAULT_CTX, ServerOptions
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,8 @@ class SplitModel:
         self.fits, self.error = [], ""
         if self.plan is not None and self.model is not None:
             try:
-                self.fits = estimate(self.plan, self.model, self.cache_shape(), self.host_free_bytes)
+                self.fits = estimate(self.plan, self.model, self.cache_shape(), self.host_free_bytes,
+                                     draft=self.draft)
             except PlanError as exc:
                 self.error = str(exc)
 
@@ -187,6 +189,19 @@ class SplitModel:
         if people != self.people:
             self.people = people
             self._changed()
+
+    #: the speculation's draft model (#35), whose memory the fit plans on the host; None: none
+    draft = None
+
+    def set_speculation(self, speculation) -> None:
+        """The plan's :class:`~gui.cluster.planning.speculation.Speculation` (None: none): the fit
+        is estimated again with its draft model's memory on the host (#35). A draft whose file
+        cannot be read is left out of the fit (the launch's check says what is wrong with it)."""
+        try:
+            self.draft = speculation.draft_model() if speculation is not None else None
+        except ModelError:
+            self.draft = None
+        self._changed()
 
     def set_ctx(self, ctx: int) -> None:
         """The context size changed: the fit is estimated again (the split stays)."""

@@ -32,6 +32,8 @@ class DeviceFit:
         free_bytes: what it reports free; None when unknown (then it is assumed to fit).
         shared_bytes: what the plan's other devices on the same computer need from the same
             RAM (:func:`ram_machine`); it must fit in ``free_bytes`` too.
+        draft_bytes: of the needs above, what the draft model takes (its weights, KV cache and
+            compute buffer) on the device that runs it, the host (#35); 0 without a draft.
     """
 
     device: Device | None
@@ -41,6 +43,7 @@ class DeviceFit:
     compute_bytes: int
     free_bytes: int | None
     shared_bytes: int = 0
+    draft_bytes: int = 0
 
     @property
     def is_host(self) -> bool:
@@ -80,6 +83,11 @@ class DeviceFit:
                 else f"{self.free_bytes / MiB:.1f} MiB")
         verdict = (translate("Plan", "fits") if self.fits else
                    translate("Plan", "short by {size}").format(size=f"{self.short_by_bytes / MiB:.1f} MiB"))
+        if self.draft_bytes:
+            return translate("Plan", "{device}: needs {need} (of which the draft model {draft}) of {free} free "
+                                     "— {verdict}").format(
+                device=self.label, need=f"{self.need_bytes / MiB:.1f} MiB",
+                draft=f"{self.draft_bytes / MiB:.1f} MiB", free=have, verdict=verdict)
         if self.shared_bytes:
             return translate("Plan", "{device}: needs {need}, and the other devices on the same computer "
                                      "{shared}, of {free} free — {verdict}").format(
@@ -95,7 +103,7 @@ class DeviceFit:
 
 
 def estimate(plan: Plan, model: ModelInfo, ctx: int | CacheShape, host_free_bytes: int | None = None,
-             n_ubatch: int | None = None) -> list[DeviceFit]:
+             n_ubatch: int | None = None, draft: ModelInfo | None = None) -> list[DeviceFit]:
     """Memory needs of every device of ``plan`` at context ``ctx``, then the host's as last entry.
 
     ``ctx`` is a context size (llama-server's defaults for the rest), or a
@@ -108,6 +116,11 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int | CacheShape, host_free_byte
     ``free_bytes`` (with more room for inputs when llama.cpp will run the devices as a pipeline,
     :func:`pipeline_parallel`). The host (``device=None``) keeps the token embeddings and its leading slots;
     its free memory is ``host_free_bytes`` (None: unknown, assumed to fit).
+
+    ``draft`` is the speculation's draft model (#35): llama-server runs it on the host (herd
+    passes ``-ngld 0 -devd none``) with a context of its own as large as the target's, so the
+    host also needs its weights, its KV cache at the same shape and its compute buffer
+    (:func:`_with_draft`).
     """
     if plan.n_layer != model.n_layer:
         raise PlanError(f"the plan is for {plan.n_layer} blocks but the model has {model.n_layer}")
@@ -139,7 +152,22 @@ def estimate(plan: Plan, model: ModelInfo, ctx: int | CacheShape, host_free_byte
                                                             model.n_layer in host, n_ubatch, pipeline,
                                                             shape.sequences, host=True),
                          free_bytes=host_free_bytes))
+    if draft is not None:
+        out[-1] = _with_draft(out[-1], draft, shape)
     return _share_ram(_move_experts(plan, model, out, ctx, n_ubatch))
+
+
+def _with_draft(host: DeviceFit, draft: ModelInfo, shape: CacheShape) -> DeviceFit:
+    """``host`` with the draft model's memory on it: all its weights, its KV cache for every
+    block at ``shape`` (llama-server gives the draft the target's context; seen at ``-lv 4``:
+    ``llama_kv_cache: CPU KV buffer size`` once per model) and the compute buffer of a model
+    that runs whole on the host."""
+    blocks = range(draft.n_slots)
+    weights = draft.file_bytes
+    kv = draft.kv_bytes(shape, blocks)
+    compute = compute_buffer_bytes(draft, shape, True, True, shape.ubatch, False, shape.sequences, host=True)
+    return replace(host, weights_bytes=host.weights_bytes + weights, kv_bytes=host.kv_bytes + kv,
+                   compute_bytes=host.compute_bytes + compute, draft_bytes=weights + kv + compute)
 
 
 def _move_experts(plan: Plan, model: ModelInfo, fits: list[DeviceFit], ctx: int, n_ubatch: int) -> list[DeviceFit]:
