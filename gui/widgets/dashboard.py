@@ -77,6 +77,26 @@ def rate_unit(peak_bytes_per_s: float) -> tuple[float, str]:
     return RATE_UNITS[-1]
 
 
+def _wrapping_label(text: str) -> QLabel:
+    """A rich-text label that wraps inside the dashboard's width: one line per curve never fits,
+    and an unwrapped label's minimum width once pushed the whole window past the screen (#17)."""
+    label = QLabel(text)
+    label.setTextFormat(Qt.TextFormat.RichText)
+    label.setWordWrap(True)
+    label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+    return label
+
+
+def _vertical_scroll(widget: QWidget) -> QScrollArea:
+    """``widget`` in a frameless area that scrolls up and down, never sideways."""
+    scroll = QScrollArea()
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    scroll.setWidget(widget)
+    return scroll
+
+
 class Dashboard(QWidget):
     """Live graphs of the cluster.
 
@@ -118,21 +138,13 @@ class Dashboard(QWidget):
         for name, text in (("minutes", self.tr("Last 10 minutes")), ("hours", self.tr("Last 6 hours")),
                            ("days", self.tr("Last 3 days"))):
             self.range_box.addItem(text, name)
-        self.hover_label = QLabel(self.tr("Hover over the graphs to read values."))
-        self.hover_label.setTextFormat(Qt.TextFormat.RichText)
-        # The readout wraps inside the dashboard's width: one line per curve never fits, and an
-        # unwrapped label's minimum width once pushed the whole window past the screen (#17).
-        self.hover_label.setWordWrap(True)
-        self.hover_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        self.hover_label = _wrapping_label(self.tr("Hover over the graphs to read values."))
         # Room for two lines from the start, so the graphs do not jump down at the first hover.
         self.hover_label.setMinimumHeight(2 * self.hover_label.fontMetrics().lineSpacing())
         self.hover_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         # Off the graphs, so it never hides data; a Qt label wraps where a plot's legend would
         # be cut off.
-        self.legend = QLabel()
-        self.legend.setTextFormat(Qt.TextFormat.RichText)
-        self.legend.setWordWrap(True)
-        self.legend.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        self.legend = _wrapping_label("")
         self.usage, self._usage_rows = UsageTableView(), None  # (the newest rows, not shown yet)
         self.graphs = pg.GraphicsLayoutWidget()
         self.graphs.setBackground(None)
@@ -156,11 +168,7 @@ class Dashboard(QWidget):
         # (each plot adds its title, its time axis' ticks and margins to its data area)
         line = self.fontMetrics().lineSpacing()
         self.graphs.setMinimumHeight(len(PLOTS) * (MIN_PLOT_HEIGHT + title_height + 3 * line + 4) + line)
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setWidget(self.graphs)
+        self.scroll = _vertical_scroll(self.graphs)
         lay = QVBoxLayout(self)
         lay.addLayout(top)
         lay.addWidget(self.legend)
