@@ -39,7 +39,7 @@ from gui.cluster.chat import history as chat_history
 from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.nodes.network_errors import explain
 from gui.cluster.planning.devices import host_free_bytes
-from gui.launch_flow import LaunchFlow
+from gui.launch_flow import LaunchFlow, LaunchViews
 from gui.profile_actions import ProfileActions
 from gui.session import ClusterSession
 from gui.settings import COUNTDOWN_CHOICES, OPTIONS, REJOIN_CHOICES, Settings
@@ -167,7 +167,10 @@ class MainWindow(QMainWindow):
         #: File ▸ Export/Import cluster profile (gui.profile_actions)
         self.profiles = ProfileActions(self)
         #: Start, Stop, Relaunch and Fastest, and what the cluster says back (gui.launch_flow)
-        self.launch_flow = flow = LaunchFlow(self)
+        self.launch_flow = flow = LaunchFlow(LaunchViews(
+            launch=self.launch, editor=self.editor, chat=self.chat, banner=self.failover_banner,
+            dashboard=self.dashboard, model_panel=self.model_panel, next_step=self.next_step, tabs=self.tabs,
+            status_bar=self.statusBar(), tray=self.tray), self.session, self.workspace, self.engine, self.settings, self)
         self.launch.startRequested.connect(flow.start)
         self.launch.stopRequested.connect(flow.stop)
         self.editor.fastestRequested.connect(flow.find_fastest)
