@@ -92,7 +92,6 @@ class ClusterSession(QObject):
                  link_interval: float = 1.0, status_interval: float = 2.0) -> None:
         super().__init__(parent)
         self.bridge = bridge
-        self.server_url: str | None = None
         self.sharing = LanShare()
         self.interfaces = interfaces
         self.browse = browse
@@ -289,6 +288,13 @@ class ClusterSession(QObject):
     # ------------------------------------------------------------ launch
 
     @property
+    def server_url(self) -> str | None:
+        """The running llama-server's base URL once it served (on loopback behind a front door),
+        or None; known before the launch's ``ready`` is relayed, so the views can use it then."""
+        launch = self.cluster_launch
+        return launch.supervisor.spec.url if launch.supervisor is not None and launch.placement is not None else None
+
+    @property
     def supervisor(self) -> ClusterSupervisor | None:
         """The running launch's failover supervisor, or None (:attr:`cluster_launch` holds it)."""
         return self.cluster_launch.supervisor
@@ -342,7 +348,6 @@ class ClusterSession(QObject):
             await self._end_log_pump()
             await self.sharing.close()
             raise
-        self.server_url = self.supervisor.spec.url
         client = await self.http()
         self._server_samplers = [MetricsSampler(client, self.server_url, interval=1.0),
                                  ServerSampler(client, self.server_url, interval=0.5)]
@@ -427,7 +432,6 @@ class ClusterSession(QObject):
         for s in self._server_samplers:
             await self.telemetry.remove(s)
         self._server_samplers = []
-        self.server_url = None
 
         async def flush_log() -> None:  # (only when a cluster ran: "stopped" comes after its end)
             await asyncio.sleep(0.3)  # one last flush of the log so the end of it is visible
