@@ -8,7 +8,7 @@ checks it at once (:func:`~gui.cluster.launching.request.check_request`), runs t
 (:meth:`~gui.session.ClusterSession.preflight`) and launches that same request; the session's
 signals then drive the views. The window builds it and wires the views' intentions to it.
 
-The launch's state is the core's (:class:`~gui.cluster.launching.cluster_launch.ClusterLaunch`,
+The launch's state is the core's (:class:`~gui.cluster.cluster_launch.ClusterLaunch`,
 relayed by the session as ``serverState``); the checks' findings are read by
 :func:`~gui.cluster.launching.preflight_reading.read_findings`, as ``herd up`` reads them (#33).
 It is given the views it drives (:class:`LaunchViews`), not the window.

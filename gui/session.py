@@ -28,7 +28,7 @@ from gui.bridge import AsyncBridge, Call
 from gui.cluster.chat.client import stream_chat
 from gui.cluster.chat.conversation import check_context
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
-from gui.cluster.launching.cluster_launch import ClusterLaunch
+from gui.cluster.cluster_launch import ClusterLaunch
 from gui.cluster.launching.state import STOPPED, LaunchState
 from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.nodes.discovery import Discovery, NodeEvent

@@ -31,7 +31,7 @@ from gui.cli.wake import add_wake_option, wake_for_up
 from gui.cluster.failover.supervisor import FailoverPolicy
 from gui.cluster.failover.text import describe_event
 from gui.cluster.launching import doctor as doc
-from gui.cluster.launching.cluster_launch import ClusterLaunch
+from gui.cluster.cluster_launch import ClusterLaunch
 from gui.cluster.launching.login_service import Serving, clear_serving, owner_of_port, write_serving
 from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.launching.preflight_reading import Refusal

@@ -63,7 +63,7 @@ class LaunchPanel(QWidget):
 
     The launch's state is not kept here (#33): :meth:`show_state` shows the state it is given,
     and :attr:`state` reads it where :meth:`show_states_of` says (the app: its session, which
-    follows :class:`~gui.cluster.launching.cluster_launch.ClusterLaunch`).
+    follows :class:`~gui.cluster.cluster_launch.ClusterLaunch`).
     """
 
     startRequested = Signal()

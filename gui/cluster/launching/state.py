@@ -1,4 +1,4 @@
-"""Where a launch is: one state, kept by :class:`~gui.cluster.launching.cluster_launch.ClusterLaunch`.
+"""Where a launch is: one state, kept by :class:`~gui.cluster.cluster_launch.ClusterLaunch`.
 
 The app's launch panel, its tray and ``herd up`` all read this one value (#33: it used to live
 in a string in the launch panel, in ``supervisor is None`` checks and in the workspace). Its

@@ -1,6 +1,6 @@
 """The one launch path and its one state (#33), without Qt: a real llama-server started,
 killed (the failover supervisor relaunches it) and stopped through
-:class:`~gui.cluster.launching.cluster_launch.ClusterLaunch`, its listeners told each move; and
+:class:`~gui.cluster.cluster_launch.ClusterLaunch`, its listeners told each move; and
 the checks' findings read once into typed refusals, for the app's Start and ``herd up``."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from conftest import free_port
 
 from gui.cluster.failover.supervisor import FailoverPolicy
 from gui.cluster.launching import doctor as doc
-from gui.cluster.launching.cluster_launch import ClusterLaunch, LaunchRefused
+from gui.cluster.cluster_launch import ClusterLaunch, LaunchRefused
 from gui.cluster.launching.preflight_reading import Refusal, read_findings
 from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.launching.state import (
