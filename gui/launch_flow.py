@@ -406,7 +406,7 @@ class LaunchFlow(QObject):
         self._set_tray_tip(self.tr("llama-herd: %1").replace("%1", "ready"))
         launch = self.session.cluster_launch
         self.workspace.set_running(launch.request)
-        self.launch.show_placement(check, launch.supervisor.notes if launch.supervisor is not None else ())
+        self.launch.show_placement(check, launch.supervisor.notes if launch.is_running else ())
         self.launch.set_endpoint(self.session.endpoint_url)  # (#34)
         self.chat.set_send(self.session.chat_sender())
         # (the dashboard keeps its history across Starts: a cluster that lives for days, #36)

@@ -9,7 +9,8 @@ re-emitted as this object's signals.
 
 It owns the loop-side objects that must be shared: one ``httpx.AsyncClient``, the
 :class:`~gui.cluster.nodes.discovery.Discovery`, the :class:`~gui.cluster.nodes.telemetry.Telemetry` hub and
-the running launch (a :class:`~gui.cluster.failover.supervisor.ClusterSupervisor` around the launcher).
+the running launch (the core's :class:`~gui.cluster.cluster_launch.ClusterLaunch`, the one launch
+path ``herd up`` uses too, whose state it relays to the GUI thread as ``serverState``, #33).
 """
 
 from __future__ import annotations
