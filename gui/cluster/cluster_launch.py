@@ -188,8 +188,8 @@ class ClusterLaunch:
             server = supervisor.server
             if server is not None and server is not followed:
                 followed = server
-                self.note_server_state(server.state, server.error)  # (what it said before this)
-                server.on_state(self.note_server_state)
+                self._server_reported(supervisor, server, server.state, server.error)  # (said before this)
+                server.on_state(lambda state, error, s=server: self._server_reported(supervisor, s, state, error))
             await asyncio.sleep(0.05)
 
     async def _stop_following(self) -> None:
@@ -199,12 +199,13 @@ class ClusterLaunch:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def note_server_state(self, state: str, error: str | None = "") -> None:
-        """What llama-server's process says of itself (``starting``, ``loading``, ``failed``,
-        ``stopped``). ``ready`` is the launch's to say, once the placement is checked; a server
-        that stops while the cluster serves was stopped by the failover supervisor to relaunch."""
-        if self.supervisor is None or self.state == STOPPING:
-            return  # (the user's Stop announces its own end)
+    def _server_reported(self, supervisor: ClusterSupervisor, server, state: str, error: str | None) -> None:
+        """What a llama-server process says of itself (``starting``, ``loading``, ``failed``,
+        ``stopped``), taken when it is the running supervisor's current one. ``ready`` is the
+        launch's to say, once the placement is checked; a server that stops while the cluster
+        serves was stopped by the failover supervisor to relaunch."""
+        if self.supervisor is not supervisor or supervisor.server is not server or self.state == STOPPING:
+            return  # (an earlier process reaped late; the user's Stop announces its own end)
         if state in _SERVER_REPORTS:
             self._move(LaunchState(state), error or "")
         elif state == "stopped" and self.state == READY:
