@@ -39,7 +39,7 @@ from gui.cluster import workspace as W
 from gui.cluster.chat import history as chat_history
 from gui.cluster.llama.server_command import ServerOptions
 from gui.cluster.planning.devices import host_free_bytes
-from gui.launch_flow import LaunchFlow
+from gui.launch_flow import LaunchFlow, LaunchViews
 from gui.local_demo import LocalDemo
 from gui.model_actions import ModelActions
 from gui.node_actions import NodeActions
@@ -183,7 +183,10 @@ class MainWindow(QMainWindow):
                                        models=self.models, editor=self.editor, nodes=self.nodes, tabs=self.tabs,
                                        status_bar=self.statusBar())
         #: Start, Stop, Relaunch and Fastest, and what the cluster says back (gui.launch_flow)
-        self.launch_flow = LaunchFlow(self)
+        self.launch_flow = LaunchFlow(LaunchViews(
+            launch=self.launch, editor=self.editor, chat=self.chat, banner=self.failover_banner,
+            dashboard=self.dashboard, model_panel=self.model_panel, next_step=self.next_step, tabs=self.tabs,
+            status_bar=self.statusBar(), tray=self.tray), self.session, self.workspace, self.engine, self.settings, self)
         self.menus = WindowMenus(self, settings=self.settings, session=self.session, engine=self.engine,
                                  profiles=self.profiles, open_model=self.model_panel._open,
                                  quit_asking=self.quit_asking, add_background_menu=self.background.add_settings_menu)
@@ -331,7 +334,7 @@ class MainWindow(QMainWindow):
 
     def confirm_quit(self) -> bool:
         """While the cluster serves, ask before quitting stops it (#17); True: go ahead."""
-        if self.session.supervisor is None:
+        if not self.session.launch.is_running:
             return True
         box = QMessageBox(QMessageBox.Icon.Question, self.tr("Quit llama-herd"),
                           self.tr("The cluster is serving. Quitting stops llama-server and the workers herd "

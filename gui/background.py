@@ -90,7 +90,7 @@ class BackgroundServing(QObject):
     def on_window_close(self, event: QCloseEvent) -> bool:
         """The user closes the window: True when it is handled here (kept serving or cancelled,
         the event ignored); False to go on closing (and stop the cluster)."""
-        if self.win.session.supervisor is None:
+        if not self.win.session.cluster_launch.is_running:
             return False
         answer = self.choice()
         if answer == ASK:
@@ -152,7 +152,7 @@ class BackgroundServing(QObject):
 
     def stop_cluster(self) -> None:
         """Tray ▸ Stop cluster: stop llama-server and the workers; herd stays in the tray."""
-        if self.win.session.supervisor is not None:
+        if self.win.session.cluster_launch.is_running:
             self.win.launch_flow.stop()
         self.state.serving = False
         self.show_state()
@@ -163,7 +163,7 @@ class BackgroundServing(QObject):
         if sample.kind == "metrics" and values.get("decode_tps") is not None:
             self.state.decode_tps = float(values["decode_tps"])
         elif sample.kind == "server":
-            self.state.serving = values.get("state") == "ready" and self.win.session.supervisor is not None
+            self.state.serving = values.get("state") == "ready" and self.win.session.cluster_launch.is_running
             self.state.replies_now = int(values.get("busy_slots") or 0)
         else:
             return
@@ -176,7 +176,7 @@ class BackgroundServing(QObject):
             return
         running = self.win.workspace.running
         self.state.model = running.model.name if running is not None else ""
-        if self.win.session.supervisor is None:
+        if not self.win.session.cluster_launch.is_running:
             self.state.serving = False
         self.state.served = dict(self.front_door.served) if self.front_door is not None else {}
         self.tray.show_state(self.state)

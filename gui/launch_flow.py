@@ -7,13 +7,23 @@ Start makes a :class:`~gui.cluster.launching.request.LaunchRequest` from the wor
 checks it at once (:func:`~gui.cluster.launching.request.check_request`), runs the doctor
 (:meth:`~gui.session.ClusterSession.preflight`) and launches that same request; the session's
 signals then drive the views. The window builds it and wires the views' intentions to it.
+
+The launch's state is the core's (:class:`~gui.cluster.cluster_launch.ClusterLaunch`,
+relayed by the session as ``serverState``); the checks' findings are read by
+:func:`~gui.cluster.launching.preflight_reading.read_findings`, as ``herd up`` reads them (#33).
+It is given the views it drives (:class:`LaunchViews`), not the window.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from PySide6.QtCore import QObject, QTimer
 
 from gui.cluster import workspace as W
+from gui.cluster.launching.preflight_reading import Refusal
+from gui.cluster.launching.state import FAILED, READY, RELAUNCHING, STARTING_UP, STOPPED, LaunchState
 from gui.cluster.failover.text import describe_event
 from gui.cluster.launching.login_service import owner_of_port
 from gui.cluster.nodes.wake import waking_message
@@ -21,28 +31,61 @@ from gui.cluster.planning.devices import host_free_bytes
 from gui.widgets import next_step as S
 
 
+@dataclass(frozen=True)
+class LaunchViews:
+    """The views a launch drives (#33: :class:`LaunchFlow` gets these, not the window).
+
+    Attributes:
+        launch: the :class:`~gui.widgets.launch_panel.LaunchPanel`.
+        editor: the :class:`~gui.widgets.split_editor.SplitEditor`.
+        chat: the :class:`~gui.widgets.chat_pane.ChatPane`.
+        banner: the :class:`~gui.widgets.failover_banner.FailoverBanner`.
+        dashboard: the :class:`~gui.widgets.dashboard.Dashboard`.
+        model_panel: the :class:`~gui.widgets.model_panel.ModelPanel` (is a model being read?).
+        next_step: the :class:`~gui.widgets.next_step.NextStep` line beside the tabs.
+        tabs: the window's ``QTabWidget`` (a launch brings its panel to the front).
+        status_bar: the window's ``QStatusBar`` (what the failover supervisor says).
+        tray: the tray icon, or None without one.
+    """
+
+    launch: Any
+    editor: Any
+    chat: Any
+    banner: Any
+    dashboard: Any
+    model_panel: Any
+    next_step: Any
+    tabs: Any
+    status_bar: Any
+    tray: Any = None
+
+
 class LaunchFlow(QObject):
     """The launch-related half of the main window (see the module docstring).
 
     Attributes:
-        win: the :class:`~gui.app.MainWindow` (its tabs, status bar and tray).
+        views: the :class:`LaunchViews` it drives.
         session, workspace, engine, settings: what a launch uses.
-        editor, launch, chat, banner, dashboard: the views it drives.
+        editor, launch, chat, banner, dashboard: the views it drives most (from ``views``).
         fastest_call: the bridge call of the last *Fastest* search, or None.
     """
 
-    def __init__(self, win) -> None:
-        super().__init__(win)
-        self.win = win
-        self.session, self.workspace = win.session, win.workspace
-        self.engine, self.settings = win.engine, win.settings
-        self.editor, self.launch, self.chat = win.editor, win.launch, win.chat
-        self.banner, self.dashboard = win.failover_banner, win.dashboard
+    def __init__(self, views: LaunchViews, session, workspace, engine, settings, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.views = views
+        self.session, self.workspace = session, workspace
+        self.engine, self.settings = engine, settings
+        self.editor, self.launch, self.chat = views.editor, views.launch, views.chat
+        self.banner, self.dashboard = views.banner, views.dashboard
         self.fastest_call = None
         self._relaunch_pending = False
+        self._awaiting_ready = False  # a Start's launch call is out: its READY shows the placement
+        self._recovered = None  # the failover's RECOVERED event, said once READY follows it
+        # the panel shows the launch's state as the session relays it from the core (#33)
+        self.launch.show_states_of(lambda: self.session.launch_state)
         # the next step said beside the tabs follows the model and the launch (#37)
         self.launch.stateChanged.connect(lambda _s: self.update_next_step())
-        win.model_panel.readingChanged.connect(lambda _r: self.update_next_step())
+        views.model_panel.readingChanged.connect(lambda _r: self.update_next_step())
         self.workspace.subscribe(lambda event: event == W.MODEL and self.update_next_step())
         self.update_next_step()
         # a model without a chat template gets one of llama-server's built-in ones (#37)
@@ -55,6 +98,10 @@ class LaunchFlow(QObject):
         #: the ``--chat-template`` herd added to the server options (not one the user typed)
         self._our_template: str | None = None
         self.template_call = None
+
+    def _set_tray_tip(self, text: str) -> None:
+        if self.views.tray is not None:
+            self.views.tray.setToolTip(text)
 
     def check_chat_template(self):
         """Read off the GUI thread whether the open model has a chat template; without one, the
@@ -84,7 +131,7 @@ class LaunchFlow(QObject):
                 self.launch.offer_templates((), "")
                 self.use_chat_template(None)
 
-        call = self.template_call = self.win.bridge.submit(check(), "read the chat template")
+        call = self.template_call = self.session.bridge.submit(check(), "read the chat template")
         call.finished.connect(show)
         return call
 
@@ -101,22 +148,22 @@ class LaunchFlow(QObject):
 
     def update_next_step(self) -> None:
         """Say the next step of a first run beside the tabs: open a model, Launch ▸ Start, Chat."""
-        state = self.launch.state
-        if state in ("starting", "loading"):
+        state = self.session.launch_state
+        if state in STARTING_UP:
             step = S.STARTING
-        elif state == "ready":
+        elif state == READY:
             step = S.CHAT
-        elif self.win.model_panel.is_reading():
+        elif self.views.model_panel.is_reading():
             step = S.READING
         elif self.workspace.model is None:
             step = S.OPEN_MODEL
         else:
             step = S.START
-        self.win.next_step.show_step(step)
+        self.views.next_step.show_step(step)
 
     def find_fastest(self):
         """Ask the planner for the fastest split (measures the nodes first, once per model)."""
-        if self.workspace.model is None or not self.engine.complete or self.session.supervisor is not None:
+        if self.workspace.model is None or not self.engine.complete or self.session.cluster_launch.is_running:
             return None
         self.editor.set_fastest_available(False)
         self.editor.show_summary(self.tr("Measuring the nodes to find the fastest split…"))
@@ -162,7 +209,7 @@ class LaunchFlow(QObject):
             why = self.tr("Open a model first.")
         elif not self.engine.complete:
             why = self.tr("The llama.cpp engine is missing; run herd engine install.")
-        elif self.session.supervisor is not None:
+        elif self.session.cluster_launch.is_running:
             why = self.tr("Stop the cluster first: measuring needs the nodes' workers free.")
         self.editor.set_fastest_available(not why, why)
 
@@ -171,8 +218,6 @@ class LaunchFlow(QObject):
     def start(self) -> None:
         """Make the launch request now (plan, model, server options), check it, run the doctor,
         then launch that same request; refuse with the reason otherwise."""
-        from gui.cluster.launching.request import check_request
-
         request = self.workspace.launch_request(self.editor.plan())
         if request is None:
             self.launch.refuse([self._why_no_split()])
@@ -183,27 +228,33 @@ class LaunchFlow(QObject):
             return
         if not self._after_waking and self._wake_for_start():
             return
-        errors = check_request(request, self.workspace.nodes.values(), self.engine,
-                               host_free_bytes=host_free_bytes())
-        if any(f.code == "does-not-fit" for f in errors):
-            # (the editor shows the same estimate, per device and in the user's language)
-            self.launch.refuse([self.tr("The plan does not fit.")] + self.editor.problems() + [self.editor.fit_hint()])
-            self.win.tabs.setCurrentWidget(self.launch)
-            return
-        if any(f.code == "engine-missing" for f in errors):
-            self.launch.refuse([self.tr("The llama.cpp engine is missing; run herd engine install.")])
-            return
-        lost = [f.subject for f in errors if f.code in ("unreachable", "not-paired", "unknown-endpoint")]
-        if lost:
-            self.launch.refuse([self.tr("Not reachable or not paired: %1.").replace("%1", ", ".join(lost))])
-            self.launch.offer_start_without(lost)
+        reading = self.session.cluster_launch.check(request, self.workspace.nodes.values(), self.engine,
+                                                    host_free_bytes=host_free_bytes())
+        if self._refuse_at_once(reading.refusal(), reading):
             return
         self.settings.set("server/ctx", request.options.ctx)
-        self.win.tabs.setCurrentWidget(self.launch)
+        self.views.tabs.setCurrentWidget(self.launch)
         self.launch.begin(request.plan.n_slots)
         call = self.session.preflight(request, self.engine)
-        call.finished.connect(lambda findings: self._after_preflight(findings, request))
+        call.finished.connect(lambda reading: self._after_preflight(reading, request))
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
+
+    def _refuse_at_once(self, refusal: Refusal | None, reading) -> bool:
+        """Say why Start may not go, from the checks that need no network; False: it may go on
+        (what else blocks it, the doctor's checks say next)."""
+        if refusal == Refusal.DOES_NOT_FIT:
+            # (the editor shows the same estimate, per device and in the user's language)
+            self.launch.refuse([self.tr("The plan does not fit.")] + self.editor.problems() + [self.editor.fit_hint()])
+            self.views.tabs.setCurrentWidget(self.launch)
+        elif refusal == Refusal.ENGINE_MISSING:
+            self.launch.refuse([self.tr("The llama.cpp engine is missing; run herd engine install.")])
+        elif refusal == Refusal.NODES_UNANSWERED:
+            lost = list(reading.unanswered)
+            self.launch.refuse([self.tr("Not reachable or not paired: %1.").replace("%1", ", ".join(lost))])
+            self.launch.offer_start_without(lost)
+        else:
+            return False
+        return True
 
     #: how long Start waits for the sleeping nodes it wakes, as ``herd up --wake-wait`` (#36)
     WAKE_WAIT_S = 120.0
@@ -217,7 +268,7 @@ class LaunchFlow(QObject):
                if n.paired and not n.reachable and getattr(n, "wakeable", False)]
         if not ids:
             return False
-        self.win.tabs.setCurrentWidget(self.launch)
+        self.views.tabs.setCurrentWidget(self.launch)
         call = self.session.wake_and_wait(ids, self.WAKE_WAIT_S)
         call.finished.connect(self._start_once_planned)
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
@@ -273,7 +324,7 @@ class LaunchFlow(QObject):
     def _why_no_split(self) -> str:
         """Why Start has no split to launch yet, and what to do (#37: "Open a model first"
         while the demo's model was still being read sent people looking for a button)."""
-        if self.win.model_panel.is_reading():
+        if self.views.model_panel.is_reading():
             return self.tr("The model is still being read; press Start again once the Split tab shows "
                            "its layers.")
         if self.workspace.model is None:
@@ -290,25 +341,22 @@ class LaunchFlow(QObject):
                             .replace("%1", str(owner.port)).replace("%2", str(owner.pid))])
         self.launch.set_endpoint(owner.url)
         self.chat.set_send(self.session.chat_sender(owner.url))
-        self.win.tabs.setCurrentWidget(self.launch)
+        self.views.tabs.setCurrentWidget(self.launch)
 
-    def _after_preflight(self, findings, request) -> None:
-        from gui.cluster.launching.doctor import ERROR
-
-        self.launch.show_findings(findings)
-        errors = [f"{self.launch.subject_text(f)}: {f.message}" for f in findings if f.severity == ERROR]
-        if errors:
-            self.launch.set_state("stopped")
-            self.launch.refuse(errors)
-            silent = [f.subject for f in findings if f.severity == ERROR and f.code == "unreachable"]
-            if len(silent) == len(errors):  # (anything else wrong would stop a start without them too)
-                self.launch.offer_start_without(list(dict.fromkeys(silent)))
+    def _after_preflight(self, reading, request) -> None:
+        """The doctor's findings (a :class:`~gui.cluster.launching.preflight_reading.PreflightReading`)
+        are shown; when nothing blocks, the same request is launched."""
+        self.launch.show_findings(reading.findings)
+        if not reading.may_start:
+            self.launch.show_state(STOPPED)  # (nothing started: Start is on again)
+            self.launch.refuse([f"{self.launch.subject_text(f)}: {f.message}" for f in reading.blocking])
+            if reading.silent_only:  # (anything else wrong would stop a start without them too)
+                self.launch.offer_start_without(list(reading.silent_only))
             return
-        self.launch.set_state("starting")
+        self._awaiting_ready = True
         # shared on the LAN through the front door when the switch is on (#34)
         call = self.session.launch(self.engine.llama_server, request,
                                    share=self.settings.get("server/share_lan"))
-        call.finished.connect(self._launched)
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
 
     @staticmethod
@@ -320,14 +368,12 @@ class LaunchFlow(QObject):
 
     def running_plan(self):
         """The plan the cluster serves now (after a failover, the survivors' plan), or None."""
-        sup = self.session.supervisor
-        launcher = getattr(sup, "launcher", None) if sup is not None else None
-        return getattr(launcher, "plan", None)
+        return self.session.cluster_launch.plan
 
     def show_split_differs(self) -> None:
         """While serving, say when the split shown is not the one running, with a way to use it."""
         running = self.running_plan()
-        differs = (running is not None and self.launch.state == "ready"
+        differs = (running is not None and self.session.launch_state == READY
                    and self.layout_of(running) != self.layout_of(self.editor.plan()))
         self.editor.set_differs_from_running(differs)
         self.launch.set_start_hint(
@@ -336,7 +382,7 @@ class LaunchFlow(QObject):
 
     def relaunch_with_shown_split(self) -> None:
         """Stop the running cluster, then Start it again with the split shown."""
-        if self.session.supervisor is None:
+        if not self.session.cluster_launch.is_running:
             self.start()
             return
         self._relaunch_pending = True
@@ -353,46 +399,69 @@ class LaunchFlow(QObject):
             self.start()
 
     def _launched(self, check) -> None:
-        self.launch.set_state("ready")
+        """A Start's launch is ready: the placement check, the endpoint, the chat."""
+        self.launch.show_state(READY)
         self.show_split_differs()
         self.update_fastest_button()
-        if self.win.tray is not None:
-            self.win.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", "ready"))
-        launcher = self.session.supervisor
-        self.workspace.set_running(launcher.launcher.request if launcher is not None else None)
-        self.launch.show_placement(check, launcher.notes if launcher is not None else ())
+        self._set_tray_tip(self.tr("llama-herd: %1").replace("%1", "ready"))
+        launch = self.session.cluster_launch
+        self.workspace.set_running(launch.request)
+        self.launch.show_placement(check, launch.supervisor.notes if launch.is_running else ())
         self.launch.set_endpoint(self.session.endpoint_url)  # (#34)
         self.chat.set_send(self.session.chat_sender())
         # (the dashboard keeps its history across Starts: a cluster that lives for days, #36)
 
+    def _serving_again(self) -> None:
+        """The failover supervisor relaunched the cluster and it serves again (its RECOVERED
+        event came just before): the survivors' request, the endpoint, the chat goes on."""
+        ev, self._recovered = self._recovered, None
+        self.workspace.set_running(self.session.cluster_launch.request)
+        self.launch.show_state(READY)
+        self.show_split_differs()
+        self.launch.set_endpoint(self.session.endpoint_url)  # (#34)
+        self.chat.set_send(self.session.chat_sender())
+        self.chat.resume_reply()  # a reply the lost worker cut goes on where it stopped (#34)
+        if ev is not None:
+            self.launch.set_status(describe_event(ev), "#2ca02c")
+            self._set_tray_tip("llama-herd: " + describe_event(ev))
+
     def _launch_failed(self, message: str) -> None:
-        self.launch.set_state("failed", message)
+        # (also a launch that failed before it reached the core: the front door's port taken…)
+        self._awaiting_ready = False
+        self.launch.show_state(FAILED, message)
 
     def on_server_state(self, state: str, error: str) -> None:
-        """llama-server's state: launch panel, chat availability, tray."""
-        if state == "ready":
-            return  # _launched announces ready, together with the placement check
-        self.launch.set_state(state, error)
-        if state in ("failed", "stopped"):
-            if self.session.supervisor is None:
-                self.workspace.set_running(None)
-            self.chat.set_send(None)
-            QTimer.singleShot(0, self.update_fastest_button)
-            QTimer.singleShot(0, self.show_split_differs)
-            if state == "failed":
-                self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
-                if self.session.supervisor is not None:
-                    # The failover supervisor takes over from here (it relaunches, or waits for a
-                    # node or for the user); Stop stays the way out.
-                    self.launch.hold_for_recovery()
-            elif self.session.supervisor is not None:
-                # Stopped by the failover supervisor to relaunch (the user's Stop clears the
-                # launcher first): the chat waits for it, and Stop stays the way out.
-                self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
-                                                       "continues once it serves again."))
+        """The launch's state, as the core says it: launch panel, chat availability, tray."""
+        state = LaunchState(state)
+        if state == READY:
+            if self._awaiting_ready:
+                self._awaiting_ready = False
+                self._launched(self.session.cluster_launch.placement)
+            else:
+                self._serving_again()
+            return
+        self.launch.show_state(state, error)
+        if state in (FAILED, STOPPED, RELAUNCHING):
+            self._server_ended(state, error)
+        self._set_tray_tip(self.tr("llama-herd: %1").replace("%1", str(state)))
+
+    def _server_ended(self, state: LaunchState, error: str) -> None:
+        """llama-server failed or stopped: the chat waits; while the failover supervisor holds
+        the cluster (it relaunches, or waits for a node or the user), Stop stays the way out."""
+        running = self.session.cluster_launch.is_running
+        if not running:
+            self._awaiting_ready = False
+            self.workspace.set_running(None)
+        self.chat.set_send(None)
+        QTimer.singleShot(0, self.update_fastest_button)
+        QTimer.singleShot(0, self.show_split_differs)
+        if state == FAILED:
+            self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
+            if running:
                 self.launch.hold_for_recovery()
-        if self.win.tray is not None:
-            self.win.tray.setToolTip(self.tr("llama-herd: %1").replace("%1", state))
+        elif state == RELAUNCHING:
+            self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
+                                                   "continues once it serves again."))
 
     def on_failover(self, ev) -> None:
         """What the failover supervisor says: a lost node, a countdown, serving again…"""
@@ -403,26 +472,18 @@ class LaunchFlow(QObject):
             # for the relaunch, after which the conversation so far is resent.
             self.chat.set_available(False, self.tr("The cluster is recovering; the conversation "
                                                    "continues once it serves again."))
-        bad = {E.EventKind.LOST, E.EventKind.NO_FIT, E.EventKind.RECOVERY_FAILED, E.EventKind.SERVER_EXITED}
-        color = "#2ca02c" if ev.kind == E.EventKind.RECOVERED else ("#d62728" if ev.kind in bad else "#e6a700")
         if ev.kind != E.EventKind.COUNTDOWN_TICK:
             self.launch.append_log(["[herd] " + describe_event(ev), *ev.lines])
-        self.win.statusBar().showMessage(describe_event(ev), 15000)
+        self.views.status_bar.showMessage(describe_event(ev), 15000)
         if ev.kind == E.EventKind.RECOVERED:
-            sup = self.session.supervisor
-            self.workspace.set_running(sup.launcher.request if sup is not None else None)
-            self.launch.set_state("ready")
-            self.show_split_differs()
-            self.launch.set_endpoint(self.session.endpoint_url)  # (#34)
-            self.chat.set_send(self.session.chat_sender())
-            self.chat.resume_reply()  # a reply the lost worker cut goes on where it stopped (#34)
-        self.launch.set_status(describe_event(ev), color)
-        if self.win.tray is not None:
-            self.win.tray.setToolTip("llama-herd: " + describe_event(ev))
+            self._recovered = ev  # the launch's READY follows: _serving_again says it
+            return
+        bad = {E.EventKind.LOST, E.EventKind.NO_FIT, E.EventKind.RECOVERY_FAILED, E.EventKind.SERVER_EXITED}
+        self.launch.set_status(describe_event(ev), "#d62728" if ev.kind in bad else "#e6a700")
+        self._set_tray_tip("llama-herd: " + describe_event(ev))
 
     def stop(self):
         """Stop llama-server and the workers the launch started; returns the bridge call."""
-        self.launch.set_state("stopping")
         self.banner.clear()
         self.chat.stop()
         self.chat.set_send(None)

@@ -9,7 +9,8 @@ re-emitted as this object's signals.
 
 It owns the loop-side objects that must be shared: one ``httpx.AsyncClient``, the
 :class:`~gui.cluster.nodes.discovery.Discovery`, the :class:`~gui.cluster.nodes.telemetry.Telemetry` hub and
-the running launch (a :class:`~gui.cluster.failover.supervisor.ClusterSupervisor` around the launcher).
+the running launch (the core's :class:`~gui.cluster.cluster_launch.ClusterLaunch`, the one launch
+path ``herd up`` uses too, whose state it relays to the GUI thread as ``serverState``, #33).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from agent.client import AgentError, measure_echo_rtt
 from gui.bridge import AsyncBridge, Call
 from gui.cluster.chat.client import stream_chat
 from gui.cluster.chat.conversation import check_context
-from gui.cluster.failover.events import EventKind
-from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy, supervise
-from gui.cluster.launching.request import preflight
+from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
+from gui.cluster.cluster_launch import ClusterLaunch
+from gui.cluster.launching.state import STOPPED, LaunchState
 from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.nodes.discovery import Discovery, NodeEvent
 from gui.cluster.nodes.wake import wake_node, wake_paired
@@ -96,7 +97,6 @@ class ClusterSession(QObject):
                  link_interval: float = 1.0, status_interval: float = 2.0) -> None:
         super().__init__(parent)
         self.bridge = bridge
-        self.server_url: str | None = None
         self.sharing = LanShare()
         self.interfaces = interfaces
         self.browse = browse
@@ -105,7 +105,12 @@ class ClusterSession(QObject):
         self.status_interval = status_interval
         self.discovery: Discovery | None = None
         self.telemetry: Telemetry | None = None
-        self.supervisor: ClusterSupervisor | None = None
+        #: the one launch path and its state (#33), on the loop; its changes are relayed here
+        self.cluster_launch = ClusterLaunch()
+        #: the launch's state as last relayed to the GUI thread (what the views show)
+        self.launch_state: LaunchState = STOPPED
+        self.cluster_launch.subscribe(lambda state, error: self._relay.emit("state", (state, error)))
+        self.cluster_launch.subscribe_failover(self._on_failover)
         #: How a lost worker is handled (auto-recover, countdown…); the settings dialog sets it.
         self.failover_policy = FailoverPolicy()
         self.failover_nodes: list[str] = []
@@ -127,6 +132,7 @@ class ClusterSession(QObject):
         elif kind == "sample":
             self.sample.emit(payload)
         elif kind == "state":
+            self.launch_state = LaunchState(payload[0])
             self.serverState.emit(*payload)
         elif kind == "log":
             self.serverLog.emit(payload)
@@ -286,13 +292,25 @@ class ClusterSession(QObject):
 
     # ------------------------------------------------------------ launch
 
+    @property
+    def server_url(self) -> str | None:
+        """The running llama-server's base URL once it served (on loopback behind a front door),
+        or None; known before the launch's ``ready`` is relayed, so the views can use it then."""
+        launch = self.cluster_launch
+        return launch.supervisor.spec.url if launch.supervisor is not None and launch.placement is not None else None
+
+    @property
+    def supervisor(self) -> ClusterSupervisor | None:
+        """The running launch's failover supervisor, or None (:attr:`cluster_launch` holds it)."""
+        return self.cluster_launch.supervisor
+
     def preflight(self, request, engine) -> Call:
         """What stands in the way of launching ``request`` (a
         :class:`~gui.cluster.launching.request.LaunchRequest`): its fit, its nodes and the doctor's findings
-        (result: list of :class:`~gui.cluster.launching.doctor.Finding`)."""
+        (result: a :class:`~gui.cluster.launching.preflight_reading.PreflightReading`)."""
         async def go():
-            return await preflight(request, self.discovery.nodes.values(), self.discovery.client, engine,
-                                   host_free_bytes=host_free_bytes())
+            return await self.cluster_launch.preflight(request, self.discovery.nodes.values(), self.discovery.client,
+                                                       engine, host_free_bytes=host_free_bytes())
         return self.bridge.submit(go(), "doctor", timeout=60)
 
     def launch(self, llama_server, request, *, timeout: float = 300.0, share: bool = False) -> Call:
@@ -313,7 +331,7 @@ class ClusterSession(QObject):
         return self.sharing.info(sup.spec.options.alias or "") if sup is not None and self.server_url else None
 
     async def _launch(self, llama_server, request, timeout, share=False):
-        if self.supervisor is not None:
+        if self.cluster_launch.is_running:
             raise LaunchError(self.tr("a cluster is already running; stop it first"))
         if share:  # the front door takes the endpoint's port; llama-server moves to loopback (#34)
             try:
@@ -321,33 +339,20 @@ class ClusterSession(QObject):
             except FrontDoorError as exc:
                 raise LaunchError(str(exc)) from None
         policy = self.failover_policy
-        # A supervised launch: a lost worker is detected, explained and the model relaunched on
-        # the survivors at the same endpoint (see gui.cluster.failover.supervisor).
-        self.supervisor = supervise(
-            request, self.discovery.nodes.values(), self.discovery.client, llama_server, policy=policy,
-            host_free_bytes=host_free_bytes,
-            probe_client_for=lambda n: self.discovery.client(n, timeout=policy.poll_timeout),
-            conversation=_ReplyInterrupter(self._relay))
-        self._relay.emit("state", ("starting", ""))
-        supervisor = self.supervisor
-        supervisor.on_transfer = lambda ev: self._relay.emit("transfer", ev)
-        loop = asyncio.get_running_loop()
-        self._log_task = loop.create_task(self._pump_log(supervisor))
+        self._log_task = asyncio.get_running_loop().create_task(self._pump_log())
         try:
-            check = await supervisor.start(timeout)
-        except BaseException as exc:
-            self.supervisor = None
+            # A supervised launch: a lost worker is detected, explained and the model relaunched
+            # on the survivors at the same endpoint (see gui.cluster.failover.supervisor).
+            check = await self.cluster_launch.start(
+                request, self.discovery.nodes.values(), self.discovery.client, llama_server, policy=policy,
+                timeout=timeout, host_free_bytes=host_free_bytes,
+                probe_client_for=lambda n: self.discovery.client(n, timeout=policy.poll_timeout),
+                conversation=_ReplyInterrupter(self._relay),
+                on_transfer=lambda ev: self._relay.emit("transfer", ev))
+        except BaseException:
             await self._end_log_pump()
             await self.sharing.close()
-            if isinstance(exc, asyncio.CancelledError):
-                self._relay.emit("state", ("stopped", ""))
-            else:
-                self._relay.emit("state", ("failed", str(exc)))
             raise
-        supervisor.server.on_state(lambda st, err: self._relay.emit("state", (st, err or "")))
-        supervisor.subscribe(self._on_failover)
-        self.server_url = supervisor.spec.url
-        self._relay.emit("state", ("ready", ""))
         client = await self.http()
         self._server_samplers = [MetricsSampler(client, self.server_url, interval=1.0),
                                  ServerSampler(client, self.server_url, interval=0.5)]
@@ -359,15 +364,12 @@ class ClusterSession(QObject):
         return check
 
     def _on_failover(self, ev) -> None:
-        # Loop thread. The relaunched server is a new process: say when it serves again.
+        # Loop thread, before the state the event leads to (ClusterLaunch.subscribe_failover).
         sup = self.supervisor
         if sup is not None:
             # (one assignment of a new list: the GUI thread reads a whole list, old or new)
             self.failover_nodes = sorted(n.name for nid, n in sup.nodes.items() if nid not in sup.lost)
         self._relay.emit("failover", ev)
-        if ev.kind == EventKind.RECOVERED:
-            self._relay.emit("state", ("ready", ""))
-            self.supervisor.server.on_state(lambda st, err: self._relay.emit("state", (st, err or "")))
 
     def set_failover_policy(self, *, auto_recover: bool, countdown: float, rejoin: str) -> None:
         """How a lost worker is handled from now on, also by the launch running now (it holds
@@ -382,7 +384,7 @@ class ClusterSession(QObject):
     def cancel_failover(self) -> Call:
         """Stop the countdown to an automatic relaunch (the cluster then waits for a choice)."""
         async def go():
-            if self.supervisor is not None:
+            if self.cluster_launch.is_running:
                 self.supervisor.cancel()
         return self.bridge.submit(go(), "cancel relaunch", timeout=10)
 
@@ -391,25 +393,23 @@ class ClusterSession(QObject):
         now), ``wait``, ``host`` (more layers on this computer) or ``rejoin`` (use a returned
         node again). The call finishes once the relaunch it starts is done."""
         async def go():
-            if self.supervisor is None:
+            if not self.cluster_launch.is_running:
                 raise LaunchError(self.tr("No cluster is running."))
             await self.supervisor.choose(option)
         return self.bridge.submit(go(), "relaunch", timeout=self.failover_policy.load_timeout + 60)
 
-    async def _pump_log(self, supervisor: ClusterSupervisor) -> None:
+    async def _pump_log(self) -> None:
         # The server's log is a deque filled on this loop; forward new lines a few times a second.
         last_line = None
         last_server = None
-        last_state = None
+        supervisor = None
         while True:
-            server = supervisor.server
+            # (the last supervisor is kept: Stop lets go of it, and its log's end is still sent)
+            supervisor = self.supervisor or supervisor
+            server = supervisor.server if supervisor is not None else None
             if server is not None:
                 if server is not last_server:
                     last_server, last_line = server, None
-                if server.state != last_state and server.state not in ("ready", "stopped"):
-                    # ready/stopped are announced by the launch itself, once placement is known
-                    last_state = server.state
-                    self._relay.emit("state", (server.state, server.error or ""))
                 lines = list(server.log)
                 # The log is a bounded deque: once full, its length stops growing while old lines
                 # fall out. Find where we stopped by the last line we sent (the same object).
@@ -439,16 +439,14 @@ class ClusterSession(QObject):
         for s in self._server_samplers:
             await self.telemetry.remove(s)
         self._server_samplers = []
-        supervisor, self.supervisor = self.supervisor, None
-        self.server_url = None
-        if supervisor is not None:
-            await supervisor.stop()
-            # one last flush of the log so the end of it is visible
-            await asyncio.sleep(0.3)
-        await self._end_log_pump()
+
+        async def flush_log() -> None:  # (only when a cluster ran: "stopped" comes after its end)
+            await asyncio.sleep(0.3)  # one last flush of the log so the end of it is visible
+            await self._end_log_pump()
+            await self.sharing.close()
+        await self.cluster_launch.stop(before_stopped=flush_log)
+        await self._end_log_pump()  # (and when none ran: both are no-ops once done)
         await self.sharing.close()
-        if supervisor is not None:
-            self._relay.emit("state", ("stopped", ""))
 
     # ------------------------------------------------------------ fastest
 
@@ -526,8 +524,8 @@ class ChatSender:
     def model(self) -> str:
         """The file name of the model the running launch serves ("" when none): what the chat
         history notes beside each chat (#36)."""
-        sup = self._session.supervisor
-        return Path(sup.launcher.request.model.path).name if sup is not None else ""
+        running = self._session.cluster_launch.request
+        return Path(running.model.path).name if running is not None else ""
 
     def fit(self, messages: list[dict], max_tokens: int) -> Call:
         """A :class:`~gui.bridge.Call` whose result is the request's ``ContextFit``."""

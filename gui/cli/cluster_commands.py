@@ -29,11 +29,13 @@ from gui.cli.common import CommandError, add_finding_options, command_runner, de
 from gui.cli.draft import add_draft_option, choose_draft, measured_draft, saved_speculation
 from gui.cli.progress import TransferPrinter
 from gui.cli.wake import add_wake_option, wake_for_up
-from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
+from gui.cluster.failover.supervisor import FailoverPolicy
 from gui.cluster.failover.text import describe_event
 from gui.cluster.launching import doctor as doc
+from gui.cluster.cluster_launch import ClusterLaunch
 from gui.cluster.launching.login_service import Serving, clear_serving, owner_of_port, write_serving
 from gui.cluster.llama.server_process import LaunchError
+from gui.cluster.launching.preflight_reading import Refusal
 from gui.cluster.launching.request import LaunchRequest
 from gui.cluster.llama.model import file_sha256
 from gui.cluster.llama.server_command import DEFAULT_CTX, DEFAULT_PORT, ServerOptions
@@ -539,47 +541,69 @@ async def _target_from_plan_document(args, disc: Discovery, document: dict) -> t
     return plan, read_model(Path(model_path)), options
 
 
-async def cmd_up(args: argparse.Namespace) -> int:
-    from gui.cluster.failover.supervisor import supervise
-    from gui.cluster.launching import profile as prof
-    from gui.cluster.launching.request import nodes_for_plan
-    target = Path(args.target)
-    from_file = target.suffix.lower() == ".json"
-    if from_file and (args.split or args.fastest):
-        raise CommandError(f"--{'split' if args.split else 'fastest'} does not go with a profile or a saved "
-                           "plan: the file holds the split", 2)
-    # Everything that comes from outside is read and checked before anything starts (#32).
-    server_args = _server_args(args)
-    plan_document = _plan_document(target) if from_file else None
-    profile = _read_profile(args) if from_file and plan_document is None else None
-    eng = find_engine(probe=True)
-    try:
-        llama_server = eng.require_llama_server()
-    except EngineError as exc:
-        raise CommandError(str(exc)) from None
-    model = None if from_file else read_model(target)
+@dataclasses.dataclass(frozen=True)
+class _UpInputs:
+    """What ``herd up`` reads from outside before anything starts (#32): the target file or
+    model, the server arguments, and this computer's engine.
 
+    Attributes:
+        target: the model, profile or saved plan named on the command line.
+        server_args: llama-server arguments given after ``--``.
+        plan_document: a saved ``herd plan --json`` (or None).
+        profile: a cluster profile (or None).
+        eng: the engine found; llama_server: its ``llama-server``.
+        model: the model's information when the target is a model (else None: the file names it).
+    """
+
+    target: Path
+    server_args: tuple[str, ...]
+    plan_document: dict | None
+    profile: object
+    eng: object
+    llama_server: Path
+    model: object
+
+    @classmethod
+    def read(cls, args: argparse.Namespace) -> "_UpInputs":
+        target = Path(args.target)
+        from_file = target.suffix.lower() == ".json"
+        if from_file and (args.split or args.fastest):
+            raise CommandError(f"--{'split' if args.split else 'fastest'} does not go with a profile or a saved "
+                               "plan: the file holds the split", 2)
+        server_args = _server_args(args)
+        plan_document = _plan_document(target) if from_file else None
+        profile = _read_profile(args) if from_file and plan_document is None else None
+        eng = find_engine(probe=True)
+        try:
+            llama_server = eng.require_llama_server()
+        except EngineError as exc:
+            raise CommandError(str(exc)) from None
+        return cls(target, server_args, plan_document, profile, eng, llama_server,
+                   None if from_file else read_model(target))
+
+
+async def cmd_up(args: argparse.Namespace) -> int:
+    from gui.cluster.launching.request import nodes_for_plan
+    # Everything that comes from outside is read and checked before anything starts (#32).
+    inputs = _UpInputs.read(args)
     # Only the nodes the plan uses must answer (#11). A plan by free memory is a plan over all
     # of the user's nodes, so there every remembered node must; a split or a profile names its
     # nodes, and a remembered one it leaves out may be off.
     await wake_for_up(args)  # the plan's nodes that sleep first (#36)
     unanswered: dict[str, str] = {}
-    disc = await discover(args, strict=not (from_file or args.split or args.fastest), unanswered=unanswered)
-    supervisor: ClusterSupervisor | None = None
+    disc = await discover(args, strict=not (inputs.plan_document or inputs.profile or args.split or args.fastest),
+                          unanswered=unanswered)
+    launch = ClusterLaunch()  # the one launch path, as the app's Start (#33)
     door: FrontDoor | None = None
+    started = False
     try:
-        plan, model, saved = await _up_target(args, disc, eng, plan_document, profile, model, unanswered)
-        try:
-            options = ServerOptions(ctx=args.ctx or saved.ctx, host=args.host or saved.host,
-                                    port=args.port or saved.port, alias=args.alias or saved.alias,
-                                    extra_args=saved.extra_args + server_args, people=args.people or saved.people)
-        except ValueError as exc:
-            raise CommandError(str(exc), 2) from None
+        plan, model, options = await _up_target_and_options(args, disc, inputs, unanswered)
         _refuse_second_owner(options.port)
         options, door = await _front_door(args, options)
         request = LaunchRequest(plan, model, options, threads=args.threads, verify_layers=args.verify_layers,
-                                speculation=await _up_speculation(args, disc, model, plan, profile, plan_document))
-        await _preflight_or_refuse(request, disc, eng, args)
+                                speculation=await _up_speculation(args, disc, model, plan, inputs.profile,
+                                                                  inputs.plan_document))
+        await _preflight_or_refuse(launch, request, disc, inputs.eng, args)
         used = nodes_for_plan(plan, disc.nodes.values())
         for a in unanswered:
             print(f"warning: the remembered node at {a} does not answer; the plan does not use it",
@@ -587,44 +611,15 @@ async def cmd_up(args: argparse.Namespace) -> int:
         print("Plan:")
         for line in plan.describe():
             print("  " + line)
-        # The supervisor runs the launcher and relaunches on the survivors if a worker is lost.
-        policy = FailoverPolicy(auto_recover=args.auto_recover, countdown=max(0.0, args.countdown),
-                                rejoin=args.rejoin, load_timeout=args.load_timeout)
-        supervisor = supervise(request, used, disc.client, llama_server, policy=policy, host_free_bytes=host_free_bytes,
-                               probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout))
-        supervisor.on_transfer = TransferPrinter()  # each worker's weights by the byte (#16)
-        print("Starting " + " ".join(request.argv(llama_server)), flush=True)
-        stop = asyncio.Event()
-        check = await _start_or_stop(supervisor, args.load_timeout, stop)
-        if check is None:
-            print("stopped before the model was loaded")
-            return 130
-        for note in supervisor.notes:
-            print(f"note: {note}", flush=True)
-        print(_endpoint_line(supervisor.spec, door))
-        _print_placement(check)
-        if not check.ok:
-            for p in check.problems:
-                print(f"  MISMATCH: {p}", file=sys.stderr)
-            raise CommandError("llama-server did not place the layers as planned")
-        # What is running now, for `herd export` (and the app) to pick up.
-        with contextlib.suppress(OSError, ValueError):
-            prof.save_profile(running_profile_path(), prof.make_profile(
-                plan, model, used, engine=eng, server=endpoint_options(supervisor.spec.options, door),
-                speculation=request.speculation))
-        # the record names the endpoint clients use: the front door's port when there is one
-        endpoint = dataclasses.replace(supervisor.spec, options=endpoint_options(supervisor.spec.options, door))
-        with _serving_recorded(endpoint, target if profile is not None else None, model):
-            print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
-            await _serve_until_stopped(args, supervisor, supervisor.spec.url, used, stop)
-        return 0
+        started = True
+        return await _start_and_serve(args, launch, request, used, disc, inputs, door)
     finally:
-        if supervisor is not None:
+        if started:
             running_profile_path().unlink(missing_ok=True)
-            await supervisor.stop()
+            await launch.stop()
         await _close_door(door)
         await disc.stop()
-        if supervisor is not None:
+        if started:
             print("Stopped: llama-server and the workers herd started.", flush=True)
 
 
@@ -639,6 +634,53 @@ async def _up_speculation(args, disc: Discovery, model, plan, profile, plan_docu
     if speculation.active:
         print(speculation.describe()[:1].upper() + speculation.describe()[1:])
     return speculation
+
+
+async def _up_target_and_options(args, disc: Discovery, inputs: _UpInputs, unanswered: dict[str, str]) -> tuple:
+    """(plan, model info, server options) for ``herd up``: the target's, with the command line's
+    options over the saved ones."""
+    plan, model, saved = await _up_target(args, disc, inputs.eng, inputs.plan_document, inputs.profile,
+                                          inputs.model, unanswered)
+    try:
+        options = ServerOptions(ctx=args.ctx or saved.ctx, host=args.host or saved.host,
+                                port=args.port or saved.port, alias=args.alias or saved.alias,
+                                extra_args=saved.extra_args + inputs.server_args, people=args.people or saved.people)
+    except ValueError as exc:
+        raise CommandError(str(exc), 2) from None
+    return plan, model, options
+
+
+async def _start_and_serve(args, launch: ClusterLaunch, request: LaunchRequest, used: list[Node], disc: Discovery,
+                           inputs: _UpInputs, door: FrontDoor | None) -> int:
+    """Start the cluster under the failover supervisor (it relaunches on the survivors if a
+    worker is lost), check its placement, record it, and serve until Ctrl-C."""
+    from gui.cluster.launching import profile as prof
+    print("Starting " + " ".join(request.argv(inputs.llama_server)), flush=True)
+    stop = asyncio.Event()
+    check = await _start_or_stop(launch, request, used, disc, inputs.llama_server, args, stop)
+    if check is None:
+        print("stopped before the model was loaded")
+        return 130
+    supervisor = launch.supervisor
+    for note in supervisor.notes:
+        print(f"note: {note}", flush=True)
+    print(_endpoint_line(supervisor.spec, door))
+    _print_placement(check)
+    if not check.ok:
+        for p in check.problems:
+            print(f"  MISMATCH: {p}", file=sys.stderr)
+        raise CommandError("llama-server did not place the layers as planned")
+    # What is running now, for `herd export` (and the app) to pick up.
+    with contextlib.suppress(OSError, ValueError):
+        prof.save_profile(running_profile_path(), prof.make_profile(
+            request.plan, request.model, used, engine=inputs.eng,
+            server=endpoint_options(supervisor.spec.options, door), speculation=request.speculation))
+    # the record names the endpoint clients use: the front door's port when there is one
+    endpoint = dataclasses.replace(supervisor.spec, options=endpoint_options(supervisor.spec.options, door))
+    with _serving_recorded(endpoint, inputs.target if inputs.profile is not None else None, request.model):
+        print("Placement matches the plan. Serving; press Ctrl-C to stop.", flush=True)
+        await _serve_until_stopped(args, supervisor, supervisor.spec.url, used, stop)
+    return 0
 
 
 async def _front_door(args, options: ServerOptions) -> tuple[ServerOptions, FrontDoor | None]:
@@ -688,13 +730,19 @@ def _refuse_second_owner(port: int) -> None:
                            "or stop it first (`herd service status` says whether the login service runs it)")
 
 
-async def _start_or_stop(supervisor, load_timeout: float, stop: asyncio.Event):
+async def _start_or_stop(launch: ClusterLaunch, request: LaunchRequest, used: list[Node], disc: Discovery,
+                         llama_server, args, stop: asyncio.Event):
     """Start the cluster and wait until the model is loaded (its placement check), or until
-    Ctrl-C sets ``stop`` (None: the launcher's start undid itself)."""
+    Ctrl-C sets ``stop`` (None: the launch's start undid itself)."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    start = asyncio.create_task(supervisor.start(load_timeout))
+    policy = FailoverPolicy(auto_recover=args.auto_recover, countdown=max(0.0, args.countdown),
+                            rejoin=args.rejoin, load_timeout=args.load_timeout)
+    start = asyncio.create_task(launch.start(
+        request, used, disc.client, llama_server, policy=policy, timeout=args.load_timeout,
+        host_free_bytes=host_free_bytes, probe_client_for=lambda n: disc.client(n, timeout=policy.poll_timeout),
+        on_transfer=TransferPrinter()))  # each worker's weights by the byte (#16)
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
     if not start.done():  # Ctrl-C while loading
@@ -709,19 +757,17 @@ async def _start_or_stop(supervisor, load_timeout: float, stop: asyncio.Event):
         raise CommandError(f"launch failed: {exc}") from None
 
 
-async def _preflight_or_refuse(request, disc: Discovery, eng, args) -> None:
-    """The doctor's checks of ``request`` before a launch: warnings printed, errors refuse it."""
-    from gui.cluster.launching.request import preflight
-    findings = await preflight(request, disc.nodes.values(), disc.client, eng, host_free_bytes=host_free_bytes(),
-                               doctor=not args.no_doctor)
-    for f in findings:
-        if f.severity != doc.OK:
-            print(f"{f.severity}: {f.subject}: {f.message}", file=sys.stderr)
-    errors = [f for f in findings if f.severity == doc.ERROR]
-    if any(f.code == "does-not-fit" for f in errors):
-        raise CommandError("the plan does not fit: " + "; ".join(f.message for f in errors if f.code == "does-not-fit"))
-    if errors:
-        raise CommandError("not launching: " + " ".join(f"{f.subject}: {f.message}" for f in errors))
+async def _preflight_or_refuse(launch: ClusterLaunch, request, disc: Discovery, eng, args) -> None:
+    """The checks of ``request`` before a launch: warnings printed, errors refuse it."""
+    reading = await launch.preflight(request, disc.nodes.values(), disc.client, eng,
+                                     host_free_bytes=host_free_bytes(), doctor=not args.no_doctor)
+    for f in reading.noteworthy:
+        print(f"{f.severity}: {f.subject}: {f.message}", file=sys.stderr)
+    refusal = reading.refusal()
+    if refusal == Refusal.DOES_NOT_FIT:
+        raise CommandError("the plan does not fit: " + "; ".join(f.message for f in reading.misfits))
+    if refusal is not None:
+        raise CommandError("not launching: " + " ".join(f"{f.subject}: {f.message}" for f in reading.blocking))
 
 
 async def _serve_until_stopped(args, supervisor, url: str, used: list[Node], stop: asyncio.Event) -> None:

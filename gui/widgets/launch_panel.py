@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
@@ -25,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from gui.cluster.launching.state import STARTING_UP, LaunchState
 from gui.widgets.feedback import flash_copied
 from gui.widgets.outside_text import PlainLabel, plain_tooltip, shortened
 from gui.widgets.people_box import PeopleBox
@@ -54,13 +57,14 @@ class LaunchPanel(QWidget):
     Signals:
         startRequested(): the user pressed Start.
         stopRequested(): the user pressed Stop.
-        stateChanged(str): :meth:`set_state` showed a state (the window's next-step line follows it).
+        stateChanged(str): :meth:`show_state` showed a state (the window's next-step line follows it).
         templateChosen(str): the user chose a built-in chat template for a model without one.
         startWithoutRequested(list): the user chose to start without the nodes named (they did
             not answer at Start).
 
-    Attributes:
-        state: the last llama-server state shown (``stopped``, ``starting``, ``loading``, ``ready``, ``failed``).
+    The launch's state is not kept here (#33): :meth:`show_state` shows the state it is given,
+    and :attr:`state` reads it where :meth:`show_states_of` says (the app: its session, which
+    follows :class:`~gui.cluster.cluster_launch.ClusterLaunch`).
     """
 
     startRequested = Signal()
@@ -71,7 +75,22 @@ class LaunchPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.state = "stopped"
+        self._state_of: Callable[[], LaunchState] = lambda: LaunchState.STOPPED
+        self._starting_up = False  # a start's progress is shown: the log and the bytes drive the bar
+        self._build_status()
+        self._build_transfer()
+        self._build_offers()
+        self._build_log()
+        self._lay_out()
+        self.start_button.clicked.connect(self.startRequested)
+        self.stop_button.clicked.connect(self.stopRequested)
+        self.copy_button.clicked.connect(lambda: (QGuiApplication.clipboard().setText(self.endpoint.text()),
+                                                  flash_copied(self.copy_button)))
+        self.debug_box.toggled.connect(self._refill_log)
+
+    def _build_status(self) -> None:
+        """Start and Stop, the status line, the placement check, the notes, the progress bar,
+        the doctor's findings and the endpoint."""
         self._n_slots = 0
         self._layers_seen = 0
         self._buffers_seen = 0
@@ -87,8 +106,16 @@ class LaunchPanel(QWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.hide()
-        # One bar per worker while its slice of the weights travels (#16), from the bytes its
-        # agent's relay counted; the stall line names a worker that stopped receiving.
+        self.findings = QListWidget()
+        self.findings.setMaximumHeight(110)
+        self.endpoint = QLineEdit()
+        self.endpoint.setReadOnly(True)
+        self.endpoint.setPlaceholderText(self.tr("The OpenAI-compatible endpoint appears here once running"))
+        self.copy_button = QPushButton(self.tr("Copy"))
+
+    def _build_transfer(self) -> None:
+        """One bar per worker while its slice of the weights travels (#16), from the bytes its
+        agent's relay counted; the stall line names a worker that stopped receiving."""
         self.transfer_box = QWidget()
         self._transfer_lay = QVBoxLayout(self.transfer_box)
         self._transfer_lay.setContentsMargins(0, 0, 0, 0)
@@ -99,13 +126,9 @@ class LaunchPanel(QWidget):
         self._transfer_lay.addWidget(self.stall)
         self.transfer_box.hide()
         self._by_bytes = False
-        self._build_offers()
-        self.findings = QListWidget()
-        self.findings.setMaximumHeight(110)
-        self.endpoint = QLineEdit()
-        self.endpoint.setReadOnly(True)
-        self.endpoint.setPlaceholderText(self.tr("The OpenAI-compatible endpoint appears here once running"))
-        self.copy_button = QPushButton(self.tr("Copy"))
+
+    def _build_log(self) -> None:
+        """llama-server's log, and the box that shows its debug and routine lines too."""
         self.log = QPlainTextEdit()
         self.log.setReadOnly(True)
         self.log.setMaximumBlockCount(5000)  # keeps appending cheap on long runs
@@ -122,6 +145,9 @@ class LaunchPanel(QWidget):
         self._lines: list[str] = []
         self._hidden: list[bool] = []  # per line of _lines: shown only with "Show debug lines"
         self._in_example = False  # inside llama-server's multi-line example chat
+
+    def _lay_out(self) -> None:
+        """The panel from top to bottom: buttons and status, progress, checks, endpoint, log."""
         row = QHBoxLayout()
         row.addWidget(self.start_button)
         row.addWidget(self.stop_button)
@@ -149,11 +175,6 @@ class LaunchPanel(QWidget):
         log_head.addWidget(self.debug_box)
         lay.addLayout(log_head)
         lay.addWidget(self.log, 1)
-        self.start_button.clicked.connect(self.startRequested)
-        self.stop_button.clicked.connect(self.stopRequested)
-        self.copy_button.clicked.connect(lambda: (QGuiApplication.clipboard().setText(self.endpoint.text()),
-                                                  flash_copied(self.copy_button)))
-        self.debug_box.toggled.connect(self._refill_log)
 
     def _build_offers(self) -> None:
         """What Start offers when it cannot go as asked (both hidden until then): to start without
@@ -242,7 +263,7 @@ class LaunchPanel(QWidget):
         del self._hidden[:-20000]
         shown = lines if self.debug_box.isChecked() else [x for x, h in zip(lines, hidden) if not h]
         if shown:
-            if self.state in ("starting", "loading"):
+            if self._starting_up:
                 self._follow_log = True
             self.log.appendPlainText("\n".join(shown))
             self._log_range_changed(0, self.log.verticalScrollBar().maximum())
@@ -253,7 +274,7 @@ class LaunchPanel(QWidget):
                 self._layers_seen = self._n_slots
             elif _BUFFER_RE.search(line):
                 self._buffers_seen += 1
-        if self.state in ("starting", "loading") and not self._by_bytes:
+        if self._starting_up and not self._by_bytes:
             # Without workers (nothing travels) the log is all there is to go by:
             # the layer map comes first (≈ 40 %), then weights, KV cache and compute buffers.
             frac = 0.4 * min(1.0, self._layers_seen / self._n_slots) + 0.5 * min(1.0, self._buffers_seen / 6)
@@ -263,7 +284,7 @@ class LaunchPanel(QWidget):
         """Each worker's slice of the weights as it arrives (a
         :class:`~gui.cluster.launching.transfer.TransferEvent`): a bar per worker with its bytes, rate,
         ETA and "from cache"; the overall bar follows the bytes; a stall is named."""
-        if self.state not in ("starting", "loading"):
+        if not self._starting_up:
             return
         self._by_bytes = True
         for w in event.workers:
@@ -352,35 +373,55 @@ class LaunchPanel(QWidget):
         """What hovering Start says ("" for nothing)."""
         self.start_button.setToolTip(plain_tooltip(text))  # it may name nodes (#32)
 
-    def set_state(self, state: str, error: str = "") -> None:
-        """llama-server's state, as the launcher reports it."""
-        self.state = state
-        if state != "stopped":
+    def show_states_of(self, state_of: Callable[[], LaunchState]) -> None:
+        """Where :attr:`state` reads the launch's state (the app: its session's)."""
+        self._state_of = state_of
+
+    @property
+    def state(self) -> LaunchState:
+        """The launch's state, read where :meth:`show_states_of` says (the panel keeps none)."""
+        return self._state_of()
+
+    def show_state(self, state: LaunchState | str, error: str = "") -> None:
+        """Show the launch's state (a :class:`~gui.cluster.launching.state.LaunchState`) and,
+        when it failed, why."""
+        state = LaunchState(state)
+        self._starting_up = state in STARTING_UP
+        if state != LaunchState.STOPPED:
             self.offer_start_without([])
-        if state == "starting":
+        if state == LaunchState.STARTING:
             self.set_status(self.tr("Starting the workers and llama-server…"))
-        elif state == "loading":
+        elif state == LaunchState.LOADING:
             self.set_status(self.tr("Loading the model onto the devices…"))
-        elif state == "ready":
+        elif state == LaunchState.READY:
             self.progress.setValue(100)
             self.progress.hide()
             self._clear_transfer()
             self.set_status(self.tr("Running."), OK)
             self.start_button.setEnabled(False)
             self.stop_button.setEnabled(True)
-        elif state in ("stopped", "failed"):
+        elif state in (LaunchState.STOPPED, LaunchState.FAILED):
+            self._show_ended(state, error)
+        elif state == LaunchState.RELAUNCHING:
+            # the failover supervisor has the cluster: Start is off, Stop stays the way out
             self.progress.hide()
-            self.transfer_box.setVisible(state == "failed" and bool(self.transfer_bars))  # where it stopped
-            self.start_button.setEnabled(True)
-            self.stop_button.setEnabled(False)
-            self.endpoint.clear()
-            if state == "failed":
-                self.set_status(self.tr("Failed: %1").replace("%1", error or self.tr("llama-server stopped.")), WARN)
-            else:
-                self.set_status(self.tr("Stopped."))
-        elif state == "stopping":
+            self.set_status(self.tr("Relaunching llama-server…"))
+            self.hold_for_recovery()
+        elif state == LaunchState.STOPPING:
             self.set_status(self.tr("Stopping…"))
-        self.stateChanged.emit(state)
+        self.stateChanged.emit(str(state))
+
+    def _show_ended(self, state: LaunchState, error: str) -> None:
+        """Stopped, or failed (and why): Start is on again."""
+        self.progress.hide()
+        self.transfer_box.setVisible(state == LaunchState.FAILED and bool(self.transfer_bars))  # where it stopped
+        self.start_button.setEnabled(True)
+        self.stop_button.setEnabled(False)
+        self.endpoint.clear()
+        if state == LaunchState.FAILED:
+            self.set_status(self.tr("Failed: %1").replace("%1", error or self.tr("llama-server stopped.")), WARN)
+        else:
+            self.set_status(self.tr("Stopped."))
 
     def show_placement(self, check, notes: list[str] | tuple[str, ...] = ()) -> None:
         """After launch: placement verified, or the difference; then ``notes`` (translated

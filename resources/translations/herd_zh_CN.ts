@@ -431,6 +431,10 @@
         <source>ChatML (llama-server's fallback)</source>
         <translation>ChatML（llama-server 的默认回退）</translation>
     </message>
+    <message>
+        <source>Relaunching llama-server…</source>
+        <translation>正在重新启动 llama-server…</translation>
+    </message>
 </context>
 <context>
     <name>MainWindow</name>
@@ -1819,6 +1823,10 @@
     <message>
         <source>llama-server stopped with status {status} while {step}</source>
         <translation>llama-server 在{step}时退出，状态码 {status}</translation>
+    </message>
+    <message>
+        <source>a cluster is already running; stop it first</source>
+        <translation>已有集群在运行；请先停止它</translation>
     </message>
 </context>
 <context>

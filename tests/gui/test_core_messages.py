@@ -74,7 +74,7 @@ async def test_port_in_use_failure_is_chinese_in_the_window(zh_cn, qtbot, engine
                 pass
     panel = LaunchPanel()
     qtbot.addWidget(panel)
-    panel.set_state("failed", str(exc.value))
+    panel.show_state("failed", str(exc.value))
     assert panel.status.text() == f"失败：本机端口 {port} 已被占用；请用 --port 换一个端口", panel.status.text()
 
 

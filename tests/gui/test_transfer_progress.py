@@ -39,7 +39,7 @@ def test_launch_panel_shows_a_bar_per_worker_and_names_a_stall(qtbot):
     panel = LaunchPanel()
     qtbot.addWidget(panel)
     panel.begin(9)
-    panel.set_state("loading")
+    panel.show_state("loading")
     evs = _events()
     for ev in evs[:4]:
         panel.show_transfer(ev)
@@ -55,7 +55,7 @@ def test_launch_panel_shows_a_bar_per_worker_and_names_a_stall(qtbot):
     assert panel.stall.isHidden()
     panel.show_transfer(evs[4])
     assert not panel.stall.isHidden() and panel.stall.text() == "⚠ no bytes from gaming-pc for 11 s"
-    panel.set_state("ready")
+    panel.show_state("ready")
     assert panel.transfer_box.isHidden() and panel.transfer_bars == {}
 
 
