@@ -33,7 +33,7 @@ from gui.cluster.chat.conversation import check_context
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
 from gui.cluster.cluster_launch import ClusterLaunch
 from gui.cluster.launching.state import STOPPED, LaunchState
-from gui.cluster.llama.server_process import LaunchError
+from gui.cluster.llama.server_process import LaunchError, LogFollower
 from gui.cluster.nodes.discovery import Discovery, NodeEvent
 from gui.cluster.nodes.wake import wake_node, wake_paired
 from gui.cluster.nodes.network_errors import explain
@@ -400,28 +400,14 @@ class ClusterSession(QObject):
 
     async def _pump_log(self) -> None:
         # The server's log is a deque filled on this loop; forward new lines a few times a second.
-        last_line = None
-        last_server = None
+        follower = LogFollower()
         supervisor = None
         while True:
             # (the last supervisor is kept: Stop lets go of it, and its log's end is still sent)
             supervisor = self.supervisor or supervisor
-            server = supervisor.server if supervisor is not None else None
-            if server is not None:
-                if server is not last_server:
-                    last_server, last_line = server, None
-                lines = list(server.log)
-                # The log is a bounded deque: once full, its length stops growing while old lines
-                # fall out. Find where we stopped by the last line we sent (the same object).
-                start = 0
-                if last_line is not None:
-                    for i in range(len(lines) - 1, -1, -1):
-                        if lines[i] is last_line:
-                            start = i + 1
-                            break
-                if start < len(lines):
-                    self._relay.emit("log", lines[start:])
-                    last_line = lines[-1]
+            lines = follower.new_lines(supervisor.server if supervisor is not None else None)
+            if lines:
+                self._relay.emit("log", lines)
             await asyncio.sleep(0.25)
 
     async def _end_log_pump(self) -> None:

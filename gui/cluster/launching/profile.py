@@ -442,51 +442,63 @@ def diff_profile(profile: Profile, live_nodes: Iterable[Any], engine_build: int 
     live = {str(_attr(n, "id")): n for n in live_nodes}
     used = {d.node_id for d, c in profile.plan.assignments if c > 0 and d.kind == "rpc"}
     for nid, pn in profile.nodes.items():
-        if nid not in used:
-            continue
-        node = live.get(nid)
-        label = pn.name or nid
-        if node is None:
-            # Matched by id only: another node of the same name is another computer (or an
-            # agent installed afresh), and its memory and speed are not what the plan assumed.
-            out.append(Finding("error", label, translate("Profile", "node is missing (id {nid}, last at {address})")
-                               .format(nid=nid, address=pn.address),
-                               advice=translate("Profile", "Start its herd-agent and pair with it, then import again; or "
-                                            "make a new split over the nodes you have and export that.")))
-            continue
-        silent = _attr(node, "reachable", True) is False
-        if silent:
-            out.append(Finding("error", label, translate("Profile", "node does not answer at {host}")
-                               .format(host=_attr(node, "host", "?")),
-                               advice=translate("Profile", "Check that the computer is on and its herd-agent runs, "
-                                            "then import again.")))
-        if _attr(node, "paired", True) is False:
-            # Found (mDNS or by address) but never paired: its API refuses this master, so a
-            # launch could not start its worker. Pairing fixes it without a new import.
-            out.append(Finding("error", label, translate("Profile", "node is not paired with this computer"),
-                               advice=translate("Profile", "Press Pair and type the PIN its herd-agent shows "
-                                            "(herd-agent pin on that computer)."),
-                               pair_with=nid))
-        elif not silent and reporting is not None and nid not in reporting:
-            out.append(Finding("error", label, translate("Profile", "node has not reported its devices yet"),
-                               advice=translate("Profile", "Wait a moment: this check runs again by itself.")))
-        host = _attr(node, "host")
-        if host and host != pn.address:
-            out.append(Finding("warning", label, translate("Profile", "address changed from {old} to {new}")
-                               .format(old=pn.address, new=host),
-                               advice=translate("Profile", "The plan uses the new address.")))
-        if pn.fingerprint and _attr(node, "fingerprint") and _attr(node, "fingerprint") != pn.fingerprint:
-            out.append(Finding("warning", label, translate("Profile", "pairing key changed (the agent was reinstalled?)")))
-        build = str(_attr(node, "engine", "") or "")
-        if profile.engine_build is not None and build and build != str(profile.engine_build):
-            out.append(Finding("error", label, translate("Profile", "runs llama.cpp build {build}, the profile needs {need}")
-                               .format(build=build, need=profile.engine_build),
-                               advice=translate("Profile", "Install that build on the node (herd engine install).")))
+        if nid in used:
+            out += _node_findings(profile, nid, pn, live.get(nid), reporting)
     if profile.engine_build is not None and engine_build is not None and engine_build != profile.engine_build:
         out.append(Finding("error", "engine", translate("Profile", "this master runs llama.cpp build {build}, the profile "
                                                             "was made with {need}")
                            .format(build=engine_build, need=profile.engine_build),
                            advice=translate("Profile", "Install that build here (herd engine install).")))
+    out += _model_findings(profile, model_info, model_sha256)
+    return out
+
+
+def _node_findings(profile: Profile, nid: str, pn, node, reporting: Collection[str] | None) -> list[Finding]:
+    """What differs between a node the profile's plan uses and the live one of its id (None: gone)."""
+    out: list[Finding] = []
+    label = pn.name or nid
+    if node is None:
+        # Matched by id only: another node of the same name is another computer (or an
+        # agent installed afresh), and its memory and speed are not what the plan assumed.
+        out.append(Finding("error", label, translate("Profile", "node is missing (id {nid}, last at {address})")
+                           .format(nid=nid, address=pn.address),
+                           advice=translate("Profile", "Start its herd-agent and pair with it, then import again; or "
+                                        "make a new split over the nodes you have and export that.")))
+        return out
+    silent = _attr(node, "reachable", True) is False
+    if silent:
+        out.append(Finding("error", label, translate("Profile", "node does not answer at {host}")
+                           .format(host=_attr(node, "host", "?")),
+                           advice=translate("Profile", "Check that the computer is on and its herd-agent runs, "
+                                        "then import again.")))
+    if _attr(node, "paired", True) is False:
+        # Found (mDNS or by address) but never paired: its API refuses this master, so a
+        # launch could not start its worker. Pairing fixes it without a new import.
+        out.append(Finding("error", label, translate("Profile", "node is not paired with this computer"),
+                           advice=translate("Profile", "Press Pair and type the PIN its herd-agent shows "
+                                        "(herd-agent pin on that computer)."),
+                           pair_with=nid))
+    elif not silent and reporting is not None and nid not in reporting:
+        out.append(Finding("error", label, translate("Profile", "node has not reported its devices yet"),
+                           advice=translate("Profile", "Wait a moment: this check runs again by itself.")))
+    host = _attr(node, "host")
+    if host and host != pn.address:
+        out.append(Finding("warning", label, translate("Profile", "address changed from {old} to {new}")
+                           .format(old=pn.address, new=host),
+                           advice=translate("Profile", "The plan uses the new address.")))
+    if pn.fingerprint and _attr(node, "fingerprint") and _attr(node, "fingerprint") != pn.fingerprint:
+        out.append(Finding("warning", label, translate("Profile", "pairing key changed (the agent was reinstalled?)")))
+    build = str(_attr(node, "engine", "") or "")
+    if profile.engine_build is not None and build and build != str(profile.engine_build):
+        out.append(Finding("error", label, translate("Profile", "runs llama.cpp build {build}, the profile needs {need}")
+                           .format(build=build, need=profile.engine_build),
+                           advice=translate("Profile", "Install that build on the node (herd engine install).")))
+    return out
+
+
+def _model_findings(profile: Profile, model_info: ModelInfo | None, model_sha256: str | None) -> list[Finding]:
+    """Whether the model at the profile's path is the profile's model."""
+    out: list[Finding] = []
     pm = profile.model
     if model_info is None:
         out.append(Finding("error", "model", translate("Profile", "{path} is missing").format(path=pm.path),

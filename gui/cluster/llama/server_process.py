@@ -197,6 +197,37 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child
         pass
 
 
+class LogFollower:
+    """Hands on the lines a :class:`ServerProcess` logged since the last call, one server after
+    another (a relaunch brings a new one).
+
+    The log is a bounded deque: once full, its length stops growing while old lines fall out, so
+    where the last call stopped is found by the last line handed on (the same object), not by
+    an index.
+    """
+
+    def __init__(self) -> None:
+        self._server: ServerProcess | None = None
+        self._last_line: str | None = None
+
+    def new_lines(self, server: ServerProcess | None) -> list[str]:
+        """The lines ``server`` logged since the last call (all of them for a new server)."""
+        if server is None:
+            return []
+        if server is not self._server:
+            self._server, self._last_line = server, None
+        lines = list(server.log)
+        start = 0
+        if self._last_line is not None:
+            for i in range(len(lines) - 1, -1, -1):
+                if lines[i] is self._last_line:
+                    start = i + 1
+                    break
+        if start < len(lines):
+            self._last_line = lines[-1]
+        return lines[start:]
+
+
 class ServerProcess:
     """One supervised ``llama-server``.
 

@@ -177,3 +177,24 @@ async def test_stop_kills_a_server_that_ignores_terminate(tmp_path):
     await srv.stop(grace=0.5)
     assert srv.returncode == -9 and srv.state == L.STOPPED
     assert 0.5 <= time.monotonic() - t0 < 5
+
+
+def test_the_log_follower_hands_on_each_line_once_while_the_bounded_log_rolls_over(tmp_path):
+    """The app's log view follows llama-server's kept log, which drops old lines once full: each
+    line reaches the view once, in order, and a relaunched server's lines start afresh."""
+    spec = ServerSpec(model=str(tmp_path / "m.gguf"), options=ServerOptions(port=free_port()))
+    first = L.ServerProcess("llama-server", spec, log_lines=3)  # (never started: its log is filled here)
+    follower = L.LogFollower()
+    seen: list[str] = []
+    for i in range(10):
+        first.log.append(f"line {i}")
+        if i % 4 == 3:  # the view asks now and then, after the log has rolled over
+            seen += follower.new_lines(first)
+    seen += follower.new_lines(first)
+    assert follower.new_lines(first) == []
+    # Lines that fell out of the log between two calls are gone; none is handed on twice.
+    assert seen == ["line 1", "line 2", "line 3", "line 5", "line 6", "line 7", "line 8", "line 9"]
+    second = L.ServerProcess("llama-server", spec, log_lines=3)
+    second.log.extend(["new 0", "new 1"])
+    assert follower.new_lines(second) == ["new 0", "new 1"]
+    assert follower.new_lines(None) == []
