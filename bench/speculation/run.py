@@ -552,7 +552,10 @@ def plot(path: Path, results: list[CellResult]) -> None:
         bars.addItem(item)
         legend.addItem(item, label)
     bars.addLine(y=1.0, pen=pg.mkPen((120, 120, 120), style=pg.QtCore.Qt.DashLine))
-    bars.getAxis("bottom").setTicks([[(i, f"{r.cell.delay_ms:g}ms\n{r.cell.label}") for i, r in enumerate(results)]])
+    short = {"n-gram": "ng"}
+    bars.getAxis("bottom").setTicks([[(i, f"{r.cell.delay_ms:g}·" + short.get(r.cell.label, f"L{r.cell.length:g}"))
+                                      for i, r in enumerate(results)]])
+    bars.setLabel("bottom", "one-way delay in ms · synthetic acceptance length L, or n-gram (ng)")
     bars.setYRange(0, 1.25 * max(max(r.gain, r.predicted_gain) for r in results), padding=0)
     scatter = win.addPlot(title="predicted vs measured gain (lines: ±15 %)")
     top = 1.1 * max(max(r.gain, r.predicted_gain) for r in results)
