@@ -175,10 +175,16 @@ def explain_gain(inputs: SpeculationInputs, gain: float) -> str:
     values = {"gain": f"{gain:.2f}", "links": _ms(links_ms),
               "compute": _ms(inputs.decode_compute_ms), "verify": _ms(verify_ms), "draft": _ms(draft_ms),
               "n_draft": inputs.draft_max, "length": f"{inputs.acceptance_length:.1f}"}
-    cost = translate("SpeculationGain", "Without speculation a token costs {compute} ms of compute and {links} ms of "
-                               "round trips, one to each device that holds layers. With it, a pass costs {verify} ms to verify "
-                               "{n_draft} drafted tokens, {draft} ms to draft them and the same {links} ms of "
-                               "round trips once, and yields {length} tokens on average.").format(**values)
+    if inputs.draft_token_ms > 0:
+        cost = translate("SpeculationGain", "Without speculation a token costs {compute} ms of compute and {links} ms of "
+                                   "round trips, one to each device that holds layers. With it, a pass costs {verify} ms to verify "
+                                   "{n_draft} drafted tokens, {draft} ms to draft them and the same {links} ms of "
+                                   "round trips once, and yields {length} tokens on average.").format(**values)
+    else:  # n-gram look-up: drafting costs no model time (#35)
+        cost = translate("SpeculationGain", "Without speculation a token costs {compute} ms of compute and {links} ms of "
+                                   "round trips, one to each device that holds layers. With it, a pass costs {verify} ms to verify "
+                                   "up to {n_draft} tokens looked up in the text so far and the same {links} ms of round "
+                                   "trips once, and yields {length} tokens on average.").format(**values)
     if gain >= 1:
         verdict = translate("SpeculationGain", "Predicted {gain}× as fast: the round trips are paid once for several "
                                       "tokens.")
