@@ -4286,5 +4286,9 @@
         <source>The timed batch must hold at least 2 tokens, got {n}.</source>
         <translation>计时的批次至少要有 2 个词元，得到的是 {n}。</translation>
     </message>
+    <message>
+        <source>Without speculation a token costs {compute} ms of compute and {links} ms of round trips, one to each device that holds layers. With it, a pass costs {verify} ms to verify up to {n_draft} tokens looked up in the text so far and the same {links} ms of round trips once, and yields {length} tokens on average.</source>
+        <translation>不用推测解码时，每个词元需要 {compute} 毫秒计算和 {links} 毫秒往返时间（每个承载层的设备一次）。使用时，每一轮需要 {verify} 毫秒验证最多 {n_draft} 个从已有文本中查找到的词元，以及同样的 {links} 毫秒往返时间（只需一次），平均产出 {length} 个词元。</translation>
+    </message>
 </context>
 </TS>

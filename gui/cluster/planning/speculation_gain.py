@@ -77,10 +77,10 @@ def _problem(i: SpeculationInputs) -> str:
         return translate("SpeculationGain", "A link's round trip cannot be negative: measure the links again.")
     if i.decode_compute_ms <= 0:
         return translate("SpeculationGain", "One token's compute must take some time, got {ms} ms: measure the "
-                                   "cluster again.").format(ms=f"{i.decode_compute_ms:g}")
+                                            "cluster again.").format(ms=f"{i.decode_compute_ms:g}")
     if i.verify_cost_ratio < 1:
         return translate("SpeculationGain", "Verifying several tokens cannot cost less than one token, got a ratio "
-                                   "of {ratio}: measure the verify pass again.").format(ratio=f"{i.verify_cost_ratio:g}")
+                                            "of {ratio}: measure the verify pass again.").format(ratio=f"{i.verify_cost_ratio:g}")
     if i.draft_token_ms < 0:
         return translate("SpeculationGain", "The draft's time per token cannot be negative, got {ms} ms.").format(
             ms=f"{i.draft_token_ms:g}")
@@ -88,7 +88,7 @@ def _problem(i: SpeculationInputs) -> str:
         return translate("SpeculationGain", "Speculation drafts at least one token per pass, got {n}.").format(n=i.draft_max)
     if not 1 <= i.acceptance_length <= i.draft_max + 1:
         return translate("SpeculationGain", "The acceptance length must lie between 1 (no draft accepted) and {most} "
-                                   "(every drafted token and the target's own), got {length}.").format(
+                                            "(every drafted token and the target's own), got {length}.").format(
             most=i.draft_max + 1, length=f"{i.acceptance_length:g}")
     return ""
 
@@ -175,24 +175,32 @@ def explain_gain(inputs: SpeculationInputs, gain: float) -> str:
     values = {"gain": f"{gain:.2f}", "links": _ms(links_ms),
               "compute": _ms(inputs.decode_compute_ms), "verify": _ms(verify_ms), "draft": _ms(draft_ms),
               "n_draft": inputs.draft_max, "length": f"{inputs.acceptance_length:.1f}"}
-    cost = translate("SpeculationGain", "Without speculation a token costs {compute} ms of compute and {links} ms of "
-                               "round trips, one to each device that holds layers. With it, a pass costs {verify} ms to verify "
-                               "{n_draft} drafted tokens, {draft} ms to draft them and the same {links} ms of "
-                               "round trips once, and yields {length} tokens on average.").format(**values)
+    if inputs.draft_token_ms > 0:
+        cost = translate("SpeculationGain", "Without speculation a token costs {compute} ms of compute and {links} ms "
+                                            "of round trips, one to each device that holds layers. With it, a pass "
+                                            "costs {verify} ms to verify {n_draft} drafted tokens, {draft} ms to draft "
+                                            "them and the same {links} ms of round trips once, and yields {length} "
+                                            "tokens on average.").format(**values)
+    else:  # n-gram look-up: drafting costs no model time (#35)
+        cost = translate("SpeculationGain", "Without speculation a token costs {compute} ms of compute and {links} ms "
+                                            "of round trips, one to each device that holds layers. With it, a pass "
+                                            "costs {verify} ms to verify up to {n_draft} tokens looked up in the text so "
+                                            "far and the same {links} ms of round trips once, and yields {length} "
+                                            "tokens on average.").format(**values)
     if gain >= 1:
         verdict = translate("SpeculationGain", "Predicted {gain}× as fast: the round trips are paid once for several "
-                                      "tokens.")
+                                               "tokens.")
     elif _main_loss(inputs) == "draft":
         verdict = translate("SpeculationGain", "Predicted {gain}× as fast, so slower: drafting takes longer than the "
-                                      "accepted tokens save. A smaller draft model or n-gram lookup may do better.")
+                                               "accepted tokens save. A smaller draft model or n-gram lookup may do better.")
     elif _main_loss(inputs) == "acceptance":
         verdict = translate("SpeculationGain", "Predicted {gain}× as fast, so slower: too few drafted tokens are "
-                                      "accepted to pay for verifying them. A draft that agrees more often with "
-                                      "the model would help.")
+                                               "accepted to pay for verifying them. A draft that agrees more often with "
+                                               "the model would help.")
     else:
         verdict = translate("SpeculationGain", "Predicted {gain}× as fast, so slower: the links are fast next to the "
-                                      "compute, and verifying several tokens costs more compute than the round "
-                                      "trips it saves.")
+                                               "compute, and verifying several tokens costs more compute than the round "
+                                               "trips it saves.")
     return cost + " " + verdict.format(**values)
 
 

@@ -85,6 +85,8 @@ def test_compute_bound_with_low_acceptance_is_slower_and_far_links_with_high_acc
 def test_n_gram_lookup_costs_no_draft_time():
     ngram = inputs(draft_ms=0.0, length=2.0)
     assert predict_gain(ngram) == pytest.approx(2 * 120 / (100 * 1.3 + 20))
+    text = explain_gain(ngram, predict_gain(ngram))
+    assert "tokens looked up in the text so far" in text and "to draft them" not in text
 
 
 def plan_and_model(tmp_path) -> tuple[Plan, object]:
