@@ -30,9 +30,9 @@ For each cell, as herd's Fastest would, before the timed pairs:
    one token, round trip taken off both), the draft's own step (the draft alone on the master's
    CPU) and the acceptance from a short sample (``draft_n_accepted`` of one completion);
 2. :func:`gui.cluster.planning.speculation_gain.predict_gain` predicts the gain;
-3. herd's choice: speculation only where the prediction says > 1, the sample accepted drafts,
-   *and* a short measurement of three completions each way, in turn, confirms (with ≥ 1.03 ×
-   without, the threshold of Fastest's trial);
+3. herd's choice, by Fastest's own rule (``speculation_trial.keeps_speculation``): speculation
+   only where the sample accepted drafts *and* a short measurement of three completions each
+   way, in turn, finds it faster (≥ 1.03 × without);
 
 then ``--pairs`` timed pairs give the measured gain (the median of with/without per pair).
 Tokens/s are llama-server's own decode timings (``predicted_ms`` over the steps after the first
@@ -76,6 +76,7 @@ from gui.cluster.llama.server_command import ServerOptions, ServerSpec  # noqa: 
 from gui.cluster.llama.server_start import ServerStart  # noqa: E402
 from gui.cluster.models.demo_weights import installed_demo_weights  # noqa: E402
 from gui.cluster.planning import measure as M  # noqa: E402
+from gui.cluster.planning.speculation_trial import keeps_speculation  # noqa: E402
 from gui.cluster.planning.speculation_gain import (  # noqa: E402
     SpeculationInputs,
     explain_gain,
@@ -153,10 +154,12 @@ class SpeculatingSpec(ServerSpec):
     plan (#35), so llama-server's speculation options are not among the further arguments a
     user may add (:mod:`gui.cluster.llama.server_args`); the benchmark appends its own here."""
 
-    speculation: tuple[str, ...] = ()
+    #: (not ``speculation``: that is the plan's :class:`~gui.cluster.planning.speculation.Speculation`;
+    #: the synthetic acceptance, ``--spec-synth-len``, is a benchmark's, not a plan's)
+    bench_speculation_args: tuple[str, ...] = ()
 
     def args(self) -> list[str]:
-        return super().args() + list(self.speculation)
+        return super().args() + list(self.bench_speculation_args)
 
 
 # --------------------------------------------------------------------------------------------
@@ -267,7 +270,7 @@ def server_spec(model: Path, endpoint: str | None, port: int, speculation: tuple
     return SpeculatingSpec(model=model, rpc=[endpoint] if endpoint else [], ngl=n_slots if endpoint else 0,
                            tensor_split=[n_slots] if endpoint else [], verbosity=3,
                            options=ServerOptions(ctx=CTX, port=port, extra_args=["-t", "1", "-np", "1"]),
-                           speculation=speculation)
+                           bench_speculation_args=speculation)
 
 
 @contextlib.asynccontextmanager
@@ -354,15 +357,10 @@ def probe_rtt_ms(endpoint: str) -> float:
     return M.probe_rpc_link(endpoint, samples=9).rtt_min_s * 1000.0
 
 
-#: The short measurement's gain at which herd takes speculation: Fastest's trial on the ``spec``
-#: branch (``speculation_trial.MIN_MEASURED_GAIN``) asks 3 % so that noise does not choose it.
-MIN_MEASURED_GAIN = 1.03
-
-
-def herd_chooses(predicted: float, sample: Timing, probe_gain: float) -> bool:
-    """herd's rule (#35): speculation only where the cost model predicts a gain, its sample
-    accepted drafts, and a short measurement with and without confirms it."""
-    return predicted > 1.0 and sample.draft_accepted > 0 and probe_gain >= MIN_MEASURED_GAIN
+def herd_chooses(sample: Timing, probe_gain: float) -> bool:
+    """herd's rule, the one Fastest's trial applies (#35): its sample accepted drafts and a short
+    measurement with and without found it faster."""
+    return keeps_speculation(sample.acceptance_length, probe_gain)
 
 
 # --------------------------------------------------------------------------------------------
@@ -387,7 +385,7 @@ async def run_cell(engine, cell: Cell, model: Path, plain_url: str, rtt_ms: floa
         predicted = predict_gain(inputs)
         probe = await paired_gain(client, plain_url, spec_url, prompt, args.sample_tokens, args.probe_pairs)
         result = CellResult(cell, asdict(inputs), predicted, *predicted_tokens_per_s(inputs),
-                            explain_gain(inputs, predicted), probe, herd_chooses(predicted, sample, probe))
+                            explain_gain(inputs, predicted), probe, herd_chooses(sample, probe))
         for i in range(args.pairs):
             order = (plain_url, spec_url) if i % 2 == 0 else (spec_url, plain_url)
             timings = {url: await complete(client, url, prompt, args.tokens) for url in order}

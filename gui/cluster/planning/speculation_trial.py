@@ -50,6 +50,13 @@ TRIAL_PROMPT = ("Rewrite this list, one item per line, in the same order: apples
 _VERIFY_FIRST_ID = 16
 
 
+def keeps_speculation(acceptance_length: float, measured_gain: float) -> bool:
+    """herd's rule (#35): speculation stays on only when its sample accepted drafts and it was
+    measured at least :data:`MIN_MEASURED_GAIN` times as fast as none. (With nothing accepted it
+    only adds work: a measured win is then the noise of a busy PC.)"""
+    return acceptance_length > 1.0 and measured_gain >= MIN_MEASURED_GAIN
+
+
 class TrialError(RuntimeError):
     """The trial could not measure: the message says what failed, in words."""
 
@@ -145,13 +152,13 @@ class SpeculationTrial:
         measured = translate("Speculation", "measured {gain}× ({without} → {with_} tokens/s)").format(
             gain=f"{self.measured_gain:.2f}", without=f"{slow:.1f}", with_=f"{fast:.1f}")
         why = explain_gain(self.inputs, self.predicted_gain)
+        if keeps_speculation(self.inputs.acceptance_length, self.measured_gain):
+            return self.speculation.with_prediction(self.predicted_gain, translate(
+                "Speculation", "{measured}: faster, so it is on. {why}").format(measured=measured, why=why))
         if self.inputs.acceptance_length <= 1.0:
             return Speculation().with_prediction(self.predicted_gain, translate(
                 "Speculation", "{kind}: {measured}, but no drafted token was accepted, so it stays off. {why}").format(
                 kind=self.speculation.label(), measured=measured, why=why))
-        if self.measured_gain >= MIN_MEASURED_GAIN:
-            return self.speculation.with_prediction(self.predicted_gain, translate(
-                "Speculation", "{measured}: faster, so it is on. {why}").format(measured=measured, why=why))
         return Speculation().with_prediction(self.predicted_gain, translate(
             "Speculation", "{kind}: {measured}, not faster, so it stays off. {why}").format(
             kind=self.speculation.label(), measured=measured, why=why))
