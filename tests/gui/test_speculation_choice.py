@@ -145,3 +145,27 @@ def test_fastest_measures_the_draft_with_and_without_and_keeps_or_drops_it_with_
     assert decision.predicted_gain is not None
     qtbot.waitUntil(lambda: win.editor.fastest_button.isEnabled(), timeout=5000)
     assert choice.combo.currentData() == "auto"  # the choice stays the user's; the plan has the decision
+
+
+def test_a_profile_keeps_the_speculation_on_export_and_import(qtbot, make_window, models_dir, smollm2, tmp_path):
+    from gui.cluster.launching.profile import load_profile
+
+    draft = write_demo_model(models_dir / "smol-draft.gguf", DemoShape(layers=1, embd=64),
+                             tokenizer=vocab_tokenizer(smollm2))
+    win = make_window(browse=False, **{"hub/models_dir": str(models_dir)})
+    assert win.open_model(str(smollm2))
+    qtbot.waitUntil(lambda: win.workspace.speculation.kind == DRAFT, timeout=30000)
+    path = tmp_path / "cluster.json"
+    with qtbot.waitSignal(win.profiles.export(str(path)).done, timeout=60000):
+        pass
+    profile = load_profile(path)
+    assert profile.speculation.kind == DRAFT and profile.speculation.draft_path == draft
+
+    # another PC's window, which had turned speculation off, imports it
+    _choose(qtbot, win.editor.speculation_choice, NONE)
+    assert "-md" not in win.editor.command_line()
+    assert win.profiles.apply(profile)
+    qtbot.waitUntil(lambda: win.speculation.offer is not None, timeout=30000)
+    assert win.settings.get("server/draft") == str(draft)
+    assert win.editor.speculation_choice.combo.currentText() == "smol-draft.gguf"
+    assert f"-md {shlex.quote(str(draft))}" in win.editor.command_line()
