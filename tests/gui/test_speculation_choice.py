@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 
+import psutil
 import pytest
 from cluster.model_matrix import real_gemma3
 from cluster.speculation_models import agreeing_pair
@@ -169,3 +170,17 @@ def test_a_profile_keeps_the_speculation_on_export_and_import(qtbot, make_window
     assert win.settings.get("server/draft") == str(draft)
     assert win.editor.speculation_choice.combo.currentText() == "smol-draft.gguf"
     assert f"-md {shlex.quote(str(draft))}" in win.editor.command_line()
+
+    # the draft chosen by name, Start runs llama-server with it (the process's own command line)
+    _choose(qtbot, choice, str(draft))
+    assert win.workspace.speculation.kind == DRAFT
+    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
+    assert win.launch.state == "ready", win.launch.status.text()
+    server = psutil.Process(win.session.supervisor.launcher.server_start.server.pid)
+    argv = server.cmdline()
+    assert argv[argv.index("-md") + 1] == str(draft), argv
+    assert win.session.cluster_launch.request.speculation.draft_path == draft  # (what failover relaunches)
+    with qtbot.waitSignal(win.launch_flow.stop().done, timeout=60000):
+        pass
+    qtbot.waitUntil(lambda: not server.is_running() or server.status() == psutil.STATUS_ZOMBIE, timeout=30000)
