@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Signal
 
 from gui.cluster.planning.speculation import AUTO, DRAFT, Speculation, SpeculationError
 
@@ -36,7 +36,13 @@ class SpeculationActions(QObject):
         offer: the :class:`~gui.cluster.planning.speculation_offer.SpeculationOffer` for the open
             model, or None while it is being read.
         offer_call, trial_call: the bridge calls of the newest offer read and trial, or None.
+
+    Signals:
+        progress(str): what the trial is doing, in words (emitted on the loop's thread; the
+            status bar shows it, queued to the GUI thread).
     """
+
+    progress = Signal(str)
 
     def __init__(self, parent: QObject, *, bridge, settings, workspace, session, editor, status_bar) -> None:
         super().__init__(parent)
@@ -46,6 +52,7 @@ class SpeculationActions(QObject):
         self.offer_call = self.trial_call = None
         self._local_models: list | None = None  # the local scan's newest result (paths)
         editor.speculation_choice.choiceChanged.connect(self.choose)
+        self.progress.connect(lambda words: self.trial_call is not None and status_bar.showMessage(words))
 
     def choice(self) -> str:
         """The stored choice (``auto`` unless the user chose otherwise)."""
@@ -85,9 +92,13 @@ class SpeculationActions(QObject):
 
     def _show_offer(self, offer) -> None:
         self.offer = offer
-        auto = offer.auto.label() if offer.auto.active else self.tr("off")
-        self.editor.speculation_choice.set_offer(offer, self.choice(), auto)
+        self._show_choice()
         self.apply()
+
+    def _show_choice(self) -> None:
+        """The choice offered for the open model, the stored one shown, *Auto* saying what it picks."""
+        auto = self.offer.auto.label() if self.offer.auto.active else self.tr("off")
+        self.editor.speculation_choice.set_offer(self.offer, self.choice(), auto)
 
     # ------------------------------------------------------------ the choice
 
@@ -101,7 +112,7 @@ class SpeculationActions(QObject):
         choice = str(speculation.draft_path) if speculation.kind == DRAFT else speculation.kind
         self.settings.set("server/draft", choice)
         if self.offer is not None:
-            self.editor.speculation_choice.set_offer(self.offer, choice, self.offer.auto.label())
+            self._show_choice()
         self._use(speculation)
 
     def apply(self) -> None:
@@ -141,7 +152,8 @@ class SpeculationActions(QObject):
         async def trial():
             nodes = list(session.discovery.nodes.values()) if session.discovery is not None else []
             client = session.discovery.client if session.discovery is not None else None
-            return await measure_on_cluster(engine.llama_server, plan, model, nodes, client, speculation, ctx=ctx)
+            return await measure_on_cluster(engine.llama_server, plan, model, nodes, client, speculation, ctx=ctx,
+                                            progress=self.progress.emit)
 
         self.status_bar.showMessage(trying_text(speculation))
         call = self.trial_call = self.bridge.submit(trial(), "speculation trial")

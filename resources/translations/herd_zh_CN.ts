@@ -4228,6 +4228,14 @@
         <source>{model} carries no multi-token-prediction heads</source>
         <translation>{model} 不含多词元预测（MTP）头</translation>
     </message>
+    <message>
+        <source>Fastest: starting the cluster with speculation by {kind} and measuring it…</source>
+        <translation>最快：正在以推测解码（{kind}）启动集群并测量…</translation>
+    </message>
+    <message>
+        <source>Fastest: starting the cluster without speculation and measuring it…</source>
+        <translation>最快：正在不用推测解码启动集群并测量…</translation>
+    </message>
 </context>
 <context>
     <name>AcceptanceLine</name>

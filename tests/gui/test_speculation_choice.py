@@ -128,12 +128,20 @@ def test_fastest_measures_the_draft_with_and_without_and_keeps_or_drops_it_with_
     assert win.workspace.speculation.draft_path == draft
 
     qtbot.waitUntil(lambda: win.editor.fastest_button.isEnabled(), timeout=20000)
+    said = []
+    win.statusBar().messageChanged.connect(said.append)
     qtbot.mouseClick(win.editor.fastest_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.speculation.trial_call is not None, timeout=300000)
-    assert win.statusBar().currentMessage().startswith("Fastest: trying speculation by draft model agreeing-draft.gguf")
     assert not win.editor.fastest_button.isEnabled()  # (the trial starts the plan itself)
     with qtbot.waitSignal(win.speculation.trial_call.done, timeout=600000):
         pass
+    # the status line said what the trial was doing, in order
+    steps = [m for m in said if m.startswith("Fastest: ")]
+    assert steps == ["Fastest: trying speculation by draft model agreeing-draft.gguf, 3 tokens per pass against "
+                     "none on the planned cluster…",
+                     "Fastest: starting the cluster without speculation and measuring it…",
+                     "Fastest: starting the cluster with speculation by draft model agreeing-draft.gguf, 3 tokens "
+                     "per pass and measuring it…"], said
 
     note = win.editor.note.text()
     decision = win.workspace.speculation
@@ -146,6 +154,20 @@ def test_fastest_measures_the_draft_with_and_without_and_keeps_or_drops_it_with_
     assert decision.predicted_gain is not None
     qtbot.waitUntil(lambda: win.editor.fastest_button.isEnabled(), timeout=5000)
     assert choice.combo.currentData() == "auto"  # the choice stays the user's; the plan has the decision
+
+    # the draft chosen by name, Start runs llama-server with it (the process's own command line)
+    _choose(qtbot, choice, str(draft))
+    assert win.workspace.speculation.kind == DRAFT
+    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
+    assert win.launch.state == "ready", win.launch.status.text()
+    server = psutil.Process(win.session.supervisor.launcher.server_start.server.pid)
+    argv = server.cmdline()
+    assert argv[argv.index("-md") + 1] == str(draft), argv
+    assert win.session.cluster_launch.request.speculation.draft_path == draft  # (what failover relaunches)
+    with qtbot.waitSignal(win.launch_flow.stop().done, timeout=60000):
+        pass
+    qtbot.waitUntil(lambda: not server.is_running() or server.status() == psutil.STATUS_ZOMBIE, timeout=30000)
 
 
 def test_a_profile_keeps_the_speculation_on_export_and_import(qtbot, make_window, models_dir, smollm2, tmp_path):
@@ -170,17 +192,3 @@ def test_a_profile_keeps_the_speculation_on_export_and_import(qtbot, make_window
     assert win.settings.get("server/draft") == str(draft)
     assert win.editor.speculation_choice.combo.currentText() == "smol-draft.gguf"
     assert f"-md {shlex.quote(str(draft))}" in win.editor.command_line()
-
-    # the draft chosen by name, Start runs llama-server with it (the process's own command line)
-    _choose(qtbot, choice, str(draft))
-    assert win.workspace.speculation.kind == DRAFT
-    qtbot.mouseClick(win.launch.start_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: win.launch.state in ("ready", "failed"), timeout=120000)
-    assert win.launch.state == "ready", win.launch.status.text()
-    server = psutil.Process(win.session.supervisor.launcher.server_start.server.pid)
-    argv = server.cmdline()
-    assert argv[argv.index("-md") + 1] == str(draft), argv
-    assert win.session.cluster_launch.request.speculation.draft_path == draft  # (what failover relaunches)
-    with qtbot.waitSignal(win.launch_flow.stop().done, timeout=60000):
-        pass
-    qtbot.waitUntil(lambda: not server.is_running() or server.status() == psutil.STATUS_ZOMBIE, timeout=30000)

@@ -49,14 +49,24 @@ def trying_text(speculation: Speculation) -> str:
                                     "cluster…").format(kind=speculation.label())
 
 
+def measuring_text(tried: Speculation) -> str:
+    """What is said as one side of the trial starts: without speculation, or with it."""
+    if not tried.active:
+        return translate("Speculation", "Fastest: starting the cluster without speculation and measuring it…")
+    return translate("Speculation", "Fastest: starting the cluster with speculation by {kind} and measuring "
+                                    "it…").format(kind=tried.label())
+
+
 async def measure_on_cluster(llama_server: str | Path, plan, model, nodes: Iterable, client_for: Callable,
                              speculation: Speculation, *, ctx: int | None = None, threads: int | None = None,
-                             load_timeout: float = 600.0, cache: MeasurementCache | None = None) -> Speculation:
+                             load_timeout: float = 600.0, cache: MeasurementCache | None = None,
+                             progress: Callable[[str], None] | None = None) -> Speculation:
     """Start ``plan`` of ``model`` on ``nodes`` (``client_for(node)``: the agent client, as the
     launcher takes it) without ``speculation`` and with it, measure both, and return what herd
     plans: the speculation with its measured gain and reason when it is faster, else none with
     the reason in words. A trial that cannot run (a worker refuses, llama-server fails to start,
-    a request fails) keeps none, the reason said. Nothing is left running."""
+    a request fails) keeps none, the reason said. Nothing is left running. ``progress(words)``,
+    when given, is told each side as it starts (on the calling loop's thread)."""
     if not speculation.active:
         return speculation
     used = {n.id: n for n in nodes_for_plan(plan, list(nodes))}
@@ -67,6 +77,8 @@ async def measure_on_cluster(llama_server: str | Path, plan, model, nodes: Itera
         options = ServerOptions(ctx=ctx or DEFAULT_CTX, port=_free_port(), extra_args=("-np", "1"))
         request = LaunchRequest(plan, model, options, threads=threads, speculation=tried)
         launcher = ClusterLauncher(llama_server, request, used, client_for)
+        if progress is not None:
+            progress(measuring_text(tried))
         try:
             await launcher.start(load_timeout)
             yield launcher.spec.url
