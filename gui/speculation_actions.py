@@ -157,8 +157,9 @@ class SpeculationActions(QObject):
 
         self.status_bar.showMessage(trying_text(speculation))
         call = self.trial_call = self.bridge.submit(trial(), "speculation trial")
-        call.finished.connect(self._measured)
-        call.failed.connect(lambda exc: self._measured(Speculation(reason=str(exc))))
+        # (a decision for a model that is no longer open is dropped)
+        call.finished.connect(lambda decision: self.workspace.model is model and self._measured(decision))
+        call.failed.connect(lambda exc: self.workspace.model is model and self._measured(Speculation(reason=str(exc))))
         call.done.connect(lambda: setattr(self, "trial_call", None))
         return call
 
