@@ -29,6 +29,10 @@ class SpeculationChoice(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.combo = QComboBox()
+        # a long draft's name must not widen the Split tab past an 800 px screen (#17): the list
+        # that opens shows the whole name
+        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.combo.setMinimumContentsLength(18)
         self.combo.setToolTip(self.tr("Speculative decoding: a small model drafts tokens the cluster "
                                       "verifies together, paying the network's round trips once"))
         self.line = PlainLabel()

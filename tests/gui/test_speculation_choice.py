@@ -192,3 +192,19 @@ def test_a_profile_keeps_the_speculation_on_export_and_import(qtbot, make_window
     assert win.settings.get("server/draft") == str(draft)
     assert win.editor.speculation_choice.combo.currentText() == "smol-draft.gguf"
     assert f"-md {shlex.quote(str(draft))}" in win.editor.command_line()
+
+
+def test_a_long_draft_name_does_not_widen_the_split_tab_past_a_small_screen(qtbot, tmp_path):
+    from gui.cluster.planning.speculation_offer import offer_for
+    from gui.widgets.split_editor import SplitEditor
+
+    target = write_demo_model(tmp_path / "target.gguf", DemoShape(layers=8, embd=256, vocab=4096))
+    long_name = "qwen2.5-coder-0.5b-instruct-draft-for-speculative-decoding-q4_k_m.gguf"
+    draft = write_demo_model(tmp_path / long_name, DemoShape(layers=1, embd=64), tokenizer=vocab_tokenizer(target))
+    offer = offer_for(target, [draft])
+    editor = SplitEditor()
+    qtbot.addWidget(editor)
+    editor.speculation_choice.set_offer(offer, "auto", offer.auto.label())
+    editor.show()
+    assert editor.speculation_choice.combo.currentText() == f"Auto (draft model {long_name}, 3 tokens per pass)"
+    assert editor.minimumSizeHint().width() <= 800  # (#17: the Split tab fits an 800 px screen)
