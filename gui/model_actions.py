@@ -113,6 +113,8 @@ class ModelActions(QObject):
         call = self.bridge.submit(scan(), "find models on this PC")
         self._local_scan = call
         call.finished.connect(lambda models: call is self._local_scan and self._found(models))
+        # a scan that fails finds no draft either: Auto then says none is here, not nothing at all (#35)
+        call.failed.connect(lambda _exc: call is self._local_scan and self.localModelsFound.emit([]))
         return call
 
     def _found(self, models: list) -> None:
