@@ -47,6 +47,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     Option("server/port", int, DEFAULT_PORT, "Endpoint port"),
     # Off by default: other devices reach the endpoint only through the front door, with a key (#34).
     Option("server/share_lan", bool, False, "Share on the LAN"),
+    # HTTPS with herd's own certificate when shared, so keys do not cross the LAN in clear (#34).
+    Option("server/share_https", bool, False, "Use HTTPS"),
     # Small instruct models (the demo's SmolLM2 among them) wander off without one.
     Option("chat/system", str, "You are a helpful assistant.", "System prompt"),
     Option("chat/temperature", float, 0.8, "Temperature"),
