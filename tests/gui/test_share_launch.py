@@ -100,7 +100,7 @@ def test_start_with_https_on_serves_https_with_herds_certificate(qtbot, make_win
     win.chat.max_tokens.setValue(3)
     with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
         assert win.chat.send_text("Hello")
-    assert sig.args[0].pieces == 3
+    assert sig.args[0].pieces >= 1 and sig.args[0].finish_reason == "length"
     with qtbot.waitSignal(win.launch_flow.stop().done, timeout=30000):
         pass
     assert win.session.sharing.certificate is None
