@@ -94,7 +94,7 @@ def test_start_with_https_on_serves_https_with_herds_certificate(qtbot, make_win
     assert reply.status_code == 200
     with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):  # not signed by an authority
         httpx.get(f"https://127.0.0.1:{endpoint_port}/v1/models", timeout=30)
-    dialog = win.open_share_dialog()
+    dialog = win.menus.open_share_dialog()
     assert cert.display_fingerprint in dialog.fingerprint.text()
     # the app's own chat stays on llama-server's loopback side, over plain HTTP
     win.chat.max_tokens.setValue(3)
