@@ -342,7 +342,7 @@ class MainWindow(QMainWindow):
 
     def confirm_quit(self) -> bool:
         """While the cluster serves, ask before quitting stops it (#17); True: go ahead."""
-        if not self.session.launch.is_running:
+        if not self.session.cluster_launch.is_running:
             return True
         box = QMessageBox(QMessageBox.Icon.Question, self.tr("Quit llama-herd"),
                           self.tr("The cluster is serving. Quitting stops llama-server and the workers herd "

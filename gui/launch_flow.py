@@ -366,7 +366,8 @@ class LaunchFlow(QObject):
         self._awaiting_ready = True
         # shared on the LAN through the front door when the switch is on (#34)
         call = self.session.launch(self.engine.llama_server, request,
-                                   share=self.settings.get("server/share_lan"))
+                                   share=self.settings.get("server/share_lan"),
+                                   share_https=self.settings.get("server/share_https"))
         call.failed.connect(lambda exc: self._launch_failed(str(exc)))
 
     @staticmethod

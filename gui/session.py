@@ -313,10 +313,12 @@ class ClusterSession(QObject):
                                                        engine, host_free_bytes=host_free_bytes())
         return self.bridge.submit(go(), "doctor", timeout=60)
 
-    def launch(self, llama_server, request, *, timeout: float = 300.0, share: bool = False) -> Call:
+    def launch(self, llama_server, request, *, timeout: float = 300.0, share: bool = False,
+               share_https: bool = False) -> Call:
         """Start workers and llama-server for ``request`` (result: the placement check). With
-        ``share``, the endpoint is shared on the LAN through the front door (#34)."""
-        return self.bridge.submit(self._launch(llama_server, request, timeout, share), "launch")
+        ``share``, the endpoint is shared on the LAN through the front door (#34), over HTTPS
+        with herd's own certificate when ``share_https``."""
+        return self.bridge.submit(self._launch(llama_server, request, timeout, share, share_https), "launch")
 
     @property
     def endpoint_url(self) -> str | None:
@@ -330,12 +332,12 @@ class ClusterSession(QObject):
         sup = self.supervisor
         return self.sharing.info(sup.spec.options.alias or "") if sup is not None and self.server_url else None
 
-    async def _launch(self, llama_server, request, timeout, share=False):
+    async def _launch(self, llama_server, request, timeout, share=False, share_https=False):
         if self.cluster_launch.is_running:
             raise LaunchError(self.tr("a cluster is already running; stop it first"))
         if share:  # the front door takes the endpoint's port; llama-server moves to loopback (#34)
             try:
-                request = replace(request, options=await self.sharing.open(request.options))
+                request = replace(request, options=await self.sharing.open(request.options, https=share_https))
             except FrontDoorError as exc:
                 raise LaunchError(str(exc)) from None
         policy = self.failover_policy

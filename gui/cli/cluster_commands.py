@@ -127,6 +127,9 @@ def _register_up(sub: argparse._SubParsersAction, planning) -> None:
                         "door (on every address, or --host): each device needs a key (herd keys add NAME)")
     p.add_argument("--key-for-local", action="store_true",
                    help="with --lan: ask programs on this computer for a key too")
+    p.add_argument("--https", action="store_true",
+                   help="with --lan: serve HTTPS with herd's own certificate, so keys do not cross the "
+                        "network in clear (clients must pin or trust it: see docs/security.md)")
     p.add_argument("--load-timeout", type=float, default=600.0, metavar="S")
     p.add_argument("--stats", type=float, default=0.0, metavar="S",
                    help="while serving, print tokens/s and link round trips every S seconds "
@@ -688,12 +691,18 @@ async def _front_door(args, options: ServerOptions) -> tuple[ServerOptions, Fron
     loads (its port never refuses a client), and llama-server's options behind it on loopback;
     without it, ``options`` as they are and no door."""
     if not args.lan:
+        if args.https:
+            raise CommandError("--https needs --lan: only the front door serves HTTPS", 2)
         return options, None
     try:
-        upstream, door = await open_front_door(options, args.host,
-                                               settings=DoorSettings(require_key_on_loopback=args.key_for_local))
+        upstream, door, certificate = await open_front_door(
+            options, args.host, settings=DoorSettings(require_key_on_loopback=args.key_for_local), https=args.https)
     except FrontDoorError as exc:
         raise CommandError(str(exc)) from None
+    if certificate is not None:  # what a user checks in the client, and the file a client pins (#34)
+        print(f"HTTPS with herd's own certificate, SHA-256 fingerprint {certificate.display_fingerprint}\n"
+              f"  clients pin or trust {certificate.cert_path} (not signed by an authority; see docs/security.md)",
+              flush=True)
     print_requests()  # one line per request from another device: key name, route, status, tokens, time
     return upstream, door
 

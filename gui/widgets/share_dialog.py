@@ -6,6 +6,11 @@ loopback only; every device of the home needs a key of its own. The dialog shows
 the front door really listens on (never one it does not), this computer's ``hostname.local``
 name, the port and the model id, and makes, lists and revokes keys. A new key is shown once:
 only its hash is stored.
+
+*Use HTTPS* (``server/share_https``) has the front door serve TLS with herd's own certificate,
+so keys do not cross the LAN in clear; the dialog then shows the ``https://`` addresses and the
+certificate's SHA-256 fingerprint for the user to check in the client. Plain HTTP stays the
+choice for apps that do not accept a certificate no authority signed.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from gui.cluster.serving.sharing import ShareInfo
 from gui.widgets.outside_text import PlainLabel, show_plain
 
 SHARE_SETTING = "server/share_lan"
+HTTPS_SETTING = "server/share_https"
 #: Screen pixels per QR module, and the quiet zone around the code in modules.
 QR_SCALE, QR_BORDER = 4, 4
 
@@ -58,16 +64,19 @@ class ShareDialog(QDialog):
     """Share the cluster with the other devices of the home (module docstring).
 
     Args:
-        settings: the app's :class:`~gui.settings.Settings` (the switch is ``server/share_lan``).
+        settings: the app's :class:`~gui.settings.Settings` (the switch is ``server/share_lan``,
+            *Use HTTPS* ``server/share_https``).
         keys: the :class:`~gui.cluster.serving.api_keys.ApiKeyStore` the front door checks.
         info: returns what a phone app needs while the running cluster is shared, or None.
 
     Signals:
         sharingChanged(bool): the switch was turned on or off (it takes effect at the next Start).
+        httpsChanged(bool): *Use HTTPS* was turned on or off (it takes effect at the next Start).
         keysChanged(): a key was made or revoked (the running front door takes it at once).
     """
 
     sharingChanged = Signal(bool)
+    httpsChanged = Signal(bool)
     keysChanged = Signal()
 
     def __init__(self, settings, keys: ApiKeyStore, info: Callable[[], ShareInfo | None], parent=None) -> None:
@@ -83,6 +92,7 @@ class ShareDialog(QDialog):
         layout.addWidget(PlainLabel(self.tr(
             "Phones and other computers of your home can then use the cluster as an OpenAI-compatible "
             "server, each with its own key. It takes effect at the next Start.")))
+        layout.addLayout(self._https_choice())
 
         layout.addWidget(self._connect_box())
         layout.addWidget(self._keys_box())
@@ -93,17 +103,34 @@ class ShareDialog(QDialog):
 
     # ------------------------------------------------------------ building
 
+    def _https_choice(self) -> QVBoxLayout:
+        col = QVBoxLayout()
+        self.https = QCheckBox(self.tr("Use HTTPS (herd's own certificate)"))
+        self.https.setChecked(bool(self.settings.get(HTTPS_SETTING)))
+        self.https.toggled.connect(self._https_switched)
+        col.addWidget(self.https)
+        # Over plain HTTP every request carries the key in clear (#34 item 8): say so, and why
+        # plain HTTP is still offered.
+        col.addWidget(PlainLabel(self.tr(
+            "Over plain HTTP, anyone on your network who reads its traffic can see the keys and the chats. "
+            "With HTTPS they cannot, but the app must accept herd's own certificate: check that the "
+            "fingerprint it shows is the one below. Some apps accept no certificate that a public authority "
+            "did not sign; for those, leave HTTPS off. It takes effect at the next Start.")))
+        return col
+
     def _connect_box(self) -> QGroupBox:
         box = QGroupBox(self.tr("Connect an app"))
         form = QFormLayout(box)
         self.status = PlainLabel("")
         form.addRow(self.status)
-        self.addresses, self.port, self.model = QLabel(), QLabel(), QLabel()
-        for label in (self.addresses, self.port, self.model):
+        self.addresses, self.port, self.model, self.fingerprint = QLabel(), QLabel(), QLabel(), QLabel()
+        for label in (self.addresses, self.port, self.model, self.fingerprint):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.fingerprint.setWordWrap(True)
         form.addRow(self.tr("Base URL:"), self.addresses)
         form.addRow(self.tr("Port:"), self.port)
         form.addRow(self.tr("Model id:"), self.model)
+        form.addRow(self.tr("Certificate (SHA-256):"), self.fingerprint)
         return box
 
     def _keys_box(self) -> QGroupBox:
@@ -154,13 +181,20 @@ class ShareDialog(QDialog):
             else:
                 why = self.tr("Not shared now. Turn on Share on the LAN, then press Start (or Stop, then Start).")
             show_plain(self.status, why)
-            for label in (self.addresses, self.port, self.model):
+            for label in (self.addresses, self.port, self.model, self.fingerprint):
                 label.setText("—")
         else:
             show_plain(self.status, self.tr("Shared: apps on other devices use these, with a key."))
             show_plain(self.addresses, "\n".join([*info.urls, *([info.mdns_url] if info.mdns_url else [])]))
             self.port.setText(str(info.port))
             show_plain(self.model, info.model)
+            # whole, never shortened: the user compares every pair with what the app shows
+            self.fingerprint.setTextFormat(Qt.TextFormat.PlainText)
+            if info.fingerprint:
+                self.fingerprint.setText(info.fingerprint + "\n" + self.tr("(the app pins or trusts the file %1)")
+                                         .replace("%1", info.cert_path or ""))
+            else:
+                self.fingerprint.setText(self.tr("none: plain HTTP, keys cross the network in clear"))
         self._list_keys()
 
     def follow_server(self, _state: str = "", _error: str = "") -> None:
@@ -189,6 +223,10 @@ class ShareDialog(QDialog):
         for w in (self.new_key, self.copy_button, self.once_note):
             w.setVisible(bool(key))
         self.qr.setVisible(False)  # (shown by make_key while the endpoint is shared)
+
+    def _https_switched(self, on: bool) -> None:
+        self.settings.set(HTTPS_SETTING, on)
+        self.httpsChanged.emit(on)
 
     def _switched(self, on: bool) -> None:
         self.settings.set(SHARE_SETTING, on)

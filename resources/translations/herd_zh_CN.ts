@@ -3683,6 +3683,26 @@
         <source>a name for the device, e.g. phone</source>
         <translation>设备名称，例如 phone</translation>
     </message>
+    <message>
+        <source>(the app pins or trusts the file %1)</source>
+        <translation>（应用需固定或信任文件 %1）</translation>
+    </message>
+    <message>
+        <source>Certificate (SHA-256):</source>
+        <translation>证书（SHA-256）：</translation>
+    </message>
+    <message>
+        <source>Over plain HTTP, anyone on your network who reads its traffic can see the keys and the chats. With HTTPS they cannot, but the app must accept herd's own certificate: check that the fingerprint it shows is the one below. Some apps accept no certificate that a public authority did not sign; for those, leave HTTPS off. It takes effect at the next Start.</source>
+        <translation>使用普通 HTTP 时，网络中任何能读取流量的人都能看到密钥和聊天内容。使用 HTTPS 则不能，但应用必须接受 herd 自己的证书：请核对应用显示的指纹与下方的指纹一致。有些应用不接受未经公共证书颁发机构签名的证书；对这些应用，请关闭 HTTPS。下次启动时生效。</translation>
+    </message>
+    <message>
+        <source>Use HTTPS (herd's own certificate)</source>
+        <translation>使用 HTTPS（herd 自己的证书）</translation>
+    </message>
+    <message>
+        <source>none: plain HTTP, keys cross the network in clear</source>
+        <translation>无：普通 HTTP，密钥以明文在网络中传输</translation>
+    </message>
 </context>
 <context>
     <name>Wake</name>
@@ -4313,6 +4333,21 @@
     <message>
         <source>Without speculation a token costs {compute} ms of compute and {links} ms of round trips, one to each device that holds layers. With it, a pass costs {verify} ms to verify up to {n_draft} tokens looked up in the text so far and the same {links} ms of round trips once, and yields {length} tokens on average.</source>
         <translation>不用推测解码时，每个词元需要 {compute} 毫秒计算和 {links} 毫秒往返时间（每个承载层的设备一次）。使用时，每一轮需要 {verify} 毫秒验证最多 {n_draft} 个从已有文本中查找到的词元，以及同样的 {links} 毫秒往返时间（只需一次），平均产出 {length} 个词元。</translation>
+    </message>
+</context>
+<context>
+    <name>DoorCertificate</name>
+    <message>
+        <source>cannot write the front door's certificate in {folder} ({why}); check that the folder is yours and not full</source>
+        <translation>无法在 {folder} 中写入前门的证书（{why}）；请检查该文件夹属于你且磁盘未满</translation>
+    </message>
+    <message>
+        <source>{path} is not a usable private key ({why}); move it away and herd makes a new one (apps that pinned the old certificate must then get the new one)</source>
+        <translation>{path} 不是可用的私钥（{why}）；把它移走，herd 会生成新的私钥（之前固定了旧证书的应用随后需要获取新证书）</translation>
+    </message>
+    <message>
+        <source>{path} is not an EC private key; move it away and herd makes a new one</source>
+        <translation>{path} 不是 EC 私钥；把它移走，herd 会生成新的私钥</translation>
     </message>
 </context>
 <context>

@@ -10,6 +10,7 @@ import pytest
 from gui.cli.cluster_commands import _endpoint_line
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec
 from gui.cluster.serving.api_keys import ApiKeyStore
+from gui.cluster.serving.door_certificate import door_certificate
 from gui.cluster.serving.sharing import door_hosts, share_on_lan
 
 
@@ -47,3 +48,26 @@ def test_the_door_listens_on_loopback_beside_a_named_lan_address():
     assert door_hosts("0.0.0.0") == ("0.0.0.0",)
     assert door_hosts("192.168.1.5") == ("192.168.1.5", "127.0.0.1")
     assert door_hosts("127.0.0.1") == ("127.0.0.1",)
+
+
+def test_with_https_the_door_prints_its_https_addresses_and_the_certificate_names_them(tmp_path):
+    cert = door_certificate(["192.168.1.5"], "den-pc.local", tmp_path)
+    upstream, door = share_on_lan(ServerOptions(port=8123, alias="m"), "192.168.1.5",
+                                  ApiKeyStore(tmp_path / "k.json"), certificate=cert)
+    assert door.upstream == f"http://127.0.0.1:{upstream.port}"  # llama-server behind it stays plain, on loopback
+    lines = _endpoint_line(spec(upstream.host, upstream.port), door).splitlines()
+    assert lines[0].startswith("Endpoint: https://192.168.1.5:8123/v1")
+    assert "https://127.0.0.1:8123/v1" in lines[1]
+    assert {"192.168.1.5", "127.0.0.1"} <= set(cert.names)  # every address it prints is one the certificate holds
+
+
+def test_https_without_lan_is_refused_in_words():
+    import argparse
+    import asyncio
+
+    from gui.cli.cluster_commands import _front_door
+    from gui.cli.common import CommandError
+
+    args = argparse.Namespace(lan=False, https=True, host=None, key_for_local=False)
+    with pytest.raises(CommandError, match="--https needs --lan"):
+        asyncio.run(_front_door(args, ServerOptions(port=8123)))

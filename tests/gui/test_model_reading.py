@@ -28,7 +28,7 @@ SLOW_HEADER_STRINGS = (MAX_HEADER_BYTES // 8) - (1 << 16)
 NEVER_ANSWERING_DISK = """
 import runpy, threading
 import gui.cluster.llama.model as model_module
-model_module.read_header = lambda path: threading.Event().wait()
+model_module.read_header = lambda path, *args, **kwargs: threading.Event().wait()
 runpy.run_module("gui.main", run_name="__main__")
 """
 
@@ -48,11 +48,11 @@ class SlowDisk:
         self.waiting = threading.Event()
         self._read = model_module.read_header
 
-    def read_header(self, path):
+    def read_header(self, path, *args, **kwargs):
         if str(path) == self.path:
             self.waiting.set()
             self.released.wait(120)
-        return self._read(path)
+        return self._read(path, *args, **kwargs)
 
     def release(self) -> None:
         self.released.set()

@@ -6,6 +6,8 @@ in front of a real llama-server with the SmolLM2 weights, on loopback."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import ssl
 
 import httpx
 import pytest
@@ -13,8 +15,10 @@ from conftest import free_port, llama_server_process
 from person import click
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QLabel
 
 from gui.cluster.serving.api_keys import ApiKeyStore
+from gui.cluster.serving.door_certificate import door_certificate
 from gui.cluster.serving.front_door import DoorSettings, FrontDoor
 from gui.cluster.serving.sharing import share_info
 from gui.settings import Settings
@@ -110,3 +114,62 @@ def test_a_key_made_in_the_dialog_opens_the_front_door_until_revoked(qtbot, sett
     finally:
         loop.run_until_complete(door.stop())
         loop.close()
+
+
+def test_use_https_is_off_by_default_kept_and_explained(qtbot, settings, tmp_path):
+    keys = ApiKeyStore(tmp_path / "api-keys.json")
+    dialog = ShareDialog(settings, keys, lambda: None)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert not settings.get("server/share_https") and not dialog.https.isChecked()
+    with qtbot.waitSignal(dialog.httpsChanged) as sig:
+        qtbot.mouseClick(dialog.https, Qt.MouseButton.LeftButton, pos=QPoint(8, dialog.https.height() // 2))
+    assert sig.args == [True] and settings.get("server/share_https")
+    again = ShareDialog(Settings(str(tmp_path / "herd.ini")), keys, lambda: None)  # read back from the file
+    qtbot.addWidget(again)
+    assert again.https.isChecked()
+    # why plain HTTP is still there, in words the user reads next to the choice
+    texts = " ".join(w.text() for w in dialog.findChildren(QLabel))
+    assert "see the keys" in texts and "leave HTTPS off" in texts
+
+
+@pytest.mark.engine
+def test_over_https_the_dialog_shows_the_https_url_the_fingerprint_and_a_qr_of_them(qtbot, settings, tmp_path,
+                                                                                  upstream):
+    keys = ApiKeyStore(tmp_path / "api-keys.json")
+    cert = door_certificate([], "test-pc.local", tmp_path)
+    door = FrontDoor(upstream, keys, port=free_port(), ssl_context=cert.server_context())
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(door.start())
+    try:
+        dialog = ShareDialog(settings, keys, lambda: share_info(door, "m", cert))
+        qtbot.addWidget(dialog)
+        dialog.show()
+        assert dialog.addresses.text() == f"https://127.0.0.1:{door.port}"
+        shown = dialog.fingerprint.text()
+        # the fingerprint a client shows: SHA-256 of the certificate it was sent, whole
+        # (fetched in a thread while this test's loop runs the door)
+        pem = loop.run_until_complete(asyncio.to_thread(ssl.get_server_certificate, ("127.0.0.1", door.port),
+                                                        timeout=10))
+        der = ssl.PEM_cert_to_DER_cert(pem)
+        sent = hashlib.sha256(der).hexdigest().upper()
+        assert ":".join(sent[i:i + 2] for i in range(0, 64, 2)) in shown
+        assert str(cert.cert_path) in shown
+        dialog.key_name.setText("phone")
+        click(qtbot, dialog.make_button)
+        key = dialog.new_key.text()
+        import segno
+        want = [list(r) for r in segno.make(qr_text(door.urls[0], key), error="m").matrix_iter(scale=1, border=4)]
+        assert door.urls[0].startswith("https://")
+        image = dialog.qr.pixmap().toImage()
+        got = [[image.pixelColor(x * 4 + 1, y * 4 + 1).lightness() < 128 for x in range(len(want))]
+               for y in range(len(want))]
+        assert got == [[bool(v) for v in row] for row in want]
+    finally:
+        loop.run_until_complete(door.stop())
+        loop.close()
+
+    plain = FrontDoor(upstream, keys, port=free_port())  # over HTTP the dialog says what that means
+    dialog = ShareDialog(settings, keys, lambda: share_info(plain, "m"))
+    qtbot.addWidget(dialog)
+    assert "in clear" in dialog.fingerprint.text()

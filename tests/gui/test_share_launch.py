@@ -5,6 +5,10 @@ the loopback side. Real window, real llama-server with the SmolLM2 weights."""
 
 from __future__ import annotations
 
+import os
+import ssl
+import stat
+
 import httpx
 import psutil
 import pytest
@@ -74,3 +78,29 @@ def test_start_with_sharing_off_leaves_llama_server_on_the_endpoint(qtbot, make_
     assert win.launch.endpoint.text() == f"http://127.0.0.1:{endpoint_port}/v1"
     with qtbot.waitSignal(win.launch_flow.stop().done, timeout=30000):
         pass
+
+
+def test_start_with_https_on_serves_https_with_herds_certificate(qtbot, make_window, smollm2, tmp_path):
+    win = make_window(browse=False, **{"server/share_lan": True, "server/share_https": True})
+    endpoint_port = win.settings.get("server/port")
+    start_alone(qtbot, win, smollm2)
+    door = win.session.sharing.door
+    assert door is not None and door.scheme == "https"
+    assert win.launch.endpoint.text().startswith("https://")  # the URL shown is the one that answers
+    cert = win.session.sharing.certificate
+    assert cert is not None and stat.S_IMODE(os.stat(cert.key_path).st_mode) == 0o600
+    pinned = ssl.create_default_context(cafile=str(cert.cert_path))
+    reply = httpx.get(f"https://127.0.0.1:{endpoint_port}/v1/models", verify=pinned, timeout=30)
+    assert reply.status_code == 200
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):  # not signed by an authority
+        httpx.get(f"https://127.0.0.1:{endpoint_port}/v1/models", timeout=30)
+    dialog = win.menus.open_share_dialog()
+    assert cert.display_fingerprint in dialog.fingerprint.text()
+    # the app's own chat stays on llama-server's loopback side, over plain HTTP
+    win.chat.max_tokens.setValue(3)
+    with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
+        assert win.chat.send_text("Hello")
+    assert sig.args[0].pieces >= 1 and sig.args[0].finish_reason == "length"
+    with qtbot.waitSignal(win.launch_flow.stop().done, timeout=30000):
+        pass
+    assert win.session.sharing.certificate is None

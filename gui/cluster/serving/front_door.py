@@ -42,6 +42,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -146,6 +147,8 @@ class FrontDoor:
         port: the endpoint's port.
         settings: :class:`DoorSettings`.
         people: how many requests llama-server answers at once (its ``-np`` slots).
+        ssl_context: serve HTTPS with it (herd's own certificate,
+            :mod:`gui.cluster.serving.door_certificate`), or None for plain HTTP.
 
     Attributes:
         upstream: where requests go now.
@@ -155,13 +158,15 @@ class FrontDoor:
     """
 
     def __init__(self, upstream: str, keys: ApiKeyStore, *, hosts: Sequence[str] = ("127.0.0.1",),
-                 port: int = 8080, settings: DoorSettings = DoorSettings(), people: int = DEFAULT_SEQUENCES) -> None:
+                 port: int = 8080, settings: DoorSettings = DoorSettings(), people: int = DEFAULT_SEQUENCES,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.keys = keys
         self.hosts = tuple(hosts)
         self.port = int(port)
         self.settings = settings
         self.usage = UsageTable()
+        self.ssl_context = ssl_context
         self.waiting = 0
         self.queued = 0
         self.people = people
@@ -185,9 +190,14 @@ class FrontDoor:
         return self.usage.requests()
 
     @property
+    def scheme(self) -> str:
+        """``https`` when it serves TLS, else ``http``."""
+        return "https" if self.ssl_context is not None else "http"
+
+    @property
     def urls(self) -> list[str]:
         """The base URLs it listens on (as given: ``0.0.0.0`` means every address)."""
-        return [f"http://{f'[{h}]' if ':' in h else h}:{self.port}" for h in self.hosts]
+        return [f"{self.scheme}://{f'[{h}]' if ':' in h else h}:{self.port}" for h in self.hosts]
 
     async def start(self) -> None:
         """Take the address(es) and port and start serving; :class:`FrontDoorError` when one
@@ -203,7 +213,7 @@ class FrontDoor:
             skip_auto_headers=("Accept-Encoding", "User-Agent"))
         try:
             for host in self.hosts:
-                await web.TCPSite(self._runner, host, self.port).start()
+                await web.TCPSite(self._runner, host, self.port, ssl_context=self.ssl_context).start()
         except OSError as exc:
             await self.stop()
             raise FrontDoorError(translate(

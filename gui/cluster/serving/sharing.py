@@ -4,6 +4,10 @@ llama-server moves to, and the addresses to tell the user.
 With sharing on, llama-server listens on loopback at a port picked here and is never reached from
 another host; :class:`~gui.cluster.serving.front_door.FrontDoor` takes the endpoint's address and
 port. The printed endpoint is always an address the front door really listens on.
+
+With HTTPS on (``herd up --lan --https``, the Share… dialog's *Use HTTPS*), the front door serves
+TLS with herd's own certificate (:mod:`gui.cluster.serving.door_certificate`), made for the
+addresses it is shared on, and the user is shown its fingerprint to check in the client.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from dataclasses import dataclass, replace
 from gui.cluster.llama.model import DEFAULT_SEQUENCES
 from gui.cluster.llama.server_command import DEFAULT_HOST, ServerOptions
 from gui.cluster.serving.api_keys import ApiKeyStore
-from gui.cluster.serving.front_door import DoorSettings, FrontDoor
+from gui.cluster.serving.door_certificate import DoorCertificate, DoorCertificateError, door_certificate
+from gui.cluster.serving.front_door import DoorSettings, FrontDoor, FrontDoorError
 
 #: Every IPv4 address of this computer: what ``--lan`` listens on unless ``--host`` names one.
 ALL_ADDRESSES = "0.0.0.0"
@@ -48,29 +53,50 @@ def door_hosts(host: str | None) -> tuple[str, ...]:
 
 
 def share_on_lan(options: ServerOptions, host: str | None, keys: ApiKeyStore | None = None,
-                 settings: DoorSettings = DoorSettings()) -> tuple[ServerOptions, FrontDoor]:
+                 settings: DoorSettings = DoorSettings(),
+                 certificate: DoorCertificate | None = None) -> tuple[ServerOptions, FrontDoor]:
     """(llama-server's options behind the front door, the front door — not started yet).
 
     ``options`` are what the user asked for the endpoint (its port); llama-server gets loopback
-    and a free port instead, and the front door the endpoint's port on :func:`door_hosts`.
+    and a free port instead, and the front door the endpoint's port on :func:`door_hosts`,
+    serving HTTPS with ``certificate`` when one is given.
     """
     upstream = replace(options, host=DEFAULT_HOST, port=free_loopback_port())
     # as many at once as llama-server has slots; the others wait in the door's queue (#34)
     door = FrontDoor(f"http://{DEFAULT_HOST}:{upstream.port}", keys or ApiKeyStore(),
                      hosts=door_hosts(host), port=options.port, settings=settings,
-                     people=_slots(options))
+                     people=_slots(options),
+                     ssl_context=certificate.server_context() if certificate is not None else None)
     return upstream, door
+
+
+def certificate_for(host: str | None) -> DoorCertificate:
+    """herd's certificate for a door shared on ``host`` (None: every address): valid for the
+    addresses it listens on, ``hostname.local`` and localhost; made again when they changed
+    (#34). :class:`~gui.cluster.serving.door_certificate.DoorCertificateError` in words."""
+    from agent.advertise import lan_addresses
+
+    hosts = door_hosts(host)
+    addresses = lan_addresses() if ALL_ADDRESSES in hosts else [h for h in hosts if h != "localhost"]
+    return door_certificate(addresses, local_hostname())
 
 
 async def open_front_door(options: ServerOptions, host: str | None, keys: ApiKeyStore | None = None,
-                          settings: DoorSettings = DoorSettings()) -> tuple[ServerOptions, FrontDoor]:
+                          settings: DoorSettings = DoorSettings(),
+                          https: bool = False) -> tuple[ServerOptions, FrontDoor, DoorCertificate | None]:
     """:func:`share_on_lan`, with the front door started: the one way both ``herd up --lan`` and
-    the app's Start share the endpoint (#34). The door takes its port before the model loads, so
-    the endpoint never refuses a client; :class:`~gui.cluster.serving.front_door.FrontDoorError`
-    (in words) when the address or port cannot be taken."""
-    upstream, door = share_on_lan(options, host, keys, settings)
+    the app's Start share the endpoint (#34). With ``https``, it serves TLS with herd's own
+    certificate (:func:`certificate_for`), which is returned too. The door takes its port before
+    the model loads, so the endpoint never refuses a client;
+    :class:`~gui.cluster.serving.front_door.FrontDoorError` (in words) when the address or port
+    cannot be taken, or the certificate cannot be made."""
+    try:
+        certificate = certificate_for(host) if https else None
+    except DoorCertificateError as exc:
+        raise FrontDoorError(str(exc)) from None
+    upstream, door = share_on_lan(options, host, keys, settings, certificate)
     await door.start()
-    return upstream, door
+    return upstream, door, certificate
 
 
 def endpoint_options(served: ServerOptions, door: FrontDoor | None) -> ServerOptions:
@@ -87,9 +113,10 @@ def endpoint_urls(door: FrontDoor) -> list[str]:
     out: list[str] = []
     for host in door.hosts:
         if host == ALL_ADDRESSES:
-            out += [f"http://{a}:{door.port}" for a in lan_addresses()] + [f"http://{DEFAULT_HOST}:{door.port}"]
+            out += [f"{door.scheme}://{a}:{door.port}" for a in lan_addresses()] + [
+                f"{door.scheme}://{DEFAULT_HOST}:{door.port}"]
         else:
-            out.append(f"http://{f'[{host}]' if ':' in host else host}:{door.port}")
+            out.append(f"{door.scheme}://{f'[{host}]' if ':' in host else host}:{door.port}")
     return list(dict.fromkeys(out))
 
 
@@ -110,20 +137,28 @@ class ShareInfo:
             on loopback only.
         port: the endpoint's port.
         model: the model id the endpoint serves (``--alias``).
+        fingerprint: with HTTPS, the SHA-256 fingerprint of herd's certificate as clients show
+            it (``AB:12:…``), for the user to check; "" over plain HTTP.
+        cert_path: with HTTPS, the certificate's file (what a client pins), else None.
     """
 
     urls: tuple[str, ...]
     mdns_url: str
     port: int
     model: str
+    fingerprint: str = ""
+    cert_path: str | None = None
 
 
-def share_info(door: FrontDoor, model: str) -> ShareInfo:
-    """The :class:`ShareInfo` of a running front door serving ``model``."""
+def share_info(door: FrontDoor, model: str, certificate: DoorCertificate | None = None) -> ShareInfo:
+    """The :class:`ShareInfo` of a running front door serving ``model`` (with ``certificate``
+    when it serves HTTPS)."""
     urls = tuple(endpoint_urls(door))
     loopback_only = all(h in (DEFAULT_HOST, "localhost", "::1") for h in door.hosts)
-    mdns = "" if loopback_only else f"http://{local_hostname()}:{door.port}"
-    return ShareInfo(urls, mdns, door.port, model)
+    mdns = "" if loopback_only else f"{door.scheme}://{local_hostname()}:{door.port}"
+    if certificate is None:
+        return ShareInfo(urls, mdns, door.port, model)
+    return ShareInfo(urls, mdns, door.port, model, certificate.display_fingerprint, str(certificate.cert_path))
 
 
 def print_requests(stream=None) -> None:
@@ -147,23 +182,26 @@ class LanShare:
     Attributes:
         keys: the :class:`ApiKeyStore` that opens the door (the user's key file by default).
         door: the running :class:`FrontDoor`, or None while not shared.
+        certificate: herd's certificate while the door serves HTTPS, else None.
     """
 
     def __init__(self, keys: ApiKeyStore | None = None) -> None:
         self.keys = keys or ApiKeyStore()
         self.door: FrontDoor | None = None
+        self.certificate: DoorCertificate | None = None
 
-    async def open(self, options: ServerOptions) -> ServerOptions:
-        """Start the front door on the endpoint's port and return llama-server's options behind
-        it. An endpoint on loopback (the app's default) is shared on every address; one that
-        names a LAN address, on that one (and loopback)."""
+    async def open(self, options: ServerOptions, https: bool = False) -> ServerOptions:
+        """Start the front door on the endpoint's port (serving HTTPS with herd's certificate
+        when ``https``) and return llama-server's options behind it. An endpoint on loopback
+        (the app's default) is shared on every address; one that names a LAN address, on that
+        one (and loopback)."""
         host = None if options.host in (DEFAULT_HOST, "localhost", "::1") else options.host
-        upstream, self.door = await open_front_door(options, host, self.keys)
+        upstream, self.door, self.certificate = await open_front_door(options, host, self.keys, https=https)
         return upstream
 
     async def close(self) -> None:
         """Stop the front door, if open."""
-        door, self.door = self.door, None
+        door, self.door, self.certificate = self.door, None, None
         if door is not None:
             await door.stop()
 
@@ -174,4 +212,4 @@ class LanShare:
 
     def info(self, model: str) -> ShareInfo | None:
         """What a phone app needs while the endpoint is shared, or None."""
-        return share_info(self.door, model) if self.door is not None else None
+        return share_info(self.door, model, self.certificate) if self.door is not None else None
