@@ -46,6 +46,7 @@ from gui.node_actions import NodeActions
 from gui.profile_actions import ProfileActions
 from gui.session import ClusterSession
 from gui.settings import Settings
+from gui.speculation_actions import SpeculationActions
 from gui.translations import install_translator
 from gui.widgets.chat_pane import ChatPane
 from gui.widgets.dashboard import Dashboard
@@ -187,6 +188,13 @@ class MainWindow(QMainWindow):
             launch=self.launch, editor=self.editor, chat=self.chat, banner=self.failover_banner,
             dashboard=self.dashboard, model_panel=self.model_panel, next_step=self.next_step, tabs=self.tabs,
             status_bar=self.statusBar(), tray=self.tray), self.session, self.workspace, self.engine, self.settings, self)
+        #: the Speculation choice and Fastest's trial of it (gui.speculation_actions, #35)
+        self.speculation = SpeculationActions(self, bridge=self.bridge, settings=self.settings,
+                                              workspace=self.workspace, session=self.session, editor=self.editor,
+                                              status_bar=self.statusBar())
+        self.models.modelUsed.connect(self.speculation.model_opened)
+        self.models.localModelsFound.connect(self.speculation.local_models_found)
+        self.profiles.speculation = self.launch_flow.speculation = self.speculation
         self.menus = WindowMenus(self, settings=self.settings, session=self.session, engine=self.engine,
                                  profiles=self.profiles, open_model=self.model_panel._open,
                                  quit_asking=self.quit_asking, add_background_menu=self.background.add_settings_menu)

@@ -78,6 +78,9 @@ class LaunchFlow(QObject):
         self.editor, self.launch, self.chat = views.editor, views.launch, views.chat
         self.banner, self.dashboard = views.banner, views.dashboard
         self.fastest_call = None
+        #: the window's :class:`~gui.speculation_actions.SpeculationActions` (Fastest measures the
+        #: chosen speculation after the split search, #35), or None
+        self.speculation = None
         self._relaunch_pending = False
         self._awaiting_ready = False  # a Start's launch call is out: its READY shows the placement
         self._recovered = None  # the failover's RECOVERED event, said once READY follows it
@@ -202,6 +205,11 @@ class LaunchFlow(QObject):
                 "%1", ", ".join(local))
         note = " ".join(t for t in (self.editor.predicted_text(self.session.last_fastest), note) if t)
         self.editor.set_note(note)
+        # then the chosen speculation, with and without on this split (#35)
+        trial = self.speculation.measure(self.engine, plan) if self.speculation is not None else None
+        if trial is not None:
+            self.editor.set_fastest_available(False, self.tr("Measuring speculation with and without…"))
+            trial.done.connect(self.update_fastest_button)
 
     def update_fastest_button(self) -> None:
         why = ""
@@ -211,6 +219,8 @@ class LaunchFlow(QObject):
             why = self.tr("The llama.cpp engine is missing; run herd engine install.")
         elif self.session.cluster_launch.is_running:
             why = self.tr("Stop the cluster first: measuring needs the nodes' workers free.")
+        elif self.speculation is not None and self.speculation.measuring:
+            why = self.tr("Measuring speculation with and without…")
         self.editor.set_fastest_available(not why, why)
 
     # ------------------------------------------------------------ launch

@@ -30,9 +30,12 @@ class ModelActions(QObject):
 
     Signals:
         modelUsed(object): a model became the open one (its ModelInfo), after the workspace has it.
+        localModelsFound(list): the newest scan's models on this PC
+            (:class:`~gui.cluster.models.local.LocalModel` list; the drafts are found among them, #35).
     """
 
     modelUsed = Signal(object)
+    localModelsFound = Signal(list)
 
     def __init__(self, parent: QWidget, *, bridge, settings, workspace, panel) -> None:
         """``parent`` is the window: the dialogs opened from here sit on it."""
@@ -109,8 +112,14 @@ class ModelActions(QObject):
 
         call = self.bridge.submit(scan(), "find models on this PC")
         self._local_scan = call
-        call.finished.connect(lambda models: call is self._local_scan and self.panel.set_local_models(models))
+        call.finished.connect(lambda models: call is self._local_scan and self._found(models))
+        # a scan that fails finds no draft either: Auto then says none is here, not nothing at all (#35)
+        call.failed.connect(lambda _exc: call is self._local_scan and self.localModelsFound.emit([]))
         return call
+
+    def _found(self, models: list) -> None:
+        self.panel.set_local_models(models)
+        self.localModelsFound.emit(models)
 
     def use_model(self, info) -> None:
         """Make ``info`` (a read :class:`~gui.cluster.llama.model.ModelInfo`) the open model:

@@ -64,6 +64,9 @@ class ProfileActions(QObject):
         self.dialog_parent = parent
         self.workspace, self.engine, self.bridge, self.models = workspace, engine, bridge, models
         self.editor, self.nodes, self.tabs, self.status_bar = editor, nodes, tabs, status_bar
+        #: the window's :class:`~gui.speculation_actions.SpeculationActions`: a profile's
+        #: speculation becomes the choice on import (#35); None: kept out of the window
+        self.speculation = None
 
     def export_dialog(self) -> None:
         """File → Export cluster profile…"""
@@ -82,12 +85,12 @@ class ProfileActions(QObject):
         from gui.cluster.launching.profile import export_profile
 
         plan, model, options = self.editor.plan(), self.workspace.model, self.workspace.options
-        nodes = list(self.workspace.nodes.values())
+        nodes, speculation = list(self.workspace.nodes.values()), self.workspace.speculation
 
         async def go():
             import asyncio
             return await asyncio.to_thread(export_profile, path, plan=plan, model=model, nodes=nodes,
-                                           engine=self.engine, server=options)
+                                           engine=self.engine, server=options, speculation=speculation)
 
         call = self.bridge.submit(go(), "export profile")
         call.finished.connect(lambda p: self.status_bar.showMessage(self.tr("Saved %1").replace("%1", str(p)), 10000))
@@ -217,6 +220,8 @@ class ProfileActions(QObject):
                                    people=profile.server.people)
         self.editor.apply_plan(bind_to_devices(rebind_plan(profile, list(self.workspace.nodes.values())),
                                                self.workspace.planned_devices()))
+        if self.speculation is not None:  # (a profile without a speculation section runs none, as herd up)
+            self.speculation.use_saved(profile.speculation)
         self.tabs.setCurrentWidget(self.editor)
         done = applied_message(profile, self.editor.plan())
         self.editor.set_note(done)  # (until the next edit)

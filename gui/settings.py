@@ -51,6 +51,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     Option("server/people", int, 0, "People at once"),
     # HTTPS with herd's own certificate when shared, so keys do not cross the LAN in clear (#34).
     Option("server/share_https", bool, False, "Use HTTPS"),
+    # Speculative decoding (#35), as herd plan --draft takes it: auto, none, ngram, mtp or a draft's path.
+    Option("server/draft", str, "auto", "Speculation"),
     # Small instruct models (the demo's SmolLM2 among them) wander off without one.
     Option("chat/system", str, "You are a helpful assistant.", "System prompt"),
     Option("chat/temperature", float, 0.8, "Temperature"),

@@ -11,21 +11,13 @@ only when it is measured faster (:func:`measured_draft`).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import socket
 from pathlib import Path
 
-from agent.client import AgentError
 from agent.engine_lookup import find_engine
 from gui.cli.common import CommandError
-from gui.cluster.launching.launcher import ClusterLauncher
-from gui.cluster.launching.request import LaunchRequest, nodes_for_plan
-from gui.cluster.llama.server_command import ServerOptions
-from gui.cluster.llama.server_process import LaunchError
+from gui.cluster.launching.speculation_trial_run import measure_on_cluster, trying_text
 from gui.cluster.models.local import find_local_models, scan_folder
-from gui.cluster.planning.measure import MeasurementCache, model_fingerprint
 from gui.cluster.planning.speculation import CHOICES, Speculation, SpeculationError, choose_speculation
-from gui.cluster.planning.speculation_trial import TrialError, measure_speculation
 
 
 def add_draft_option(p: argparse.ArgumentParser) -> None:
@@ -66,52 +58,15 @@ def saved_speculation(document: dict, source: str) -> Speculation:
         raise CommandError(f"{source}: {exc}", 2) from None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _link_rtts_ms(plan, model_path: Path) -> list[float]:
-    """The round trip of each RPC device that holds layers, as *Fastest* just measured its link."""
-    cache, fingerprint = MeasurementCache(), model_fingerprint(model_path)
-    out = []
-    for device, count in plan.assignments:
-        m = cache.get(device.node_id, fingerprint) if count and device.kind == "rpc" else None
-        if m is not None and m.link is not None:
-            out.append(m.link.rtt_min_s * 1000.0)
-    return out
-
-
 async def measured_draft(args: argparse.Namespace, disc, model, nodes, plan, speculation: Speculation) -> Speculation:
-    """``--fastest`` with a speculation (#35): start ``plan`` without it and with it, measure both,
-    predict the gain from what was measured first, and keep the speculation only when it is
-    measured faster. Says the outcome; a trial that fails keeps none, with the reason."""
+    """``--fastest`` with a speculation (#35): the trial on the planned cluster
+    (:func:`~gui.cluster.launching.speculation_trial_run.measure_on_cluster`, which the window's
+    *Fastest* runs too); the speculation is kept only when it is measured faster."""
     if not speculation.active:
         return speculation
     eng = find_engine(probe=True)
-    used = {n.id: n for n in nodes_for_plan(plan, nodes)}
-
-    @contextlib.asynccontextmanager
-    async def serve(tried: Speculation):
-        options = ServerOptions(ctx=args.ctx or 4096, port=_free_port(), extra_args=("-np", "1"))
-        request = LaunchRequest(plan, model, options, threads=args.threads, speculation=tried)
-        launcher = ClusterLauncher(eng.require_llama_server(), request, used, disc.client)
-        try:
-            await launcher.start(getattr(args, "load_timeout", 600.0))
-            yield launcher.spec.url
-        finally:
-            await launcher.stop()
-
-    draft = Path(speculation.draft_path) if speculation.draft_path else None
-    share = draft.stat().st_size / max(1, model.file_bytes) if draft else 0.0
     if not getattr(args, "json", False):  # (the JSON on stdout stays JSON)
-        print(f"Fastest: trying speculation by {speculation.label()} against none on the planned cluster…",
-              flush=True)
-    try:
-        slots = model.active_slot_bytes
-        trial = await measure_speculation(serve, speculation, rtts_ms=_link_rtts_ms(plan, Path(model.path)),
-                                          draft_share=share, output_share=slots[-1] / max(1, sum(slots)))
-    except (TrialError, LaunchError, AgentError, OSError) as exc:
-        return Speculation(reason=f"the trial of speculation by {speculation.label()} failed: {exc}")
-    return trial.decision()
+        print(trying_text(speculation), flush=True)
+    return await measure_on_cluster(eng.require_llama_server(), plan, model, nodes, disc.client, speculation,
+                                    ctx=args.ctx or 4096, threads=args.threads,
+                                    load_timeout=getattr(args, "load_timeout", 600.0))

@@ -35,6 +35,7 @@ from gui.widgets.devices_table import BAD, DevicesTable, mib_text
 from gui.widgets.feedback import flash_copied
 from gui.widgets.node_colors import node_colors
 from gui.widgets.outside_text import PlainLabel, plain_tooltip
+from gui.widgets.speculation_choice import SpeculationChoice
 from gui.widgets.split_bar import HOST_COLOR, PALETTE, Segment, SplitBar
 
 #: Shown after each "-" inside an argument so a line never breaks between "--" and "fit" (#17);
@@ -115,6 +116,8 @@ class SplitEditor(QWidget):
         self.fastest_for.addItem(self.tr("for documents"), "documents")
         self.fastest_for.setToolTip(self.tr("Chat: the fastest replies. Documents: the shortest wait for the "
                                             "first token after a long prompt (512 tokens)."))
+        # speculation with or without a draft model (#35): part of the plan, measured by Fastest
+        self.speculation_choice = SpeculationChoice()
         # why Fastest is greyed out, where it can be read (not only in a tooltip)
         self.fastest_why = PlainLabel()
         self.fastest_why.setStyleSheet("color: palette(mid);")
@@ -174,9 +177,11 @@ class SplitEditor(QWidget):
         fastest_row.addStretch(1)
         fastest_row.addWidget(QLabel(self.tr("Fastest optimises")))
         fastest_row.addWidget(self.fastest_for)
+        fastest_row.addWidget(self.speculation_choice)
         lay = QVBoxLayout(self)
         lay.addLayout(tools)
         lay.addLayout(fastest_row)
+        lay.addWidget(self.speculation_choice.line)
         lay.addWidget(self.bar)
         lay.addWidget(self.summary)
         lay.addWidget(self.note)

@@ -2981,6 +2981,10 @@
         <source>herd already serves on port %1 (process %2), so the window uses that endpoint. To start a cluster from here, stop that one first; herd service status says whether the login service runs it.</source>
         <translation>herd 已在端口 %1 上提供服务（进程 %2），因此窗口改用该端点。若要从这里启动集群，请先停止那个集群；herd service status 会说明它是否由登录服务运行。</translation>
     </message>
+    <message>
+        <source>Measuring speculation with and without…</source>
+        <translation>正在测量开启与关闭推测解码的速度…</translation>
+    </message>
 </context>
 <context>
     <name>ProfileActions</name>
@@ -4232,6 +4236,26 @@
         <source>{kind}: {measured}, but no drafted token was accepted, so it stays off. {why}</source>
         <translation>{kind}：{measured}，但没有任何草稿词元被接受，因此保持关闭。{why}</translation>
     </message>
+    <message>
+        <source>Fastest: trying speculation by {kind} against none on the planned cluster…</source>
+        <translation>最快：正在规划的集群上比较推测解码（{kind}）与不推测的速度…</translation>
+    </message>
+    <message>
+        <source>the trial of speculation by {kind} failed: {why}</source>
+        <translation>推测解码（{kind}）的试运行失败：{why}</translation>
+    </message>
+    <message>
+        <source>{model} carries no multi-token-prediction heads</source>
+        <translation>{model} 不含多词元预测（MTP）头</translation>
+    </message>
+    <message>
+        <source>Fastest: starting the cluster with speculation by {kind} and measuring it…</source>
+        <translation>最快：正在以推测解码（{kind}）启动集群并测量…</translation>
+    </message>
+    <message>
+        <source>Fastest: starting the cluster without speculation and measuring it…</source>
+        <translation>最快：正在不用推测解码启动集群并测量…</translation>
+    </message>
 </context>
 <context>
     <name>AcceptanceLine</name>
@@ -4324,6 +4348,56 @@
     <message>
         <source>{path} is not an EC private key; move it away and herd makes a new one</source>
         <translation>{path} 不是 EC 私钥；把它移走，herd 会生成新的私钥</translation>
+    </message>
+</context>
+<context>
+    <name>SpeculationActions</name>
+    <message>
+        <source>Speculation is off: %1</source>
+        <translation>推测解码已关闭：%1</translation>
+    </message>
+    <message>
+        <source>off</source>
+        <translation>关闭</translation>
+    </message>
+</context>
+<context>
+    <name>SpeculationChoice</name>
+    <message>
+        <source>Auto</source>
+        <translation>自动</translation>
+    </message>
+    <message>
+        <source>Auto (%1)</source>
+        <translation>自动（%1）</translation>
+    </message>
+    <message>
+        <source>MTP heads</source>
+        <translation>MTP 头</translation>
+    </message>
+    <message>
+        <source>N-gram look-up</source>
+        <translation>n-gram 查找</translation>
+    </message>
+    <message>
+        <source>Not a draft for this model:</source>
+        <translation>不能作为此模型的草稿模型：</translation>
+    </message>
+    <message>
+        <source>Not a draft for this model: %1</source>
+        <translation>不能作为此模型的草稿模型：%1</translation>
+    </message>
+    <message>
+        <source>Off</source>
+        <translation>关闭</translation>
+    </message>
+    <message>
+        <source>Speculation</source>
+        <translation>推测解码</translation>
+    </message>
+    <message>
+        <source>Speculative decoding: a small model drafts tokens the cluster verifies together, paying the network's round trips once</source>
+        <translation>推测解码：由小模型起草若干词元，集群一次验证多个，网络往返只需付一次</translation>
     </message>
 </context>
 </TS>
