@@ -64,6 +64,10 @@ def _payload(event: bytes) -> dict | str | None:
 class ReplySoFar:
     """What the client has been sent of a streamed chat reply.
 
+    The events are kept as they were passed on and read only when asked (after a cut, or at the
+    stream's end): parsing each token's event as it passes would cost the master's CPU, which
+    llama-server shares, on every token of every reply (#34).
+
     Attributes:
         fields: ``id``, ``model``, ``created`` of the first chunk (kept on continued events).
         text: the reply's text so far.
@@ -72,28 +76,61 @@ class ReplySoFar:
     """
 
     def __init__(self) -> None:
-        self.fields: dict = {}
-        self.text = ""
-        self.chunks = 0
-        self.finished = False
+        self._unread: list[bytes] = []
+        self._fields: dict = {}
+        self._text = ""
+        self._chunks = 0
+        self._finished = False
 
     def observe(self, event: bytes) -> None:
         """Note an event passed on to the client."""
-        chunk = _payload(event)
-        if chunk == "[DONE]":
-            self.finished = True
-        if not isinstance(chunk, dict):
-            return
-        for key in ("id", "model", "created"):
-            if key in chunk and key not in self.fields:
-                self.fields[key] = chunk[key]
-        for choice in chunk.get("choices") or []:
-            content = (choice.get("delta") or {}).get("content")
-            if content:
-                self.text += content
-                self.chunks += 1
-            if choice.get("finish_reason"):
-                self.finished = True
+        self._unread.append(event)
+
+    @property
+    def fields(self) -> dict:
+        self._read()
+        return self._fields
+
+    @property
+    def text(self) -> str:
+        self._read()
+        return self._text
+
+    @property
+    def chunks(self) -> int:
+        self._read()
+        return self._chunks
+
+    @property
+    def finished(self) -> bool:
+        # A reply ends with its finish_reason, then [DONE]: its last two events tell.
+        if not self._finished:
+            self._finished = any(_ends_reply(_payload(e)) for e in self._unread[-2:])
+        return self._finished
+
+    def _read(self) -> None:
+        for event in self._unread:
+            chunk = _payload(event)
+            self._finished = self._finished or _ends_reply(chunk)
+            if not isinstance(chunk, dict):
+                continue
+            for key in ("id", "model", "created"):
+                if key in chunk and key not in self._fields:
+                    self._fields[key] = chunk[key]
+            for choice in chunk.get("choices") or []:
+                content = (choice.get("delta") or {}).get("content")
+                if content:
+                    self._text += content
+                    self._chunks += 1
+        self._unread.clear()
+
+
+def _ends_reply(chunk: dict | str | None) -> bool:
+    """Whether an event's payload ends the reply: ``[DONE]``, or a choice's ``finish_reason``."""
+    if chunk == "[DONE]":
+        return True
+    return isinstance(chunk, dict) and any(c.get("finish_reason") for c in chunk.get("choices") or []
+                                           if isinstance(c, dict))
 
 
 def continuation_body(body: bytes, reply: ReplySoFar) -> bytes | None:
