@@ -162,6 +162,11 @@ class AsyncBridge(QObject):
         """True while the loop thread runs."""
         return self._thread.isRunning()
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called: nothing more may be submitted."""
+        return self._closed
+
     def submit(self, coro: Awaitable[Any], label: str = "background task",
                timeout: float | None = None) -> Call:
         """Run ``coro`` on the loop; its outcome comes back through the returned :class:`Call`.

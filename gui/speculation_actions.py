@@ -75,11 +75,12 @@ class SpeculationActions(QObject):
     def _read_offer(self):
         """Judge the models on this PC as drafts for the open model, off the GUI thread (each
         vocabulary is read); the newest read wins. Returns the bridge call, or None while the
-        model or the scan is not known yet."""
+        model or the scan is not known yet, or once the window closes."""
         from gui.cluster.planning.speculation_offer import offer_for
 
         model, models = self.workspace.model, self._local_models
-        if model is None or models is None:
+        # (a model read can end while the window closes: the bridge then takes no more work)
+        if model is None or models is None or self.bridge.closed:
             return None
 
         async def read():

@@ -208,3 +208,18 @@ def test_a_long_draft_name_does_not_widen_the_split_tab_past_a_small_screen(qtbo
     editor.show()
     assert editor.speculation_choice.combo.currentText() == f"Auto (draft model {long_name}, 3 tokens per pass)"
     assert editor.minimumSizeHint().width() <= 800  # (#17: the Split tab fits an 800 px screen)
+
+
+def test_a_model_read_that_ends_as_the_window_closes_asks_for_no_more_work(qtbot, make_window, models_dir, smollm2):
+    """A model read can end just after the window closed its bridge (the result is queued to the
+    GUI thread): judging the drafts then must not submit work to the closed bridge, which raised
+    "the bridge is closed" inside Qt's event loop."""
+    win = make_window(browse=False, **{"hub/models_dir": str(models_dir)})
+    assert win.open_model(str(smollm2))
+    qtbot.waitUntil(lambda: win.speculation.offer is not None, timeout=30000)
+    win.close()
+    win.bridge.close()  # (as the app does once its window is closed)
+    # what the queued end of a read and of the local scan do after the close
+    win.speculation.model_opened(win.workspace.model)
+    win.speculation.local_models_found([])
+    assert win.speculation._read_offer() is None
