@@ -24,21 +24,6 @@
         <translation>复制回复</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/chat_pane.py" line="139" />
-        <source>Ask something… (Ctrl+Enter sends)</source>
-        <translation>输入问题…（Ctrl+Enter 发送）</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/chat_pane.py" line="141" />
-        <source>Send</source>
-        <translation>发送</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/chat_pane.py" line="142" />
-        <source>Stop</source>
-        <translation>停止</translation>
-    </message>
-    <message>
         <location filename="../../gui/widgets/chat_pane.py" line="148" />
         <source>Temperature</source>
         <translation>温度</translation>
@@ -52,16 +37,6 @@
         <location filename="../../gui/widgets/chat_pane.py" line="188" />
         <source>Start the cluster to chat with it.</source>
         <translation>启动集群后即可对话。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/chat_pane.py" line="268" />
-        <source>You</source>
-        <translation>你</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/chat_pane.py" line="268" />
-        <source>Assistant</source>
-        <translation>助手</translation>
     </message>
     <message>
         <location filename="../../gui/widgets/chat_pane.py" line="284" />
@@ -84,32 +59,6 @@
         <translation>已停止。</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/chat_pane.py" line="373" />
-        <source>%1 tokens</source>
-        <translation>%1 个 token</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/chat_pane.py" line="376" />
-        <location filename="../../gui/widgets/chat_pane.py" line="378" />
-        <source>%1 tok/s</source>
-        <translation>%1 token/秒</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/chat_pane.py" line="380" />
-        <source>first token after %1 ms</source>
-        <translation>首个 token 用时 %1 毫秒</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/chat_pane.py" line="382" />
-        <source>stopped</source>
-        <translation>已停止</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/chat_pane.py" line="384" />
-        <source>failed: %1</source>
-        <translation>失败：%1</translation>
-    </message>
-    <message>
         <location filename="../../gui/widgets/chat_pane.py" line="397" />
         <location filename="../../gui/widgets/chat_pane.py" line="403" />
         <source>Save chat history</source>
@@ -130,44 +79,8 @@
         <translation>之前的 %1 条消息不再发送，以便对话能放进服务器的上下文。</translation>
     </message>
     <message>
-        <source>Cancel</source>
-        <translation>取消</translation>
-    </message>
-    <message>
-        <source>Counting the conversation's tokens…</source>
-        <translation>正在计算对话的 token 数…</translation>
-    </message>
-    <message>
-        <source>Leave out oldest turns and send</source>
-        <translation>去掉最早的几轮并发送</translation>
-    </message>
-    <message>
-        <source>Not sent yet: the conversation is longer than the server can read.</source>
-        <translation>尚未发送：对话长度超出了服务器能读取的范围。</translation>
-    </message>
-    <message>
-        <source>Not sent. Your message is still in the box below.</source>
-        <translation>未发送。您的消息仍在下方输入框中。</translation>
-    </message>
-    <message>
-        <source>Not sent: wait for the reply to finish, or press Stop. Your message stays in the box.</source>
-        <translation>未发送：请等待回复结束，或按“停止”。您的消息仍在输入框中。</translation>
-    </message>
-    <message>
         <source>Your message is still in the box: press Ctrl+Enter to send it.</source>
         <translation>您的消息仍在输入框中：按 Ctrl+Enter 发送。</translation>
-    </message>
-    <message>
-        <source>Asked again after the interrupted reply above.</source>
-        <translation>上面的回复被中断后重新提问。</translation>
-    </message>
-    <message>
-        <source>Interrupted: %1</source>
-        <translation>已中断：%1</translation>
-    </message>
-    <message>
-        <source>no reason given</source>
-        <translation>未说明原因</translation>
     </message>
     <message>
         <source>The reply goes on where it was cut:</source>
@@ -460,56 +373,6 @@
         <translation>正在查找节点…</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="142" />
-        <source>&amp;File</source>
-        <translation>文件(&amp;F)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="143" />
-        <source>&amp;Open model…</source>
-        <translation>打开模型(&amp;O)…</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="147" />
-        <source>&amp;Export cluster profile…</source>
-        <translation>导出集群配置(&amp;E)…</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="150" />
-        <source>&amp;Import cluster profile…</source>
-        <translation>导入集群配置(&amp;I)…</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="154" />
-        <source>&amp;Quit</source>
-        <translation>退出(&amp;Q)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="158" />
-        <source>&amp;Help</source>
-        <translation>帮助(&amp;H)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="159" />
-        <source>&amp;About llama-herd</source>
-        <translation>关于 llama-herd(&amp;A)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="169" />
-        <source>Show window</source>
-        <translation>显示窗口</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="170" />
-        <source>Quit</source>
-        <translation>退出</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="172" />
-        <source>llama-herd: not running</source>
-        <translation>llama-herd：未运行</translation>
-    </message>
-    <message>
         <location filename="../../gui/app.py" line="191" />
         <source>Remembered nodes that did not answer: %1</source>
         <translation>以下已保存的节点没有响应：%1</translation>
@@ -525,121 +388,6 @@
         <translation>缺少 llama.cpp 引擎：请运行 herd engine install</translation>
     </message>
     <message>
-        <location filename="../../gui/app.py" line="216" />
-        <source>Lost contact with %1.</source>
-        <translation>与 %1 失去联系。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="219" />
-        <source>%1 stopped answering; the running model may fail.</source>
-        <translation>%1 已停止响应，正在运行的模型可能会出错。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="222" />
-        <source>%1 node(s) found.</source>
-        <translation>已找到 %1 个节点。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="278" />
-        <source>Pairing with %1 failed: %2</source>
-        <translation>与 %1 配对失败：%2</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="315" />
-        <source>Making the demo model…</source>
-        <translation>正在生成演示模型…</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="512" />
-        <source>Starting two local workers…</source>
-        <translation>正在启动两个本地工作节点…</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="524" />
-        <source>The local demo could not start: %1</source>
-        <translation>本地演示无法启动：%1</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="541" />
-        <source>About llama-herd</source>
-        <translation>关于 llama-herd</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="543" />
-        <source>Turn the PCs of your home network into one llama.cpp cluster.</source>
-        <translation>把家里局域网中的电脑组成一个 llama.cpp 集群。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="545" />
-        <source>llama.cpp build: %1 (pinned %2)</source>
-        <translation>llama.cpp 版本：%1（固定版本 %2）</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="546" />
-        <source>Qt %1, PySide6 %2, Python %3</source>
-        <translation>Qt %1，PySide6 %2，Python %3</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="548" />
-        <source>Platform: %1</source>
-        <translation>平台：%1</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>&amp;Cluster</source>
-        <translation>集群(&amp;C)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>&amp;Relaunch automatically when a node is lost</source>
-        <translation>节点失联时自动重新启动(&amp;R)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>&amp;Countdown before relaunching</source>
-        <translation>重新启动前的倒计时(&amp;C)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>At once</source>
-        <translation>立即</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>%1 s</source>
-        <translation>%1 秒</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>When a lost node &amp;returns</source>
-        <translation>失联节点恢复时(&amp;R)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>Ask before using it again</source>
-        <translation>重新使用前先询问</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="0" />
-        <source>Use it again automatically</source>
-        <translation>自动重新使用</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="338" />
-        <source>Added %1.</source>
-        <translation>已添加 %1。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="341" />
-        <source>Could not add %1: %2</source>
-        <translation>无法添加 %1：%2</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="349" />
-        <source>Paired with %1.</source>
-        <translation>已与 %1 配对。</translation>
-    </message>
-    <message>
         <location filename="../../gui/app.py" line="748" />
         <source>Quit llama-herd</source>
         <translation>退出 llama-herd</translation>
@@ -653,102 +401,6 @@
         <location filename="../../gui/app.py" line="751" />
         <source>Stop and quit</source>
         <translation>停止并退出</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="178" />
-        <source>&amp;Keyboard shortcuts</source>
-        <translation>键盘快捷键(&amp;K)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="181" />
-        <source>&amp;Troubleshooting</source>
-        <translation>故障排查(&amp;T)</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="741" />
-        <source>Open a model</source>
-        <translation>打开模型</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="742" />
-        <source>Left / Right</source>
-        <translation>左 / 右</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="742" />
-        <source>Move the focused handle of the layer bar one slot</source>
-        <translation>把分层条上选中的拖柄移动一个层位</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="743" />
-        <source>Up / Down</source>
-        <translation>上 / 下</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="743" />
-        <source>Focus the previous / next handle</source>
-        <translation>选中上一个 / 下一个拖柄</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="744" />
-        <source>Undo / redo a split edit</source>
-        <translation>撤销 / 重做分层修改</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="745" />
-        <source>Send the chat message</source>
-        <translation>发送对话消息</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="746" />
-        <source>Quit (asks first while the cluster serves)</source>
-        <translation>退出（集群运行时会先询问）</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="747" />
-        <source>Keyboard shortcuts</source>
-        <translation>键盘快捷键</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="752" />
-        <source>Troubleshooting</source>
-        <translation>故障排查</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="753" />
-        <source>&lt;b&gt;A node does not appear:&lt;/b&gt; check that herd-agent runs on it (herd-agent pin shows its PIN); where the network blocks discovery, use Add by address… with its IP address.</source>
-        <translation>&lt;b&gt;节点没有出现：&lt;/b&gt;请确认它上面正在运行 herd-agent（herd-agent pin 会显示其 PIN）；如果网络阻止了自动发现，请用“按地址添加…”输入它的 IP 地址。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="755" />
-        <source>&lt;b&gt;Start refuses or fails:&lt;/b&gt; the Launch tab lists the checks; in a terminal, herd doctor runs the same checks and herd engine status shows which llama.cpp build is used.</source>
-        <translation>&lt;b&gt;无法启动或启动失败：&lt;/b&gt;“启动”页列出了各项检查；在终端中，herd doctor 会运行同样的检查，herd engine status 会显示所用的 llama.cpp 版本。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="757" />
-        <source>&lt;b&gt;The model does not fit:&lt;/b&gt; lower the context on the Split tab, or give layers to the devices with memory to spare.</source>
-        <translation>&lt;b&gt;模型装不下：&lt;/b&gt;请在“分层”页调低上下文，或把层分给仍有空闲内存的设备。</translation>
-    </message>
-    <message>
-        <location filename="../../gui/app.py" line="759" />
-        <source>&lt;b&gt;Slow replies:&lt;/b&gt; Fastest measures the nodes and picks the quickest split; a node on Wi-Fi is marked on its card.</source>
-        <translation>&lt;b&gt;回复很慢：&lt;/b&gt;“最快”会测量各节点并选出最快的分层；使用 Wi-Fi 的节点会在其卡片上标出。</translation>
-    </message>
-    <message>
-        <source>Connecting to %1…</source>
-        <translation>正在连接 %1…</translation>
-    </message>
-    <message>
-        <source>&amp;Share…</source>
-        <translation>共享(&amp;S)…</translation>
-    </message>
-    <message>
-        <source>Could not wake %1: %2</source>
-        <translation>无法唤醒 %1：%2</translation>
-    </message>
-    <message>
-        <source>Sent %1 a Wake-on-LAN packet (%2); its card turns back on when it answers.</source>
-        <translation>已向 %1 发送网络唤醒（Wake-on-LAN）数据包（%2）；它应答后，其卡片会恢复正常。</translation>
     </message>
 </context>
 <context>
@@ -1074,11 +726,6 @@
         <translation>导入集群配置</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/profile_dialog.py" line="29" />
-        <source>&lt;b&gt;%1&lt;/b&gt;&lt;br&gt;Model %2 · %3 layer slots · context %4 · port %5</source>
-        <translation>&lt;b&gt;%1&lt;/b&gt;&lt;br&gt;模型 %2 · %3 个层位 · 上下文 %4 · 端口 %5</translation>
-    </message>
-    <message>
         <location filename="../../gui/widgets/profile_dialog.py" line="39" />
         <source>✔ Matches the live cluster: it can launch as saved.</source>
         <translation>✔ 与当前集群一致：可以按保存的配置启动。</translation>
@@ -1274,41 +921,6 @@
         <translation>重做</translation>
     </message>
     <message>
-        <location filename="../../gui/widgets/split_editor.py" line="93" />
-        <source>Use</source>
-        <translation>使用</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="93" />
-        <source>Device</source>
-        <translation>设备</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="93" />
-        <source>Slots</source>
-        <translation>层位数</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="93" />
-        <source>Layers</source>
-        <translation>层</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="94" />
-        <source>Needs</source>
-        <translation>需要</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="94" />
-        <source>Free</source>
-        <translation>可用</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="94" />
-        <source>Fit</source>
-        <translation>是否够用</translation>
-    </message>
-    <message>
         <location filename="../../gui/widgets/split_editor.py" line="102" />
         <source>Copy command</source>
         <translation>复制命令</translation>
@@ -1338,31 +950,6 @@
         <location filename="../../gui/widgets/split_editor.py" line="378" />
         <source>host CPU</source>
         <translation>主控 CPU</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="374" />
-        <source>Untick to leave this device out</source>
-        <translation>取消勾选即不使用此设备</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="386" />
-        <source>+ output</source>
-        <translation>+ 输出层</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="387" />
-        <source>fits</source>
-        <translation>够用</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="388" />
-        <source>short by %1</source>
-        <translation>还差 %1</translation>
-    </message>
-    <message>
-        <location filename="../../gui/widgets/split_editor.py" line="391" />
-        <source>left out</source>
-        <translation>未使用</translation>
     </message>
     <message>
         <location filename="../../gui/widgets/split_editor.py" line="404" />
@@ -1397,30 +984,6 @@
     <message>
         <source>%1 needs %2, and the other devices on the same computer %3, but it has %4 free: short by %5.</source>
         <translation>%1 需要 %2，同一台电脑上的其他设备另需 %3，但它只有 %4 可用：还差 %5。</translation>
-    </message>
-    <message>
-        <source>Experts</source>
-        <translation>专家</translation>
-    </message>
-    <message>
-        <source>Holds the experts of %1's layers</source>
-        <translation>存放 %1 所承担各层的专家</translation>
-    </message>
-    <message>
-        <source>Keep this GPU's experts in its PC's RAM (its CPU device)</source>
-        <translation>把这块 GPU 的专家放在其所在电脑的内存中（该电脑的 CPU 设备）</translation>
-    </message>
-    <message>
-        <source>in RAM</source>
-        <translation>放内存</translation>
-    </message>
-    <message>
-        <source>of layers %1</source>
-        <translation>第 %1 层的专家</translation>
-    </message>
-    <message>
-        <source>A mixture-of-experts model: tick a GPU to keep its layers' experts in its PC's RAM. The GPU keeps attention and the shared tensors; a token reads only a few experts, so RAM serves them well and the GPU's memory holds more layers. The tensors between the two pass through this computer: ten round trips to that PC per layer and token, so it suits a wired network.</source>
-        <translation>混合专家（MoE）模型：勾选某块 GPU，即把它所承担各层的专家权重放在该电脑的内存中。GPU 保留注意力和共享张量；每个词元只读取少数几个专家，内存足以胜任，GPU 显存便能容纳更多层。两者之间的张量要经过本机中转：每层每个词元需与那台电脑往返十次，因此更适合有线网络。</translation>
     </message>
 </context>
 <context>
@@ -1985,16 +1548,6 @@
         <translation>{path}：不是文件</translation>
     </message>
     <message>
-        <location filename="../../gui/cluster/llama/model.py" line="254" />
-        <source>{path}: not a GGUF file (it starts with {magic}, expected b'GGUF')</source>
-        <translation>{path}：不是 GGUF 文件（文件开头是 {magic}，应为 b'GGUF'）</translation>
-    </message>
-    <message>
-        <location filename="../../gui/cluster/llama/model.py" line="259" />
-        <source>{path}: truncated or corrupt GGUF file ({why})</source>
-        <translation>{path}：GGUF 文件不完整或已损坏（{why}）</translation>
-    </message>
-    <message>
         <location filename="../../gui/cluster/llama/model.py" line="266" />
         <source>{path}: unsupported architecture {arch}: it is not a text-generation model that llama-server can split over workers</source>
         <translation>{path}：不支持的架构 {arch}：它不是 llama-server 能分配到各工作进程上的文本生成模型</translation>
@@ -2431,10 +1984,6 @@
         <translation>{repo} 中没有 {quant} 文件（现有的量化类型：{have}）</translation>
     </message>
     <message>
-        <source>the file does not start like a GGUF file</source>
-        <translation>该文件的开头不是 GGUF 文件</translation>
-    </message>
-    <message>
         <source>download cancelled</source>
         <translation>下载已取消</translation>
     </message>
@@ -2453,10 +2002,6 @@
     <message>
         <source>type part of a model's name to search for</source>
         <translation>请输入模型名称的一部分来搜索</translation>
-    </message>
-    <message>
-        <source>{path}: the GGUF header does not end within the file's first {n} bytes: not a usable GGUF file</source>
-        <translation>{path}：GGUF 文件头在文件的前 {n} 字节内没有结束：不是可用的 GGUF 文件</translation>
     </message>
     <message>
         <source>{path}: the download stopped ({why}); start it again to resume where it stopped</source>
