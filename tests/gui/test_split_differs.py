@@ -40,9 +40,13 @@ def test_edit_while_serving_then_relaunch(qtbot, make_window, agents, demo_model
     assert not ed.differs.isHidden()
     shown = ed.plan()
 
+    # the states the panel shows from here on: the old launch's end, then the new one's way up
+    # (the session's own state is read on another thread, so "ready" alone could be the old one)
+    shown_states: list[str] = []
+    win.launch.stateChanged.connect(shown_states.append)
     click(qtbot, ed.relaunch_button)
-    qtbot.waitUntil(lambda: win.launch.state == "stopped" or win.session.supervisor is None, timeout=30000)
-    qtbot.waitUntil(lambda: win.launch.state == "ready", timeout=120000)
+    qtbot.waitUntil(lambda: "stopped" in shown_states
+                    and "ready" in shown_states[shown_states.index("stopped"):], timeout=120000)
     assert win.launch_flow.running_plan().host_layers == shown.host_layers
     assert win.launch_flow.layout_of(win.launch_flow.running_plan()) == win.launch_flow.layout_of(ed.plan())
     assert ed.differs.isHidden()
