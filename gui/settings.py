@@ -53,6 +53,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in [
     Option("server/share_https", bool, False, "Use HTTPS"),
     # Speculative decoding (#35), as herd plan --draft takes it: auto, none, ngram, mtp or a draft's path.
     Option("server/draft", str, "auto", "Speculation"),
+    Option("speculation/measured", list, [], "What Fastest measured about speculation, per model"),
     # Small instruct models (the demo's SmolLM2 among them) wander off without one.
     Option("chat/system", str, "You are a helpful assistant.", "System prompt"),
     Option("chat/temperature", float, 0.8, "Temperature"),

@@ -10,7 +10,9 @@ and the split editor's (its draft's memory in the fit, ``-md`` on the command li
 and its predicted gain in the summary). After *Fastest*'s split search, a chosen speculation is
 measured with and without on that split
 (:func:`~gui.cluster.launching.speculation_trial_run.measure_on_cluster`, as ``herd plan
---fastest --draft``) and kept only when it is faster; the reason goes under the split.
+--fastest --draft``) and kept only when it is faster; the reason goes under the split. Under
+*Auto* that decision is remembered for the model (:mod:`gui.cluster.planning.speculation_memory`),
+so opening it again does not bring back a draft *Fastest* dropped.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import logging
 from PySide6.QtCore import QObject, Signal
 
 from gui.cluster.planning.speculation import AUTO, DRAFT, Speculation, SpeculationError
+from gui.cluster.planning.speculation_memory import remember_decision, remembered_decision
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +99,19 @@ class SpeculationActions(QObject):
         self._show_choice()
         self.apply()
 
+    def _auto(self) -> Speculation:
+        """What *Auto* means for the open model: the offer's pick, unless *Fastest* measured that
+        pick on this model and dropped it (or kept it, with its gain)."""
+        pick = self.offer.auto
+        if not pick.active:
+            return pick
+        measured = remembered_decision(self.settings.get("speculation/measured"), self.offer.target, pick)
+        return measured if measured is not None else pick
+
     def _show_choice(self) -> None:
         """The choice offered for the open model, the stored one shown, *Auto* saying what it picks."""
-        auto = self.offer.auto.label() if self.offer.auto.active else self.tr("off")
+        auto = self._auto()
+        auto = auto.label() if auto.active else self.tr("off")
         self.editor.speculation_choice.set_offer(self.offer, self.choice(), auto)
 
     # ------------------------------------------------------------ the choice
@@ -126,7 +139,7 @@ class SpeculationActions(QObject):
         except SpeculationError as exc:
             self.editor.speculation_choice.set_line(self.tr("Speculation is off: %1").replace("%1", str(exc)))
             speculation = Speculation()
-        self._use(speculation)
+        self._use(self._auto() if self.choice() == AUTO else speculation)
 
     def _use(self, speculation: Speculation) -> None:
         self.workspace.set_speculation(speculation)
@@ -159,14 +172,19 @@ class SpeculationActions(QObject):
         self.status_bar.showMessage(trying_text(speculation))
         call = self.trial_call = self.bridge.submit(trial(), "speculation trial")
         # (a decision for a model that is no longer open is dropped)
-        call.finished.connect(lambda decision: self.workspace.model is model and self._measured(decision))
+        call.finished.connect(lambda decision: self.workspace.model is model and self._measured(decision, speculation))
         call.failed.connect(lambda exc: self.workspace.model is model and self._measured(Speculation(reason=str(exc))))
         call.done.connect(lambda: setattr(self, "trial_call", None))
         return call
 
-    def _measured(self, decision: Speculation) -> None:
-        """The trial's decision: planned, and its reason under the split."""
+    def _measured(self, decision: Speculation, tried: Speculation | None = None) -> None:
+        """The trial's decision: planned, and its reason under the split; under *Auto*, kept for
+        the next opening of the model (the choice the user made by name stays theirs)."""
         self._use(decision)
+        if tried is not None and self.choice() == AUTO and self.offer is not None:
+            self.settings.set("speculation/measured", remember_decision(
+                self.settings.get("speculation/measured"), self.offer.target, tried, decision))
+            self._show_choice()  # (Auto's label says what it now means)
         self.status_bar.clearMessage()
         note = self.editor.note.text() if self.editor.note.isVisible() else ""
         words = decision.describe()

@@ -155,6 +155,13 @@ def test_fastest_measures_the_draft_with_and_without_and_keeps_or_drops_it_with_
     qtbot.waitUntil(lambda: win.editor.fastest_button.isEnabled(), timeout=5000)
     assert choice.combo.currentData() == "auto"  # the choice stays the user's; the plan has the decision
 
+    # opened again, the model keeps what Fastest measured under Auto (a dropped draft stays dropped)
+    assert win.open_model(str(target))
+    qtbot.waitUntil(lambda: win.speculation.offer is not None
+                    and win.workspace.speculation.to_json() == decision.to_json(), timeout=30000)
+    assert choice.combo.currentText() == (f"Auto ({decision.label()})" if decision.active else "Auto (off)")
+    assert ("-md" in win.editor.command_line()) == decision.active
+
     # the draft chosen by name, Start runs llama-server with it (the process's own command line)
     _choose(qtbot, choice, str(draft))
     assert win.workspace.speculation.kind == DRAFT
