@@ -65,7 +65,7 @@ class SdkPhone:
     """
 
     def __init__(self, host, base: str, ca: str | None) -> None:
-        self.base, self.ca = base, ca
+        self.host, self.base, self.ca = host, base, ca
         self.proc = host.popen([sys.executable, str(Path(__file__))], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -3,8 +3,9 @@
 agent) runs ``openai.OpenAI(base_url=…, api_key=…)`` with an httpx client that pins herd's
 certificate. Plain and streamed completions with a key; AuthenticationError (401) with no key
 and a wrong one; the admin routes refused (403); a client that does not pin the certificate gets
-a certificate error; a key revoked while serving fails within 2 s and one added works. One
-cluster for the module. Needs root (network namespaces): skipped with the reason otherwise,
+a certificate error; a key revoked while serving fails within 2 s and one added works; a sniffer
+on the phone's cable reads neither the key nor the chat (and does read a key sent in the clear).
+One cluster for the module. Needs root (network namespaces): skipped with the reason otherwise,
 failed in CI. The cut worker link under an SDK stream: test_front_door_resume_lan.py."""
 
 from __future__ import annotations
@@ -14,16 +15,29 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
 from e2e.herd_cli import HERD, HerdUp, gone, herd
 from e2e.sdk_phone import SdkPhone
 from lan import Lan
+from wire_sniffer import WireSniffer
 
 pytestmark = [pytest.mark.engine, pytest.mark.netns, pytest.mark.slow]
 
 PORT = 8080  # the master's namespace has its own ports: the default is free
+
+#: Sends ``GET /v1/models`` with the key in plain HTTP to host argv[1], port argv[2].
+CLEAR_TEXT_PROBE = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+s.sendall(b"GET /v1/models HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer " + sys.argv[3].encode() + b"\\r\\n\\r\\n")
+try:
+    s.recv(4096)
+except OSError:
+    pass
+"""
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +108,27 @@ def test_a_client_that_does_not_pin_herds_certificate_gets_a_certificate_error(s
     got = phone.ask("chat", key, pin=False)
     assert not got["ok"] and got["error"] == "APIConnectionError", got
     assert "CERTIFICATE_VERIFY_FAILED" in got["message"], got
+
+
+def test_a_sniffer_on_the_phones_cable_reads_neither_the_key_nor_the_chat(shared):
+    """The reason for HTTPS: what crosses the phone's link, read by a raw packet socket on it.
+    The same sniffer reads a key that is sent in the clear, so it does see the payloads."""
+    m, phone, _env, key, _up, _config = shared
+    prompt = "Spell the word sniffer backwards."
+    with WireSniffer(phone.host.peer, PORT) as wire:
+        got = phone.ask("chat", key, prompt=prompt)
+        assert got["ok"], got
+        # the same key sent without TLS to the same port (the door refuses it; the wire carries it)
+        phone.host.run([sys.executable, "-c", CLEAR_TEXT_PROBE, m.ip, str(PORT), key], timeout=30)
+        # (the sniffer reads on its own thread: wait for the probe's bytes, the last to pass)
+        deadline = time.monotonic() + 10
+        while not wire.saw("Bearer " + key) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert wire.saw("Bearer " + key), f"{wire.frames} frames: the sniffer did not see the key sent in the clear"
+    tls_part = bytes(wire.payload[:wire.payload.find(b"GET /v1/models")])
+    assert len(tls_part) > 2000 and tls_part[:1] == b"\x16"  # a TLS handshake record, then the chat
+    assert key.encode() not in tls_part
+    assert prompt.encode() not in tls_part and got["text"].strip().encode() not in tls_part
 
 
 def test_a_key_revoked_while_serving_fails_within_2_s_and_one_added_works(shared):
