@@ -11,6 +11,7 @@ only when it is measured faster (:func:`measured_draft`).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from agent.engine_lookup import find_engine
@@ -69,4 +70,5 @@ async def measured_draft(args: argparse.Namespace, disc, model, nodes, plan, spe
         print(trying_text(speculation), flush=True)
     return await measure_on_cluster(eng.require_llama_server(), plan, model, nodes, disc.client, speculation,
                                     ctx=args.ctx or 4096, threads=args.threads,
-                                    load_timeout=getattr(args, "load_timeout", 600.0))
+                                    load_timeout=getattr(args, "load_timeout", 600.0),
+                                    progress=lambda words: print(words, file=sys.stderr, flush=True))

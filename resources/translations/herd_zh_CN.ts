@@ -3801,6 +3801,14 @@
         <source>Fastest: starting the cluster without speculation and measuring it…</source>
         <translation>最快：正在不用推测解码启动集群并测量…</translation>
     </message>
+    <message>
+        <source>Fastest: measuring {kind}: {done} of {total} measurements done…</source>
+        <translation>最快：正在测量{kind}：已完成 {done}/{total} 次测量…</translation>
+    </message>
+    <message>
+        <source>without speculation</source>
+        <translation>不使用推测解码</translation>
+    </message>
 </context>
 <context>
     <name>AcceptanceLine</name>

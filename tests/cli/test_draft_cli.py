@@ -88,6 +88,12 @@ def test_plan_fastest_tries_the_draft_on_the_cluster_and_keeps_it_only_if_measur
               "--threads", "1"], env, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "Fastest: trying speculation by draft model small-draft.gguf" in r.stdout, r.stdout
+    # how far the trial is, on stderr: every measurement counted, the side named
+    steps = [ln for ln in r.stderr.splitlines() if ln.startswith("Fastest: measuring ")]
+    assert [int(ln.split(": ")[2].split(" of ")[0]) for ln in steps] == list(range(1, len(steps) + 1)), r.stderr
+    assert len(steps) >= 6 and all(f" of {len(steps)} measurements done" in ln for ln in steps), steps
+    assert steps[0].startswith("Fastest: measuring without speculation: ")
+    assert steps[-1].startswith("Fastest: measuring draft model small-draft.gguf"), steps
     line = next(ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("speculation: "))
     assert "measured" in line and "predicted" in line and "Without speculation a token costs" in line, line
     on = "faster, so it is on" in line

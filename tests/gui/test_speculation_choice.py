@@ -135,8 +135,10 @@ def test_fastest_measures_the_draft_with_and_without_and_keeps_or_drops_it_with_
     assert not win.editor.fastest_button.isEnabled()  # (the trial starts the plan itself)
     with qtbot.waitSignal(win.speculation.trial_call.done, timeout=600000):
         pass
-    # the status line said what the trial was doing, in order
-    steps = [m for m in said if m.startswith("Fastest: ")]
+    # the status line said what the trial was doing, in order, and how far it was
+    counted = [m for m in said if m.startswith("Fastest: measuring ")]
+    assert len(counted) >= 6 and counted[-1].endswith(f": {len(counted)} of {len(counted)} measurements done…"), said
+    steps = [m for m in said if m.startswith("Fastest: ") and m not in counted]
     assert steps == ["Fastest: trying speculation by draft model agreeing-draft.gguf, 3 tokens per pass against "
                      "none on the planned cluster…",
                      "Fastest: starting the cluster without speculation and measuring it…",

@@ -57,6 +57,13 @@ def measuring_text(tried: Speculation) -> str:
                                     "it…").format(kind=tried.label())
 
 
+def step_text(tried: Speculation, done: int, total: int) -> str:
+    """What is said after each of the trial's timed requests: the side, and how far it is."""
+    kind = translate("Speculation", "without speculation") if not tried.active else tried.label()
+    return translate("Speculation", "Fastest: measuring {kind}: {done} of {total} measurements done…").format(
+        kind=kind, done=done, total=total)
+
+
 async def measure_on_cluster(llama_server: str | Path, plan, model, nodes: Iterable, client_for: Callable,
                              speculation: Speculation, *, ctx: int | None = None, threads: int | None = None,
                              load_timeout: float = 600.0, cache: MeasurementCache | None = None,
@@ -66,10 +73,12 @@ async def measure_on_cluster(llama_server: str | Path, plan, model, nodes: Itera
     plans: the speculation with its measured gain and reason when it is faster, else none with
     the reason in words. A trial that cannot run (a worker refuses, llama-server fails to start,
     a request fails) keeps none, the reason said. Nothing is left running. ``progress(words)``,
-    when given, is told each side as it starts (on the calling loop's thread)."""
+    when given, is told each side as it starts and how far the measurements are (on the calling
+    loop's thread)."""
     if not speculation.active:
         return speculation
     used = {n.id: n for n in nodes_for_plan(plan, list(nodes))}
+    side = [Speculation()]  # the side being measured (what serve() started last)
 
     @contextlib.asynccontextmanager
     async def serve(tried: Speculation):
@@ -77,6 +86,7 @@ async def measure_on_cluster(llama_server: str | Path, plan, model, nodes: Itera
         options = ServerOptions(ctx=ctx or DEFAULT_CTX, port=_free_port(), extra_args=("-np", "1"))
         request = LaunchRequest(plan, model, options, threads=threads, speculation=tried)
         launcher = ClusterLauncher(llama_server, request, used, client_for)
+        side[0] = tried
         if progress is not None:
             progress(measuring_text(tried))
         try:
@@ -90,7 +100,9 @@ async def measure_on_cluster(llama_server: str | Path, plan, model, nodes: Itera
         share = draft.stat().st_size / max(1, model.file_bytes) if draft else 0.0
         slots = model.active_slot_bytes
         trial = await measure_speculation(serve, speculation, rtts_ms=link_rtts_ms(plan, Path(model.path), cache),
-                                          draft_share=share, output_share=slots[-1] / max(1, sum(slots)))
+                                          draft_share=share, output_share=slots[-1] / max(1, sum(slots)),
+                                          on_step=progress and (lambda done, total: progress(
+                                              step_text(side[0], done, total))))
     except (TrialError, LaunchError, AgentError, OSError) as exc:
         return Speculation(reason=translate("Speculation", "the trial of speculation by {kind} failed: {why}")
                            .format(kind=speculation.label(), why=exc))

@@ -167,27 +167,40 @@ class SpeculationTrial:
 async def measure_speculation(serve: Callable[[Speculation], contextlib.AbstractAsyncContextManager],
                               speculation: Speculation, *, rtts_ms: Sequence[float], draft_share: float = 0.0,
                               output_share: float = 0.0, runs: int = DEFAULT_RUNS, tokens: int = DEFAULT_TOKENS,
-                              timeout: float = 300.0) -> SpeculationTrial:
+                              timeout: float = 300.0,
+                              on_step: Callable[[int, int], None] | None = None) -> SpeculationTrial:
     """Measure ``speculation`` against none on the cluster ``serve`` starts (see the module
     docstring). ``rtts_ms``: the measured round trip of each RPC device that holds layers;
     ``draft_share``: the draft's weights over the target's (its time per drafted token is that
     share of a token's compute: decode reads every weight once); ``output_share``: the output
     layer's share of a token's compute (a verify pass computes it for every token).
+    ``on_step(done, total)``, when given, is told after each timed request (a trial of a large
+    model over slow links takes minutes: the user sees how far it is).
 
     Raises:
         TrialError: a request failed or came back without timings (in words).
     """
+    total, done = 2 * runs + 4, 0
+
+    async def step(measurement):
+        nonlocal done
+        value = await measurement
+        done += 1
+        if on_step is not None:
+            on_step(done, total)
+        return value
+
     async with httpx.AsyncClient(timeout=timeout) as client:
         async with serve(Speculation()) as url:
-            await _decode(client, url, 4)  # warm-up
-            without = [await _decode(client, url, tokens) for _ in range(runs)]
-            one_ms = await _pass_ms(client, url, 1)
-            verify_ms = await _pass_ms(client, url, speculation.draft_max + 1)
+            await step(_decode(client, url, 4))  # warm-up
+            without = [await step(_decode(client, url, tokens)) for _ in range(runs)]
+            one_ms = await step(_pass_ms(client, url, 1))
+            verify_ms = await step(_pass_ms(client, url, speculation.draft_max + 1))
         async with serve(speculation) as url:
-            sample = await _decode(client, url, tokens)  # the short sample: the acceptance
+            sample = await step(_decode(client, url, tokens))  # the short sample: the acceptance
             inputs = _inputs(speculation, without, sample, (one_ms, verify_ms), rtts_ms, draft_share, output_share)
             predicted = predict_gain(inputs)
-            with_ = [await _decode(client, url, tokens) for _ in range(runs)]
+            with_ = [await step(_decode(client, url, tokens)) for _ in range(runs)]
     gain = measured_gain([s.tokens_per_s for s in without], [s.tokens_per_s for s in with_])
     return SpeculationTrial(speculation, tuple(without), tuple(with_), one_ms, verify_ms, inputs, predicted, gain)
 
