@@ -14,9 +14,13 @@ is the sum of the streams' rates.
 Goal: through the door at least 0.98 of the direct decode rate and at most +5 ms to the first
 token (medians over the repetitions).
 
-    python bench/front_door.py [--reps 5] [--tokens 128] [--smoke]
+    python bench/front_door.py [--reps 5] [--tokens 128] [--server-threads N] [--smoke]
 
-Normal mode writes ``bench/front_door.md`` (the table and the CPU); ``--smoke`` writes nothing.
+Normal mode writes ``bench/front_door.md`` (the table and the CPU), or with ``--server-threads N``
+``bench/front_door-threads-N.md``; ``--smoke`` writes nothing. llama-server's own default is a
+compute thread per core: on a small master the door's work per token then takes its time from a
+compute thread; ``--server-threads`` with fewer than the cores shows the door's cost with a core
+left to it.
 """
 
 from __future__ import annotations
@@ -62,10 +66,11 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def start_llama_server(engine, model: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    """A real llama-server with 8 slots on loopback; (process, base URL) once it serves."""
-    spec = ServerSpec(model=model, options=ServerOptions(ctx=8 * 512, port=free_loopback_port(),
-                                                         extra_args=("-np", "8")))
+def start_llama_server(engine, model: Path, log: Path, threads: int | None = None) -> tuple[subprocess.Popen, str]:
+    """A real llama-server with 8 slots on loopback (``threads`` compute threads, or its own
+    default: one per core); (process, base URL) once it serves."""
+    extra = ("-np", "8") + (("-t", str(threads)) if threads else ())
+    spec = ServerSpec(model=model, options=ServerOptions(ctx=8 * 512, port=free_loopback_port(), extra_args=extra))
     spec = spec.with_extra("--no-webui", *machine_args(engine.llama_server))
     with open(log, "wb") as fh:
         proc = subprocess.Popen(spec.argv(engine.llama_server), stdout=fh, stderr=subprocess.STDOUT,
@@ -194,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=5, help="repetitions of each case (default 5)")
     ap.add_argument("--tokens", type=int, default=128, help="tokens per reply (default 128)")
+    ap.add_argument("--server-threads", type=int, default=None,
+                    help="llama-server's compute threads (default: its own, one per core); with fewer "
+                         "than the cores, the door's work does not take time from a compute thread")
     args = parse_args(ap, {"reps": 1, "tokens": 8}, argv)
     engine = find_engine()
     engine.require_llama_server()
@@ -201,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     if model is None:
         raise SystemExit("the demo's SmolLM2 weights are not here: run herd demo --download-only first")
     with tempfile.TemporaryDirectory() as tmp:
-        proc, direct = start_llama_server(engine, model, Path(tmp) / "server.log")
+        proc, direct = start_llama_server(engine, model, Path(tmp) / "server.log", args.server_threads)
         door = None
         try:
             door = DoorProcess(direct, Path(tmp) / "api-keys.json")
@@ -223,12 +231,16 @@ def main(argv: list[str] | None = None) -> int:
                f"token): {'met' if met else 'not met'}")
     print("\n".join(lines))
     print(verdict)
+    threads_flag = f" --server-threads {args.server_threads}" if args.server_threads else ""
+    threads_arg = f" `-t {args.server_threads}`" if args.server_threads else " (its default threads)"
     if not args.smoke:
-        out = Path(__file__).with_name("front_door.md")
+        name = f"front_door-threads-{args.server_threads}.md" if args.server_threads else "front_door.md"
+        out = Path(__file__).with_name(name)
         text = "\n".join([
             "# The front door's cost (#34)", "",
-            f"`python bench/front_door.py --reps {args.reps} --tokens {args.tokens}` on {cpu}, "
-            f"SmolLM2-135M-Instruct Q4_1, llama-server `-np 8`; medians over the repetitions.", "",
+            f"`python bench/front_door.py --reps {args.reps} --tokens {args.tokens}{threads_flag}` on {cpu} "
+            f"({os.cpu_count()} cores), SmolLM2-135M-Instruct Q4_1, llama-server `-np 8`{threads_arg}; medians "
+            f"over the repetitions.", "",
             *lines, "", verdict, ""])
         tmp_out = out.with_suffix(".md.tmp")
         tmp_out.write_text(text, encoding="utf-8")
