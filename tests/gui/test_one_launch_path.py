@@ -81,7 +81,8 @@ def test_a_lost_worker_interrupts_the_reply_in_the_chats_own_transcript(qtbot, m
     partial = win.chat.conversation.messages[-1].content
     qtbot.waitUntil(lambda: any(e.kind == E.EventKind.RECOVERED for e in events), timeout=90000)
     # once the cluster serves again, the cut reply goes on where it stopped (#34)
-    qtbot.waitUntil(lambda: not win.chat.busy(), timeout=60000)
+    # (the resume starts when the relayed "ready" reaches the window, which may come after RECOVERED)
+    qtbot.waitUntil(lambda: win.chat.conversation.messages[-1].resumed and not win.chat.busy(), timeout=60000)
     reply = win.chat.conversation.messages[-1]
     assert reply.role == "assistant" and reply.state == "complete" and reply.resumed
     assert partial and reply.content.startswith(partial) and len(reply.content) > len(partial)
