@@ -8,7 +8,7 @@ without paying for a new process. A command is ``{"op", "base", "key", "ca"?, "u
 * ``ca``: the certificate file to pin (an httpx client with ``verify`` = only that
   certificate), or absent for the system's authorities.
 
-An answer is ``{"ok": true, "text", "chunks", "at"}`` or ``{"ok": false, "error": the SDK's
+An answer is ``{"ok": true, "text", "chunks", "at"}`` (a stream's also ``"finish_reason"``) or ``{"ok": false, "error": the SDK's
 exception class, "status", "message", "at"}``; ``at`` is the wall clock when the answer came
 (the namespaces share the machine's clock). :class:`SdkPhone` drives it from a test.
 """
@@ -44,10 +44,13 @@ def run(cmd: dict) -> dict:
         r = c.chat.completions.create(model=MODEL, messages=messages, max_tokens=12, temperature=0, **no_key)
         return {"text": r.choices[0].message.content, "chunks": 1}
     if cmd["op"] == "stream":
-        parts = [ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
-            model=MODEL, messages=messages, max_tokens=cmd.get("max_tokens", 12), temperature=0, stream=True,
-            extra_body=cmd.get("extra_body"), **no_key) if ch.choices]
-        return {"text": "".join(parts), "chunks": len(parts)}
+        parts, finish = [], None
+        for ch in c.chat.completions.create(model=MODEL, messages=messages, max_tokens=cmd.get("max_tokens", 12),
+                                            temperature=0, stream=True, extra_body=cmd.get("extra_body"), **no_key):
+            if ch.choices:
+                parts.append(ch.choices[0].delta.content or "")
+                finish = ch.choices[0].finish_reason or finish
+        return {"text": "".join(parts), "chunks": len(parts), "finish_reason": finish}
     if cmd["op"] == "models":
         return {"text": " ".join(m.id for m in c.models.list(**no_key)), "chunks": 1}
     if cmd["op"] == "get":

@@ -125,7 +125,10 @@ async def test_an_openai_sdk_stream_goes_on_when_a_workers_link_is_cut(engine, s
         streamed = phone.answer()
         # one reply that goes on after the cut (or an error that says so: then not "ok")
         assert streamed["ok"], streamed
-        assert streamed["chunks"] >= 390 and streamed["text"].count(streamed["text"][:30]) == 1, streamed
+        # it ran to its length (a chunk is a token or more: an emoji's bytes come in one chunk), and the
+        # text goes on after the cut rather than starting over
+        assert streamed["finish_reason"] == "length" and streamed["chunks"] >= 200, streamed
+        assert streamed["text"].count(streamed["text"][:30]) == 1, streamed
         assert any(ln.startswith("failover: serving again") for ln in up.lines), up.lines
         cut_at = time.time() - (time.monotonic() - cut)  # the cut on the wall clock the phone's answers carry
         again = phone.ask("chat", key)

@@ -133,9 +133,12 @@ def _ends_reply(chunk: dict | str | None) -> bool:
                                            if isinstance(c, dict))
 
 
-def continuation_body(body: bytes, reply: ReplySoFar) -> bytes | None:
+def continuation_body(body: bytes, reply: ReplySoFar, spent_tokens: int | None = None) -> bytes | None:
     """The request body that continues ``reply`` of the request ``body``, or None when it cannot
-    be continued (not a streamed chat request of one choice, or nothing of the reply arrived)."""
+    be continued (not a streamed chat request of one choice, or nothing of the reply arrived).
+    ``spent_tokens``: the tokens of the reply so far, which its budget (``max_tokens``) loses;
+    without it, its chunks (one token each, or more: llama-server holds back the bytes of a
+    character that is not whole yet, so an emoji or a Chinese character can come as one chunk)."""
     try:
         request = json.loads(body)
     except ValueError:
@@ -146,7 +149,7 @@ def continuation_body(body: bytes, reply: ReplySoFar) -> bytes | None:
     request["messages"] = continuation_messages(request["messages"], reply.text)
     for key in ("max_tokens", "max_completion_tokens"):  # what is left of the reply's budget
         if isinstance(request.get(key), int) and request[key] > 0:
-            request[key] = max(1, request[key] - reply.chunks)
+            request[key] = max(1, request[key] - (spent_tokens if spent_tokens is not None else reply.chunks))
     return json.dumps(request).encode("utf-8")
 
 
@@ -182,6 +185,19 @@ class ContinuationEvents:
         return b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\n\n"
 
 
+async def tokens_in(session: aiohttp.ClientSession, target, text: str) -> int | None:
+    """How many tokens llama-server at ``target`` (a yarl URL on it) makes of ``text``, by its
+    ``/tokenize``; None when it cannot say (not listening yet, an answer of another form)."""
+    try:
+        async with session.post(target.with_path("/tokenize").with_query(None), json={"content": text}) as r:
+            if r.status != 200:
+                return None
+            tokens = (await r.json(content_type=None)).get("tokens")
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, AttributeError):
+        return None
+    return len(tokens) if isinstance(tokens, list) else None
+
+
 async def resume_stream(session: aiohttp.ClientSession, target, headers: dict, body: bytes, reply: ReplySoFar,
                         write: Callable[[bytes], Awaitable[None]], wait_s: float) -> bool:
     """After a cut, continue ``reply`` from the relaunched llama-server at ``target`` and pass
@@ -190,7 +206,8 @@ async def resume_stream(session: aiohttp.ClientSession, target, headers: dict, b
     deadline = time.monotonic() + wait_s
     next_keepalive = time.monotonic() + KEEPALIVE_S
     while time.monotonic() < deadline:
-        again = continuation_body(body, reply)
+        # the reply's budget loses what it spent: counted by llama-server, whose tokens they were
+        again = continuation_body(body, reply, await tokens_in(session, target, reply.text) if reply.text else None)
         if again is None:
             return False
         upstream = None

@@ -107,6 +107,8 @@ async def test_a_stream_cut_by_llama_server_dying_goes_on_after_its_restart(engi
                         partial = "".join(e["choices"][0]["delta"]["content"] for e in texts)
                         cut_at = len(wire.sent)
                         server = await start_llama_server(argv, spec.url, log)  # the relaunch
+            # what the partial reply costs in llama-server's own tokens
+            spent = len((await c.post(spec.url + "/tokenize", json={"content": partial})).json()["tokens"])
     finally:
         if server.returncode is None:
             server.kill()
@@ -127,6 +129,9 @@ async def test_a_stream_cut_by_llama_server_dying_goes_on_after_its_restart(engi
     assert not text[len(partial):].lstrip().startswith(partial.strip()[:6])
     # On the wire: the request after the cut carried the partial reply as the assistant's prefix.
     after = bytes(wire.sent[cut_at:])
-    continued = json.loads(after[after.index(b"\r\n\r\n") + 4:].split(b"POST ")[0].strip())
+    request = after[after.index(b"POST /v1/chat/completions"):]
+    continued = json.loads(request[request.index(b"\r\n\r\n") + 4:].split(b"POST ")[0].strip())
     assert continued["messages"] == [*QUESTION, {"role": "assistant", "content": partial}]
-    assert continued["max_tokens"] == 60 - 8
+    # the reply's budget lost what the partial reply spent, as llama-server counts it (asked first)
+    assert b"POST /tokenize" in after[:after.index(b"POST /v1/chat/completions")]
+    assert continued["max_tokens"] == 60 - spent

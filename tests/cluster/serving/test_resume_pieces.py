@@ -81,3 +81,15 @@ def test_an_echo_that_differs_from_the_prefix_keeps_what_is_new():
     echo = EchoedPrefix("1, 2,")
     assert echo.new_text("1,  2, 3") == " 2, 3"  # re-tokenised differently: from where it differs
     assert EchoedPrefix("").new_text("x") == "x"
+
+
+def test_the_budget_loses_the_tokens_spent_not_the_chunks():
+    """A chunk can hold several tokens (llama-server holds back a character's bytes until it is
+    whole: an emoji, a Chinese character), so the tokens spent are counted where known."""
+    reply = ReplySoFar()
+    for piece in ("你好", "，", "世界"):
+        reply.observe(event(piece))
+    body = json.dumps({"messages": QUESTION, "stream": True, "max_tokens": 60}).encode()
+    assert json.loads(continuation_body(body, reply))["max_tokens"] == 60 - 3  # (not known: the chunks)
+    assert json.loads(continuation_body(body, reply, spent_tokens=7))["max_tokens"] == 60 - 7
+    assert json.loads(continuation_body(body, reply, spent_tokens=80))["max_tokens"] == 1  # (never below one)
