@@ -445,6 +445,10 @@ class LaunchFlow(QObject):
         """The launch's state, as the core says it: launch panel, chat availability, tray."""
         state = LaunchState(state)
         if state == READY:
+            if not self.session.cluster_launch.is_running:
+                # a "ready" relayed just before a Stop and delivered after it: nothing serves now,
+                # and the "stopping" and "stopped" that follow say so
+                return
             if self._awaiting_ready:
                 self._awaiting_ready = False
                 self._launched(self.session.cluster_launch.placement)

@@ -435,9 +435,9 @@ class LaunchPanel(QWidget):
             self.verified.setText("✖ " + self.tr("Placement differs from the plan: %1").replace("%1", "; ".join(check.problems)))
             self.verified.setStyleSheet(f"color: {WARN};")
 
-    def set_endpoint(self, url: str) -> None:
-        """The OpenAI-compatible base URL for other apps."""
-        self.endpoint.setText(url.rstrip("/") + "/v1")
+    def set_endpoint(self, url: str | None) -> None:
+        """The OpenAI-compatible base URL for other apps (None: nothing serves, nothing shown)."""
+        self.endpoint.setText(url.rstrip("/") + "/v1" if url else "")
 
 
 def _brush(color: str):

@@ -31,3 +31,14 @@ def test_the_panel_shows_the_state_it_is_given_and_keeps_none(qtbot):
     assert panel.status.text() == "Failed: llama-server was killed by signal SIGKILL"
     assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
     assert shown == ["ready", "relaunching", "failed"]
+
+
+def test_a_ready_delivered_after_a_stop_shows_nothing_as_running(qtbot, make_window):
+    """The launch's states reach the window queued from the loop's thread: a "ready" sent just
+    before the user's Stop (a failover relaunch ending as Stop is pressed) arrives once nothing
+    runs. It must not show a cluster that is gone (it raised on the missing endpoint)."""
+    win = make_window(browse=False)
+    assert not win.session.cluster_launch.is_running
+    win.launch_flow.on_server_state("ready", "")  # what the session relays for that "ready"
+    assert win.launch.status.text() != "Running." and win.launch.endpoint.text() == ""
+    assert not win.chat.send_button.isEnabled()
