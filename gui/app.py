@@ -229,7 +229,7 @@ class MainWindow(QMainWindow):
         self.session.transferProgress.connect(self.launch.show_transfer)
         self.session.failover.connect(flow.on_failover)
         self.session.replyInterrupted.connect(self.chat.interrupt_reply)
-        self.bridge.error.connect(lambda label, msg: self.statusBar().showMessage(f"{label}: {msg}", 10000))
+        self.bridge.error.connect(self.show_background_error)
 
     # ------------------------------------------------------------ the workspace
 
@@ -358,6 +358,10 @@ class MainWindow(QMainWindow):
         if self.confirm_quit():
             self._confirmed = True
             self.close()
+
+    def show_background_error(self, label: str, message: str) -> None:
+        """Work done in the background failed: say what and why in the status bar."""
+        self.statusBar().showMessage(f"{label}: {message}", 10000)
 
     def bring_to_front(self) -> None:
         """Show the window on top, restored if minimised (a second herd asked for it)."""

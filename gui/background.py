@@ -54,7 +54,7 @@ class BackgroundServing(QObject):
             self.tray.show_state(self.state)
             self.tray.show()
         win.session.sample.connect(self.on_sample)
-        win.session.serverState.connect(lambda _state, _error: QTimer.singleShot(0, self.show_state))
+        win.session.serverState.connect(self.on_server_state)
 
     # ------------------------------------------------------------ the settings
 
@@ -168,7 +168,16 @@ class BackgroundServing(QObject):
         else:
             return
         # coalesce: samples come several a second while replies stream
-        QTimer.singleShot(0, self.show_state)
+        self.show_state_soon()
+
+    def on_server_state(self, _state, _error: str) -> None:
+        """llama-server's state changed: the tray says so once the window has taken it in."""
+        self.show_state_soon()
+
+    def show_state_soon(self) -> None:
+        """:meth:`show_state` on the next turn of the event loop; not at all once the window is
+        gone (the session that reports may outlive it)."""
+        QTimer.singleShot(0, self, self.show_state)
 
     def show_state(self) -> None:
         """Refresh the tray's tool tip and menu from the running launch and the samples."""

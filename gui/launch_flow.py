@@ -26,7 +26,6 @@ from gui.cluster.launching.preflight_reading import Refusal
 from gui.cluster.launching.state import FAILED, READY, RELAUNCHING, STARTING_UP, STOPPED, LaunchState
 from gui.cluster.failover.text import describe_event
 from gui.cluster.launching.login_service import owner_of_port
-from gui.cluster.nodes.wake import waking_message
 from gui.cluster.planning.devices import host_free_bytes
 from gui.widgets import next_step as S
 
@@ -97,7 +96,7 @@ class LaunchFlow(QObject):
         self.launch.startWithoutRequested.connect(self.start_without)
         # Start wakes the sleeping nodes the plan needs and says so while it waits (#36)
         self._after_waking = False
-        self.session.wakeProgress.connect(lambda name, waited: self.launch.set_status(waking_message(name, waited)))
+        self.session.wakeProgress.connect(self.launch.show_waking)
         #: the ``--chat-template`` herd added to the server options (not one the user typed)
         self._our_template: str | None = None
         self.template_call = None
@@ -468,8 +467,9 @@ class LaunchFlow(QObject):
             self._awaiting_ready = False
             self.workspace.set_running(None)
         self.chat.set_send(None)
-        QTimer.singleShot(0, self.update_fastest_button)
-        QTimer.singleShot(0, self.show_split_differs)
+        # (on the next turn, when the state has settled; dropped if the window is gone by then)
+        QTimer.singleShot(0, self, self.update_fastest_button)
+        QTimer.singleShot(0, self, self.show_split_differs)
         if state == FAILED:
             self.chat.set_available(False, self.tr("llama-server stopped: %1").replace("%1", error))
             if running:

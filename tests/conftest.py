@@ -8,6 +8,7 @@ developer machine it skips with the reason (and the command that fixes it, where
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import functools
 import os
 import shutil
@@ -35,9 +36,20 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # (agent/weight_cache.py), and every agent process the tests start inherits it. Each test's
 # master has a key of its own, so each would leave a folder there.
 # (Made in a hook: test modules import this file again as a module of their own.)
+#
+# A crash (a segmentation fault in Qt, say) is reported with the stack of the thread that
+# crashed only. pytest's own report lists every thread, the crashed one last, and the runs' logs
+# are read from their two ends: the frames that tell where it crashed were the ones cut out.
+# (After pytest's faulthandler plugin, on the stream it keeps for this.)
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config) -> None:
     config.herd_test_weights = tempfile.mkdtemp(prefix="herd-test-weights-")
     os.environ["LLAMA_CACHE"] = config.herd_test_weights
+    from _pytest.faulthandler import fault_handler_stderr_fd_key
+
+    crash_stream = config.stash.get(fault_handler_stderr_fd_key, None)
+    if crash_stream is not None:
+        faulthandler.enable(file=crash_stream, all_threads=False)
 
 
 def pytest_unconfigure(config) -> None:

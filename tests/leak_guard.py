@@ -19,6 +19,8 @@ down — this plugin looks for what the test left, and fails *that* test with a 
 
 What it finds it also undoes where it can (closes the widgets, stops the timers, revives the
 event loops, restores the environment), so one leak fails one test, not every test after it.
+The widgets a test closed and handed to ``deleteLater`` are deleted at the end of that test,
+not inside the next one.
 
 Threads and processes get a short grace period (a process told to stop may take a moment to
 go), and since a module-scoped fixture may own one for the whole module, they are judged when the
@@ -188,6 +190,7 @@ def pytest_runtest_setup(item: pytest.Item):
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     result = yield  # every fixture of the test is torn down by now
+    _delete_closed_widgets()
     before = item.stash.get(_BEFORE, None)
     if before is None:
         return result
@@ -203,6 +206,18 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     if problems:
         pytest.fail(f"{name} left behind:\n  - " + "\n  - ".join(problems), pytrace=False)
     return result
+
+
+def _delete_closed_widgets() -> None:
+    """Delete now what the test handed to ``deleteLater`` (pytest-qt does so with every widget
+    given to ``qtbot.addWidget``). Left to itself, Qt deletes them in the next event loop that
+    runs: inside the next test, often inside one of its modal dialogs, where a window with its
+    session, graphs and tray went down in the middle of another test's work."""
+    app = _qapp()
+    if app is not None:
+        from PySide6.QtCore import QEvent
+
+        app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
 def _described(left: _Left) -> str:

@@ -21,7 +21,7 @@ class DialogNeverOpened(AssertionError):
 
 
 def answer_dialog(qtbot, kind: type, act: Callable[[QDialog], None], timeout: float = 10.0) -> dict:
-    """Arm a timer that waits for a visible top-level ``kind`` dialog and calls ``act(dialog)``.
+    """Arm a timer that waits for a visible modal ``kind`` dialog and calls ``act(dialog)``.
 
     Call it *before* the click that opens the dialog. Returns a dict whose ``"dialog"`` is the
     dialog once seen and ``"error"`` an exception raised inside ``act`` (re-raise it with
@@ -31,18 +31,19 @@ def answer_dialog(qtbot, kind: type, act: Callable[[QDialog], None], timeout: fl
     revive_event_loops()
 
     def poll() -> None:
-        dlgs = [w for w in QApplication.topLevelWidgets() if isinstance(w, kind) and w.isVisible()]
-        if not dlgs:
+        # Every dialog the app asks with is modal. Asking for the modal one, rather than walking
+        # every top-level widget, leaves alone the ones Qt makes and deletes by itself (tool
+        # tips, the tray's balloon, menus being torn down), which the walk would wrap.
+        dlg = QApplication.activeModalWidget()
+        if not (isinstance(dlg, kind) and dlg.isVisible()):
             if time.monotonic() > deadline:
                 seen["error"] = DialogNeverOpened(f"no {kind.__name__} opened within {timeout} s")
                 # whatever modal dialog is open instead would block the test for ever
-                modal = QApplication.activeModalWidget()
-                if isinstance(modal, QDialog):
-                    modal.reject()
+                if isinstance(dlg, QDialog):
+                    dlg.reject()
                 return
             QTimer.singleShot(20, poll)
             return
-        dlg = dlgs[-1]
         seen["dialog"] = dlg
         try:
             act(dlg)

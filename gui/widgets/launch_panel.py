@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from gui.cluster.launching.state import STARTING_UP, LaunchState
+from gui.cluster.nodes.wake import waking_message
 from gui.widgets.feedback import flash_copied
 from gui.widgets.outside_text import PlainLabel, plain_tooltip, shortened
 from gui.widgets.people_box import PeopleBox
@@ -214,6 +215,10 @@ class LaunchPanel(QWidget):
         """One line of status."""
         self.status.setText(text)
         self.status.setStyleSheet(f"color: {color};" if color else "")
+
+    def show_waking(self, name: str, waited: float) -> None:
+        """Start waits for the sleeping node ``name`` to wake (``waited`` seconds so far)."""
+        self.set_status(waking_message(name, waited))
 
     def subject_text(self, finding) -> str:
         """Who a finding is about, as the user reads it: this PC, or the node's name."""
