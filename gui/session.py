@@ -29,6 +29,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from agent.client import AgentError, measure_echo_rtt
 from gui.bridge import AsyncBridge, Call
 from gui.cluster.chat.client import stream_chat
+from gui.cluster.chat.continuation import continuation_params
 from gui.cluster.chat.conversation import check_context
 from gui.cluster.failover.supervisor import ClusterSupervisor, FailoverPolicy
 from gui.cluster.cluster_launch import ClusterLaunch
@@ -465,7 +466,8 @@ class ClusterSession(QObject):
 
         async def events():
             client = await self.http()
-            stream = stream_chat(client, base, messages, **params)
+            # a continuation of a cut reply gets what is left of its length, not all of it again
+            stream = stream_chat(client, base, messages, **await continuation_params(client, base, messages, params))
             if self.telemetry is not None:  # (a session not started has no dashboard to tell)
                 # each finished reply marks its time to first token on the dashboard (#16)
                 stream = recording_replies(stream, self.telemetry, base)

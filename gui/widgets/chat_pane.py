@@ -236,7 +236,7 @@ class ChatPane(QWidget):
         """Continue the last reply where it stopped, when a lost worker cut it (after the
         relaunch, #34): the conversation so far goes with the partial reply as the assistant's
         prefix, and the text that comes is added to that reply, marked resumed in the
-        conversation. False when there is nothing to continue (no reply cut by a lost worker,
+        conversation; the reply's length (max tokens) counts what it had before the cut. False when there is nothing to continue (no reply cut by a lost worker,
         :meth:`~gui.cluster.chat.conversation.Conversation.mark_cut`; one the person stopped
         stays stopped) or no server now."""
         if self._send is None or self.busy():

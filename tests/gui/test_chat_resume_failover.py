@@ -5,6 +5,7 @@ as the launch flow wires it (interrupted on a lost worker, resumed when the clus
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from cluster.agents import start_agent
 from conftest import free_port
@@ -58,7 +59,7 @@ def test_a_reply_cut_by_a_lost_worker_goes_on_after_the_failover(qtbot, bridge, 
         result(qtbot, session.launch(engine.llama_server, request), timeout=120000)
         pane.set_send(session.chat_sender())
         pane.temperature.setValue(0)
-        pane.max_tokens.setValue(200)
+        pane.max_tokens.setValue(60)  # fewer than counting to 50 takes: the reply runs to its length
         assert pane.send_text("Count from 1 to 50, separated by commas.")
         qtbot.waitUntil(lambda: pane.reply_stats is not None and pane.reply_stats.pieces >= 8, timeout=60000)
         b.proc.kill()  # the worker is lost mid-reply
@@ -66,6 +67,8 @@ def test_a_reply_cut_by_a_lost_worker_goes_on_after_the_failover(qtbot, bridge, 
         partial = pane.conversation.messages[-1].content
         qtbot.waitUntil(lambda: any(e.kind == EventKind.RECOVERED for e in events), timeout=120000)
         qtbot.waitUntil(lambda: pane.conversation.messages[-1].state == "complete", timeout=60000)
+        whole_tokens = len(httpx.post(session.server_url + "/tokenize", timeout=30,
+                                      json={"content": pane.conversation.messages[-1].content}).json()["tokens"])
     finally:
         with qtbot.waitSignal(session.stop_launch().done, timeout=30000):
             pass
@@ -75,3 +78,5 @@ def test_a_reply_cut_by_a_lost_worker_goes_on_after_the_failover(qtbot, bridge, 
     assert [m.role for m in pane.conversation.messages] == ["user", "assistant"]
     assert reply.resumed and partial and reply.content.startswith(partial) and len(reply.content) > len(partial)
     assert not reply.content[len(partial):].lstrip().startswith(partial.strip()[:6])
+    # one reply of the length asked, in all: the continuation got what the cut part left of it
+    assert reply.finish_reason == "length" and whole_tokens <= 60 + 2, whole_tokens

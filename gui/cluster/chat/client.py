@@ -223,6 +223,15 @@ async def count_prompt_tokens(client: httpx.AsyncClient, base_url: str, messages
     return len(resp.json()["tokens"])
 
 
+async def count_text_tokens(client: httpx.AsyncClient, base_url: str, text: str, timeout: float = 30.0) -> int:
+    """How many tokens the server makes of ``text`` alone (no template, no special tokens): what
+    a reply of that text spent of its ``max_tokens``."""
+    resp = await client.post(base_url.rstrip("/") + "/tokenize", json={"content": text}, timeout=timeout)
+    if resp.status_code != 200:
+        raise server_error(resp.status_code, resp.text)
+    return len(resp.json()["tokens"])
+
+
 async def chat(client: httpx.AsyncClient, base_url: str, messages: list[dict], **kw) -> ChatDone:
     """Run :func:`stream_chat` to the end and return its :class:`ChatDone`."""
     done: ChatDone | None = None

@@ -12,11 +12,19 @@ gets only the new text. Both the front door (a streaming client of another app,
 ``gui.cluster.serving.resume``) and the chat pane (:func:`gui.cluster.chat.conversation.resume`)
 use these two. :func:`resume_request` reads from a conversation which reply may go on: the one a
 lost worker cut, as the failover marked it on the model (#33).
+
+A continuation is the rest of the same reply, so it gets what is left of the reply's
+``max_tokens`` (:func:`remaining_budget`), not the whole budget again: the tokens the partial reply
+spent are counted by the server whose tokens they were (:func:`continuation_params`).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
+
+import httpx
+
+from gui.cluster.chat.client import count_text_tokens
 
 
 class CutConversation(Protocol):
@@ -74,3 +82,21 @@ def resume_request(conversation: CutConversation) -> list[dict] | None:
     if conversation.resumable is None:
         return None
     return conversation.continuation_messages()
+
+
+def remaining_budget(max_tokens: int, spent_tokens: int) -> int:
+    """What is left of a reply's ``max_tokens`` once its cut part spent ``spent_tokens`` (at
+    least 1: a request asks for something)."""
+    return max(1, max_tokens - spent_tokens)
+
+
+async def continuation_params(client: httpx.AsyncClient, base_url: str, messages: list[dict],
+                              params: dict) -> dict:
+    """``params`` for sending ``messages``: when they continue a reply (the last one is the
+    assistant's partial reply, :func:`continuation_messages`), ``max_tokens`` less the tokens that
+    partial reply spent, as the server at ``base_url`` counts them; otherwise ``params`` as given."""
+    budget = params.get("max_tokens")
+    if not messages or messages[-1].get("role") != "assistant" or not isinstance(budget, int):
+        return params
+    spent = await count_text_tokens(client, base_url, messages[-1].get("content") or "")
+    return {**params, "max_tokens": remaining_budget(budget, spent)}

@@ -44,7 +44,7 @@ import httpx
 
 from agent.files import parse_json_object, read_or_set_aside, write_json_atomic
 from agent.i18n import translate
-from gui.cluster.chat.continuation import EchoedPrefix, continuation_messages
+from gui.cluster.chat.continuation import EchoedPrefix, continuation_messages, continuation_params
 from gui.cluster.chat.client import (
     ChatDelta,
     ChatDone,
@@ -565,7 +565,8 @@ async def resume(conv: Conversation, client: httpx.AsyncClient, base_url: str, *
 
     The server gets the conversation so far with the partial reply as the assistant's prefix;
     the text it adds goes on the same message, marked ``resumed``. ``kw`` as for :func:`send`
-    (``max_tokens`` is what may be added). A new cut marks it interrupted again and raises
+    (``max_tokens`` is the whole reply's length: the continuation gets what the cut part left of
+    it). A new cut marks it interrupted again and raises
     :class:`ReplyInterrupted`, like :func:`send`.
     """
     messages = conv.continuation_messages()
@@ -581,4 +582,5 @@ async def resume(conv: Conversation, client: httpx.AsyncClient, base_url: str, *
             else:
                 yield ev
 
+    kw = await continuation_params(client, base_url, messages, kw)  # what is left of its length
     return await _follow_stream(conv, reply, new_text(stream_chat(client, base_url, messages, **kw)))

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
-from gui.cluster.chat.continuation import EchoedPrefix, continuation_messages
+from gui.cluster.chat.continuation import EchoedPrefix, continuation_messages, remaining_budget
 
 #: Seconds between SSE comments sent while the client waits, so it and any proxy see a live stream.
 KEEPALIVE_S = 5.0
@@ -149,7 +149,7 @@ def continuation_body(body: bytes, reply: ReplySoFar, spent_tokens: int | None =
     request["messages"] = continuation_messages(request["messages"], reply.text)
     for key in ("max_tokens", "max_completion_tokens"):  # what is left of the reply's budget
         if isinstance(request.get(key), int) and request[key] > 0:
-            request[key] = max(1, request[key] - (spent_tokens if spent_tokens is not None else reply.chunks))
+            request[key] = remaining_budget(request[key], spent_tokens if spent_tokens is not None else reply.chunks)
     return json.dumps(request).encode("utf-8")
 
 

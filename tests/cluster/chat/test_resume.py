@@ -13,6 +13,7 @@ import httpx
 import pytest
 from conftest import free_port
 
+from gui.cluster.chat.client import count_text_tokens
 from gui.cluster.chat.conversation import COMPLETE, Conversation, ReplyInterrupted, resume, send
 
 pytestmark = [pytest.mark.engine]
@@ -60,6 +61,7 @@ async def test_a_cut_reply_is_continued_on_the_same_message_after_a_restart(engi
             assert conv.messages[-1].interrupted and partial
             server = await start_llama_server(argv, spec.url, log)  # the relaunch
             reply = await resume(conv, client, spec.url, **params)
+            whole_tokens = await count_text_tokens(client, spec.url, reply.content)
     finally:
         if server.returncode is None:
             server.kill()
@@ -72,5 +74,8 @@ async def test_a_cut_reply_is_continued_on_the_same_message_after_a_restart(engi
     # The text continues the partial one, without the prefix llama-server echoes.
     assert reply.content.startswith(partial) and len(reply.content) > len(partial)
     assert not reply.content[len(partial):].lstrip().startswith(partial.strip()[:6])
+    # It is one reply of max_tokens in all: the continuation got what the cut part (8 tokens or
+    # more) left, not 60 again (the whole text counted anew may split a token boundary otherwise).
+    assert reply.finish_reason == "length" and whole_tokens <= 60 + 2, whole_tokens
     # The mark is kept in the saved conversation.
     assert Conversation.load(conv.save(tmp_path / "chat.json")).messages[-1].resumed

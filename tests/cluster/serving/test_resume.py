@@ -102,10 +102,11 @@ async def test_a_stream_cut_by_llama_server_dying_goes_on_after_its_restart(engi
                     events.append(json.loads(line[6:]))
                     texts = [e for e in events if (e.get("choices") or [{}])[0].get("delta", {}).get("content")]
                     if len(texts) == 8 and server.returncode is None and len(events) < 20:
+                        # (read before the kill: the door starts resuming while the test waits on it)
+                        cut_at = len(wire.sent)
                         server.kill()  # llama-server aborts when a worker is lost
                         await server.wait()
                         partial = "".join(e["choices"][0]["delta"]["content"] for e in texts)
-                        cut_at = len(wire.sent)
                         server = await start_llama_server(argv, spec.url, log)  # the relaunch
             # what the partial reply costs in llama-server's own tokens
             spent = len((await c.post(spec.url + "/tokenize", json={"content": partial})).json()["tokens"])
@@ -128,10 +129,13 @@ async def test_a_stream_cut_by_llama_server_dying_goes_on_after_its_restart(engi
     assert text.startswith(partial) and len(text) > len(partial)
     assert not text[len(partial):].lstrip().startswith(partial.strip()[:6])
     # On the wire: the request after the cut carried the partial reply as the assistant's prefix.
+    # (The last one is the one answered: those before it met no llama-server yet.)
     after = bytes(wire.sent[cut_at:])
-    request = after[after.index(b"POST /v1/chat/completions"):]
+    answered = after.rindex(b"POST /v1/chat/completions")
+    request = after[answered:]
     continued = json.loads(request[request.index(b"\r\n\r\n") + 4:].split(b"POST ")[0].strip())
     assert continued["messages"] == [*QUESTION, {"role": "assistant", "content": partial}]
     # the reply's budget lost what the partial reply spent, as llama-server counts it (asked first)
-    assert b"POST /tokenize" in after[:after.index(b"POST /v1/chat/completions")]
+    tried_before = after.rfind(b"POST /v1/chat/completions", 0, answered)
+    assert b"POST /tokenize" in after[max(tried_before, 0):answered]
     assert continued["max_tokens"] == 60 - spent
