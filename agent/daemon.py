@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from agent.identity import Identity, load_or_create, peer_fingerprint, server_co
 from agent.keep_awake import KeepAwake
 from agent.lease import Leases
 from agent.pairing import AgentPairing, PinFile
+from agent.ports import free_port
 from agent.process_memory import release_free_heap
 from agent.ratelog import RateLimitedLog
 from agent.relay import RpcRelay
@@ -50,12 +50,6 @@ class StartRefused(RuntimeError):
 
 class PortConflict(StartRefused):
     """A port the agent must listen on is taken; the message names it."""
-
-
-def _free_loopback_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 #: RPC connections the relay keeps open at once, all from the lease's holder: its llama-server's
@@ -214,7 +208,7 @@ class Agent:
     def _restart_port(self, opts: RpcOptions) -> int:
         # Behind the relay the worker's port is private: a fresh one per restart avoids
         # racing the dead worker's socket.
-        return _free_loopback_port() if self.settings.exposure == "relay" else opts.port
+        return free_port() if self.settings.exposure == "relay" else opts.port
 
     def _worker_target(self) -> tuple[str, int] | None:
         sup = self.supervisor
@@ -282,7 +276,7 @@ class Agent:
                 raise PortConflict(msg) from exc
             self.relay = relay
             self.rpc_port = relay.port
-            opts.host, opts.port = "127.0.0.1", _free_loopback_port()
+            opts.host, opts.port = "127.0.0.1", free_port()
         else:
             opts.host, opts.port = s.bind, rpc_port
             self.rpc_port = rpc_port

@@ -47,7 +47,7 @@ from bench.smoke import parse_args  # noqa: E402
 from gui.cluster.llama.server_command import ServerOptions, ServerSpec  # noqa: E402
 from gui.cluster.llama.server_start import machine_args  # noqa: E402
 from gui.cluster.models.demo_weights import installed_demo_weights  # noqa: E402
-from gui.cluster.serving.sharing import free_loopback_port  # noqa: E402
+from agent.ports import free_port  # noqa: E402
 
 STREAMS = (1, 8)
 GOAL_RATIO = 0.98
@@ -70,7 +70,7 @@ def start_llama_server(engine, model: Path, log: Path, threads: int | None = Non
     """A real llama-server with 8 slots on loopback (``threads`` compute threads, or its own
     default: one per core); (process, base URL) once it serves."""
     extra = ("-np", "8") + (("-t", str(threads)) if threads else ())
-    spec = ServerSpec(model=model, options=ServerOptions(ctx=8 * 512, port=free_loopback_port(), extra_args=extra))
+    spec = ServerSpec(model=model, options=ServerOptions(ctx=8 * 512, port=free_port(), extra_args=extra))
     spec = spec.with_extra("--no-webui", *machine_args(engine.llama_server))
     with open(log, "wb") as fh:
         proc = subprocess.Popen(spec.argv(engine.llama_server), stdout=fh, stderr=subprocess.STDOUT,
@@ -115,7 +115,7 @@ class DoorProcess:
 
     def __init__(self, upstream: str, keys: Path) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        self.proc = subprocess.Popen([sys.executable, "-c", DOOR_PROGRAM, upstream, str(free_loopback_port()),
+        self.proc = subprocess.Popen([sys.executable, "-c", DOOR_PROGRAM, upstream, str(free_port()),
                                       str(keys)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self.url = self.proc.stdout.readline().strip()
         if not self.url.startswith("http://"):

@@ -12,7 +12,6 @@ import faulthandler
 import functools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from lan import can_build_lan
 
 from agent.engine_lookup import PINNED_BUILD, Engine, find_engine
+from agent.ports import free_port  # noqa: F401  (the tests' one way to pick a port)
 from gui.cluster.llama.random_model import DemoShape, write_demo_model
 
 # After every test: nothing it started still runs, nothing it changed stays changed (#27).
@@ -56,13 +56,6 @@ def pytest_unconfigure(config) -> None:
     folder = getattr(config, "herd_test_weights", None)
     if folder:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago on ``host``."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def missing(reason: str) -> None:

@@ -58,6 +58,7 @@ from lan import Lan, can_build_lan  # noqa: E402
 
 from agent.client import AgentClient  # noqa: E402
 from agent.engine_lookup import find_engine  # noqa: E402
+from agent.ports import free_port  # noqa: E402
 from bench.smoke import parse_args, results_folder  # noqa: E402
 from gui.cluster.launching.placement import layout_from_log  # noqa: E402
 from gui.cluster.llama.model import inspect_model  # noqa: E402
@@ -268,7 +269,7 @@ async def bench_shape(engine, name: str, workers: list[Worker], model: Path, arg
     info = inspect_model(model)
     cluster = Cluster(engine, workers, work / name)
     (work / name).mkdir(parents=True, exist_ok=True)
-    port = M._free_port()
+    port = free_port()
     try:
         await cluster.start()
         print(f"\n== {name}: " + "; ".join(w.describe() for w in workers), flush=True)

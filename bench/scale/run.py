@@ -53,6 +53,7 @@ from lan import Lan, can_build_lan  # noqa: E402
 from run import grid_splits, machine_description  # noqa: E402  (bench/fastest/run.py)
 
 from agent.engine_lookup import find_engine  # noqa: E402
+from agent.ports import free_port  # noqa: E402
 from bench.smoke import parse_args, results_folder  # noqa: E402
 from gui.cluster.launching.launcher import ClusterLauncher  # noqa: E402
 from gui.cluster.launching.request import LaunchRequest  # noqa: E402
@@ -135,7 +136,7 @@ async def prompt_and_decode(url: str, tokens: int, runs: int) -> tuple[float, fl
 async def run_plan(engine, model: Path, plan, tokens: int, runs: int, nodes: list, client_for) -> dict:
     """llama-server with ``plan`` through the workers' TLS forwarders (as a launch runs it)."""
     from gui.cluster.nodes import tunnel
-    spec = ServerSpec.for_plan(plan, model, ServerOptions(ctx=CTX, port=M._free_port(), extra_args=("-t", "1")))
+    spec = ServerSpec.for_plan(plan, model, ServerOptions(ctx=CTX, port=free_port(), extra_args=("-t", "1")))
     used = [n for n in nodes if n.rpc_endpoint in spec.rpc]
     clients = [client_for(n) for n in used]
     forwarders = await tunnel.open_forwarders(zip(used, clients))
@@ -164,7 +165,7 @@ async def startup(engine, model: Path, plan, nodes: dict, client_for, info) -> d
     hash threshold, the host's own layers, the context, the warm-up).
     """
     events = []
-    request = LaunchRequest(plan, info, ServerOptions(ctx=CTX, port=M._free_port(), extra_args=("-t", "1")))
+    request = LaunchRequest(plan, info, ServerOptions(ctx=CTX, port=free_port(), extra_args=("-t", "1")))
     launcher = ClusterLauncher(engine.llama_server, request, nodes, client_for)
     t0 = time.monotonic()
     marks: dict[str, float] = {}

@@ -69,6 +69,7 @@ from cluster.rpc_workers import wait_port  # noqa: E402
 from lan import Lan, can_build_lan  # noqa: E402
 
 from agent.engine_lookup import find_engine  # noqa: E402
+from agent.ports import free_port  # noqa: E402
 from bench.smoke import parse_args, results_folder  # noqa: E402
 from gui.cluster.llama.model import inspect_model  # noqa: E402
 from gui.cluster.llama.random_model import DemoShape, write_demo_model  # noqa: E402
@@ -421,7 +422,7 @@ async def run_delay(engine, delay_ms: float, groups: list[tuple[Path, list[Cell]
     print(f"\n== {delay_ms:g} ms one way: RPC round trip {rtt:.2f} ms", flush=True)
     results = []
     for model, cells in groups:
-        plain_port, spec_port = M._free_port(), M._free_port()
+        plain_port, spec_port = free_port(), free_port()
         async with serving(engine, server_spec(model, workers.endpoints[PLAIN], plain_port)) as plain_url:
             for cell in cells:
                 results.append(await run_cell(engine, cell, model, plain_url, rtt, workers, spec_port, args,

@@ -8,7 +8,6 @@ stops them and removes their state. Qt-free.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,15 +19,10 @@ import httpx
 
 from agent import protocol as P
 from agent.engine_lookup import EngineError, data_dir, find_engine
+from agent.ports import free_port
 from gui.cluster.llama.server_process import die_with_parent
 
 LOOPBACK = "127.0.0.1"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
 
 
 #: The demo model: a small Qwen2-style Q4_K_M file with tied embeddings and grouped-query
@@ -124,7 +118,7 @@ class DemoCluster:
         try:
             for i in range(self.count):
                 name = f"demo-{chr(ord('a') + i)}"
-                a = DemoAgent(name, _free_port(), _free_port(), _free_port(), self.root / name)
+                a = DemoAgent(name, free_port(), free_port(), free_port(), self.root / name)
                 a.state_dir.mkdir(parents=True)
                 common = base + ["--config", str(a.state_dir / "agent.toml"), "--state-dir", str(a.state_dir)]
                 a.pin = subprocess.run(common + ["pin"], capture_output=True, text=True, check=True,

@@ -79,11 +79,9 @@ def test_stop_stops_the_stream(qtbot, pane):
 
 def test_server_error_is_shown_and_pane_keeps_working(qtbot, session, llama_server):
     # A port where nothing listens: the failure is shown in words, the pane stays usable.
-    import socket
+    from tests.conftest import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    dead = f"http://127.0.0.1:{free_port()}"
     pane = ChatPane(session.chat_sender(dead))
     qtbot.addWidget(pane)
     with qtbot.waitSignal(pane.replyFinished, timeout=10000):

@@ -11,12 +11,12 @@ free loopback port), once without and once with the speculation, and stopped aft
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from agent.client import AgentError
 from agent.i18n import translate
+from agent.ports import free_port
 from gui.cluster.launching.launcher import ClusterLauncher
 from gui.cluster.launching.request import LaunchRequest, nodes_for_plan
 from gui.cluster.llama.server_command import DEFAULT_CTX, ServerOptions
@@ -24,12 +24,6 @@ from gui.cluster.llama.server_process import LaunchError
 from gui.cluster.planning.measure import MeasurementCache, model_fingerprint
 from gui.cluster.planning.speculation import Speculation
 from gui.cluster.planning.speculation_trial import TrialError, measure_speculation
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def link_rtts_ms(plan, model_path: Path, cache: MeasurementCache | None = None) -> list[float]:
@@ -83,7 +77,7 @@ async def measure_on_cluster(llama_server: str | Path, plan, model, nodes: Itera
     @contextlib.asynccontextmanager
     async def serve(tried: Speculation):
         # one slot: the trial's requests run one at a time, and a single slot needs the least memory
-        options = ServerOptions(ctx=ctx or DEFAULT_CTX, port=_free_port(), extra_args=("-np", "1"))
+        options = ServerOptions(ctx=ctx or DEFAULT_CTX, port=free_port(), extra_args=("-np", "1"))
         request = LaunchRequest(plan, model, options, threads=threads, speculation=tried)
         launcher = ClusterLauncher(llama_server, request, used, client_for)
         side[0] = tried

@@ -25,7 +25,6 @@ import hashlib
 import logging
 import os
 import platform
-import socket
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from agent.engine_lookup import managed_engine_root
 from agent.files import CorruptFile, parse_json_object, read_or_set_aside, write_json_atomic
 from agent.hardware import cpu_model
 from agent.i18n import translate
+from agent.ports import free_port
 from gui.cluster.llama.server_command import NO_REPACK_FLAG, ServerOptions, ServerSpec
 from gui.cluster.llama.server_process import CRASH_SIGNALS, FAILED, LaunchError, ServerProcess, signal_name
 
@@ -197,11 +197,6 @@ def no_repack_needed(program: str | os.PathLike) -> bool:
 
 # --- asking ---------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _probe_model(folder: Path, quant: str) -> Path:
     """A two-block model of ``quant`` whose matrices every repacking kernel takes (rows and
@@ -214,7 +209,7 @@ def _probe_model(folder: Path, quant: str) -> Path:
 async def _serves(program: Path, model: Path, extra: list[str], timeout: float) -> str | None:
     """Run llama-server host-only on ``model`` through warm-up: None when it served, else the
     signal it crashed by. Raises :class:`ProbeError` when it failed otherwise."""
-    spec = ServerSpec(model=model, ngl=0, verbosity=3, options=ServerOptions(ctx=256, port=_free_port(), extra_args=extra))
+    spec = ServerSpec(model=model, ngl=0, verbosity=3, options=ServerOptions(ctx=256, port=free_port(), extra_args=extra))
     server = ServerProcess(program, spec)
     try:
         await server.start()

@@ -49,6 +49,7 @@ from agent import rpc_protocol
 from agent.client import ReadyWorker, WorkerUnavailable
 from agent.engine_lookup import Engine
 from agent.i18n import translate
+from agent.ports import free_port
 from agent.protocol import WorkerState
 
 log = logging.getLogger(__name__)
@@ -410,7 +411,7 @@ async def measure_compute(engine: Engine, model_path: str | os.PathLike, endpoin
         raise MeasureError(f"need at least 2 tokens and 1 run, got tokens={tokens}, runs={runs}")
     info = inspect_model(model_path)
     n_slots = info.n_layer + 1
-    port = _free_port()
+    port = free_port()
     extra = (["-t", str(host_threads)] if host_threads else []) + list(server_args)
     split = [n_slots if k == device else 0 for k in range(n_devices)]
     spec = ServerSpec(model=Path(model_path), rpc=[endpoint] if endpoint else [], ngl=n_slots if endpoint else 0, tensor_split=split if endpoint else [], verbosity=3, options=ServerOptions(ctx=ctx, port=port, extra_args=extra))
@@ -472,12 +473,6 @@ def link_cost_s(link: LinkMeasurement, model_path: str | os.PathLike) -> float:
     if not link.throughput_bps:
         return link.rtt_min_s
     return link.rtt_min_s + hop_bytes(inspect_model(model_path), True) / link.throughput_bps
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import socket
 import sys
 from dataclasses import dataclass, replace
 
+from agent.ports import free_port
 from gui.cluster.llama.model import DEFAULT_SEQUENCES
 from gui.cluster.llama.server_command import DEFAULT_HOST, ServerOptions
 from gui.cluster.serving.api_keys import ApiKeyStore
@@ -25,13 +26,6 @@ from gui.cluster.serving.front_door import DoorSettings, FrontDoor, FrontDoorErr
 
 #: Every IPv4 address of this computer: what ``--lan`` listens on unless ``--host`` names one.
 ALL_ADDRESSES = "0.0.0.0"
-
-
-def free_loopback_port() -> int:
-    """A TCP port free on 127.0.0.1 a moment ago: llama-server's, behind the front door."""
-    with socket.socket() as s:
-        s.bind((DEFAULT_HOST, 0))
-        return s.getsockname()[1]
 
 
 def _slots(options: ServerOptions) -> int:
@@ -61,7 +55,7 @@ def share_on_lan(options: ServerOptions, host: str | None, keys: ApiKeyStore | N
     and a free port instead, and the front door the endpoint's port on :func:`door_hosts`,
     serving HTTPS with ``certificate`` when one is given.
     """
-    upstream = replace(options, host=DEFAULT_HOST, port=free_loopback_port())
+    upstream = replace(options, host=DEFAULT_HOST, port=free_port(DEFAULT_HOST))
     # as many at once as llama-server has slots; the others wait in the door's queue (#34)
     door = FrontDoor(f"http://{DEFAULT_HOST}:{upstream.port}", keys or ApiKeyStore(),
                      hosts=door_hosts(host), port=options.port, settings=settings,
