@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import logging
 import threading
 import traceback
@@ -60,6 +61,10 @@ class Call(QObject):
         self.future: concurrent.futures.Future | None = None
         self._bridge = bridge
         self._reported = False
+        # The coroutines this call was given and wrapped in: one that never started (the call was
+        # cancelled before the loop reached it) is closed when the bridge closes, not collected
+        # later with a "never awaited" warning.
+        self._coroutines: list[Awaitable[Any]] = []
         self._post.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
 
     def cancel(self) -> None:
@@ -178,8 +183,10 @@ class AsyncBridge(QObject):
             getattr(coro, "close", lambda: None)()
             raise RuntimeError("the bridge is closed")
         call = Call(label, self)
+        call._coroutines.append(coro)
         if timeout is not None:
             coro = _bounded(coro, timeout, label)
+            call._coroutines.append(coro)
         call.future = asyncio.run_coroutine_threadsafe(self._run(call, coro), self._loop)
         self._track(call)
         return call
@@ -224,7 +231,9 @@ class AsyncBridge(QObject):
                 if aclose is not None:
                     await aclose()
 
-        call.future = asyncio.run_coroutine_threadsafe(self._run(call, pump()), self._loop)
+        pumping = pump()
+        call._coroutines.append(pumping)
+        call.future = asyncio.run_coroutine_threadsafe(self._run(call, pumping), self._loop)
         self._track(call)
         return call
 
@@ -266,12 +275,18 @@ class AsyncBridge(QObject):
         if self._closed:
             return
         self._closed = True
-        for call in list(self._calls):
+        calls = list(self._calls)
+        for call in calls:
             call.cancel()
         if self._thread.isRunning():
             self._loop.call_soon_threadsafe(self._loop.stop)
             if not self._thread.wait(timeout_ms):
                 log.error("the asyncio thread did not stop within %d ms", timeout_ms)
+                return
+        for call in calls:  # (the loop is gone: nothing can start them any more)
+            for coro in call._coroutines:
+                if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                    coro.close()
 
 
 async def in_background_thread(fn: Callable[..., Any], *args: Any, name: str = "herd-background") -> Any:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import warnings
 
 import pytest
 from PySide6.QtCore import Qt
@@ -123,3 +125,26 @@ def test_timeout_fails_the_call_with_its_name(qtbot, bridge):
     with qtbot.waitSignal(call.failed, timeout=5000) as sig:
         pass
     assert isinstance(sig.args[0], TimeoutError) and "pair node-a" in str(sig.args[0])
+
+
+@pytest.mark.parametrize("how", ["submit", "submit with timeout", "stream"])
+def test_work_cancelled_before_it_started_is_closed_with_the_bridge(qtbot, qapp, how):
+    """The window closes while the loop is still busy with one thing and more was asked of it:
+    what never started is closed with the bridge, not collected later as "never awaited"."""
+    bridge = AsyncBridge()
+    busy = threading.Event()
+    bridge.call_soon(busy.wait, 5)  # holds the loop thread until the call is cancelled
+    if how == "stream":
+        async def items():
+            yield 1
+        call = bridge.stream(items, "items")
+    else:
+        call = bridge.submit(_answer(1), "answer", timeout=5 if how == "submit with timeout" else None)
+    call.cancel()
+    busy.set()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bridge.close()
+        del call
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []

@@ -36,7 +36,7 @@ def test_history_survives_a_new_start(qtbot, make_window, demo_model):
         assert kept[:30] == [40.0 + i for i in range(30)]
     finally:
         win.launch_flow.stop()
-        qtbot.waitUntil(lambda: win.session.supervisor is None, timeout=30000)
+        qtbot.waitUntil(lambda: win.session.supervisor is None and win.launch.state == "stopped", timeout=30000)
 
 
 def test_graphs_keep_their_height_while_the_banner_shows(qtbot, make_window):

@@ -351,6 +351,21 @@ class ServerProcess:
     async def _watch(self) -> None:
         assert self._proc is not None
         proc = self._proc
+        try:
+            await self._poll_until_exit(proc)
+            # Let the reader drain what the process printed last: the reason is usually there.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._tasks[0]), 5.0)
+        except asyncio.CancelledError:
+            await self._end_with_the_loop(proc)
+            raise
+        self.returncode = proc.returncode
+        if self._stop_requested:
+            self._set(STOPPED)
+        else:
+            self._set(FAILED, explain_failure(list(self.log), proc.returncode, self._was_ready))
+
+    async def _poll_until_exit(self, proc: asyncio.subprocess.Process) -> None:
         async with httpx.AsyncClient() as client:
             while proc.returncode is None:
                 if self.state in (STARTING, LOADING):
@@ -365,14 +380,22 @@ class ServerProcess:
                         pass
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(proc.wait(), self.poll_interval)
-        # Let the reader drain what the process printed last: the reason is usually there.
+
+    async def _end_with_the_loop(self, proc: asyncio.subprocess.Process) -> None:
+        """The loop is shutting down (the app quits, ``asyncio.run`` returns) and cancelled the
+        supervision: the server ends with it, and its pipe is read to the end. Otherwise asyncio's
+        transport stays open and is closed later by the collector, on a loop that is gone."""
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        reader = self._tasks[0]
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._tasks[0]), 5.0)
+            await asyncio.wait_for(proc.wait(), 5.0)
+            await asyncio.wait_for(asyncio.gather(reader, return_exceptions=True), 5.0)
+        if reader.cancelled() and proc.stdout is not None:  # cancelled with the rest: drain here
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(proc.stdout.read(), 5.0)
         self.returncode = proc.returncode
-        if self._stop_requested:
-            self._set(STOPPED)
-        else:
-            self._set(FAILED, explain_failure(list(self.log), proc.returncode, self._was_ready))
 
     async def wait_for(self, states: set[str], timeout: float) -> str:
         """Wait until the state is one of ``states`` (or the server ended); returns the state."""

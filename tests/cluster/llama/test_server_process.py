@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import socket
+import sys
 import time
 
 import httpx
@@ -198,3 +200,29 @@ def test_the_log_follower_hands_on_each_line_once_while_the_bounded_log_rolls_ov
     second.log.extend(["new 0", "new 1"])
     assert follower.new_lines(second) == ["new 0", "new 1"]
     assert follower.new_lines(None) == []
+
+
+def test_a_loop_that_shuts_down_ends_the_server_and_leaves_nothing_open(engine, demo_model, monkeypatch):
+    """The app quits while llama-server runs: its loop cancels every task, as ``asyncio.run``
+    does, and closes. The server ends with it, and nothing of it is left for the collector to
+    close later on the closed loop (that printed "Event loop is closed" at exit)."""
+    left_for_the_collector: list = []
+    monkeypatch.setattr(sys, "unraisablehook", left_for_the_collector.append)
+    loop = asyncio.new_event_loop()
+    try:
+        srv = L.ServerProcess(engine.llama_server, ServerSpec(
+            model=demo_model, options=ServerOptions(ctx=512, port=free_port())))
+        loop.run_until_complete(srv.start())
+        loop.run_until_complete(srv.wait_ready(120))
+        server = psutil.Process(srv.pid)
+        tasks = asyncio.all_tasks(loop)
+        assert tasks  # the supervision runs
+        for task in tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    finally:
+        loop.close()
+    assert not server.is_running()
+    del srv, tasks
+    gc.collect()
+    assert [u.exc_value for u in left_for_the_collector] == []
