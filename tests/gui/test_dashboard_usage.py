@@ -85,9 +85,13 @@ def test_in_the_app_a_program_on_this_pc_and_the_chat_appear_as_this_pc(qtbot, m
     assert [table.text_at(0, c) for c in (0, 1, 5)] == ["This PC", "1", "0"]
     # the app's own chat is one of the people at once too, counted with this PC's programs
     win.chat.max_tokens.setValue(4)
+    win.chat.temperature.setValue(0)  # (the same reply every run)
     with qtbot.waitSignal(win.chat.replyFinished, timeout=60000) as sig:
         assert win.chat.send_text("Hello")
-    generated = 3 + sig.args[0].pieces
+    # The door counts tokens; the pane counts chunks, and a character's bytes come as one chunk
+    # (the pane once saw 3 chunks for 4 tokens). A reply cut at max_tokens has all 4.
+    assert sig.args[0].finish_reason == "length", win.chat.status.text()
+    generated = 3 + 4
     qtbot.waitUntil(lambda: table.text_at(0, 1) == "2", timeout=10000)
     assert table.text_at(0, 3) == str(generated) and table.table.rowCount() == 1
     with qtbot.waitSignal(win.launch_flow.stop().done, timeout=30000):
