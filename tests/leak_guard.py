@@ -109,7 +109,7 @@ class _Before:
 
     threads: set[threading.Thread]
     processes: set[int]
-    widgets: set[int]
+    windows: set[int]  # addresses of the shown top-level windows
     timers: set[int]
     environ: dict[str, str]
     cwd: str
@@ -168,14 +168,14 @@ def _threads() -> set[threading.Thread]:
 
 def _snapshot() -> _Before:
     app = _qapp()
-    widgets, timers = set(), set()
+    windows, timers = set(), set()
     if app is not None:
         from PySide6.QtCore import QTimer
 
-        widgets = {id(w) for w in app.topLevelWidgets() if w.isVisible()}
-        timers = {id(t) for t in app.findChildren(QTimer) if t.isActive()}
+        windows = {_address(w) for w in _shown_windows(app)}
+        timers = {_address(t) for t in app.findChildren(QTimer) if t.isActive()}
     _qthreads_started.clear()
-    return _Before(threads=_threads(), processes=_children(), widgets=widgets, timers=timers,
+    return _Before(threads=_threads(), processes=_children(), windows=windows, timers=timers,
                    environ=dict(os.environ), cwd=os.getcwd(),
                    signals={s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)},
                    frozen=gc.get_freeze_count(), app=_app_state(app))
@@ -272,22 +272,29 @@ def _left_shown(before: _Before) -> list[str]:
     from PySide6.QtCore import QTimer
 
     out = []
-    for w in app.topLevelWidgets():
-        if id(w) not in before.widgets and _shown(w):
-            out.append(f"top-level widget {w.windowTitle() or type(w).__name__!r} still shown")
+    for w in _shown_windows(app):
+        if _address(w) not in before.windows:
+            out.append(f"top-level widget {w.title() or w.objectName()!r} still shown")
             w.close()
     for t in app.findChildren(QTimer):
-        if id(t) not in before.timers and _active(t):
+        if _address(t) not in before.timers and _active(t):
             out.append(f"a timer on the QApplication still ticking every {t.interval()} ms")
             t.stop()
     return out
 
 
-def _shown(w) -> bool:
-    try:
-        return w.isVisible()
-    except RuntimeError:  # deleted
-        return False
+def _shown_windows(app) -> list:
+    """The shown top-level windows, as the ``QWindow`` each shown top-level widget has. Listing
+    them wraps no widget: listing ``topLevelWidgets()`` wrapped, after every test, widgets Qt
+    makes and deletes by itself (popups, tooltips), and a full run crashed inside that call."""
+    return [w for w in app.topLevelWindows() if w.isVisible()]
+
+
+def _address(obj) -> int:
+    """The Qt object's own address: stable while it lives, unlike the id of a passing wrapper."""
+    import shiboken6
+
+    return shiboken6.getCppPointer(obj)[0]
 
 
 def _active(t) -> bool:
